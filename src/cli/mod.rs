@@ -1,0 +1,33 @@
+//! Command-line interface: one file per subcommand (STYLE.md, xsv layout). Only the binary sees clap
+//! and anyhow.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Differentially private top-1 recommendation: SANSA scores, private selection mechanisms with
+/// heterogeneous sensitivities, and the experiments of the paper.
+#[derive(Debug, Parser)]
+#[command(name = "recsel", version, propagate_version = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+    /// Worker threads for parallel work (default: one per core). Results never depend on it.
+    #[arg(long, global = true, value_name = "N")]
+    threads: Option<usize>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {}
+
+/// Parses the command line and runs the chosen subcommand.
+pub fn main() -> anyhow::Result<ExitCode> {
+    let cli = Cli::parse();
+    if let Some(n) = cli.threads {
+        anyhow::ensure!(n >= 1, "--threads must be at least 1, got {n}");
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(n)
+            .build_global()?;
+    }
+    match cli.command {}
+}

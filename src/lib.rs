@@ -1,0 +1,15 @@
+//! recsel — differentially private top-1 recommendation.
+//!
+//! A recommender scores items for each user; a differentially private selection mechanism picks one
+//! item to show. The folders follow the path a record travels (STYLE.md):
+//!
+//! * [`stats`] — shared numerics: samplers, percentiles, correlations, goodness-of-fit tests;
+//! * [`rng`] — reproducible random streams, one per (user, mechanism, ε index, trial);
+//! * [`mechanisms`] — every selection mechanism of SPEC §1 behind one trait and one registry.
+//!
+//! The science is specified in `SPEC.md` (shared with the project); section numbers in comments refer
+//! to it.
+
+pub mod error;
+
+pub use error::{Error, Result};
