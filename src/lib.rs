@@ -11,5 +11,8 @@
 //! to it.
 
 pub mod error;
+pub mod mechanisms;
+pub mod rng;
+pub mod stats;
 
 pub use error::{Error, Result};

@@ -5,6 +5,10 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod common;
+mod mechanisms;
+mod sample;
+
 /// Differentially private top-1 recommendation: SANSA scores, private selection mechanisms with
 /// heterogeneous sensitivities, and the experiments of the paper.
 #[derive(Debug, Parser)]
@@ -18,7 +22,12 @@ pub struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
-enum Command {}
+enum Command {
+    /// List the selection mechanisms, their guarantees and parameters.
+    Mechanisms(mechanisms::Args),
+    /// Run one mechanism many times on one score vector and count the outputs.
+    Sample(sample::Args),
+}
 
 /// Parses the command line and runs the chosen subcommand.
 pub fn main() -> anyhow::Result<ExitCode> {
@@ -29,5 +38,8 @@ pub fn main() -> anyhow::Result<ExitCode> {
             .num_threads(n)
             .build_global()?;
     }
-    match cli.command {}
+    match cli.command {
+        Command::Mechanisms(a) => mechanisms::run(a),
+        Command::Sample(a) => sample::run(a),
+    }
 }

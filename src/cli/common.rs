@@ -1,0 +1,97 @@
+//! Pieces shared by several subcommands: mechanism parameters, number lists, progress bars, seeds.
+
+use anyhow::{bail, Context};
+use indicatif::{ProgressBar, ProgressStyle};
+use recsel::mechanisms::MechParams;
+use recsel::rng::Streams;
+use recsel::stats::Chooser;
+
+/// Hyperparameters of the mechanisms that have them (ε is given separately).
+#[derive(Debug, Clone, clap::Args)]
+pub struct MechOpts {
+    /// Stopping probability γ of rs, rs-tnb and rs-exp, in (0, 1].
+    #[arg(long, value_name = "G")]
+    pub gamma: Option<f64>,
+    /// Failure probability β of gem, mgem and cgem, in (0, 1).
+    #[arg(long, value_name = "B")]
+    pub beta: Option<f64>,
+    /// Shape η > -1 of rs-tnb's truncated negative binomial.
+    #[arg(long, value_name = "H")]
+    pub eta: Option<f64>,
+    /// Share of ε that cgem spends on the correlation bit, in (0, 1).
+    #[arg(long, value_name = "C")]
+    pub c: Option<f64>,
+    /// Correlation cgem uses to choose between gem and mgem.
+    #[arg(long, value_parser = ["spearman", "pearson", "weighted"])]
+    pub chooser: Option<String>,
+}
+
+impl MechOpts {
+    /// `base` with every option given on the command line applied.
+    pub fn apply(&self, mut base: MechParams) -> anyhow::Result<MechParams> {
+        if let Some(g) = self.gamma {
+            base.gamma = g;
+        }
+        if let Some(b) = self.beta {
+            base.beta = b;
+        }
+        if let Some(h) = self.eta {
+            base.eta = h;
+        }
+        if let Some(c) = self.c {
+            base.c = c;
+        }
+        if let Some(ch) = &self.chooser {
+            base.chooser = Chooser::from_name(ch)?;
+        }
+        Ok(base)
+    }
+}
+
+/// Parses a comma-separated list of numbers; errors name the position and the text.
+pub fn parse_f64_list(what: &str, text: &str) -> anyhow::Result<Vec<f64>> {
+    text.split(',')
+        .enumerate()
+        .map(|(i, t)| {
+            let t = t.trim();
+            t.parse::<f64>()
+                .with_context(|| format!("{what}: item {} is '{t}', not a number", i + 1))
+        })
+        .collect()
+}
+
+/// Streams from `--seed`, or from OS entropy with the drawn seed reported on stderr so the run can
+/// be repeated.
+pub fn streams(seed: Option<u64>) -> Streams {
+    match seed {
+        Some(s) => Streams::new(s),
+        None => {
+            let s = Streams::from_entropy();
+            eprintln!(
+                "recsel: no --seed given; using seed {} (from OS entropy)",
+                s.seed()
+            );
+            s
+        }
+    }
+}
+
+/// A progress bar on stderr (drawn only when stderr is a terminal) with rate and time left.
+pub fn progress(len: u64, message: &str) -> ProgressBar {
+    let bar = ProgressBar::new(len);
+    bar.set_style(
+        ProgressStyle::with_template("{msg:>12} [{bar:40}] {pos}/{len} ({per_sec}, {eta} left)")
+            .expect("valid template")
+            .progress_chars("=> "),
+    );
+    bar.set_message(message.to_string());
+    bar
+}
+
+/// Checks a positive count.
+pub fn positive(name: &str, n: u64) -> anyhow::Result<u64> {
+    if n == 0 {
+        bail!("{name} must be at least 1, got 0");
+    }
+    Ok(n)
+}

@@ -1,0 +1,71 @@
+//! `recsel mechanisms`: the registry as a table.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use recsel::mechanisms::{MechParams, REGISTRY};
+
+/// List every selection mechanism with its privacy guarantee, parameters and defaults.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "Example:\n  recsel mechanisms\n  recsel mechanisms --json")]
+pub struct Args {
+    /// Print one JSON array instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+fn default_of(param: &str, d: &MechParams) -> String {
+    match param {
+        "gamma" => format!("gamma={}", d.gamma),
+        "beta" => format!("beta={}", d.beta),
+        "eta" => format!("eta={}", d.eta),
+        "c" => format!("c={}", d.c),
+        "chooser" => format!("chooser={}", d.chooser.name()),
+        other => other.to_string(),
+    }
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let defaults = MechParams::default();
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        let rows: Vec<_> = REGISTRY
+            .iter()
+            .map(|s| {
+                serde_json::json!({
+                    "name": s.name,
+                    "guarantee": s.guarantee,
+                    "private": s.private,
+                    "parameters": s.params.iter().map(|p| default_of(p, &defaults)).collect::<Vec<_>>(),
+                    "summary": s.summary,
+                })
+            })
+            .collect();
+        writeln!(out, "{}", serde_json::to_string_pretty(&rows)?)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    writeln!(
+        out,
+        "{:<13} {:<36} {:<32} description",
+        "name", "guarantee", "parameters (defaults)"
+    )?;
+    for s in REGISTRY {
+        let params: Vec<_> = s.params.iter().map(|p| default_of(p, &defaults)).collect();
+        let params = if params.is_empty() {
+            "-".to_string()
+        } else {
+            params.join(" ")
+        };
+        writeln!(
+            out,
+            "{:<13} {:<36} {:<32} {}",
+            s.name, s.guarantee, params, s.summary
+        )?;
+    }
+    writeln!(
+        out,
+        "\nEvery mechanism also takes --eps (finite, > 0). Defaults are the paper's synthetic settings;\n\
+         real-data runs use gamma=0.008 (MovieLens, Amazon Books) or 0.0008 (Netflix)."
+    )?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,159 @@
+//! Random stopping (SPEC §1: `rs`, `rs-tnb`; seed 001 appendix B: `rs-exp`).
+//!
+//! Repeat: draw a candidate a uniformly from all k (with replacement), record `q_a + noise_a`, and
+//! stop after K draws; output the best recorded candidate (ties uniformly at random).
+//!
+//! | name | K | noise | guarantee |
+//! |---|---|---|---|
+//! | `rs` (RS_γ, Liu & Talwar 2019, seed 001 Algorithm 1) | Geometric(γ) on {1, 2, …} | Lap(3Δ_a/ε) | ε-DP |
+//! | `rs-tnb` (Papernot & Steinke 2022) | truncated negative binomial `D_{η,γ}` | Lap((2+η)Δ_a/ε) | ε-DP |
+//! | `rs-exp` (seed 001 appendix B) | Geometric(γ) | Exp(mean 3Δ_a/ε) | **not DP**; a reference for audits |
+//!
+//! Cost per selection: K noise draws, E[K] = 1/γ for `rs`.
+
+use rand::Rng as _;
+
+use crate::error::Result;
+use crate::mechanisms::{check_epsilon, Guarantee, Mechanism, Prepared, Problem};
+use crate::rng::Rng;
+use crate::stats::distributions::{exp1, laplace1, Geometric1, TruncatedNegBinomial};
+
+/// How the number of draws K is chosen, and with it the noise.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoppingRule {
+    /// `rs`: K ~ Geometric(γ), Laplace noise with multiplier 3.
+    Geometric,
+    /// `rs-tnb`: K ~ D_{η,γ}, Laplace noise with multiplier 2 + η.
+    TruncatedNegBinomial,
+    /// `rs-exp`: K ~ Geometric(γ), *exponential* noise with multiplier 3 (not DP).
+    GeometricExponentialNoise,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Stopping {
+    Geometric(Geometric1),
+    Tnb(TruncatedNegBinomial),
+}
+
+/// A random-stopping mechanism with validated ε, γ and η.
+#[derive(Debug, Clone)]
+pub struct RandomStopping {
+    rule: StoppingRule,
+    epsilon: f64,
+    stopping: Stopping,
+    /// Noise scale multiplier m in `Lap(m Δ_a / ε)`.
+    multiplier: f64,
+}
+
+impl RandomStopping {
+    /// Validates ε (finite, > 0), γ (in (0, 1]) and, for `rs-tnb`, η (> −1).
+    pub fn new(rule: StoppingRule, epsilon: f64, gamma: f64, eta: f64) -> Result<Self> {
+        check_epsilon(epsilon)?;
+        let (stopping, multiplier) = match rule {
+            StoppingRule::Geometric | StoppingRule::GeometricExponentialNoise => {
+                (Stopping::Geometric(Geometric1::new(gamma)?), 3.0)
+            }
+            StoppingRule::TruncatedNegBinomial => (
+                Stopping::Tnb(TruncatedNegBinomial::new(eta, gamma)?),
+                2.0 + eta,
+            ),
+        };
+        Ok(RandomStopping {
+            rule,
+            epsilon,
+            stopping,
+            multiplier,
+        })
+    }
+
+    /// One draw of the number of repetitions K.
+    pub fn draw_k(&self, rng: &mut Rng) -> u64 {
+        match &self.stopping {
+            Stopping::Geometric(g) => g.sample(rng),
+            Stopping::Tnb(t) => t.sample(rng),
+        }
+    }
+
+    /// One selection that also reports the K it used (for tests of the stopping distribution).
+    pub fn select_counting(&self, problem: &Problem<'_>, rng: &mut Rng) -> (usize, u64) {
+        let prepared = self.prepare_rs(problem);
+        prepared.sample_counting(rng)
+    }
+
+    fn prepare_rs<'a>(&'a self, problem: &Problem<'a>) -> PreparedRs<'a> {
+        let c = self.multiplier / self.epsilon;
+        PreparedRs {
+            mech: self,
+            scores: problem.scores(),
+            scales: problem.sensitivities().iter().map(|d| c * d).collect(),
+        }
+    }
+}
+
+struct PreparedRs<'a> {
+    mech: &'a RandomStopping,
+    scores: &'a [f64],
+    scales: Vec<f64>,
+}
+
+impl PreparedRs<'_> {
+    fn sample_counting(&self, rng: &mut Rng) -> (usize, u64) {
+        let k = self.scores.len();
+        let draws = self.mech.draw_k(rng);
+        let exponential = self.mech.rule == StoppingRule::GeometricExponentialNoise;
+        let (mut best, mut best_index, mut ties) = (f64::NEG_INFINITY, 0usize, 0u64);
+        for _ in 0..draws {
+            let a = rng.random_range(0..k);
+            let z = if exponential {
+                exp1(rng)
+            } else {
+                laplace1(rng)
+            };
+            let v = self.scores[a] + self.scales[a] * z;
+            if v > best || ties == 0 {
+                best = v;
+                best_index = a;
+                ties = 1;
+            } else if v == best {
+                ties += 1;
+                if rng.random_range(0..ties) == 0 {
+                    best_index = a;
+                }
+            }
+        }
+        (best_index, draws)
+    }
+}
+
+impl Prepared for PreparedRs<'_> {
+    fn sample(&self, rng: &mut Rng) -> usize {
+        self.sample_counting(rng).0
+    }
+}
+
+impl Mechanism for RandomStopping {
+    fn name(&self) -> &'static str {
+        match self.rule {
+            StoppingRule::Geometric => "rs",
+            StoppingRule::TruncatedNegBinomial => "rs-tnb",
+            StoppingRule::GeometricExponentialNoise => "rs-exp",
+        }
+    }
+
+    fn epsilon(&self) -> f64 {
+        self.epsilon
+    }
+
+    fn guarantee(&self) -> Guarantee {
+        match self.rule {
+            StoppingRule::GeometricExponentialNoise => Guarantee::NotPrivate,
+            _ => Guarantee::Pure {
+                epsilon: self.epsilon,
+            },
+        }
+    }
+
+    fn prepare<'a>(&'a self, problem: &Problem<'a>) -> Box<dyn Prepared + 'a> {
+        Box::new(self.prepare_rs(problem))
+    }
+}

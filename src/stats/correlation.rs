@@ -1,0 +1,193 @@
+//! Correlation of scores and sensitivities (SPEC §3): Spearman, Pearson and the weighted correlation
+//! of seed 001 appendix I. Used by `cgem` to choose between GEM and mGEM and by every experiment to
+//! describe a selection problem. A constant vector has correlation 0 by convention.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+/// Which correlation `cgem` uses (SPEC §1, `cgem`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Chooser {
+    /// Spearman's rank correlation (the paper's default).
+    #[default]
+    Spearman,
+    /// Pearson's product-moment correlation.
+    Pearson,
+    /// The weighted correlation of SPEC §3.
+    Weighted,
+}
+
+impl Chooser {
+    /// All choosers with their CLI names.
+    pub const ALL: [(&'static str, Chooser); 3] = [
+        ("spearman", Chooser::Spearman),
+        ("pearson", Chooser::Pearson),
+        ("weighted", Chooser::Weighted),
+    ];
+
+    /// The CLI name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Chooser::Spearman => "spearman",
+            Chooser::Pearson => "pearson",
+            Chooser::Weighted => "weighted",
+        }
+    }
+
+    /// The chooser called `name`.
+    pub fn from_name(name: &str) -> Result<Self> {
+        Self::ALL
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, c)| *c)
+            .ok_or_else(|| Error::UnknownName {
+                kind: "correlation chooser",
+                name: name.to_string(),
+                valid: "spearman, pearson, weighted".into(),
+            })
+    }
+
+    /// The correlation of `x` and `y` (equal lengths).
+    pub fn correlation(self, x: &[f64], y: &[f64]) -> f64 {
+        match self {
+            Chooser::Spearman => spearman(x, y),
+            Chooser::Pearson => pearson(x, y),
+            Chooser::Weighted => weighted_correlation(x, y),
+        }
+    }
+}
+
+/// Weighted Pearson correlation; 0 when either weighted variance is 0.
+fn weighted_pearson(x: &[f64], y: &[f64], w: &[f64]) -> f64 {
+    assert_eq!(
+        x.len(),
+        y.len(),
+        "correlation of vectors of different lengths"
+    );
+    let sw: f64 = w.iter().sum();
+    if x.is_empty() || sw.is_nan() || sw <= 0.0 {
+        return 0.0;
+    }
+    let mx = x.iter().zip(w).map(|(a, w)| a * w).sum::<f64>() / sw;
+    let my = y.iter().zip(w).map(|(a, w)| a * w).sum::<f64>() / sw;
+    let (mut sxy, mut sxx, mut syy) = (0.0, 0.0, 0.0);
+    for ((a, b), w) in x.iter().zip(y).zip(w) {
+        let (dx, dy) = (a - mx, b - my);
+        sxy += w * dx * dy;
+        sxx += w * dx * dx;
+        syy += w * dy * dy;
+    }
+    if sxx <= 0.0 || syy <= 0.0 {
+        0.0
+    } else {
+        (sxy / (sxx.sqrt() * syy.sqrt())).clamp(-1.0, 1.0)
+    }
+}
+
+/// Pearson's correlation; 0 if either vector is constant.
+pub fn pearson(x: &[f64], y: &[f64]) -> f64 {
+    weighted_pearson(x, y, &vec![1.0; x.len()])
+}
+
+/// Ranks 1..n with ties given their average rank.
+pub fn average_ranks(x: &[f64]) -> Vec<f64> {
+    let mut idx: Vec<usize> = (0..x.len()).collect();
+    idx.sort_by(|&a, &b| x[a].total_cmp(&x[b]));
+    let mut ranks = vec![0.0; x.len()];
+    let mut i = 0;
+    while i < idx.len() {
+        let mut j = i;
+        while j + 1 < idx.len() && x[idx[j + 1]] == x[idx[i]] {
+            j += 1;
+        }
+        // positions i..=j (0-based) share the average of ranks i+1..=j+1
+        let r = (i + j) as f64 / 2.0 + 1.0;
+        for &t in &idx[i..=j] {
+            ranks[t] = r;
+        }
+        i = j + 1;
+    }
+    ranks
+}
+
+/// Spearman's rank correlation: Pearson on average ranks.
+pub fn spearman(x: &[f64], y: &[f64]) -> f64 {
+    pearson(&average_ranks(x), &average_ranks(y))
+}
+
+/// Number of score buckets of the weighted correlation (SPEC §3).
+pub const WEIGHTED_BUCKETS: usize = 5;
+
+/// The weighted correlation of seed 001 appendix I (SPEC §3): `[q_min, q_max]` split into 5 equal
+/// buckets (the last closed); `w_a = Δ_a / max{Δ_b : b in a's bucket}`; then the weighted Pearson
+/// correlation of `q` and `Δ`.
+pub fn weighted_correlation(q: &[f64], sens: &[f64]) -> f64 {
+    assert_eq!(
+        q.len(),
+        sens.len(),
+        "correlation of vectors of different lengths"
+    );
+    if q.is_empty() {
+        return 0.0;
+    }
+    let (lo, hi) = q
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), &v| {
+            (l.min(v), h.max(v))
+        });
+    let width = hi - lo;
+    let bucket = |v: f64| -> usize {
+        if width.is_nan() || width <= 0.0 {
+            return 0;
+        }
+        (((v - lo) / width * WEIGHTED_BUCKETS as f64).floor() as usize).min(WEIGHTED_BUCKETS - 1)
+    };
+    let mut bmax = [0.0f64; WEIGHTED_BUCKETS];
+    for (&v, &d) in q.iter().zip(sens) {
+        let b = bucket(v);
+        bmax[b] = bmax[b].max(d);
+    }
+    let w: Vec<f64> = q
+        .iter()
+        .zip(sens)
+        .map(|(&v, &d)| {
+            let m = bmax[bucket(v)];
+            if m > 0.0 {
+                d / m
+            } else {
+                0.0
+            }
+        })
+        .collect();
+    weighted_pearson(q, sens, &w)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn known_values() {
+        let x = [1.0, 2.0, 3.0, 4.0, 5.0];
+        let y = [2.0, 4.0, 6.0, 8.0, 100.0];
+        assert!((spearman(&x, &y) - 1.0).abs() < 1e-12);
+        assert!(pearson(&x, &y) < 0.8);
+        assert_eq!(pearson(&x, &[3.0; 5]), 0.0);
+        assert_eq!(spearman(&[1.0; 5], &y), 0.0);
+        // scipy.stats.spearmanr([1,2,2,3],[1,3,2,4]) = 0.9486832980505138
+        let r = spearman(&[1.0, 2.0, 2.0, 3.0], &[1.0, 3.0, 2.0, 4.0]);
+        assert!((r - 0.948_683_298_050_513_8).abs() < 1e-12, "{r}");
+        assert_eq!(average_ranks(&[3.0, 1.0, 3.0]), vec![2.5, 1.0, 2.5]);
+    }
+
+    #[test]
+    fn weighted_equals_pearson_with_equal_weights() {
+        // One bucket per distinct score and equal sensitivities inside each bucket → w = 1.
+        let q = [0.0, 1.0, 2.0, 3.0, 4.0];
+        let d = [1.0, 3.0, 2.0, 5.0, 4.0];
+        assert!((weighted_correlation(&q, &d) - pearson(&q, &d)).abs() < 1e-12);
+        assert_eq!(weighted_correlation(&[1.0; 3], &[1.0, 2.0, 3.0]), 0.0);
+    }
+}

@@ -1,0 +1,9 @@
+//! Shared numerics: samplers, percentiles, correlations and the hypothesis tests used to check them.
+
+pub mod correlation;
+pub mod distributions;
+pub mod hypothesis;
+pub mod percentile;
+
+pub use correlation::{pearson, spearman, weighted_correlation, Chooser};
+pub use percentile::percentile_linear;

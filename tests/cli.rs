@@ -1,0 +1,157 @@
+//! The real binary on real arguments (STYLE.md, after ripgrep's CLI tests).
+
+use std::process::{Command, Output};
+
+fn recsel(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_recsel"))
+        .args(args)
+        .output()
+        .expect("run recsel")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn mechanisms_lists_the_registry() {
+    let o = recsel(&["mechanisms"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    for spec in recsel::mechanisms::REGISTRY {
+        assert!(stdout(&o).contains(spec.name), "{} missing", spec.name);
+    }
+    assert!(stdout(&o).contains("not private"));
+    let o = recsel(&["mechanisms", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        v.as_array().unwrap().len(),
+        recsel::mechanisms::REGISTRY.len()
+    );
+}
+
+#[test]
+fn sample_json_is_one_object_and_reproducible() {
+    let args = [
+        "sample",
+        "--mech",
+        "mgem",
+        "--eps",
+        "1",
+        "--scores",
+        "1,0.5,-0.25",
+        "--sens",
+        "1,2,0.5",
+        "--n",
+        "20000",
+        "--seed",
+        "3",
+        "--json",
+    ];
+    let o = recsel(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert_eq!(text.trim().lines().count(), 1, "{text}");
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let keys: Vec<_> = v.as_object().unwrap().keys().cloned().collect();
+    assert_eq!(keys, ["counts", "epsilon", "mechanism", "n", "private"]);
+    assert_eq!(v["mechanism"], "mgem");
+    assert_eq!(v["n"], 20000);
+    assert_eq!(v["private"], true);
+    let counts: Vec<u64> = serde_json::from_value(v["counts"].clone()).unwrap();
+    assert_eq!(counts.iter().sum::<u64>(), 20000);
+    // Same seed, one thread: identical counts.
+    let mut one = args.to_vec();
+    one.extend(["--threads", "1"]);
+    assert_eq!(stdout(&recsel(&one)), text);
+    let o = recsel(&[
+        "sample", "--mech", "rnmh", "--eps", "1", "--scores", "1,2", "--sens", "1,1", "--n", "10",
+        "--json",
+    ]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["private"], false);
+}
+
+#[test]
+fn bad_input_fails_with_a_named_value() {
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &[
+                "sample", "--mech", "foo", "--eps", "1", "--scores", "1", "--sens", "1", "--n", "1",
+            ],
+            "unknown mechanism 'foo'; valid names: rnm,",
+        ),
+        (
+            &[
+                "sample", "--mech", "rnm", "--eps", "-1", "--scores", "1", "--sens", "1", "--n",
+                "1",
+            ],
+            "epsilon must be finite and > 0, got -1",
+        ),
+        (
+            &[
+                "sample", "--mech", "rnm", "--eps", "1", "--scores", "1,x", "--sens", "1,1", "--n",
+                "1",
+            ],
+            "--scores: item 2 is 'x', not a number",
+        ),
+        (
+            &[
+                "sample", "--mech", "rnm", "--eps", "1", "--scores", "1,2", "--sens", "1", "--n",
+                "1",
+            ],
+            "differ in length: 2 scores, 1 sensitivities",
+        ),
+        (
+            &[
+                "sample", "--mech", "rnm", "--eps", "1", "--scores", "1,2", "--sens", "1,0", "--n",
+                "1",
+            ],
+            "sensitivity of candidate 1 must be finite and > 0, got 0",
+        ),
+        (
+            &[
+                "sample", "--mech", "rs", "--gamma", "0", "--eps", "1", "--scores", "1", "--sens",
+                "1", "--n", "1",
+            ],
+            "gamma must be in (0, 1], got 0",
+        ),
+        (
+            &[
+                "sample", "--mech", "rnm", "--eps", "1", "--scores", "1", "--sens", "1", "--n", "0",
+            ],
+            "--n must be at least 1",
+        ),
+    ];
+    for (args, want) in cases {
+        let o = recsel(args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        assert!(stderr(&o).contains(want), "{args:?}: {}", stderr(&o));
+    }
+}
+
+#[test]
+fn every_subcommand_has_help_with_an_example() {
+    let o = recsel(&["--help"]);
+    let text = stdout(&o);
+    let subcommands: Vec<String> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+        .filter(|s| s != "help")
+        .collect();
+    assert!(subcommands.len() >= 2, "{text}");
+    for sub in subcommands {
+        let o = recsel(&[&sub, "--help"]);
+        assert!(o.status.success());
+        assert!(
+            stdout(&o).contains("Example"),
+            "`recsel {sub} --help` has no example"
+        );
+    }
+}

@@ -1,0 +1,159 @@
+//! The stopping-time distributions of random stopping against their exact pmfs (SPEC §1), read off
+//! the mechanisms themselves, with power checks on γ.
+
+use rayon::prelude::*;
+use recsel::mechanisms::{Problem, RandomStopping, StoppingRule};
+use recsel::rng::Streams;
+use recsel::stats::distributions::{Geometric1, Logarithmic, TruncatedNegBinomial};
+
+use crate::util::{assert_fits, assert_rejects};
+
+const N: u64 = 200_000;
+
+/// Histogram of K over n selections of `mech`, with cells 1..=cut and one tail cell (> cut).
+fn k_histogram(mech: &RandomStopping, n: u64, cut: u64, seed: u64) -> Vec<u64> {
+    let q = [0.0, 1.0, 0.5];
+    let d = [1.0, 0.5, 2.0];
+    let problem = Problem::new(&q, &d).unwrap();
+    let streams = Streams::new(seed);
+    let ks: Vec<u64> = (0..n)
+        .into_par_iter()
+        .map(|i| {
+            mech.select_counting(&problem, &mut streams.stream(9, 0, 0, i as u32))
+                .1
+        })
+        .collect();
+    let mut h = vec![0u64; cut as usize + 1];
+    for k in ks {
+        assert!(k >= 1, "K must be at least 1");
+        h[(k.min(cut + 1) - 1) as usize] += 1;
+    }
+    h
+}
+
+/// pmf cells 1..=cut and the tail mass.
+fn cells(pmf: impl Fn(u64) -> f64, cut: u64) -> Vec<f64> {
+    let mut p: Vec<f64> = (1..=cut).map(&pmf).collect();
+    let head: f64 = p.iter().sum();
+    p.push((1.0 - head).max(0.0));
+    p
+}
+
+#[test]
+fn rs_stops_after_a_geometric_number_of_draws() {
+    for (i, gamma) in [0.5, 0.05].into_iter().enumerate() {
+        let m = RandomStopping::new(StoppingRule::Geometric, 1.0, gamma, 0.0).unwrap();
+        let cut = (8.0 / gamma) as u64;
+        let h = k_histogram(&m, N, cut, 100 + i as u64);
+        let pmf = |g: f64| {
+            let geo = Geometric1::new(g).unwrap();
+            cells(move |k| geo.pmf(k), cut)
+        };
+        assert_fits(&h, &pmf(gamma), &format!("rs K, gamma={gamma}"));
+        assert_rejects(&h, &pmf((1.3 * gamma).min(1.0)), "rs K vs 1.3 gamma");
+        assert_rejects(&h, &pmf(0.7 * gamma), "rs K vs 0.7 gamma");
+    }
+}
+
+#[test]
+fn rs_tnb_stops_after_a_truncated_negative_binomial_number_of_draws() {
+    let cases = [
+        (0.0, 0.05),
+        (0.5, 0.05),
+        (1.0, 0.05),
+        (-0.5, 0.05),
+        (0.5, 0.3),
+    ];
+    for (i, (eta, gamma)) in cases.into_iter().enumerate() {
+        let m = RandomStopping::new(StoppingRule::TruncatedNegBinomial, 1.0, gamma, eta).unwrap();
+        let cut = (10.0 / gamma) as u64;
+        let h = k_histogram(&m, N, cut, 200 + i as u64);
+        let pmf = |g: f64| {
+            let t = TruncatedNegBinomial::new(eta, g).unwrap();
+            cells(move |k| t.pmf(k), cut)
+        };
+        assert_fits(
+            &h,
+            &pmf(gamma),
+            &format!("rs-tnb K, eta={eta} gamma={gamma}"),
+        );
+        assert_rejects(
+            &h,
+            &pmf(1.3 * gamma),
+            &format!("rs-tnb eta={eta} vs 1.3 gamma"),
+        );
+        assert_rejects(
+            &h,
+            &pmf(0.7 * gamma),
+            &format!("rs-tnb eta={eta} vs 0.7 gamma"),
+        );
+    }
+}
+
+/// The logarithmic case of the SPEC formula: `(1−γ)^k / (k ln(1/γ))`.
+#[test]
+fn logarithmic_pmf_is_the_spec_formula() {
+    let gamma: f64 = 0.0008;
+    let l = Logarithmic::new(gamma).unwrap();
+    for k in [1u64, 2, 10, 1000] {
+        let want = (1.0 - gamma).powi(k as i32) / (k as f64 * (1.0 / gamma).ln());
+        assert!((l.pmf(k) - want).abs() <= 1e-12 * want, "k={k}");
+    }
+}
+
+/// Small γ stays exact: the sample mean of K matches E[K] within 6 standard errors, at the
+/// paper's Netflix γ = 0.0008 (E[K] = 1250 for the geometric rule) and γ = 1e-4.
+#[test]
+fn small_gamma_means() {
+    let streams = Streams::new(300);
+    let n = 100_000u64;
+    let check =
+        |name: &str, draw: &(dyn Fn(&mut recsel::rng::Rng) -> u64 + Sync), mean: f64, var: f64| {
+            let s: f64 = (0..n)
+                .into_par_iter()
+                .map(|i| draw(&mut streams.stream(1, 0, 0, i as u32)) as f64)
+                .sum();
+            let m = s / n as f64;
+            let se = (var / n as f64).sqrt();
+            assert!(
+                (m - mean).abs() < 6.0 * se,
+                "{name}: mean {m}, expected {mean} ± {se}"
+            );
+        };
+    for gamma in [0.0008, 1e-4] {
+        let g = Geometric1::new(gamma).unwrap();
+        check(
+            "geometric",
+            &|r| g.sample(r),
+            1.0 / gamma,
+            (1.0 - gamma) / (gamma * gamma),
+        );
+        // Logarithmic with p = 1 − γ: mean p/((1−p)·L), variance p(1 − p/L)/((1−p)²·L), L = ln(1/γ).
+        let l = Logarithmic::new(gamma).unwrap();
+        let (p, ll) = (1.0 - gamma, (1.0 / gamma).ln());
+        let mean = p / (gamma * ll);
+        let var = p * (1.0 - p / ll) / (gamma * gamma * ll);
+        check("logarithmic", &|r| l.sample(r), mean, var);
+        // η = 1: the zero-truncated geometric on {0,1,…}; η = 0.5 and −0.5 by the pmf.
+        for eta in [1.0, 0.5, -0.5] {
+            let t = TruncatedNegBinomial::new(eta, gamma).unwrap();
+            let (mut m1, mut m2) = (0.0, 0.0);
+            let mut k = 1u64;
+            loop {
+                let p = t.pmf(k);
+                m1 += k as f64 * p;
+                m2 += (k * k) as f64 * p;
+                if k > 200 && p * (k as f64) * (k as f64) < 1e-12 {
+                    break;
+                }
+                k += 1;
+            }
+            check(
+                &format!("tnb eta={eta} gamma={gamma}"),
+                &|r| t.sample(r),
+                m1,
+                m2 - m1 * m1,
+            );
+        }
+    }
+}

@@ -1,0 +1,195 @@
+//! Helpers shared by the statistical tests.
+//!
+//! Every statistical test uses a fixed seed and rejects at p < 1e-6, so a correct implementation
+//! fails spuriously about once in a million runs; each also has a power check — the same test
+//! applied with ε (or γ) misstated by ±30% must reject (STYLE.md, after OpenDP and Tumult).
+
+use rayon::prelude::*;
+use recsel::mechanisms::{Mechanism, Problem};
+use recsel::rng::Streams;
+use recsel::stats::hypothesis::{chi_square_gof, chi_square_homogeneity};
+
+/// Rejection threshold of every statistical test.
+pub const ALPHA: f64 = 1e-6;
+
+/// Output counts of `n` selections, selection i on its own stream of `seed`.
+pub fn counts(mech: &dyn Mechanism, q: &[f64], d: &[f64], n: u64, seed: u64) -> Vec<u64> {
+    let problem = Problem::new(q, d).unwrap();
+    let prepared = mech.prepare(&problem);
+    let streams = Streams::new(seed);
+    (0..n)
+        .into_par_iter()
+        .fold(
+            || vec![0u64; q.len()],
+            |mut c, i| {
+                let mut rng = streams.stream(1, 0, 0, i as u32);
+                c[prepared.sample(&mut rng)] += 1;
+                c
+            },
+        )
+        .reduce(
+            || vec![0u64; q.len()],
+            |mut a, b| {
+                a.iter_mut().zip(b).for_each(|(x, y)| *x += y);
+                a
+            },
+        )
+}
+
+/// Asserts the counts fit `probs` (p ≥ 1e-6).
+pub fn assert_fits(counts: &[u64], probs: &[f64], what: &str) {
+    let r = chi_square_gof(counts, probs);
+    assert!(
+        r.p_value >= ALPHA,
+        "{what}: counts {counts:?} do not fit {probs:?} (chi2 {:.2}, dof {}, p {:.3e})",
+        r.statistic,
+        r.dof,
+        r.p_value
+    );
+}
+
+/// Asserts the counts do not fit `probs` (p < 1e-6): the power check.
+pub fn assert_rejects(counts: &[u64], probs: &[f64], what: &str) {
+    let r = chi_square_gof(counts, probs);
+    assert!(
+        r.p_value < ALPHA,
+        "{what}: the test has no power: counts {counts:?} fit the wrong {probs:?} (p {:.3e})",
+        r.p_value
+    );
+}
+
+/// Asserts two count vectors come from one distribution (p ≥ 1e-6), or not.
+pub fn assert_same(a: &[u64], b: &[u64], expect_same: bool, what: &str) {
+    let r = chi_square_homogeneity(a, b);
+    if expect_same {
+        assert!(
+            r.p_value >= ALPHA,
+            "{what}: {a:?} vs {b:?} differ (p {:.3e})",
+            r.p_value
+        );
+    } else {
+        assert!(
+            r.p_value < ALPHA,
+            "{what}: no power: {a:?} vs {b:?} (p {:.3e})",
+            r.p_value
+        );
+    }
+}
+
+/// Noise of a noisy-max mechanism, for the exact distribution below.
+#[derive(Clone, Copy)]
+pub enum NoiseLaw {
+    /// Exp(mean = scale).
+    Exponential,
+    /// Lap(scale).
+    Laplace,
+}
+
+impl NoiseLaw {
+    fn pdf(self, z: f64, b: f64) -> f64 {
+        match self {
+            NoiseLaw::Exponential => {
+                if z < 0.0 {
+                    0.0
+                } else {
+                    (-z / b).exp() / b
+                }
+            }
+            NoiseLaw::Laplace => (-z.abs() / b).exp() / (2.0 * b),
+        }
+    }
+
+    fn cdf(self, z: f64, b: f64) -> f64 {
+        match self {
+            NoiseLaw::Exponential => {
+                if z < 0.0 {
+                    0.0
+                } else {
+                    -(-z / b).exp_m1()
+                }
+            }
+            NoiseLaw::Laplace => {
+                if z < 0.0 {
+                    0.5 * (z / b).exp()
+                } else {
+                    1.0 - 0.5 * (-z / b).exp()
+                }
+            }
+        }
+    }
+}
+
+/// Exact output distribution of `argmax_a q_a + Z_a`, Z_a independent with scale `scales[a]`:
+/// `P(a) = ∫ f_a(x − q_a) Π_{b≠a} F_b(x − q_b) dx`, by composite Simpson's rule on the pieces
+/// between the kinks at the scores (error far below the sampling error of any test here).
+pub fn noisy_max_exact(q: &[f64], scales: &[f64], law: NoiseLaw) -> Vec<f64> {
+    let bmax = scales.iter().cloned().fold(0.0, f64::max);
+    let lo = q.iter().cloned().fold(f64::INFINITY, f64::min) - 60.0 * bmax;
+    let hi = q.iter().cloned().fold(f64::NEG_INFINITY, f64::max) + 60.0 * bmax;
+    let mut knots: Vec<f64> = q.to_vec();
+    knots.push(lo);
+    knots.push(hi);
+    knots.sort_by(f64::total_cmp);
+    knots.dedup();
+    let k = q.len();
+    let integrand = |a: usize, x: f64| {
+        let mut v = law.pdf(x - q[a], scales[a]);
+        for b in 0..k {
+            if b != a {
+                v *= law.cdf(x - q[b], scales[b]);
+            }
+        }
+        v
+    };
+    (0..k)
+        .map(|a| {
+            let mut total = 0.0;
+            for w in knots.windows(2) {
+                let (x0, x1) = (w[0], w[1]);
+                let m = 20_000;
+                let h = (x1 - x0) / m as f64;
+                let mut s = integrand(a, x0) + integrand(a, x1);
+                for i in 1..m {
+                    let x = x0 + i as f64 * h;
+                    s += if i % 2 == 1 { 4.0 } else { 2.0 } * integrand(a, x);
+                }
+                total += s * h / 3.0;
+            }
+            total
+        })
+        .collect()
+}
+
+/// Exact distribution of `rnm` (exponential noise, mean 2Δ/ε).
+pub fn rnm_exact(q: &[f64], d: &[f64], eps: f64) -> Vec<f64> {
+    let dmax = d.iter().cloned().fold(0.0, f64::max);
+    noisy_max_exact(q, &vec![2.0 * dmax / eps; q.len()], NoiseLaw::Exponential)
+}
+
+/// Softmax `∝ exp(ε q_a / (2Δ))`.
+pub fn softmax(q: &[f64], d: &[f64], eps: f64) -> Vec<f64> {
+    let dmax = d.iter().cloned().fold(0.0, f64::max);
+    let qmax = q.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+    let w: Vec<f64> = q
+        .iter()
+        .map(|x| (eps * (x - qmax) / (2.0 * dmax)).exp())
+        .collect();
+    let s: f64 = w.iter().sum();
+    w.iter().map(|x| x / s).collect()
+}
+
+/// The path of the shared data sets (`../shared/data` beside the checkout), or `None` after a loud
+/// message when they are absent.
+#[allow(dead_code)]
+pub fn shared_data(what: &str) -> Option<std::path::PathBuf> {
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data");
+    if p.is_dir() {
+        Some(p)
+    } else {
+        eprintln!(
+            "SKIPPED {what}: ../shared/data not found beside the checkout ({})",
+            p.display()
+        );
+        None
+    }
+}
