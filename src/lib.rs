@@ -10,6 +10,7 @@
 //! The science is specified in `SPEC.md` (shared with the project); section numbers in comments refer
 //! to it.
 
+pub mod audit;
 pub mod error;
 pub mod mechanisms;
 pub mod rng;

@@ -155,3 +155,47 @@ fn every_subcommand_has_help_with_an_example() {
         );
     }
 }
+
+#[test]
+fn audit_reports_verdicts_and_exit_codes() {
+    let o = recsel(&[
+        "audit",
+        "--mech",
+        "rnmh,rnm",
+        "--eps",
+        "1",
+        "--samples",
+        "20000",
+        "--seed",
+        "1",
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v[0]["mechanism"], "rnmh");
+    assert_eq!(v[0]["verdict"], "flagged (not private)");
+    assert_eq!(v[1]["verdict"], "consistent");
+    assert!(stderr(&o).contains("samples/s"));
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.json");
+    std::fs::write(
+        &path,
+        r#"[{"label":"far","sens":[1,1],"q":[0,0],"q2":[0,5]}]"#,
+    )
+    .unwrap();
+    let o = recsel(&[
+        "audit",
+        "--mech",
+        "rnm",
+        "--eps",
+        "1",
+        "--pairs",
+        path.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("pair 1") && stderr(&o).contains("moves by 5"),
+        "{}",
+        stderr(&o)
+    );
+}

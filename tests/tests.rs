@@ -2,6 +2,7 @@
 
 mod util;
 
+mod audit;
 mod cli;
 mod errors;
 mod gem_property;

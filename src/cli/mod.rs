@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod audit;
 mod common;
 mod mechanisms;
 mod sample;
@@ -27,6 +28,8 @@ enum Command {
     Mechanisms(mechanisms::Args),
     /// Run one mechanism many times on one score vector and count the outputs.
     Sample(sample::Args),
+    /// Audit mechanisms: empirical ε lower bounds on adversarial neighbouring inputs.
+    Audit(audit::Args),
 }
 
 /// Parses the command line and runs the chosen subcommand.
@@ -41,5 +44,6 @@ pub fn main() -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Mechanisms(a) => mechanisms::run(a),
         Command::Sample(a) => sample::run(a),
+        Command::Audit(a) => audit::run(a),
     }
 }

@@ -88,49 +88,107 @@ fn coord(x: f64, y: f64) -> Coord<f64> {
     Coord { x, y }
 }
 
+/// Sign of the orientation of (a, b, c): > 0 counter-clockwise, < 0 clockwise, 0 collinear —
+/// exact. The plain floating-point determinant decides whenever it exceeds Shewchuk's error bound
+/// (almost always); otherwise the adaptive exact predicate does.
+#[inline(always)]
+fn orient(a: Coord<f64>, b: Coord<f64>, c: Coord<f64>) -> f64 {
+    const ERRBOUND: f64 = (3.0 + 16.0 * f64::EPSILON / 2.0) * f64::EPSILON / 2.0;
+    let left = (a.x - c.x) * (b.y - c.y);
+    let right = (a.y - c.y) * (b.x - c.x);
+    let det = left - right;
+    if det.abs() > ERRBOUND * (left.abs() + right.abs()) {
+        det
+    } else {
+        orient2d(a, b, c)
+    }
+}
+
 /// The transformed scores q' in O(k log k) (module docs). Sensitivities must be finite and > 0.
 pub fn transformed_scores(scores: &[f64], sens: &[f64], t: f64) -> Vec<f64> {
-    let k = scores.len();
     let s: Vec<f64> = scores.iter().zip(sens).map(|(q, d)| q - t * d).collect();
-    let mut order: Vec<usize> = (0..k).collect();
-    order.sort_by(|&a, &b| sens[a].total_cmp(&sens[b]).then(s[a].total_cmp(&s[b])));
-    // Upper hull of Q_b = (Δ_b, s_b), left to right (Andrew's monotone chain).
-    let mut hull: Vec<usize> = Vec::with_capacity(k);
-    for &b in &order {
-        // Same x: the later point is at least as high (sort order), the earlier one is not a vertex.
-        while hull.last().is_some_and(|&h| sens[h] == sens[b]) {
-            hull.pop();
-        }
-        let pb = coord(sens[b], s[b]);
-        while hull.len() >= 2 {
-            let (h1, h2) = (hull[hull.len() - 2], hull[hull.len() - 1]);
-            // Pop the middle point unless the chain turns strictly right (clockwise) at it.
-            if orient2d(coord(sens[h1], s[h1]), coord(sens[h2], s[h2]), pb) >= 0.0 {
-                hull.pop();
-            } else {
-                break;
-            }
-        }
-        hull.push(b);
-    }
-    let vertex = |i: usize| coord(sens[hull[i]], s[hull[i]]);
-    (0..k)
+    let hull = upper_hull(sens, &s);
+    (0..s.len())
         .map(|a| {
             let p = coord(-sens[a], s[a]);
-            // First edge (v_i, v_{i+1}) along which the slope from P stops rising.
-            let (mut lo, mut hi) = (0usize, hull.len() - 1);
-            while lo < hi {
-                let mid = (lo + hi) / 2;
-                if orient2d(p, vertex(mid), vertex(mid + 1)) > 0.0 {
-                    lo = mid + 1;
-                } else {
-                    hi = mid;
+            // First edge (v_i, v_{i+1}) along which the slope from P stops rising: a linear scan
+            // on small hulls (one mispredicted branch), a binary search on large ones.
+            let lo = if hull.len() <= 16 {
+                let mut i = 0;
+                while i + 1 < hull.len() && orient(p, hull[i], hull[i + 1]) > 0.0 {
+                    i += 1;
                 }
-            }
-            let b = hull[lo];
-            ((s[a] - s[b]) / (sens[a] + sens[b])).min(0.0)
+                i
+            } else {
+                let (mut lo, mut hi) = (0usize, hull.len() - 1);
+                while lo < hi {
+                    let mid = (lo + hi) / 2;
+                    if orient(p, hull[mid], hull[mid + 1]) > 0.0 {
+                        lo = mid + 1;
+                    } else {
+                        hi = mid;
+                    }
+                }
+                lo
+            };
+            let v = hull[lo];
+            ((s[a] - v.y) / (sens[a] + v.x)).min(0.0)
         })
         .collect()
+}
+
+/// Upper convex hull of the points `(x_b, y_b)` (x > 0), left to right (Andrew's monotone chain).
+/// Collinear middle points are dropped: along a segment the slope from a point to the left is
+/// monotone, so the maximum is at an end.
+fn upper_hull(x: &[f64], y: &[f64]) -> Vec<Coord<f64>> {
+    // Akl–Toussaint filter: the leftmost (highest among those), topmost and rightmost points are
+    // hull vertices, and a point strictly below the chain through them is not; on typical inputs
+    // this leaves a small fraction of the points to sort.
+    let (mut l, mut t, mut r) = (0, 0, 0);
+    for i in 1..x.len() {
+        if x[i] < x[l] || (x[i] == x[l] && y[i] > y[l]) {
+            l = i;
+        }
+        if y[i] > y[t] || (y[i] == y[t] && x[i] < x[t]) {
+            t = i;
+        }
+        if x[i] > x[r] || (x[i] == x[r] && y[i] > y[r]) {
+            r = i;
+        }
+    }
+    let (pl, pt, pr) = (coord(x[l], y[l]), coord(x[t], y[t]), coord(x[r], y[r]));
+    let mut pts: Vec<Coord<f64>> = x
+        .iter()
+        .zip(y)
+        .map(|(&x, &y)| coord(x, y))
+        .filter(|&p| {
+            if p.x <= pt.x {
+                orient(pl, pt, p) >= 0.0
+            } else {
+                orient(pt, pr, p) >= 0.0
+            }
+        })
+        .collect();
+    // Positive finite floats order like their bit patterns: an integer-key sort is the fastest.
+    pts.sort_unstable_by_key(|p| p.x.to_bits());
+    let mut hull: Vec<Coord<f64>> = Vec::with_capacity(pts.len().min(64));
+    for p in pts {
+        if let Some(last) = hull.last() {
+            if last.x == p.x {
+                // Same abscissa: only the higher point can be a vertex.
+                if p.y <= last.y {
+                    continue;
+                }
+                hull.pop();
+            }
+        }
+        // Pop the middle point unless the chain turns strictly right (clockwise) at it.
+        while hull.len() >= 2 && orient(hull[hull.len() - 2], hull[hull.len() - 1], p) >= 0.0 {
+            hull.pop();
+        }
+        hull.push(p);
+    }
+    hull
 }
 
 pub(crate) struct PreparedGem {
