@@ -12,8 +12,10 @@
 
 pub mod audit;
 pub mod error;
+pub mod experiments;
 pub mod mechanisms;
 pub mod rng;
+pub mod scoring;
 pub mod stats;
 
 pub use error::{Error, Result};

@@ -8,3 +8,4 @@ mod errors;
 mod gem_property;
 mod mechanisms;
 mod samplers;
+mod select;

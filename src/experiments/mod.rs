@@ -1,0 +1,3 @@
+//! Experiments: the real-data runner.
+
+pub mod real;

@@ -1,0 +1,421 @@
+//! The real-data private-selection experiment (SPEC §5.5–5.9, seed 001 §VIII, figure 13).
+//!
+//! For every test user: score all items, drop the items the user has, keep the top candidates,
+//! clip their scores to the per-item percentile range, and run every mechanism × ε × trial on
+//! `(q, Δ)`, each on its own random stream (user, mechanism, ε index, trial) — so results are
+//! bit-identical for any number of threads. Work is done in chunks of users written atomically to
+//! disk, so a long run can be interrupted and resumed without mixing configurations.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use rayon::prelude::*;
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::mechanisms::{self, MechParams, Mechanism, Problem};
+use crate::rng::{name_id, Streams};
+use crate::scoring::{top_candidates, Sensitivities, UserScorer};
+use crate::stats::{pearson, spearman, weighted_correlation};
+
+/// The ε grid of SPEC §5.8.
+pub const PAPER_EPSILONS: [f64; 11] = [0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0];
+
+/// Fully resolved settings of one run; its hash keys the resumable chunks.
+#[derive(Debug, Clone, Serialize)]
+pub struct SelectConfig {
+    /// Mechanism names, in table order.
+    pub mechanisms: Vec<String>,
+    /// Mechanism hyperparameters (ε is overridden by each grid point).
+    pub params: MechParams,
+    /// ε grid.
+    pub epsilons: Vec<f64>,
+    /// Trials per (user, mechanism, ε).
+    pub trials: u32,
+    /// Candidates per user.
+    pub top: usize,
+    /// Whether scores are clipped to the per-item percentile range.
+    pub clip: bool,
+    /// Seed of the random streams.
+    pub seed: u64,
+    /// Fingerprint of the data and model the scores come from.
+    pub source_fingerprint: u64,
+}
+
+impl SelectConfig {
+    /// Validates the grid and builds every (mechanism, ε) once.
+    pub fn build(&self) -> Result<Vec<Vec<Box<dyn Mechanism>>>> {
+        if self.epsilons.is_empty() {
+            return Err(Error::Invalid("the epsilon grid is empty".into()));
+        }
+        if self.trials == 0 {
+            return Err(Error::Invalid("trials must be at least 1, got 0".into()));
+        }
+        if self.top == 0 {
+            return Err(Error::Invalid("top must be at least 1, got 0".into()));
+        }
+        self.mechanisms
+            .iter()
+            .map(|name| {
+                let spec = mechanisms::spec(name)?;
+                self.epsilons
+                    .iter()
+                    .map(|&e| spec.build(&self.params.with_epsilon(e)))
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// FNV-1a hash of the resolved configuration.
+    pub fn hash(&self) -> u64 {
+        let text = serde_json::to_string(self).expect("configuration serialises");
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in text.bytes() {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+        h
+    }
+}
+
+/// One user's results.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UserRow {
+    /// User index among the scorer's users.
+    pub user: u64,
+    /// Number of candidates.
+    pub candidates: u32,
+    /// Correlations of the candidates' scores and sensitivities (SPEC §3).
+    pub spearman: f64,
+    /// Pearson correlation.
+    pub pearson: f64,
+    /// Weighted correlation.
+    pub weighted: f64,
+    /// Best candidate score (after clipping).
+    pub max_score: f64,
+    /// Mean selected score per (mechanism, ε), mechanism-major.
+    pub mean_selected: Vec<f64>,
+    /// Mean squared error `(q_selected − q_max)²` per (mechanism, ε), mechanism-major.
+    pub mse: Vec<f64>,
+}
+
+/// Runs every mechanism × ε × trial for one user; `None` if the user has no candidate.
+pub fn run_user<S: UserScorer>(
+    scorer: &S,
+    sens: &Sensitivities,
+    cfg: &SelectConfig,
+    mechs: &[Vec<Box<dyn Mechanism>>],
+    user: usize,
+    scores: &mut [f64],
+    scratch: &mut S::Scratch,
+) -> Option<UserRow> {
+    scorer.score(user, scores, scratch);
+    let items = top_candidates(scores, scorer.excluded(user), cfg.top);
+    if items.is_empty() {
+        return None;
+    }
+    let q: Vec<f64> = items
+        .iter()
+        .map(|&j| {
+            let s = scores[j as usize];
+            if cfg.clip {
+                sens.clip(j as usize, s)
+            } else {
+                s
+            }
+        })
+        .collect();
+    let d: Vec<f64> = items.iter().map(|&j| sens.delta[j as usize]).collect();
+    let problem = Problem::new(&q, &d).ok()?;
+    let qmax = problem.max_score();
+    let streams = Streams::new(cfg.seed);
+    let mut mean_selected = Vec::with_capacity(mechs.len() * cfg.epsilons.len());
+    let mut mse = Vec::with_capacity(mean_selected.capacity());
+    for per_eps in mechs {
+        for (e, mech) in per_eps.iter().enumerate() {
+            let prepared = mech.prepare(&problem);
+            let id = name_id(mech.name());
+            let (mut sum, mut sq) = (0.0, 0.0);
+            for t in 0..cfg.trials {
+                let mut rng = streams.stream(id, e as u32, user as u64, t);
+                let v = q[prepared.sample(&mut rng)];
+                sum += v;
+                sq += (v - qmax) * (v - qmax);
+            }
+            mean_selected.push(sum / f64::from(cfg.trials));
+            mse.push(sq / f64::from(cfg.trials));
+        }
+    }
+    Some(UserRow {
+        user: user as u64,
+        candidates: q.len() as u32,
+        spearman: spearman(&q, &d),
+        pearson: pearson(&q, &d),
+        weighted: weighted_correlation(&q, &d),
+        max_score: qmax,
+        mean_selected,
+        mse,
+    })
+}
+
+/// Column names of the per-user table.
+pub fn user_header(cfg: &SelectConfig) -> String {
+    let mut h = String::from("user,candidates,spearman,pearson,weighted,max_score");
+    for m in &cfg.mechanisms {
+        for e in &cfg.epsilons {
+            let _ = write!(h, ",mean_{m}_eps{e}");
+        }
+    }
+    for m in &cfg.mechanisms {
+        for e in &cfg.epsilons {
+            let _ = write!(h, ",mse_{m}_eps{e}");
+        }
+    }
+    h
+}
+
+fn user_line(r: &UserRow) -> String {
+    // `{}` prints the shortest representation that parses back to the same f64: chunk files
+    // round-trip exactly, so resumed and uninterrupted runs give identical tables.
+    let mut s = format!(
+        "{},{},{},{},{},{}",
+        r.user, r.candidates, r.spearman, r.pearson, r.weighted, r.max_score
+    );
+    for v in r.mean_selected.iter().chain(&r.mse) {
+        let _ = write!(s, ",{v}");
+    }
+    s
+}
+
+fn parse_line(path: &Path, line_no: usize, line: &str, cells: usize) -> Result<UserRow> {
+    let bad = |m: String| Error::Parse {
+        context: format!("{} line {}", path.display(), line_no),
+        message: m,
+    };
+    let f: Vec<&str> = line.split(',').collect();
+    if f.len() != 6 + 2 * cells {
+        return Err(bad(format!("expected {} fields, found {}", 6 + 2 * cells, f.len())));
+    }
+    let num = |i: usize| -> Result<f64> {
+        f[i].parse::<f64>()
+            .map_err(|_| bad(format!("field {} is '{}', not a number", i + 1, f[i])))
+    };
+    let user = f[0].parse().map_err(|_| bad(format!("user '{}'", f[0])))?;
+    let candidates = f[1].parse().map_err(|_| bad(format!("candidates '{}'", f[1])))?;
+    let vals: Result<Vec<f64>> = (6..f.len()).map(num).collect();
+    let vals = vals?;
+    Ok(UserRow {
+        user,
+        candidates,
+        spearman: num(2)?,
+        pearson: num(3)?,
+        weighted: num(4)?,
+        max_score: num(5)?,
+        mean_selected: vals[..cells].to_vec(),
+        mse: vals[cells..].to_vec(),
+    })
+}
+
+/// Writes `bytes` to `path` through a temporary file and a rename, so a reader never sees a
+/// partial file.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
+    std::fs::write(&tmp, bytes).map_err(|e| Error::io(&tmp, e))?;
+    std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
+}
+
+/// Users per resumable chunk.
+pub const CHUNK_USERS: usize = 256;
+
+/// Resumable storage of per-user results under `<out>/chunks/`.
+#[derive(Debug)]
+pub struct ChunkStore {
+    dir: PathBuf,
+}
+
+impl ChunkStore {
+    /// Opens (or starts) the store for `cfg`. An existing store of a different configuration is
+    /// an error unless `force`, which deletes it.
+    pub fn open(out: &Path, cfg: &SelectConfig, force: bool) -> Result<Self> {
+        let dir = out.join("chunks");
+        let manifest = dir.join("manifest.json");
+        let hash = format!("{:016x}", cfg.hash());
+        if force && dir.exists() {
+            std::fs::remove_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+        }
+        if manifest.exists() {
+            let text = std::fs::read_to_string(&manifest).map_err(|e| Error::io(&manifest, e))?;
+            let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| Error::Parse {
+                context: manifest.display().to_string(),
+                message: e.to_string(),
+            })?;
+            if v["config_hash"] != hash.as_str() {
+                return Err(Error::Invalid(format!(
+                    "{} holds results of a different configuration (hash {} vs {hash}); \
+                     rerun with --force to start over, or choose another --out",
+                    dir.display(),
+                    v["config_hash"]
+                )));
+            }
+        } else {
+            std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+            let body = serde_json::json!({ "config_hash": hash, "config": cfg });
+            write_atomic(&manifest, serde_json::to_string_pretty(&body).unwrap().as_bytes())?;
+        }
+        Ok(ChunkStore { dir })
+    }
+
+    fn path(&self, chunk: usize) -> PathBuf {
+        self.dir.join(format!("users-{chunk:07}.csv"))
+    }
+
+    /// Whether chunk `chunk` is done.
+    pub fn done(&self, chunk: usize) -> bool {
+        self.path(chunk).exists()
+    }
+
+    /// Stores a finished chunk atomically.
+    pub fn write(&self, chunk: usize, header: &str, rows: &[UserRow]) -> Result<()> {
+        let mut text = String::with_capacity(rows.len() * 256);
+        text.push_str(header);
+        text.push('\n');
+        for r in rows {
+            text.push_str(&user_line(r));
+            text.push('\n');
+        }
+        write_atomic(&self.path(chunk), text.as_bytes())
+    }
+
+    /// Reads a finished chunk.
+    pub fn read(&self, chunk: usize, cells: usize) -> Result<Vec<UserRow>> {
+        let path = self.path(chunk);
+        let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
+        text.lines()
+            .enumerate()
+            .skip(1)
+            .map(|(i, l)| parse_line(&path, i + 1, l, cells))
+            .collect()
+    }
+}
+
+/// Runs (or resumes) the experiment over all users; `progress` receives users done (including
+/// those found on disk). Returns every user's row in user order and the number of users without
+/// candidates.
+pub fn run_all<S: UserScorer>(
+    scorer: &S,
+    sens: &Sensitivities,
+    cfg: &SelectConfig,
+    store: &ChunkStore,
+    progress: &(dyn Fn(u64) + Sync),
+    mut stop_after_chunks: Option<usize>,
+) -> Result<(Vec<UserRow>, u64)> {
+    let mechs = cfg.build()?;
+    let cells = cfg.mechanisms.len() * cfg.epsilons.len();
+    let header = user_header(cfg);
+    let n = scorer.n_users();
+    let chunks = n.div_ceil(CHUNK_USERS);
+    let mut rows = Vec::with_capacity(n);
+    let mut skipped = 0u64;
+    for c in 0..chunks {
+        let (start, end) = (c * CHUNK_USERS, ((c + 1) * CHUNK_USERS).min(n));
+        let chunk_rows = if store.done(c) {
+            store.read(c, cells)?
+        } else {
+            if let Some(left) = stop_after_chunks.as_mut() {
+                if *left == 0 {
+                    return Err(Error::Invalid("stopped before finishing (test hook)".into()));
+                }
+                *left -= 1;
+            }
+            let computed: Vec<Option<UserRow>> = (start..end)
+                .into_par_iter()
+                .map_init(
+                    || (vec![0.0; scorer.n_items()], scorer.scratch()),
+                    |(buf, scratch), u| run_user(scorer, sens, cfg, &mechs, u, buf, scratch),
+                )
+                .collect();
+            let done: Vec<UserRow> = computed.into_iter().flatten().collect();
+            store.write(c, &header, &done)?;
+            done
+        };
+        skipped += (end - start - chunk_rows.len()) as u64;
+        rows.extend(chunk_rows);
+        progress((end - start) as u64);
+    }
+    Ok((rows, skipped))
+}
+
+/// MSE ± standard error of one (mechanism, ε) over users.
+#[derive(Debug, Clone, Serialize)]
+pub struct MseRow {
+    /// Mechanism name.
+    pub mechanism: String,
+    /// Whether it is private.
+    pub private: bool,
+    /// ε.
+    pub epsilon: f64,
+    /// Mean over users of each user's mean squared error.
+    pub mse: f64,
+    /// Standard error of that mean (users are independent; trials within a user are not
+    /// separated).
+    pub se: f64,
+    /// Users.
+    pub users: u64,
+    /// Trials per user.
+    pub trials: u32,
+}
+
+/// The MSE table of SPEC §5.9 (fig 13 g–i).
+pub fn mse_table(cfg: &SelectConfig, rows: &[UserRow]) -> Vec<MseRow> {
+    let mut out = Vec::new();
+    let ne = cfg.epsilons.len();
+    for (m, name) in cfg.mechanisms.iter().enumerate() {
+        let private = mechanisms::spec(name).map(|s| s.private).unwrap_or(false);
+        for (e, &eps) in cfg.epsilons.iter().enumerate() {
+            let vals: Vec<f64> = rows.iter().map(|r| r.mse[m * ne + e]).collect();
+            let n = vals.len() as f64;
+            let mean = vals.iter().sum::<f64>() / n;
+            let var = vals.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / (n - 1.0).max(1.0);
+            out.push(MseRow {
+                mechanism: name.clone(),
+                private,
+                epsilon: eps,
+                mse: mean,
+                se: (var / n).sqrt(),
+                users: vals.len() as u64,
+                trials: cfg.trials,
+            });
+        }
+    }
+    out
+}
+
+/// Summary of the per-user Spearman correlations (fig 13 a–c).
+#[derive(Debug, Clone, Serialize)]
+pub struct SpearmanSummary {
+    /// Users.
+    pub users: u64,
+    /// Mean.
+    pub mean: f64,
+    /// Median.
+    pub median: f64,
+    /// Share of users with a positive correlation.
+    pub share_positive: f64,
+}
+
+/// Mean, median and share positive of the users' Spearman correlations.
+pub fn spearman_summary(rows: &[UserRow]) -> SpearmanSummary {
+    let mut v: Vec<f64> = rows.iter().map(|r| r.spearman).collect();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    SpearmanSummary {
+        users: n as u64,
+        mean: v.iter().sum::<f64>() / n.max(1) as f64,
+        median: if n == 0 {
+            f64::NAN
+        } else {
+            crate::stats::percentile_linear(&v, 50.0)
+        },
+        share_positive: v.iter().filter(|&&x| x > 0.0).count() as f64 / n.max(1) as f64,
+    }
+}

@@ -1,0 +1,146 @@
+//! The real-data runner on a small deterministic score table (issue 5): thread-count independence,
+//! resumption, configuration guard, and `random`'s MSE against its exact expectation.
+
+use recsel::experiments::real::{self, ChunkStore, SelectConfig, CHUNK_USERS};
+use recsel::mechanisms::MechParams;
+use recsel::scoring::{item_sensitivities, top_candidates, SensitivityConfig, UserScorer};
+
+/// Scores from a fixed hash, with latent structure so correlations are not all zero.
+struct Hashed {
+    users: usize,
+    items: usize,
+    excluded: Vec<Vec<u32>>,
+}
+
+fn h(mut x: u64) -> f64 {
+    x = x.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    x ^= x >> 29;
+    x = x.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x ^= x >> 32;
+    (x % 1_000_000) as f64 / 1_000_000.0
+}
+
+impl Hashed {
+    fn new(users: usize, items: usize) -> Self {
+        let excluded = (0..users)
+            .map(|u| {
+                let mut e: Vec<u32> = (0..5).map(|i| ((u * 7 + i * 13) % items) as u32).collect();
+                e.sort_unstable();
+                e.dedup();
+                e
+            })
+            .collect();
+        Hashed { users, items, excluded }
+    }
+}
+
+impl UserScorer for Hashed {
+    type Scratch = ();
+    fn n_users(&self) -> usize {
+        self.users
+    }
+    fn n_items(&self) -> usize {
+        self.items
+    }
+    fn scratch(&self) {}
+    fn excluded(&self, user: usize) -> &[u32] {
+        &self.excluded[user]
+    }
+    fn score(&self, user: usize, out: &mut [f64], _: &mut ()) {
+        for (j, o) in out.iter_mut().enumerate() {
+            let pop = 1.0 / (1.0 + j as f64 / 50.0);
+            *o = pop * (1.0 + h((user * 100_003 + j) as u64)) + 0.3 * h(j as u64 + 7);
+        }
+    }
+}
+
+fn config(trials: u32) -> SelectConfig {
+    SelectConfig {
+        mechanisms: ["rnm", "gem", "mgem", "rs", "random"].map(String::from).to_vec(),
+        params: MechParams { gamma: 0.05, ..MechParams::default() },
+        epsilons: vec![0.1, 1.0, 8.0],
+        trials,
+        top: 40,
+        clip: true,
+        seed: 9,
+        source_fingerprint: 1,
+    }
+}
+
+#[test]
+fn thread_count_does_not_change_results_and_resume_matches() {
+    let scorer = Hashed::new(2 * CHUNK_USERS + 37, 300);
+    let sens = item_sensitivities(&scorer, &SensitivityConfig::default(), &|_| {});
+    let cfg = config(10);
+    let dir = tempfile::tempdir().unwrap();
+    let run = |threads: usize, sub: &str, stop: Option<usize>| {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+        let store = ChunkStore::open(&dir.path().join(sub), &cfg, false).unwrap();
+        pool.install(|| real::run_all(&scorer, &sens, &cfg, &store, &|_| {}, stop))
+    };
+    let (one, skipped) = run(1, "one", None).unwrap();
+    assert_eq!(skipped, 0);
+    assert_eq!(one.len(), scorer.users);
+    let (two, _) = run(2, "two", None).unwrap();
+    assert_eq!(one, two, "1 thread vs 2 threads");
+    // Interrupted after one chunk, then resumed: the same rows.
+    assert!(run(2, "resumed", Some(1)).is_err());
+    let chunks = std::fs::read_dir(dir.path().join("resumed/chunks")).unwrap().count();
+    assert_eq!(chunks, 2, "manifest + one chunk");
+    let (resumed, _) = run(1, "resumed", None).unwrap();
+    assert_eq!(one, resumed, "interrupted + resumed vs uninterrupted");
+    assert_eq!(real::mse_table(&cfg, &one).len(), 15);
+    // A different configuration in the same place is refused, unless forced.
+    let mut other = cfg.clone();
+    other.trials = 11;
+    let e = ChunkStore::open(&dir.path().join("one"), &other, false).unwrap_err();
+    assert!(e.to_string().contains("different configuration"), "{e}");
+    assert!(ChunkStore::open(&dir.path().join("one"), &other, true).is_ok());
+}
+
+/// `random`'s MSE equals its exact expectation, the mean over users of (1/k)·Σ_a (q_a − q_max)².
+#[test]
+fn random_mse_matches_its_expectation() {
+    let scorer = Hashed::new(400, 200);
+    let sens = item_sensitivities(&scorer, &SensitivityConfig::default(), &|_| {});
+    let mut cfg = config(50);
+    cfg.mechanisms = vec!["random".into()];
+    cfg.epsilons = vec![1.0];
+    let dir = tempfile::tempdir().unwrap();
+    let store = ChunkStore::open(dir.path(), &cfg, false).unwrap();
+    let (rows, _) = real::run_all(&scorer, &sens, &cfg, &store, &|_| {}, None).unwrap();
+    let mut exact = 0.0;
+    let mut buf = vec![0.0; scorer.items];
+    for u in 0..scorer.users {
+        scorer.score(u, &mut buf, &mut ());
+        let items = top_candidates(&buf, scorer.excluded(u), cfg.top);
+        let q: Vec<f64> = items.iter().map(|&j| sens.clip(j as usize, buf[j as usize])).collect();
+        let qmax = q.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        exact += q.iter().map(|x| (x - qmax) * (x - qmax)).sum::<f64>() / q.len() as f64;
+    }
+    exact /= scorer.users as f64;
+    let t = &real::mse_table(&cfg, &rows)[0];
+    assert!(
+        (t.mse - exact).abs() < 4.0 * t.se,
+        "random MSE {} ± {} vs exact {exact}",
+        t.mse,
+        t.se
+    );
+}
+
+#[test]
+fn clipping_can_be_disabled() {
+    let scorer = Hashed::new(50, 100);
+    let sens = item_sensitivities(&scorer, &SensitivityConfig::default(), &|_| {});
+    let mut cfg = config(2);
+    cfg.mechanisms = vec!["random".into()];
+    let mechs = cfg.build().unwrap();
+    let mut buf = vec![0.0; 100];
+    let clipped = real::run_user(&scorer, &sens, &cfg, &mechs, 3, &mut buf, &mut ()).unwrap();
+    cfg.clip = false;
+    let raw = real::run_user(&scorer, &sens, &cfg, &mechs, 3, &mut buf, &mut ()).unwrap();
+    let top = top_candidates(&buf, scorer.excluded(3), cfg.top)[0] as usize;
+    assert_eq!(raw.max_score, buf[top]);
+    assert_eq!(clipped.max_score, sens.clip(top, buf[top]));
+    assert!(clipped.max_score <= raw.max_score);
+}
