@@ -54,7 +54,7 @@ fn selections(c: &mut Criterion) {
                 m.select(&p, &mut streams.stream(1, 0, 0, trial))
             })
         });
-        let prepared = m.prepare(&p);
+        let prepared = m.prepare_many(&p);
         let mut rng = streams.stream(2, 0, 0, 0);
         g.bench_function(BenchmarkId::new("sample", name), |b| {
             b.iter(|| prepared.sample(&mut rng))

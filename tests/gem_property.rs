@@ -52,12 +52,13 @@ proptest! {
         let streams = Streams::new(seed);
         for spec in REGISTRY {
             let m = spec.build(&MechParams::default().with_epsilon(eps)).unwrap();
-            let prepared = m.prepare(&problem);
-            for trial in 0..3 {
-                let a = prepared.sample(&mut streams.stream(1, 2, 3, trial));
-                let b = prepared.sample(&mut streams.stream(1, 2, 3, trial));
-                prop_assert!(a < q.len(), "{} returned {} of {}", spec.name, a, q.len());
-                prop_assert_eq!(a, b, "{} not reproducible", spec.name);
+            for prepared in [m.prepare(&problem), m.prepare_many(&problem)] {
+                for trial in 0..3 {
+                    let a = prepared.sample(&mut streams.stream(1, 2, 3, trial));
+                    let b = prepared.sample(&mut streams.stream(1, 2, 3, trial));
+                    prop_assert!(a < q.len(), "{} returned {} of {}", spec.name, a, q.len());
+                    prop_assert_eq!(a, b, "{} not reproducible", spec.name);
+                }
             }
         }
     }

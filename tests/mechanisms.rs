@@ -276,3 +276,39 @@ fn same_seed_same_output_and_streams_independent_of_threads() {
         assert_eq!(c1, c2, "{}", spec.name);
     }
 }
+
+/// After `prepare_many`, `rnm` and the GEM family sample by thinning in descending score order
+/// (no k exponential draws); `prepare` runs the literal `argmax q_a + noise` loop. On many
+/// candidates with ties and clusters the two must agree.
+#[test]
+fn thinning_sampler_equals_the_literal_argmax_loop() {
+    let q: Vec<f64> = (0..60)
+        .map(|i| match i % 4 {
+            0 => 1.0,
+            1 => 0.9 - 0.001 * i as f64,
+            2 => -0.5 + 0.01 * i as f64,
+            _ => (i as f64 * 0.37).sin(),
+        })
+        .collect();
+    let d: Vec<f64> = (0..60).map(|i| 0.5 + (i % 3) as f64 * 0.4).collect();
+    for name in ["rnm", "gem", "mgem", "cgem"] {
+        for (i, eps) in [0.5, 4.0, 40.0].into_iter().enumerate() {
+            let seed = 120 + 10 * i as u64;
+            let fast = counts_with(&*mech(name, eps), &q, &d, 300_000, seed, true);
+            let literal = counts_with(&*mech(name, eps), &q, &d, 300_000, seed + 1, false);
+            assert_same(
+                &fast,
+                &literal,
+                true,
+                &format!("{name} thinning vs loop, eps={eps}"),
+            );
+            let hi = counts_with(&*mech(name, 1.3 * eps), &q, &d, 300_000, seed + 2, false);
+            assert_same(
+                &fast,
+                &hi,
+                false,
+                &format!("{name} thinning vs loop at 1.3 eps={eps}"),
+            );
+        }
+    }
+}

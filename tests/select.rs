@@ -30,7 +30,11 @@ impl Hashed {
                 e
             })
             .collect();
-        Hashed { users, items, excluded }
+        Hashed {
+            users,
+            items,
+            excluded,
+        }
     }
 }
 
@@ -56,8 +60,13 @@ impl UserScorer for Hashed {
 
 fn config(trials: u32) -> SelectConfig {
     SelectConfig {
-        mechanisms: ["rnm", "gem", "mgem", "rs", "random"].map(String::from).to_vec(),
-        params: MechParams { gamma: 0.05, ..MechParams::default() },
+        mechanisms: ["rnm", "gem", "mgem", "rs", "random"]
+            .map(String::from)
+            .to_vec(),
+        params: MechParams {
+            gamma: 0.05,
+            ..MechParams::default()
+        },
         epsilons: vec![0.1, 1.0, 8.0],
         trials,
         top: 40,
@@ -74,7 +83,10 @@ fn thread_count_does_not_change_results_and_resume_matches() {
     let cfg = config(10);
     let dir = tempfile::tempdir().unwrap();
     let run = |threads: usize, sub: &str, stop: Option<usize>| {
-        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
         let store = ChunkStore::open(&dir.path().join(sub), &cfg, false).unwrap();
         pool.install(|| real::run_all(&scorer, &sens, &cfg, &store, &|_| {}, stop))
     };
@@ -85,7 +97,9 @@ fn thread_count_does_not_change_results_and_resume_matches() {
     assert_eq!(one, two, "1 thread vs 2 threads");
     // Interrupted after one chunk, then resumed: the same rows.
     assert!(run(2, "resumed", Some(1)).is_err());
-    let chunks = std::fs::read_dir(dir.path().join("resumed/chunks")).unwrap().count();
+    let chunks = std::fs::read_dir(dir.path().join("resumed/chunks"))
+        .unwrap()
+        .count();
     assert_eq!(chunks, 2, "manifest + one chunk");
     let (resumed, _) = run(1, "resumed", None).unwrap();
     assert_eq!(one, resumed, "interrupted + resumed vs uninterrupted");
@@ -114,7 +128,10 @@ fn random_mse_matches_its_expectation() {
     for u in 0..scorer.users {
         scorer.score(u, &mut buf, &mut ());
         let items = top_candidates(&buf, scorer.excluded(u), cfg.top);
-        let q: Vec<f64> = items.iter().map(|&j| sens.clip(j as usize, buf[j as usize])).collect();
+        let q: Vec<f64> = items
+            .iter()
+            .map(|&j| sens.clip(j as usize, buf[j as usize]))
+            .collect();
         let qmax = q.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
         exact += q.iter().map(|x| (x - qmax) * (x - qmax)).sum::<f64>() / q.len() as f64;
     }

@@ -12,10 +12,27 @@ use recsel::stats::hypothesis::{chi_square_gof, chi_square_homogeneity};
 /// Rejection threshold of every statistical test.
 pub const ALPHA: f64 = 1e-6;
 
-/// Output counts of `n` selections, selection i on its own stream of `seed`.
+/// Output counts of `n` selections, selection i on its own stream of `seed`, prepared for many
+/// selections ([`Mechanism::prepare_many`]).
 pub fn counts(mech: &dyn Mechanism, q: &[f64], d: &[f64], n: u64, seed: u64) -> Vec<u64> {
+    counts_with(mech, q, d, n, seed, true)
+}
+
+/// As [`counts`], through [`Mechanism::prepare`] when `many` is false.
+pub fn counts_with(
+    mech: &dyn Mechanism,
+    q: &[f64],
+    d: &[f64],
+    n: u64,
+    seed: u64,
+    many: bool,
+) -> Vec<u64> {
     let problem = Problem::new(q, d).unwrap();
-    let prepared = mech.prepare(&problem);
+    let prepared = if many {
+        mech.prepare_many(&problem)
+    } else {
+        mech.prepare(&problem)
+    };
     let streams = Streams::new(seed);
     (0..n)
         .into_par_iter()

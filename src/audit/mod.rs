@@ -136,7 +136,7 @@ fn counts(
     family: u32,
 ) -> Result<Vec<u64>> {
     let problem = Problem::new(q, sens)?;
-    let prepared = mech.prepare(&problem);
+    let prepared = mech.prepare_many(&problem);
     let id = name_id(mech.name());
     const CHUNK: u64 = 4096;
     Ok((0..n.div_ceil(CHUNK))

@@ -60,7 +60,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let n = positive("--n", args.n)?;
     let streams = streams(args.seed);
     let id = name_id(spec.name);
-    let prepared = mech.prepare(&problem);
+    let prepared = mech.prepare_many(&problem);
     let chunks = n.div_ceil(CHUNK);
     let bar = progress(n, "sampling");
     let counts = (0..chunks)

@@ -133,7 +133,7 @@ pub fn run_user<S: UserScorer>(
     let mut mse = Vec::with_capacity(mean_selected.capacity());
     for per_eps in mechs {
         for (e, mech) in per_eps.iter().enumerate() {
-            let prepared = mech.prepare(&problem);
+            let prepared = mech.prepare_many(&problem);
             let id = name_id(mech.name());
             let (mut sum, mut sq) = (0.0, 0.0);
             for t in 0..cfg.trials {
@@ -194,14 +194,20 @@ fn parse_line(path: &Path, line_no: usize, line: &str, cells: usize) -> Result<U
     };
     let f: Vec<&str> = line.split(',').collect();
     if f.len() != 6 + 2 * cells {
-        return Err(bad(format!("expected {} fields, found {}", 6 + 2 * cells, f.len())));
+        return Err(bad(format!(
+            "expected {} fields, found {}",
+            6 + 2 * cells,
+            f.len()
+        )));
     }
     let num = |i: usize| -> Result<f64> {
         f[i].parse::<f64>()
             .map_err(|_| bad(format!("field {} is '{}', not a number", i + 1, f[i])))
     };
     let user = f[0].parse().map_err(|_| bad(format!("user '{}'", f[0])))?;
-    let candidates = f[1].parse().map_err(|_| bad(format!("candidates '{}'", f[1])))?;
+    let candidates = f[1]
+        .parse()
+        .map_err(|_| bad(format!("candidates '{}'", f[1])))?;
     let vals: Result<Vec<f64>> = (6..f.len()).map(num).collect();
     let vals = vals?;
     Ok(UserRow {
@@ -260,7 +266,10 @@ impl ChunkStore {
         } else {
             std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
             let body = serde_json::json!({ "config_hash": hash, "config": cfg });
-            write_atomic(&manifest, serde_json::to_string_pretty(&body).unwrap().as_bytes())?;
+            write_atomic(
+                &manifest,
+                serde_json::to_string_pretty(&body).unwrap().as_bytes(),
+            )?;
         }
         Ok(ChunkStore { dir })
     }
@@ -323,7 +332,9 @@ pub fn run_all<S: UserScorer>(
         } else {
             if let Some(left) = stop_after_chunks.as_mut() {
                 if *left == 0 {
-                    return Err(Error::Invalid("stopped before finishing (test hook)".into()));
+                    return Err(Error::Invalid(
+                        "stopped before finishing (test hook)".into(),
+                    ));
                 }
                 *left -= 1;
             }
@@ -375,7 +386,8 @@ pub fn mse_table(cfg: &SelectConfig, rows: &[UserRow]) -> Vec<MseRow> {
             let vals: Vec<f64> = rows.iter().map(|r| r.mse[m * ne + e]).collect();
             let n = vals.len() as f64;
             let mean = vals.iter().sum::<f64>() / n;
-            let var = vals.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / (n - 1.0).max(1.0);
+            let var =
+                vals.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / (n - 1.0).max(1.0);
             out.push(MseRow {
                 mechanism: name.clone(),
                 private,

@@ -76,15 +76,25 @@ impl Mechanism for CombinedGem {
     }
 
     fn prepare<'a>(&'a self, problem: &Problem<'a>) -> Box<dyn Prepared + 'a> {
+        Box::new(self.prepare_cgem(problem, false))
+    }
+
+    fn prepare_many<'a>(&'a self, problem: &Problem<'a>) -> Box<dyn Prepared + 'a> {
+        Box::new(self.prepare_cgem(problem, true))
+    }
+}
+
+impl CombinedGem {
+    fn prepare_cgem(&self, problem: &Problem<'_>, many: bool) -> PreparedCgem {
         let eps_g = self.epsilon * (1.0 - self.c);
         let corr = self
             .chooser
             .correlation(problem.scores(), problem.sensitivities());
-        Box::new(PreparedCgem {
+        PreparedCgem {
             true_bit: corr >= 0.0,
             p_truth: self.p_truth(),
-            gem: prepare_gem(GemVariant::Gem, eps_g, self.beta, problem),
-            mgem: prepare_gem(GemVariant::Modified, eps_g, self.beta, problem),
-        })
+            gem: prepare_gem(GemVariant::Gem, eps_g, self.beta, problem, many),
+            mgem: prepare_gem(GemVariant::Modified, eps_g, self.beta, problem, many),
+        }
     }
 }

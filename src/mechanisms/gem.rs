@@ -18,17 +18,14 @@
 //! `orient(P_a, v_i, v_{i+1})` finds the tangent vertex. Hull construction and tangent search use
 //! Shewchuk's exact orientation predicate, so the chosen vertex is the exact maximiser for the given
 //! floating-point points; the value is then computed with the same expression as the O(k²) oracle
-//! [`transformed_scores_naive`], and the two agree to a few ulps. Cost: O(k log k) to prepare,
-//! O(k) per selection.
+//! [`transformed_scores_naive`], and the two agree to a few ulps. Cost: O(k log k) to prepare;
+//! then O(k) per selection, or, after [`Mechanism::prepare_many`], `rnm`'s thinning sampler on q'.
 
 use robust::{orient2d, Coord};
 
 use crate::error::Result;
-use crate::mechanisms::{
-    argmax_random_ties, check_epsilon, check_open_unit, Guarantee, Mechanism, Prepared, Problem,
-};
-use crate::rng::Rng;
-use crate::stats::distributions::exp1;
+use crate::mechanisms::rnm::ExpNoisyMax;
+use crate::mechanisms::{check_epsilon, check_open_unit, Guarantee, Mechanism, Prepared, Problem};
 
 /// Which shift: GEM (`t > 0`) or modified GEM (`t < 0`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -191,18 +188,8 @@ fn upper_hull(x: &[f64], y: &[f64]) -> Vec<Coord<f64>> {
     hull
 }
 
-pub(crate) struct PreparedGem {
-    pub(crate) transformed: Vec<f64>,
-    /// Noise scale 2/ε of `rnm` with sensitivity 1.
-    pub(crate) scale: f64,
-}
-
-impl Prepared for PreparedGem {
-    fn sample(&self, rng: &mut Rng) -> usize {
-        let q = &self.transformed;
-        argmax_random_ties(q.len(), rng, |a, r| q[a] + self.scale * exp1(r))
-    }
-}
+/// GEM's selection: `rnm` with sensitivity 1 on the transformed scores.
+pub(crate) type PreparedGem = ExpNoisyMax;
 
 /// GEM's precomputation for `variant` at `epsilon` (shared with `cgem`).
 pub(crate) fn prepare_gem(
@@ -210,12 +197,11 @@ pub(crate) fn prepare_gem(
     epsilon: f64,
     beta: f64,
     problem: &Problem<'_>,
+    many: bool,
 ) -> PreparedGem {
     let t = shift(variant, epsilon, beta, problem.len());
-    PreparedGem {
-        transformed: transformed_scores(problem.scores(), problem.sensitivities(), t),
-        scale: 2.0 / epsilon,
-    }
+    let transformed = transformed_scores(problem.scores(), problem.sensitivities(), t);
+    ExpNoisyMax::new(transformed, 2.0 / epsilon, many)
 }
 
 impl Mechanism for Gem {
@@ -237,7 +223,23 @@ impl Mechanism for Gem {
     }
 
     fn prepare<'a>(&'a self, problem: &Problem<'a>) -> Box<dyn Prepared + 'a> {
-        Box::new(prepare_gem(self.variant, self.epsilon, self.beta, problem))
+        Box::new(prepare_gem(
+            self.variant,
+            self.epsilon,
+            self.beta,
+            problem,
+            false,
+        ))
+    }
+
+    fn prepare_many<'a>(&'a self, problem: &Problem<'a>) -> Box<dyn Prepared + 'a> {
+        Box::new(prepare_gem(
+            self.variant,
+            self.epsilon,
+            self.beta,
+            problem,
+            true,
+        ))
     }
 }
 

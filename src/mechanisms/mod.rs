@@ -175,6 +175,13 @@ pub trait Mechanism: Send + Sync + fmt::Debug {
     /// Precomputes what depends only on the problem and the parameters.
     fn prepare<'a>(&'a self, problem: &Problem<'a>) -> Box<dyn Prepared + 'a>;
 
+    /// Like [`Mechanism::prepare`], for a caller that will draw many selections from the same
+    /// problem: it may spend more up front to make each selection cheaper (`rnm` and the GEM
+    /// family sort the scores once and then sample by thinning). Same output distribution.
+    fn prepare_many<'a>(&'a self, problem: &Problem<'a>) -> Box<dyn Prepared + 'a> {
+        self.prepare(problem)
+    }
+
     /// One selection on `problem`.
     fn select(&self, problem: &Problem<'_>, rng: &mut Rng) -> usize {
         self.prepare(problem).sample(rng)

@@ -50,7 +50,7 @@ impl Default for SensitivityConfig {
 impl SensitivityConfig {
     /// Validates 0 ≤ lower < upper ≤ 100 and floor > 0.
     pub fn new(lower: f64, upper: f64, floor: f64) -> Result<Self> {
-        if !(0.0..100.0).contains(&lower) || !(lower < upper && upper <= 100.0) {
+        if !((0.0..100.0).contains(&lower) && lower < upper && upper <= 100.0) {
             return Err(Error::Invalid(format!(
                 "percentiles must satisfy 0 <= lower < upper <= 100, got {lower} and {upper}"
             )));
@@ -326,7 +326,15 @@ mod tests {
             .map(|_| (0..n_items).map(|_| next()).collect())
             .collect();
         let excluded: Vec<Vec<u32>> = (0..n_users)
-            .map(|u| if u % 3 == 0 { vec![1, 4] } else if u % 5 == 0 { vec![4] } else { vec![] })
+            .map(|u| {
+                if u % 3 == 0 {
+                    vec![1, 4]
+                } else if u % 5 == 0 {
+                    vec![4]
+                } else {
+                    vec![]
+                }
+            })
             .collect();
         let mut table = Table { scores, excluded };
         // Item 6 is the same for everyone: spread 0 → floor.
