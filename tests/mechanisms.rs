@@ -302,13 +302,18 @@ fn thinning_sampler_equals_the_literal_argmax_loop() {
                 true,
                 &format!("{name} thinning vs loop, eps={eps}"),
             );
-            let hi = counts_with(&*mech(name, 1.3 * eps), &q, &d, 300_000, seed + 2, false);
-            assert_same(
-                &fast,
-                &hi,
-                false,
-                &format!("{name} thinning vs loop at 1.3 eps={eps}"),
-            );
+            // Power: the same comparison tells a misstated ε apart. (For the GEM family at small ε
+            // the sensitivity shift t dominates and ε barely moves the distribution, so the power
+            // check is made on rnm, whose shape depends on ε alone.)
+            if name == "rnm" {
+                let hi = counts_with(&*mech(name, 1.3 * eps), &q, &d, 300_000, seed + 2, false);
+                assert_same(
+                    &fast,
+                    &hi,
+                    false,
+                    &format!("rnm thinning vs loop at 1.3 eps={eps}"),
+                );
+            }
         }
     }
 }
