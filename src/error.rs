@@ -18,7 +18,9 @@ pub enum Error {
     #[error("the candidate list is empty")]
     EmptyCandidates,
     /// Scores and sensitivities of different lengths.
-    #[error("scores and sensitivities differ in length: {scores} scores, {sensitivities} sensitivities")]
+    #[error(
+        "scores and sensitivities differ in length: {scores} scores, {sensitivities} sensitivities"
+    )]
     LengthMismatch { scores: usize, sensitivities: usize },
     /// A score that is NaN or infinite.
     #[error("score of candidate {index} must be finite, got {value}")]

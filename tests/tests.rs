@@ -1,1 +1,4 @@
 //! Integration tests: one binary (STYLE.md).
+
+mod data;
+mod model;

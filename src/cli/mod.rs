@@ -1,6 +1,8 @@
 //! Command-line interface: one file per subcommand (STYLE.md, xsv layout). Only the binary sees clap
 //! and anyhow.
 
+mod fit;
+
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -18,7 +20,10 @@ pub struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
-enum Command {}
+enum Command {
+    /// Fit SANSA, EASE or the most-popular baseline and report Recall/nDCG.
+    Fit(fit::Args),
+}
 
 /// Parses the command line and runs the chosen subcommand.
 pub fn main() -> anyhow::Result<ExitCode> {
@@ -29,5 +34,7 @@ pub fn main() -> anyhow::Result<ExitCode> {
             .num_threads(n)
             .build_global()?;
     }
-    match cli.command {}
+    match cli.command {
+        Command::Fit(args) => fit::run(args),
+    }
 }
