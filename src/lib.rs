@@ -5,15 +5,21 @@
 //!
 //! * [`stats`] — shared numerics: samplers, percentiles, correlations, goodness-of-fit tests;
 //! * [`rng`] — reproducible random streams, one per (user, mechanism, ε index, trial);
-//! * [`mechanisms`] — every selection mechanism of SPEC §1 behind one trait and one registry.
+//! * [`mechanisms`] — every selection mechanism of SPEC §1 behind one trait and one registry;
+//! * [`data`] — loaders, preprocessing, splits and synthetic interactions (SPEC §5.1–5.3);
+//! * [`model`] — EASE and SANSA (SPEC §6), model files;
+//! * [`eval`] — Recall and nDCG with standard errors (SPEC §5.4).
 //!
 //! The science is specified in `SPEC.md` (shared with the project); section numbers in comments refer
 //! to it.
 
 pub mod audit;
+pub mod data;
 pub mod error;
+pub mod eval;
 pub mod experiments;
 pub mod mechanisms;
+pub mod model;
 pub mod rng;
 pub mod scoring;
 pub mod stats;

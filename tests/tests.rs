@@ -4,8 +4,10 @@ mod util;
 
 mod audit;
 mod cli;
+mod data;
 mod errors;
 mod gem_property;
 mod mechanisms;
+mod model;
 mod samplers;
 mod select;

@@ -1,6 +1,8 @@
 //! Command-line interface: one file per subcommand (STYLE.md, xsv layout). Only the binary sees clap
 //! and anyhow.
 
+mod fit;
+
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -30,6 +32,8 @@ enum Command {
     Sample(sample::Args),
     /// Audit mechanisms: empirical ε lower bounds on adversarial neighbouring inputs.
     Audit(audit::Args),
+    /// Fit SANSA, EASE or the most-popular baseline and report Recall/nDCG.
+    Fit(fit::Args),
 }
 
 /// Parses the command line and runs the chosen subcommand.
@@ -45,5 +49,6 @@ pub fn main() -> anyhow::Result<ExitCode> {
         Command::Mechanisms(a) => mechanisms::run(a),
         Command::Sample(a) => sample::run(a),
         Command::Audit(a) => audit::run(a),
+        Command::Fit(args) => fit::run(args),
     }
 }

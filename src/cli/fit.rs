@@ -1,0 +1,253 @@
+//! `recsel fit`: load a dataset, fit EASE or SANSA on the training users, evaluate on the test users
+//! (SPEC §5.1–5.4, §6) and optionally save the model.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use anyhow::Context;
+use recsel::data::load::Columns;
+use recsel::data::synthetic::SyntheticShape;
+use recsel::data::{load_dataset, DataSource, Format, NamedDataset};
+use recsel::eval::{evaluate, Metrics};
+use recsel::model::{self, Method, ModelParams};
+
+/// Fit a recommender (SANSA exact/icf, dense EASE, or most-popular) and report its accuracy.
+///
+/// Progress goes to stderr; the result (or one JSON object with --json) to stdout.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  recsel fit --dataset synthetic --method exact --l2 200 --density 0.01
+  recsel fit --format lightgcn --path ../shared/data/ml-1m-implicit --method ease --l2 200 --json
+  recsel fit --dataset ml20m --data-dir data --method exact --l2 600 --density 0.005 --out models/ml20m
+  recsel fit --format csv --path my.csv --user-col user --item-col item --method icf --l2 20 --density 0.0005")]
+pub struct Args {
+    /// Named dataset: ml20m, netflix, amazon-book (read from <data-dir>/<name>/) or synthetic.
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["format", "path"])]
+    dataset: Option<String>,
+    /// Shape of --dataset synthetic: small, ml20m or netflix.
+    #[arg(long, default_value = "small", value_name = "SHAPE")]
+    shape: String,
+    /// Directory holding the named datasets.
+    #[arg(long, default_value = "data", value_name = "DIR")]
+    data_dir: PathBuf,
+    /// Format of --path: movielens, netflix, lightgcn, csv or parquet.
+    #[arg(long, value_name = "FORMAT", requires = "path")]
+    format: Option<String>,
+    /// File (or directory for movielens, netflix, lightgcn) to read.
+    #[arg(long, value_name = "PATH", requires = "format")]
+    path: Option<PathBuf>,
+    /// User column of a csv/parquet file.
+    #[arg(long, value_name = "NAME")]
+    user_col: Option<String>,
+    /// Item column of a csv/parquet file.
+    #[arg(long, value_name = "NAME")]
+    item_col: Option<String>,
+    /// Rating column of a csv/parquet file (then ratings >= 4 are kept).
+    #[arg(long, value_name = "NAME")]
+    rating_col: Option<String>,
+    /// Model: exact (SANSA, sparse Cholesky), icf (SANSA, incomplete Cholesky), ease (dense), popular.
+    #[arg(long, default_value = "exact", value_name = "METHOD")]
+    method: String,
+    /// L2 regularisation λ (SANSA paper: 600 MovieLens, 1200 Netflix, 20 Amazon-Book with icf).
+    #[arg(long, default_value_t = 200.0, value_name = "λ")]
+    l2: f64,
+    /// Target density of each SANSA weight factor, in (0, 1].
+    #[arg(long, default_value_t = 0.01, value_name = "D")]
+    density: f64,
+    /// Seed of the split and of synthetic data.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Save the model into this directory (model.json, w.npz, w_r.npz).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Also evaluate the most-popular baseline.
+    #[arg(long)]
+    baseline: bool,
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Peak resident memory of this process in MB (VmHWM), if the kernel reports it.
+pub fn peak_rss_mb() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb / 1024.0)
+}
+
+fn source(args: &Args) -> anyhow::Result<DataSource> {
+    if let Some(name) = &args.dataset {
+        let shape = SyntheticShape::parse(&args.shape)?;
+        return Ok(DataSource::Named {
+            dataset: NamedDataset::parse(name, shape)?,
+            data_dir: args.data_dir.clone(),
+        });
+    }
+    match (&args.format, &args.path) {
+        (Some(f), Some(p)) => {
+            let format = Format::parse(f)?;
+            let columns = match (&args.user_col, &args.item_col) {
+                (Some(u), Some(i)) => Some(Columns {
+                    user: u.clone(),
+                    item: i.clone(),
+                    rating: args.rating_col.clone(),
+                }),
+                _ if matches!(format, Format::Csv | Format::Parquet) => {
+                    anyhow::bail!("--format {f} needs --user-col and --item-col")
+                }
+                _ => None,
+            };
+            Ok(DataSource::Path {
+                format,
+                path: p.clone(),
+                columns,
+            })
+        }
+        _ => anyhow::bail!("give --dataset NAME, or --format FORMAT --path PATH"),
+    }
+}
+
+fn metrics_json(m: &Metrics) -> serde_json::Value {
+    serde_json::json!({
+        "users": m.users,
+        "recall20_lightgcn": m.recall20_lightgcn.mean, "recall20_lightgcn_se": m.recall20_lightgcn.se,
+        "ndcg20": m.ndcg20.mean, "ndcg20_se": m.ndcg20.se,
+        "recall20": m.recall20.mean, "recall20_se": m.recall20.se,
+        "recall50": m.recall50.mean, "recall50_se": m.recall50.se,
+        "ndcg100": m.ndcg100.mean, "ndcg100_se": m.ndcg100.se,
+    })
+}
+
+fn print_metrics(out: &mut impl Write, label: &str, m: &Metrics) -> std::io::Result<()> {
+    writeln!(out, "{label} ({} test users)", m.users)?;
+    for (name, e) in [
+        ("Recall@20 (LightGCN, hits/|T|)", m.recall20_lightgcn),
+        ("nDCG@20   (LightGCN)", m.ndcg20),
+        ("Recall@20 (SANSA, hits/min(20,|T|))", m.recall20),
+        ("Recall@50 (SANSA)", m.recall50),
+        ("nDCG@100  (SANSA)", m.ndcg100),
+    ] {
+        writeln!(out, "  {name:<38} {:.4} ± {:.4}", e.mean, e.se)?;
+    }
+    Ok(())
+}
+
+/// Runs `recsel fit`.
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let method = Method::parse(&args.method)?;
+    let params = ModelParams::new(method, args.l2, args.density)?;
+    let src = source(&args)?;
+    let quiet = args.json;
+    let progress = |stage: &str| eprintln!("[fit] {stage} …");
+
+    let t = Instant::now();
+    progress("loading data");
+    let data = load_dataset(&src, args.seed).context("loading the data")?;
+    let load_s = t.elapsed().as_secs_f64();
+    eprintln!(
+        "[fit] {}: {} training users, {} items, {} training interactions, {} test users ({load_s:.2} s)",
+        data.name,
+        data.train.rows(),
+        data.n_items(),
+        data.train.nnz(),
+        data.test_input.rows()
+    );
+
+    let (model, report) =
+        model::fit(&data.train, &params, &progress).context("fitting the model")?;
+    let fit_s = report.total_seconds();
+    eprintln!("[fit] fitted in {fit_s:.2} s");
+    progress("evaluating");
+    let t = Instant::now();
+    let metrics = evaluate(&model, &data);
+    let eval_s = t.elapsed().as_secs_f64();
+    let baseline = if args.baseline {
+        let (pop, _) = model::fit(
+            &data.train,
+            &ModelParams::new(Method::Popular, 0.0, 1.0)?,
+            &|_| {},
+        )?;
+        Some(evaluate(&pop, &data))
+    } else {
+        None
+    };
+    if let Some(dir) = &args.out {
+        progress("saving the model");
+        model::io::save(
+            dir,
+            &model,
+            &params,
+            &data.name,
+            data.fingerprint(),
+            &data.item_ids,
+        )
+        .with_context(|| format!("saving the model to {}", dir.display()))?;
+    }
+    let peak = peak_rss_mb().unwrap_or(f64::NAN);
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    if quiet {
+        let mut obj = metrics_json(&metrics);
+        let map = obj.as_object_mut().expect("object");
+        map.insert("dataset".into(), data.name.clone().into());
+        map.insert("method".into(), method.name().into());
+        map.insert("l2".into(), args.l2.into());
+        map.insert("density".into(), args.density.into());
+        map.insert("seed".into(), args.seed.into());
+        map.insert("items".into(), data.n_items().into());
+        map.insert("train_users".into(), data.train.rows().into());
+        map.insert("train_interactions".into(), data.train.nnz().into());
+        map.insert("load_seconds".into(), load_s.into());
+        map.insert("fit_seconds".into(), fit_s.into());
+        map.insert(
+            "fit_stage_seconds".into(),
+            serde_json::Value::Object(
+                report
+                    .stages
+                    .iter()
+                    .map(|(k, v)| (k.clone(), (*v).into()))
+                    .collect(),
+            ),
+        );
+        map.insert("eval_seconds".into(), eval_s.into());
+        map.insert("peak_rss_mb".into(), peak.into());
+        map.insert("weights_nnz".into(), model.weights_nnz().into());
+        map.insert("weights_density".into(), model.weights_density().into());
+        map.insert("factor_nnz".into(), report.factor_nnz.into());
+        if let Some(b) = &baseline {
+            map.insert("popular".into(), metrics_json(b));
+        }
+        writeln!(out, "{obj}")?;
+    } else {
+        writeln!(
+            out,
+            "{} on {}: λ = {}, density = {}, {} items",
+            method.name(),
+            data.name,
+            args.l2,
+            args.density,
+            data.n_items()
+        )?;
+        print_metrics(&mut out, "model", &metrics)?;
+        if let Some(b) = &baseline {
+            print_metrics(&mut out, "most-popular baseline", b)?;
+        }
+        writeln!(out, "fit time {fit_s:.2} s:")?;
+        for (stage, s) in &report.stages {
+            writeln!(out, "  {stage:<14} {s:8.2} s")?;
+        }
+        writeln!(
+            out,
+            "weights: {} stored entries (density {:.3e}); evaluation {eval_s:.2} s; peak memory {peak:.0} MB",
+            model.weights_nnz(),
+            model.weights_density()
+        )?;
+        if let Some(dir) = &args.out {
+            writeln!(out, "model saved to {}", dir.display())?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,204 @@
+//! Interaction data: loaders (SPEC §5.1), preprocessing (§5.2), splits (§5.3) and synthetic
+//! interactions generated to the shape of the paper's datasets.
+//!
+//! A record travels `load` → [`RawInteractions`] (one row per rating line, ids compacted to codes) →
+//! [`preprocess`] (rating filter, binarise, duplicate pairs once, minimum user activity) →
+//! [`split`] → [`Dataset`] (the CSR matrices a model is fitted and evaluated on).
+
+pub mod load;
+pub mod preprocess;
+pub mod split;
+pub mod synthetic;
+
+pub use load::{load_dataset, DataSource, Format, NamedDataset};
+pub use preprocess::{preprocess, PreprocessConfig};
+pub use split::{split, SplitConfig};
+
+use crate::{Error, Result};
+
+/// Sparse binary matrix in compressed-row form: `f32` values (always 1), `u32` column indices.
+pub type Csr = sprs::CsMatI<f32, u32, usize>;
+
+/// Interactions as read from a file, before preprocessing. Users and items are dense codes
+/// `0..user_ids.len()` / `0..item_ids.len()`; the `*_ids` vectors give the original identifiers.
+#[derive(Debug, Clone, Default)]
+pub struct RawInteractions {
+    /// User code of each record.
+    pub users: Vec<u32>,
+    /// Item code of each record.
+    pub items: Vec<u32>,
+    /// Rating of each record, when the format has one.
+    pub ratings: Option<Vec<f32>>,
+    /// Original user identifier of each code.
+    pub user_ids: Vec<String>,
+    /// Original item identifier of each code.
+    pub item_ids: Vec<String>,
+}
+
+impl RawInteractions {
+    /// Number of records (rating lines), duplicates included.
+    pub fn len(&self) -> usize {
+        self.users.len()
+    }
+
+    /// True when there is no record.
+    pub fn is_empty(&self) -> bool {
+        self.users.is_empty()
+    }
+
+    /// Builds the compacted form from raw integer identifiers: codes are assigned in increasing
+    /// identifier order, so the result does not depend on the order of the lines.
+    pub fn from_raw_ids(users: &[i64], items: &[i64], ratings: Option<Vec<f32>>) -> Self {
+        let (user_codes, user_ids) = compact_ids(users);
+        let (item_codes, item_ids) = compact_ids(items);
+        RawInteractions {
+            users: user_codes,
+            items: item_codes,
+            ratings,
+            user_ids: user_ids.iter().map(|v| v.to_string()).collect(),
+            item_ids: item_ids.iter().map(|v| v.to_string()).collect(),
+        }
+    }
+}
+
+/// Maps arbitrary integer ids to dense codes `0..k` in increasing id order.
+pub(crate) fn compact_ids(ids: &[i64]) -> (Vec<u32>, Vec<i64>) {
+    let mut uniq: Vec<i64> = ids.to_vec();
+    uniq.sort_unstable();
+    uniq.dedup();
+    // Dense lookup when the id range is small (the usual case), binary search otherwise.
+    let codes = match (uniq.first(), uniq.last()) {
+        (Some(&lo), Some(&hi)) if hi - lo < 50_000_000 && lo >= i64::MIN / 2 => {
+            let mut table = vec![u32::MAX; (hi - lo + 1) as usize];
+            for (c, &v) in uniq.iter().enumerate() {
+                table[(v - lo) as usize] = c as u32;
+            }
+            ids.iter().map(|&v| table[(v - lo) as usize]).collect()
+        }
+        _ => ids
+            .iter()
+            .map(|v| uniq.binary_search(v).expect("id present") as u32)
+            .collect(),
+    };
+    (codes, uniq)
+}
+
+/// Builds a CSR matrix with ones at the given (row, column) pairs; duplicate pairs count once.
+pub fn csr_from_pairs(rows: usize, cols: usize, pairs: &mut [(u32, u32)]) -> Csr {
+    pairs.sort_unstable();
+    let mut indptr = Vec::with_capacity(rows + 1);
+    let mut indices: Vec<u32> = Vec::with_capacity(pairs.len());
+    indptr.push(0usize);
+    let mut row = 0u32;
+    let mut last: Option<(u32, u32)> = None;
+    for &(r, c) in pairs.iter() {
+        if last == Some((r, c)) {
+            continue;
+        }
+        last = Some((r, c));
+        while row < r {
+            indptr.push(indices.len());
+            row += 1;
+        }
+        indices.push(c);
+    }
+    while indptr.len() < rows + 1 {
+        indptr.push(indices.len());
+    }
+    let data = vec![1.0f32; indices.len()];
+    Csr::new((rows, cols), indptr, indices, data)
+}
+
+/// The matrices one fit-and-evaluate run works on (SPEC §5.3–5.5).
+#[derive(Debug, Clone)]
+pub struct Dataset {
+    /// Name for reports (`ml20m`, `ml-1m-implicit`, `synthetic-small`, …).
+    pub name: String,
+    /// Rows the model is fitted on (training users), items as columns.
+    pub train: Csr,
+    /// Input rows of the test users (what the model scores from).
+    pub test_input: Csr,
+    /// Held-out target rows of the test users (same row order as `test_input`).
+    pub test_target: Csr,
+    /// Original identifier of each item column.
+    pub item_ids: Vec<String>,
+    /// Original identifier of each test user row.
+    pub test_user_ids: Vec<String>,
+}
+
+impl Dataset {
+    /// Number of item columns.
+    pub fn n_items(&self) -> usize {
+        self.train.cols()
+    }
+
+    /// A 64-bit fingerprint of the training matrix and item ids (FNV-1a), stored with a saved model
+    /// so that loading it against different data is caught.
+    pub fn fingerprint(&self) -> u64 {
+        let mut h = Fnv64::new();
+        h.write(&(self.train.rows() as u64).to_le_bytes());
+        h.write(&(self.train.cols() as u64).to_le_bytes());
+        for &p in self.train.indptr().raw_storage() {
+            h.write(&(p as u64).to_le_bytes());
+        }
+        for &i in self.train.indices() {
+            h.write(&i.to_le_bytes());
+        }
+        for id in &self.item_ids {
+            h.write(id.as_bytes());
+            h.write(&[0]);
+        }
+        h.finish()
+    }
+
+    /// Checks the three matrices agree in shape.
+    pub fn validate(&self) -> Result<()> {
+        let n = self.train.cols();
+        if self.test_input.cols() != n
+            || self.test_target.cols() != n
+            || self.item_ids.len() != n
+            || self.test_input.rows() != self.test_target.rows()
+        {
+            return Err(Error::Invalid(format!(
+                "dataset '{}' is inconsistent: train {}x{}, test input {}x{}, test target {}x{}, {} item ids",
+                self.name,
+                self.train.rows(),
+                n,
+                self.test_input.rows(),
+                self.test_input.cols(),
+                self.test_target.rows(),
+                self.test_target.cols(),
+                self.item_ids.len()
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// FNV-1a, 64 bit: a small stable hash for fingerprints (not cryptographic).
+#[derive(Debug, Clone, Copy)]
+pub struct Fnv64(u64);
+
+impl Fnv64 {
+    /// A fresh hasher.
+    pub fn new() -> Self {
+        Fnv64(0xcbf2_9ce4_8422_2325)
+    }
+    /// Feeds bytes.
+    pub fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 ^= b as u64;
+            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    /// The hash value.
+    pub fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+impl Default for Fnv64 {
+    fn default() -> Self {
+        Self::new()
+    }
+}

@@ -1,0 +1,144 @@
+//! Evaluation (SPEC §5.4–5.5): every test user with at least one target is scored from their input
+//! items, the input items are excluded, and the top of the ranking is compared with the targets.
+//!
+//! * SANSA convention: Recall@k = hits / min(k, |T|), nDCG@100 with IDCG over min(|T|, 100);
+//! * LightGCN convention: Recall@20 = hits / |T|, nDCG@20 with IDCG over min(|T|, 20).
+//!
+//! Each metric is the mean over users with its standard error (sample sd / √users). Users are
+//! scored in parallel; the result does not depend on the number of threads.
+
+use rayon::prelude::*;
+
+use crate::data::Dataset;
+use crate::model::{Model, Scratch};
+
+/// Mean and standard error of a per-user metric.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct Estimate {
+    /// Mean over users.
+    pub mean: f64,
+    /// Standard error of the mean.
+    pub se: f64,
+}
+
+impl Estimate {
+    fn of(values: &[f64]) -> Self {
+        let n = values.len() as f64;
+        if values.is_empty() {
+            return Estimate::default();
+        }
+        let mean = values.iter().sum::<f64>() / n;
+        let var = if values.len() > 1 {
+            values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0)
+        } else {
+            0.0
+        };
+        Estimate {
+            mean,
+            se: (var / n).sqrt(),
+        }
+    }
+}
+
+/// All metrics of one evaluation.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct Metrics {
+    /// Users evaluated (those with at least one target).
+    pub users: usize,
+    /// Recall@20, LightGCN convention (hits / |T|).
+    pub recall20_lightgcn: Estimate,
+    /// nDCG@20, LightGCN convention.
+    pub ndcg20: Estimate,
+    /// Recall@20, SANSA convention (hits / min(20, |T|)).
+    pub recall20: Estimate,
+    /// Recall@50, SANSA convention.
+    pub recall50: Estimate,
+    /// nDCG@100, SANSA convention.
+    pub ndcg100: Estimate,
+}
+
+/// Per-user metric values: [recall20_lightgcn, ndcg20, recall20, recall50, ndcg100].
+fn user_metrics(ranked: &[u32], targets: &[u32]) -> [f64; 5] {
+    let t = targets.len();
+    let hit: Vec<bool> = ranked
+        .iter()
+        .map(|i| targets.binary_search(i).is_ok())
+        .collect();
+    let hits_at = |k: usize| hit.iter().take(k).filter(|&&h| h).count() as f64;
+    let dcg_at = |k: usize| -> f64 {
+        hit.iter()
+            .take(k)
+            .enumerate()
+            .filter(|(_, &h)| h)
+            .map(|(r, _)| 1.0 / ((r + 2) as f64).log2())
+            .sum()
+    };
+    let idcg_at = |k: usize| -> f64 { (0..t.min(k)).map(|r| 1.0 / ((r + 2) as f64).log2()).sum() };
+    [
+        hits_at(20) / t as f64,
+        dcg_at(20) / idcg_at(20),
+        hits_at(20) / t.min(20) as f64,
+        hits_at(50) / t.min(50) as f64,
+        dcg_at(100) / idcg_at(100),
+    ]
+}
+
+/// The `k` best-scored items of `scores`, best first, excluding `seen`; ties by item index.
+pub fn top_k(scores: &mut [f64], seen: &[u32], k: usize) -> Vec<u32> {
+    for &i in seen {
+        scores[i as usize] = f64::NEG_INFINITY;
+    }
+    let mut idx: Vec<u32> = (0..scores.len() as u32)
+        .filter(|&i| scores[i as usize] > f64::NEG_INFINITY)
+        .collect();
+    let cmp = |a: &u32, b: &u32| {
+        scores[*b as usize]
+            .total_cmp(&scores[*a as usize])
+            .then(a.cmp(b))
+    };
+    if idx.len() > k {
+        idx.select_nth_unstable_by(k - 1, cmp);
+        idx.truncate(k);
+    }
+    idx.sort_unstable_by(cmp);
+    idx
+}
+
+/// Evaluates a model on the test users of a dataset.
+pub fn evaluate(model: &Model, data: &Dataset) -> Metrics {
+    let n = model.n_items();
+    let users: Vec<usize> = (0..data.test_target.rows())
+        .filter(|&u| data.test_target.outer_view(u).is_some_and(|r| r.nnz() > 0))
+        .collect();
+    let per_user: Vec<[f64; 5]> = users
+        .par_iter()
+        .map_init(
+            || (vec![0.0f64; n], Scratch::new(n)),
+            |(scores, scratch), &u| {
+                let input = data
+                    .test_input
+                    .outer_view(u)
+                    .map(|r| r.indices().to_vec())
+                    .unwrap_or_default();
+                let targets = data
+                    .test_target
+                    .outer_view(u)
+                    .map(|r| r.indices().to_vec())
+                    .unwrap_or_default();
+                model.score_into(&input, scores, scratch);
+                let ranked = top_k(scores, &input, 100);
+                user_metrics(&ranked, &targets)
+            },
+        )
+        .collect();
+    let column =
+        |c: usize| -> Estimate { Estimate::of(&per_user.iter().map(|m| m[c]).collect::<Vec<_>>()) };
+    Metrics {
+        users: users.len(),
+        recall20_lightgcn: column(0),
+        ndcg20: column(1),
+        recall20: column(2),
+        recall50: column(3),
+        ndcg100: column(4),
+    }
+}

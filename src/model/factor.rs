@@ -1,0 +1,240 @@
+//! Sparse Cholesky factorizations of the (permuted) Gram matrix, SPEC §6 step 2.
+//!
+//! * [`exact_cholesky`]: faer's supernodal sparse Cholesky (pure Rust, parallel dense kernels inside
+//!   supernodes), converted to our column format;
+//! * [`incomplete_cholesky`]: Lin–Moré incomplete Cholesky with a per-column memory budget.
+//!
+//! Both return the lower factor `L` of `A = L Lᵀ` with the diagonal as the first entry of each column.
+
+use faer::dyn_stack::{MemBuffer, MemStack};
+use faer::linalg::cholesky::llt::factor::LltRegularization;
+use faer::sparse::linalg::cholesky::{
+    factorize_symbolic_cholesky, supernodal::SupernodalLltRef, CholeskySymbolicParams,
+    SymbolicCholeskyRaw, SymmetricOrdering,
+};
+use faer::sparse::linalg::SupernodalThreshold;
+use faer::sparse::{SparseColMatRef, SymbolicSparseColMatRef};
+use faer::{Par, Side};
+
+use super::sparse::{Accumulator, SparseCols};
+use crate::{Error, Result};
+
+/// Approximate minimum degree ordering of a full symmetric pattern; returns (fwd, inv) with
+/// `permuted[a, b] = original[fwd[a], fwd[b]]`.
+pub fn amd_ordering(full: &SparseCols) -> Result<(Vec<usize>, Vec<usize>)> {
+    let n = full.n;
+    let col_ptr: Vec<usize> = full.col_ptr.clone();
+    let row: Vec<usize> = full.row.iter().map(|&r| r as usize).collect();
+    let sym = SymbolicSparseColMatRef::new_checked(n, n, &col_ptr, None, &row);
+    let mut fwd = vec![0usize; n];
+    let mut inv = vec![0usize; n];
+    let req = faer::sparse::linalg::amd::order_scratch::<usize>(n, full.nnz());
+    let mut buf = MemBuffer::new(req);
+    faer::sparse::linalg::amd::order(
+        &mut fwd,
+        &mut inv,
+        sym,
+        Default::default(),
+        MemStack::new(&mut buf),
+    )
+    .map_err(|e| Error::Invalid(format!("AMD ordering failed: {e:?}")))?;
+    Ok((fwd, inv))
+}
+
+/// Full sparse Cholesky `A = L Lᵀ` of a lower-triangular symmetric positive definite matrix (no
+/// further reordering: pass an already permuted matrix).
+pub fn exact_cholesky(a_lower: &SparseCols) -> Result<SparseCols> {
+    let n = a_lower.n;
+    let col_ptr: Vec<usize> = a_lower.col_ptr.clone();
+    let row: Vec<usize> = a_lower.row.iter().map(|&r| r as usize).collect();
+    let sym = SymbolicSparseColMatRef::new_checked(n, n, &col_ptr, None, &row);
+    let params = CholeskySymbolicParams {
+        supernodal_flop_ratio_threshold: SupernodalThreshold::FORCE_SUPERNODAL,
+        ..Default::default()
+    };
+    // An explicit identity permutation: with `Identity` faer reads the pattern as an upper triangle,
+    // while a custom permutation honours `Side::Lower`.
+    let id: Vec<usize> = (0..n).collect();
+    let perm = faer::perm::PermRef::new_checked(&id, &id, n);
+    let symbolic =
+        factorize_symbolic_cholesky(sym, Side::Lower, SymmetricOrdering::Custom(perm), params)
+            .map_err(|e| Error::Invalid(format!("symbolic Cholesky failed: {e:?}")))?;
+    let mut values = vec![0.0f64; symbolic.len_val()];
+    let par = Par::rayon(0);
+    let req = symbolic.factorize_numeric_llt_scratch::<f64>(par, Default::default());
+    let mut buf = MemBuffer::new(req);
+    let a = SparseColMatRef::new(sym, &a_lower.val);
+    symbolic
+        .factorize_numeric_llt(
+            &mut values,
+            a,
+            Side::Lower,
+            LltRegularization::default(),
+            par,
+            MemStack::new(&mut buf),
+            Default::default(),
+        )
+        .map_err(|e| {
+            Error::Invalid(format!(
+                "Cholesky of XᵀX + λI failed ({e:?}); use a larger --l2"
+            ))
+        })?;
+    let SymbolicCholeskyRaw::Supernodal(sn) = symbolic.raw() else {
+        return Err(Error::Invalid(
+            "internal: expected a supernodal factorization".into(),
+        ));
+    };
+    let l = SupernodalLltRef::<usize, f64>::new(sn, &values);
+    let mut cols: Vec<(Vec<u32>, Vec<f64>)> = vec![(Vec::new(), Vec::new()); n];
+    for s in 0..sn.n_supernodes() {
+        let node = l.supernode(s);
+        let start = node.start();
+        let pattern = node.pattern();
+        let m = node.val();
+        let ncols = m.ncols();
+        for c in 0..ncols {
+            let j = start + c;
+            let (rows, vals) = &mut cols[j];
+            // Block-diagonal part: rows start + r for r ≥ c (lower triangle).
+            for r in c..ncols {
+                rows.push((start + r) as u32);
+                vals.push(m[(r, c)]);
+            }
+            for (p, &i) in pattern.iter().enumerate() {
+                rows.push(i as u32);
+                vals.push(m[(ncols + p, c)]);
+            }
+        }
+    }
+    drop(values);
+    for (rows, vals) in cols.iter_mut() {
+        if !rows.windows(2).all(|w| w[0] < w[1]) {
+            let mut e: Vec<(u32, f64)> = rows.iter().copied().zip(vals.iter().copied()).collect();
+            e.sort_unstable_by_key(|x| x.0);
+            (*rows, *vals) = e.into_iter().unzip();
+        }
+    }
+    Ok(SparseCols::from_columns(n, cols))
+}
+
+/// Lin–Moré incomplete Cholesky of a lower-triangular symmetric matrix (SPEC §6, `icf`).
+///
+/// Column j is computed left-looking; its candidate entries all update the remaining diagonal, then
+/// only the largest `(max_nnz − nnz_so_far)/(n − j)` in magnitude are kept. On breakdown (a
+/// non-positive pivot) the factorization restarts with the diagonal shifted by `1e-3·2^r`.
+pub fn incomplete_cholesky(a_lower: &SparseCols, max_nnz: usize) -> Result<SparseCols> {
+    let mut shift = 0.0;
+    for r in 0..40 {
+        if let Some(l) = try_icf(a_lower, max_nnz, shift) {
+            return Ok(l);
+        }
+        shift = 1e-3 * 2f64.powi(r);
+    }
+    Err(Error::Invalid(
+        "incomplete Cholesky broke down after 40 shifted restarts; use a larger --l2".into(),
+    ))
+}
+
+fn try_icf(a: &SparseCols, max_nnz: usize, shift: f64) -> Option<SparseCols> {
+    let n = a.n;
+    let none = usize::MAX;
+    let mut diag: Vec<f64> = (0..n)
+        .map(|j| {
+            let (r, v) = a.col(j);
+            if r.first() == Some(&(j as u32)) {
+                v[0] + shift
+            } else {
+                shift
+            }
+        })
+        .collect();
+    let mut l = SparseCols {
+        n,
+        col_ptr: vec![0],
+        row: Vec::new(),
+        val: Vec::new(),
+    };
+    // For every finished column k: `pos[k]` is its next entry (row ≥ current j); `head[r]` lists the
+    // columns whose next entry is in row r, linked through `next`.
+    let mut pos = vec![0usize; n];
+    let mut head = vec![none; n];
+    let mut next = vec![none; n];
+    let mut acc = Accumulator::new(n);
+    let mut entries: Vec<(u32, f64)> = Vec::new();
+    for j in 0..n {
+        let (ar, av) = a.col(j);
+        for (&i, &v) in ar.iter().zip(av) {
+            if i as usize > j {
+                acc.add(i, v);
+            }
+        }
+        let mut k = head[j];
+        while k != none {
+            let nk = next[k];
+            let end = l.col_ptr[k + 1];
+            let ljk = l.val[pos[k]];
+            for p in pos[k] + 1..end {
+                acc.add(l.row[p], -ljk * l.val[p]);
+            }
+            pos[k] += 1;
+            if pos[k] < end {
+                let r = l.row[pos[k]] as usize;
+                next[k] = head[r];
+                head[r] = k;
+            }
+            k = nk;
+        }
+        let d = diag[j];
+        if !(d > 0.0) || !d.is_finite() {
+            return None;
+        }
+        let ljj = d.sqrt();
+        let (rows, vals) = acc.drain_sorted();
+        entries.clear();
+        for (&i, &v) in rows.iter().zip(&vals) {
+            if v != 0.0 {
+                let x = v / ljj;
+                diag[i as usize] -= x * x;
+                entries.push((i, x));
+            }
+        }
+        let so_far = l.row.len();
+        let budget = max_nnz.saturating_sub(so_far) / (n - j);
+        if entries.len() > budget {
+            if budget > 0 {
+                entries.select_nth_unstable_by(budget - 1, |x, y| y.1.abs().total_cmp(&x.1.abs()));
+            }
+            entries.truncate(budget);
+            entries.sort_unstable_by_key(|x| x.0);
+        }
+        l.row.push(j as u32);
+        l.val.push(ljj);
+        let first = l.row.len();
+        for &(i, x) in &entries {
+            l.row.push(i);
+            l.val.push(x);
+        }
+        l.col_ptr.push(l.row.len());
+        if first < l.row.len() {
+            pos[j] = first;
+            let r = l.row[first] as usize;
+            next[j] = head[r];
+            head[r] = j;
+        }
+    }
+    Some(l)
+}
+
+/// Converts `L Lᵀ` to `L̃ D L̃ᵀ` with unit `L̃`: divides column j by `L_jj`; returns `d_j = L_jj²`.
+pub fn to_unit_ldl(l: &mut SparseCols) -> Vec<f64> {
+    let mut d = vec![0.0; l.n];
+    for j in 0..l.n {
+        let (a, b) = (l.col_ptr[j], l.col_ptr[j + 1]);
+        let ljj = l.val[a];
+        d[j] = ljj * ljj;
+        for v in &mut l.val[a..b] {
+            *v /= ljj;
+        }
+    }
+    d
+}

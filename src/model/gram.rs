@@ -1,0 +1,43 @@
+//! The Gram matrix `XᵀX` of a binary user × item matrix (SPEC §6), lower triangle, computed in
+//! parallel over item columns: column j sums the rows of the users who have item j.
+
+use rayon::prelude::*;
+
+use super::sparse::SparseCols;
+use crate::data::Csr;
+
+/// Lower triangle (with diagonal) of `XᵀX` as compressed columns.
+pub fn gram_lower(x: &Csr) -> SparseCols {
+    let n = x.cols();
+    let xt = x.transpose_view().to_csr(); // item × user
+    let cols: Vec<(Vec<u32>, Vec<f64>)> = (0..n)
+        .into_par_iter()
+        .map_init(
+            || (vec![0u32; n], Vec::<u32>::new()),
+            |(count, touched), j| {
+                if let Some(users) = xt.outer_view(j) {
+                    for &u in users.indices() {
+                        let row = x.outer_view(u as usize).expect("row in range");
+                        let items = row.indices();
+                        // Rows are sorted: only items ≥ j contribute to the lower triangle.
+                        let start = items.partition_point(|&i| (i as usize) < j);
+                        for &i in &items[start..] {
+                            if count[i as usize] == 0 {
+                                touched.push(i);
+                            }
+                            count[i as usize] += 1;
+                        }
+                    }
+                }
+                touched.sort_unstable();
+                let rows = std::mem::take(touched);
+                let vals = rows
+                    .iter()
+                    .map(|&i| std::mem::replace(&mut count[i as usize], 0) as f64)
+                    .collect();
+                (rows, vals)
+            },
+        )
+        .collect();
+    SparseCols::from_columns(n, cols)
+}

@@ -1,0 +1,215 @@
+//! Small compressed-column matrix used inside the fitting pipeline (Gram matrix, Cholesky factor,
+//! approximate inverse). Row indices are `u32`, values `f64`; columns are sorted by row.
+
+use rayon::prelude::*;
+
+/// Square sparse matrix in compressed-column form.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SparseCols {
+    /// Dimension (square).
+    pub n: usize,
+    /// Start of each column in `row` / `val`; length `n + 1`.
+    pub col_ptr: Vec<usize>,
+    /// Row index of each entry.
+    pub row: Vec<u32>,
+    /// Value of each entry.
+    pub val: Vec<f64>,
+}
+
+impl SparseCols {
+    /// Number of stored entries.
+    pub fn nnz(&self) -> usize {
+        self.val.len()
+    }
+
+    /// Rows and values of column `j`.
+    pub fn col(&self, j: usize) -> (&[u32], &[f64]) {
+        let (a, b) = (self.col_ptr[j], self.col_ptr[j + 1]);
+        (&self.row[a..b], &self.val[a..b])
+    }
+
+    /// Builds a matrix from per-column (sorted) entry lists.
+    pub fn from_columns(n: usize, cols: Vec<(Vec<u32>, Vec<f64>)>) -> Self {
+        let nnz = cols.iter().map(|c| c.0.len()).sum();
+        let mut m = SparseCols {
+            n,
+            col_ptr: Vec::with_capacity(n + 1),
+            row: Vec::with_capacity(nnz),
+            val: Vec::with_capacity(nnz),
+        };
+        m.col_ptr.push(0);
+        for (r, v) in cols {
+            m.row.extend_from_slice(&r);
+            m.val.extend_from_slice(&v);
+            m.col_ptr.push(m.row.len());
+        }
+        m
+    }
+
+    /// The full symmetric matrix from its lower triangle (diagonal included once).
+    pub fn symmetric_from_lower(&self) -> SparseCols {
+        let n = self.n;
+        let mut count = vec![0usize; n];
+        for j in 0..n {
+            let (rows, _) = self.col(j);
+            for &i in rows {
+                count[j] += 1;
+                if i as usize != j {
+                    count[i as usize] += 1;
+                }
+            }
+        }
+        let mut col_ptr = vec![0usize; n + 1];
+        for j in 0..n {
+            col_ptr[j + 1] = col_ptr[j] + count[j];
+        }
+        let nnz = col_ptr[n];
+        let mut row = vec![0u32; nnz];
+        let mut val = vec![0.0f64; nnz];
+        let mut next = col_ptr.clone();
+        // Upper part of column i (rows j < i) comes from row i of the lower triangle, visited in
+        // increasing j, so every column stays sorted when the upper entries are placed first.
+        for j in 0..n {
+            let (rows, vals) = self.col(j);
+            for (&i, &v) in rows.iter().zip(vals) {
+                let i = i as usize;
+                if i != j {
+                    row[next[i]] = j as u32;
+                    val[next[i]] = v;
+                    next[i] += 1;
+                }
+            }
+        }
+        for j in 0..n {
+            let (rows, vals) = self.col(j);
+            for (&i, &v) in rows.iter().zip(vals) {
+                row[next[j]] = i;
+                val[next[j]] = v;
+                next[j] += 1;
+            }
+        }
+        SparseCols {
+            n,
+            col_ptr,
+            row,
+            val,
+        }
+    }
+
+    /// Symmetric permutation of a full symmetric matrix, keeping the lower triangle:
+    /// `B[a, b] = A[fwd[a], fwd[b]]` for `a ≥ b`.
+    pub fn permuted_lower(&self, fwd: &[usize], inv: &[usize]) -> SparseCols {
+        let n = self.n;
+        let cols: Vec<(Vec<u32>, Vec<f64>)> = (0..n)
+            .into_par_iter()
+            .map(|b| {
+                let (rows, vals) = self.col(fwd[b]);
+                let mut e: Vec<(u32, f64)> = rows
+                    .iter()
+                    .zip(vals)
+                    .filter_map(|(&i, &v)| {
+                        let a = inv[i as usize];
+                        (a >= b).then_some((a as u32, v))
+                    })
+                    .collect();
+                e.sort_unstable_by_key(|x| x.0);
+                e.into_iter().unzip()
+            })
+            .collect();
+        SparseCols::from_columns(n, cols)
+    }
+
+    /// Keeps the diagonal and the `budget` largest-magnitude off-diagonal entries (one global
+    /// threshold; SANSA's pruning to the target density).
+    pub fn prune_global(&mut self, budget: usize) {
+        let n = self.n;
+        let mut mags: Vec<f64> = (0..n)
+            .flat_map(|j| {
+                let (r, v) = self.col(j);
+                r.iter()
+                    .zip(v)
+                    .filter(move |(&i, _)| i as usize != j)
+                    .map(|(_, &x)| x.abs())
+            })
+            .collect();
+        if mags.len() <= budget {
+            return;
+        }
+        let k = mags.len() - budget; // entries to drop
+        let (_, &mut threshold, _) = mags.select_nth_unstable_by(k - 1, |a, b| a.total_cmp(b));
+        // Drop everything ≤ threshold, then give back ties until the budget is met.
+        let above = mags.iter().filter(|&&m| m > threshold).count();
+        let mut ties_left = budget.saturating_sub(above);
+        let mut out = SparseCols {
+            n,
+            col_ptr: vec![0],
+            row: Vec::new(),
+            val: Vec::new(),
+        };
+        for j in 0..n {
+            let (r, v) = self.col(j);
+            for (&i, &x) in r.iter().zip(v) {
+                let keep = if i as usize == j || x.abs() > threshold {
+                    true
+                } else if x.abs() == threshold && ties_left > 0 {
+                    ties_left -= 1;
+                    true
+                } else {
+                    false
+                };
+                if keep {
+                    out.row.push(i);
+                    out.val.push(x);
+                }
+            }
+            out.col_ptr.push(out.row.len());
+        }
+        *self = out;
+    }
+}
+
+/// Dense accumulator with a list of touched positions, reused across columns.
+#[derive(Debug, Clone)]
+pub struct Accumulator {
+    /// Values (zero outside `touched`).
+    pub values: Vec<f64>,
+    /// Whether a position is in `touched`.
+    pub mark: Vec<bool>,
+    /// Positions written since the last `clear`.
+    pub touched: Vec<u32>,
+}
+
+impl Accumulator {
+    /// An accumulator of dimension `n`.
+    pub fn new(n: usize) -> Self {
+        Accumulator {
+            values: vec![0.0; n],
+            mark: vec![false; n],
+            touched: Vec::new(),
+        }
+    }
+    /// Adds `v` at `i`.
+    #[inline]
+    pub fn add(&mut self, i: u32, v: f64) {
+        let iu = i as usize;
+        if !self.mark[iu] {
+            self.mark[iu] = true;
+            self.touched.push(i);
+        }
+        self.values[iu] += v;
+    }
+    /// Takes the touched entries (sorted by index) and resets.
+    pub fn drain_sorted(&mut self) -> (Vec<u32>, Vec<f64>) {
+        self.touched.sort_unstable();
+        let rows = std::mem::take(&mut self.touched);
+        let vals: Vec<f64> = rows
+            .iter()
+            .map(|&i| {
+                let iu = i as usize;
+                self.mark[iu] = false;
+                std::mem::replace(&mut self.values[iu], 0.0)
+            })
+            .collect();
+        (rows, vals)
+    }
+}

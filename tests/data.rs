@@ -1,0 +1,283 @@
+//! Loaders, preprocessing, splits and synthetic data (issue 4).
+
+use std::path::{Path, PathBuf};
+
+use recsel::data::load::{
+    load_lightgcn, load_movielens, load_netflix, read_lightgcn_file, Columns,
+};
+use recsel::data::preprocess::{preprocess, PreprocessConfig};
+use recsel::data::split::{split, SplitConfig};
+use recsel::data::synthetic::{generate, SyntheticShape};
+use recsel::data::{load_dataset, DataSource, Format, NamedDataset};
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+}
+
+/// `<manifest>/../shared/data`, or `None` with a loud message.
+pub fn shared_data() -> Option<PathBuf> {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data");
+    if p.is_dir() {
+        Some(p)
+    } else {
+        eprintln!("SKIPPED: ../shared/data not found ({})", p.display());
+        None
+    }
+}
+
+#[test]
+fn movielens_fixture_counts_duplicates_once_and_filters_ratings() {
+    let raw = load_movielens(&fixture("ratings.csv")).unwrap();
+    assert_eq!(raw.len(), 15);
+    assert_eq!(raw.user_ids, vec!["1", "2", "3"]);
+    assert_eq!(raw.item_ids.len(), 7);
+    let m = preprocess(&raw, &PreprocessConfig::movielens()).unwrap();
+    // User 1: items 10,20,30,50,60 (40 has rating 3; the duplicate of 10 counts once) → 5 kept.
+    // User 2: two items ≥ 4 → dropped (< 5). User 3: five items.
+    assert_eq!(m.user_ids, vec!["1", "3"]);
+    assert_eq!(m.matrix.nnz(), 10);
+    assert_eq!(m.matrix.outer_view(0).unwrap().nnz(), 5);
+    assert!(m.matrix.data().iter().all(|&v| v == 1.0));
+}
+
+#[test]
+fn movielens_malformed_line_names_file_line_and_content() {
+    let err = load_movielens(&fixture("ratings_bad.csv"))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("ratings_bad.csv"), "{err}");
+    assert!(err.contains("line 4"), "{err}");
+    assert!(err.contains("1,thirty,4.5"), "{err}");
+    let err = load_movielens(&fixture("ratings_short.csv"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("ratings_short.csv") && err.contains("line 3") && err.contains("1,20,4.0"),
+        "{err}"
+    );
+}
+
+#[test]
+fn netflix_fixture_and_malformed_line() {
+    let raw = load_netflix(&[fixture("netflix/combined_data_1.txt")]).unwrap();
+    assert_eq!(raw.len(), 6);
+    assert_eq!(raw.item_ids, vec!["1", "2"]);
+    assert_eq!(raw.user_ids.len(), 3);
+    let m = preprocess(
+        &raw,
+        &PreprocessConfig {
+            min_rating: Some(4.0),
+            min_user_interactions: 1,
+        },
+    )
+    .unwrap();
+    // Ratings ≥ 4: (822109,1), (885013,1), (1488844,2), (822109,2) twice → 4 distinct pairs.
+    assert_eq!(m.matrix.nnz(), 4);
+    let err = load_netflix(&[fixture("netflix_bad.txt")])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("netflix_bad.txt")
+            && err.contains("line 3")
+            && err.contains("822109;5;2005-05-13"),
+        "{err}"
+    );
+}
+
+#[test]
+fn lightgcn_fixture_and_malformed_line() {
+    let pairs = read_lightgcn_file(&fixture("lightgcn/train.txt")).unwrap();
+    assert_eq!(pairs.len(), 8);
+    let ds = load_lightgcn(&fixture("lightgcn"), "fixture").unwrap();
+    // Duplicate (2, 0) counts once; user 3 has no items.
+    assert_eq!(ds.train.nnz(), 7);
+    assert_eq!(ds.n_items(), 5);
+    assert_eq!(ds.test_user_ids, vec!["0", "1", "2"]);
+    assert_eq!(ds.test_target.nnz(), 4);
+    assert_eq!(ds.test_input.outer_view(1).unwrap().indices(), &[2, 3]);
+    let err = load_lightgcn(&fixture("lightgcn_bad"), "bad")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("train.txt") && err.contains("line 2") && err.contains("1 2 x3"),
+        "{err}"
+    );
+}
+
+#[test]
+fn generic_csv_with_string_ids() {
+    let src = DataSource::Path {
+        format: Format::Csv,
+        path: fixture("generic.csv"),
+        columns: Some(Columns {
+            user: "user".into(),
+            item: "item".into(),
+            rating: Some("score".into()),
+        }),
+    };
+    let ds = load_dataset(&src, 42).unwrap();
+    // bob keeps 2 items (< 5) and is dropped; alice has 5.
+    assert_eq!(ds.n_items(), 5);
+    assert_eq!(ds.item_ids[0], "book-a");
+    assert_eq!(
+        ds.train.nnz() + ds.test_input.nnz() + ds.test_target.nnz(),
+        5
+    );
+}
+
+#[test]
+fn missing_named_dataset_says_what_to_put_where() {
+    for (name, file) in [
+        ("ml20m", "ratings.csv"),
+        ("netflix", "combined_data_1.txt"),
+        ("amazon-book", "train.txt"),
+    ] {
+        let src = DataSource::Named {
+            dataset: NamedDataset::parse(name, SyntheticShape::Small).unwrap(),
+            data_dir: PathBuf::from("/nonexistent-data-dir"),
+        };
+        let err = load_dataset(&src, 42).unwrap_err().to_string();
+        assert!(
+            err.contains(&format!("/nonexistent-data-dir/{name}/{file}")),
+            "{err}"
+        );
+        assert!(err.contains("download"), "{err}");
+    }
+}
+
+#[test]
+fn split_is_seeded_and_holds_out_a_fifth() {
+    let raw = generate(SyntheticShape::Small, 7);
+    let m = preprocess(&raw, &PreprocessConfig::none()).unwrap();
+    let cfg = SplitConfig {
+        test_users: 500,
+        validation_users: 500,
+        holdout: 0.2,
+        seed: 42,
+    };
+    let a = split("s", &m, &cfg).unwrap();
+    let b = split("s", &m, &cfg).unwrap();
+    assert_eq!(a.test_user_ids, b.test_user_ids);
+    assert_eq!(a.test_target.indices(), b.test_target.indices());
+    assert_eq!(a.test_input.rows(), 500);
+    assert_eq!(a.train.rows(), 4_000);
+    let other = split(
+        "s",
+        &m,
+        &SplitConfig {
+            seed: 43,
+            ..cfg.clone()
+        },
+    )
+    .unwrap();
+    assert_ne!(a.test_user_ids, other.test_user_ids);
+    let (inp, tgt) = (a.test_input.nnz() as f64, a.test_target.nnz() as f64);
+    let share = tgt / (inp + tgt);
+    assert!((share - 0.2).abs() < 0.02, "held-out share {share}");
+    for u in 0..a.test_input.rows() {
+        let i = a.test_input.outer_view(u).unwrap();
+        let t = a.test_target.outer_view(u).unwrap();
+        assert!(t.indices().iter().all(|x| !i.indices().contains(x)));
+    }
+}
+
+#[test]
+fn synthetic_small_is_deterministic_with_power_law_popularity() {
+    let a = generate(SyntheticShape::Small, 42);
+    let b = generate(SyntheticShape::Small, 42);
+    assert_eq!(a.items, b.items);
+    let (users, items, inter, _) = SyntheticShape::Small.dims();
+    assert_eq!(a.user_ids.len(), users);
+    let n = a.len() as f64;
+    assert!((n / inter as f64 - 1.0).abs() < 0.15, "{n} interactions");
+    let mut counts = vec![0usize; items];
+    for &i in &a.items {
+        counts[i as usize] += 1;
+    }
+    counts.sort_unstable_by(|x, y| y.cmp(x));
+    let top = counts[..items / 100].iter().sum::<usize>() as f64;
+    assert!(
+        top / n > 0.1,
+        "top 1% of items hold {:.3} of interactions",
+        top / n
+    );
+}
+
+#[test]
+fn real_netflix_sample() {
+    let Some(dir) = shared_data() else { return };
+    let raw = load_netflix(&[dir.join("netflix-sample/combined_data_1.txt")]).unwrap();
+    assert_eq!(raw.len(), 10_000);
+    assert_eq!(raw.item_ids.len(), 3_451);
+    // The same ratings as a generic CSV (MovieID,UserID,Rating,Date), read by polars.
+    let raw_csv = recsel::data::load::load_table(
+        &dir.join("netflix-sample/netflix-user-ratings-10k.csv"),
+        Format::Csv,
+        &Columns {
+            user: "UserID".into(),
+            item: "MovieID".into(),
+            rating: Some("Rating".into()),
+        },
+    )
+    .unwrap();
+    assert_eq!(raw_csv.len(), 10_000);
+    assert_eq!(raw_csv.item_ids.len(), 3_451);
+    assert_eq!(raw_csv.user_ids.len(), raw.user_ids.len());
+}
+
+#[test]
+fn real_movielens_latest_small() {
+    let Some(dir) = shared_data() else { return };
+    let raw = load_movielens(&dir.join("movielens-latest-small/ratings.csv")).unwrap();
+    assert_eq!(raw.len(), 100_836);
+    assert_eq!(raw.user_ids.len(), 610);
+    assert_eq!(raw.item_ids.len(), 9_724);
+    let kept = raw
+        .ratings
+        .as_ref()
+        .unwrap()
+        .iter()
+        .filter(|&&r| r >= 4.0)
+        .count();
+    assert_eq!(kept, 48_580);
+    let src = DataSource::Path {
+        format: Format::MovieLens,
+        path: dir.join("movielens-latest-small"),
+        columns: None,
+    };
+    let ds = load_dataset(&src, 42).unwrap();
+    // Few users: a tenth are test users, a tenth validation.
+    assert!(
+        ds.test_input.rows() >= 50 && ds.test_input.rows() <= 61,
+        "{}",
+        ds.test_input.rows()
+    );
+}
+
+#[test]
+fn real_lightgcn_files() {
+    let Some(dir) = shared_data() else { return };
+    for (name, users, items, train, test, test_users) in [
+        ("ml-1m-implicit", 6_022, 3_043, 796_244, 99_455, None),
+        (
+            "amazon-book-kgat",
+            70_679,
+            24_915,
+            652_514,
+            193_920,
+            Some(70_679 - 88),
+        ),
+        ("gowalla", 29_858, 40_981, 810_128, 217_242, None),
+    ] {
+        let ds = load_lightgcn(&dir.join(name), name).unwrap();
+        assert_eq!(ds.train.rows(), users, "{name}");
+        assert_eq!(ds.n_items(), items, "{name}");
+        assert_eq!(ds.train.nnz(), train, "{name}");
+        assert_eq!(ds.test_target.nnz(), test, "{name}");
+        if let Some(t) = test_users {
+            assert_eq!(ds.test_target.rows(), t, "{name}");
+        }
+    }
+}
