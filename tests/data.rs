@@ -54,7 +54,7 @@ fn movielens_malformed_line_names_file_line_and_content() {
         .unwrap_err()
         .to_string();
     assert!(
-        err.contains("ratings_short.csv") && err.contains("line 3") && err.contains("1,20,4.0"),
+        err.contains("ratings_short.csv") && err.contains("line 3") && err.contains("\"1,20\""),
         "{err}"
     );
 }

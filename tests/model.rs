@@ -272,7 +272,7 @@ fn npz_factors_load_in_scipy() {
     let items = x.outer_view(0).unwrap().indices().to_vec();
     let expected = scores(&m, &items);
     let script = format!(
-        "import numpy as np, scipy.sparse as sp\nW = sp.load_npz('{d}/w.npz'); Wr = sp.load_npz('{d}/w_r.npz')\nx = np.zeros((1, 30)); x[0, {items:?}] = 1\nprint(' '.join(repr(float(v)) for v in np.asarray((sp.csr_matrix(x) @ W.T) @ Wr).ravel()))",
+        "import numpy as np, scipy.sparse as sp\nW = sp.load_npz('{d}/w.npz'); Wr = sp.load_npz('{d}/w_r.npz')\nx = np.zeros((1, 30)); x[0, {items:?}] = 1\nprint(' '.join(repr(float(v)) for v in ((sp.csr_matrix(x) @ W.T) @ Wr).toarray().ravel()))",
         d = dir.path().display(),
         items = items
     );

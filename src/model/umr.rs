@@ -98,10 +98,30 @@ fn update_columns(
             || Accumulator::new(n),
             |acc, &j| {
                 let (rr, rv) = residual(l, k, j, acc);
-                lower_times(l, &rr, &rv, acc);
+                // Search direction p: the residual restricted to the current pattern of k_j and to
+                // the entries large enough to survive re-sparsification (|r_i| ≥ τ). Entries
+                // below τ would be pruned from k_j anyway, and skipping them keeps L·p as sparse
+                // as k_j. With α = ⟨r, Lp⟩/‖Lp‖² the step still minimises ‖r − αLp‖.
+                let (kr, _) = k.col(j);
+                let (pr, pv): (Vec<u32>, Vec<f64>) = if keep_above > 0.0 {
+                    let mut c = 0;
+                    rr.iter()
+                        .zip(&rv)
+                        .filter(|(&i, &v)| {
+                            while c < kr.len() && kr[c] < i {
+                                c += 1;
+                            }
+                            (c < kr.len() && kr[c] == i) || v.abs() >= keep_above
+                        })
+                        .map(|(&i, &v)| (i, v))
+                        .unzip()
+                } else {
+                    (rr.clone(), rv.clone())
+                };
+                lower_times(l, &pr, &pv, acc);
                 let (lr, lv) = acc.drain_sorted();
                 let denom = sq_norm(&lv);
-                // ⟨r, L r⟩ by merging the two sorted index lists.
+                // ⟨r, L p⟩ by merging the two sorted index lists.
                 let mut num = 0.0;
                 let (mut a, mut b) = (0, 0);
                 while a < rr.len() && b < lr.len() {
@@ -120,7 +140,7 @@ fn update_columns(
                 for (&i, &v) in kr.iter().zip(kv) {
                     acc.add(i, v);
                 }
-                for (&i, &v) in rr.iter().zip(&rv) {
+                for (&i, &v) in pr.iter().zip(&pv) {
                     acc.add(i, alpha * v);
                 }
                 let (rows, vals) = acc.drain_sorted();
