@@ -277,8 +277,8 @@ fn same_seed_same_output_and_streams_independent_of_threads() {
     }
 }
 
-/// After `prepare_many`, `rnm` and the GEM family sample by thinning in descending score order
-/// (no k exponential draws); `prepare` runs the literal `argmax q_a + noise` loop. On many
+/// After `prepare_many`, the noisy-max family and GEM sample by thinning in descending score order
+/// (no k noise draws); `prepare` runs the literal `argmax q_a + noise` loop. On many
 /// candidates with ties and clusters the two must agree.
 #[test]
 fn thinning_sampler_equals_the_literal_argmax_loop() {
@@ -291,7 +291,15 @@ fn thinning_sampler_equals_the_literal_argmax_loop() {
         })
         .collect();
     let d: Vec<f64> = (0..60).map(|i| 0.5 + (i % 3) as f64 * 0.4).collect();
-    for name in ["rnm", "gem", "mgem", "cgem"] {
+    for name in [
+        "rnm",
+        "rnm-laplace",
+        "rnmh",
+        "rnmh-laplace",
+        "gem",
+        "mgem",
+        "cgem",
+    ] {
         for (i, eps) in [0.5, 4.0, 40.0].into_iter().enumerate() {
             let seed = 120 + 10 * i as u64;
             let fast = counts_with(&*mech(name, eps), &q, &d, 300_000, seed, true);
@@ -304,7 +312,7 @@ fn thinning_sampler_equals_the_literal_argmax_loop() {
             );
             // Power: the same comparison tells a misstated ε apart. (For the GEM family at small ε
             // the sensitivity shift t dominates and ε barely moves the distribution, so the power
-            // check is made on rnm, whose shape depends on ε alone.)
+            // check is made on the noisy-max family, whose shape depends on ε directly.)
             if name == "rnm" {
                 let hi = counts_with(&*mech(name, 1.3 * eps), &q, &d, 300_000, seed + 2, false);
                 assert_same(

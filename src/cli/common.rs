@@ -95,3 +95,96 @@ pub fn positive(name: &str, n: u64) -> anyhow::Result<u64> {
     }
     Ok(n)
 }
+
+/// Where the interactions come from (shared by `fit` and `select`).
+#[derive(Debug, Clone, clap::Args)]
+pub struct DataArgs {
+    /// Named dataset: ml20m, netflix, amazon-book (read from <data-dir>/<name>/) or synthetic.
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["format", "path"])]
+    pub dataset: Option<String>,
+    /// Shape of --dataset synthetic: small, ml20m or netflix.
+    #[arg(long, default_value = "small", value_name = "SHAPE")]
+    pub shape: String,
+    /// Directory holding the named datasets.
+    #[arg(long, default_value = "data", value_name = "DIR")]
+    pub data_dir: std::path::PathBuf,
+    /// Format of --path: movielens, netflix, lightgcn, csv or parquet.
+    #[arg(long, value_name = "FORMAT", requires = "path")]
+    pub format: Option<String>,
+    /// File (or directory for movielens, netflix, lightgcn) to read.
+    #[arg(long, value_name = "PATH", requires = "format")]
+    pub path: Option<std::path::PathBuf>,
+    /// User column of a csv/parquet file.
+    #[arg(long, value_name = "NAME")]
+    pub user_col: Option<String>,
+    /// Item column of a csv/parquet file.
+    #[arg(long, value_name = "NAME")]
+    pub item_col: Option<String>,
+    /// Rating column of a csv/parquet file (then ratings >= 4 are kept).
+    #[arg(long, value_name = "NAME")]
+    pub rating_col: Option<String>,
+}
+
+impl DataArgs {
+    /// The data source these options name.
+    pub fn source(&self) -> anyhow::Result<recsel::data::DataSource> {
+        use recsel::data::load::Columns;
+        use recsel::data::synthetic::SyntheticShape;
+        use recsel::data::{DataSource, Format, NamedDataset};
+        if let Some(name) = &self.dataset {
+            let shape = SyntheticShape::parse(&self.shape)?;
+            return Ok(DataSource::Named {
+                dataset: NamedDataset::parse(name, shape)?,
+                data_dir: self.data_dir.clone(),
+            });
+        }
+        match (&self.format, &self.path) {
+            (Some(f), Some(p)) => {
+                let format = Format::parse(f)?;
+                let columns = match (&self.user_col, &self.item_col) {
+                    (Some(u), Some(i)) => Some(Columns {
+                        user: u.clone(),
+                        item: i.clone(),
+                        rating: self.rating_col.clone(),
+                    }),
+                    _ if matches!(format, Format::Csv | Format::Parquet) => {
+                        bail!("--format {f} needs --user-col and --item-col")
+                    }
+                    _ => None,
+                };
+                Ok(DataSource::Path {
+                    format,
+                    path: p.clone(),
+                    columns,
+                })
+            }
+            _ => bail!("give --dataset NAME, or --format FORMAT --path PATH"),
+        }
+    }
+}
+
+/// Model hyperparameters (shared by `fit` and `select`).
+#[derive(Debug, Clone, clap::Args)]
+pub struct ModelArgs {
+    /// Model: exact (SANSA, sparse Cholesky), icf (SANSA, incomplete Cholesky), ease (dense), popular.
+    #[arg(long, default_value = "exact", value_name = "METHOD")]
+    pub method: String,
+    /// L2 regularisation λ (SANSA paper: 600 MovieLens, 1200 Netflix, 20 Amazon-Book with icf).
+    #[arg(long, default_value_t = 200.0, value_name = "λ")]
+    pub l2: f64,
+    /// Target density of each SANSA weight factor, in (0, 1].
+    #[arg(long, default_value_t = 0.01, value_name = "D")]
+    pub density: f64,
+}
+
+impl ModelArgs {
+    /// Validated model parameters.
+    pub fn params(&self) -> anyhow::Result<recsel::model::ModelParams> {
+        let method = recsel::model::Method::parse(&self.method)?;
+        Ok(recsel::model::ModelParams::new(
+            method,
+            self.l2,
+            self.density,
+        )?)
+    }
+}

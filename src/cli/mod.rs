@@ -11,6 +11,7 @@ mod audit;
 mod common;
 mod mechanisms;
 mod sample;
+mod select;
 
 /// Differentially private top-1 recommendation: SANSA scores, private selection mechanisms with
 /// heterogeneous sensitivities, and the experiments of the paper.
@@ -34,6 +35,8 @@ enum Command {
     Audit(audit::Args),
     /// Fit SANSA, EASE or the most-popular baseline and report Recall/nDCG.
     Fit(fit::Args),
+    /// Private selection for every test user: MSE per mechanism and ε, per-user correlations.
+    Select(select::Args),
 }
 
 /// Parses the command line and runs the chosen subcommand.
@@ -50,5 +53,6 @@ pub fn main() -> anyhow::Result<ExitCode> {
         Command::Sample(a) => sample::run(a),
         Command::Audit(a) => audit::run(a),
         Command::Fit(args) => fit::run(args),
+        Command::Select(a) => select::run(a),
     }
 }

@@ -174,7 +174,8 @@ pub fn user_header(cfg: &SelectConfig) -> String {
     h
 }
 
-fn user_line(r: &UserRow) -> String {
+/// One line of the per-user table.
+pub fn user_line(r: &UserRow) -> String {
     // `{}` prints the shortest representation that parses back to the same f64: chunk files
     // round-trip exactly, so resumed and uninterrupted runs give identical tables.
     let mut s = format!(
@@ -293,6 +294,13 @@ impl ChunkStore {
             text.push('\n');
         }
         write_atomic(&self.path(chunk), text.as_bytes())
+    }
+
+    /// The seed recorded by an earlier run in `out`, if any (so a rerun without `--seed` resumes).
+    pub fn stored_seed(out: &Path) -> Option<u64> {
+        let text = std::fs::read_to_string(out.join("chunks").join("manifest.json")).ok()?;
+        let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+        v["config"]["seed"].as_u64()
     }
 
     /// Reads a finished chunk.
