@@ -5,13 +5,17 @@
 //!
 //! * [`stats`] — shared numerics: samplers, percentiles, correlations, goodness-of-fit tests;
 //! * [`rng`] — reproducible random streams, one per (user, mechanism, ε index, trial);
-//! * [`mechanisms`] — every selection mechanism of SPEC §1 behind one trait and one registry.
+//! * [`mechanisms`] — every selection mechanism of SPEC §1 behind one trait and one registry;
+//! * [`experiments`] — synthetic scenarios, two-candidate grids and pipeline files (SPEC §2–4);
+//! * [`report`] — tidy tables (CSV, Parquet), resolved configurations and PNG plots.
 //!
 //! The science is specified in `SPEC.md` (shared with the project); section numbers in comments refer
 //! to it.
 
 pub mod error;
+pub mod experiments;
 pub mod mechanisms;
+pub mod report;
 pub mod rng;
 pub mod stats;
 

@@ -7,3 +7,4 @@ mod errors;
 mod gem_property;
 mod mechanisms;
 mod samplers;
+mod synth;

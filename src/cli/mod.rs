@@ -7,7 +7,10 @@ use clap::{Parser, Subcommand};
 
 mod common;
 mod mechanisms;
+mod run;
 mod sample;
+mod synth;
+mod twocand;
 
 /// Differentially private top-1 recommendation: SANSA scores, private selection mechanisms with
 /// heterogeneous sensitivities, and the experiments of the paper.
@@ -27,6 +30,12 @@ enum Command {
     Mechanisms(mechanisms::Args),
     /// Run one mechanism many times on one score vector and count the outputs.
     Sample(sample::Args),
+    /// Synthetic experiments of seed 001 (scenarios 1-8, correlation and share sweeps).
+    Synth(synth::Args),
+    /// Two-candidate head-to-head heatmaps of seed 001 (figures 3, 15, 16, 17).
+    Twocand(twocand::Args),
+    /// Regenerate a figure from its pipeline file (pipelines/<fig>.toml).
+    Run(run::Args),
 }
 
 /// Parses the command line and runs the chosen subcommand.
@@ -41,5 +50,8 @@ pub fn main() -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Mechanisms(a) => mechanisms::run(a),
         Command::Sample(a) => sample::run(a),
+        Command::Synth(a) => synth::run(a),
+        Command::Twocand(a) => twocand::run(a),
+        Command::Run(a) => run::run(a),
     }
 }
