@@ -9,6 +9,8 @@
 //! * [`data`] — loaders, preprocessing, splits and synthetic interactions (SPEC §5.1–5.3);
 //! * [`model`] — EASE and SANSA (SPEC §6), model files;
 //! * [`eval`] — Recall and nDCG with standard errors (SPEC §5.4).
+//! * [`experiments`] — synthetic scenarios, two-candidate grids and pipeline files (SPEC §2–4);
+//! * [`report`] — tidy tables (CSV, Parquet), resolved configurations and PNG plots.
 //!
 //! The science is specified in `SPEC.md` (shared with the project); section numbers in comments refer
 //! to it.
@@ -20,6 +22,7 @@ pub mod eval;
 pub mod experiments;
 pub mod mechanisms;
 pub mod model;
+pub mod report;
 pub mod rng;
 pub mod scoring;
 pub mod stats;

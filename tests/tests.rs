@@ -11,3 +11,4 @@ mod mechanisms;
 mod model;
 mod samplers;
 mod select;
+mod synth;

@@ -10,8 +10,11 @@ use clap::{Parser, Subcommand};
 mod audit;
 mod common;
 mod mechanisms;
+mod run;
 mod sample;
 mod select;
+mod synth;
+mod twocand;
 
 /// Differentially private top-1 recommendation: SANSA scores, private selection mechanisms with
 /// heterogeneous sensitivities, and the experiments of the paper.
@@ -37,6 +40,12 @@ enum Command {
     Fit(fit::Args),
     /// Private selection for every test user: MSE per mechanism and ε, per-user correlations.
     Select(select::Args),
+    /// Synthetic experiments of seed 001 (scenarios 1-8, correlation and share sweeps).
+    Synth(synth::Args),
+    /// Two-candidate head-to-head heatmaps of seed 001 (figures 3, 15, 16, 17).
+    Twocand(twocand::Args),
+    /// Regenerate a figure from its pipeline file (pipelines/<fig>.toml).
+    Run(run::Args),
 }
 
 /// Parses the command line and runs the chosen subcommand.
@@ -54,5 +63,8 @@ pub fn main() -> anyhow::Result<ExitCode> {
         Command::Audit(a) => audit::run(a),
         Command::Fit(args) => fit::run(args),
         Command::Select(a) => select::run(a),
+        Command::Synth(a) => synth::run(a),
+        Command::Twocand(a) => twocand::run(a),
+        Command::Run(a) => run::run(a),
     }
 }

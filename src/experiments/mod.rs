@@ -1,3 +1,265 @@
-//! Experiments: the real-data runner.
+//! Experiments of seed 001: synthetic scenarios 1–8 and the correlation sweep (SPEC §4), the share
+//! sweep of fig 18, the two-candidate grids (figs 3, 15–17), and the pipeline files that regenerate
+//! each figure.
 
+pub mod pipeline;
 pub mod real;
+pub mod scenarios;
+pub mod synthetic;
+pub mod twocand;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::mechanisms::{self, MechParams, MechanismSpec};
+use crate::rng::Streams;
+use crate::stats::Chooser;
+use scenarios::{Dataset, Scenario, ScenarioSet, CORR_T};
+use synthetic::{CorrRow, MseRow};
+
+/// Configuration of a synthetic run. `Default` is SPEC §4; a pipeline's `[synth]` table overrides
+/// any field, and the resolved copy written beside the results has every field filled in.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SynthConfig {
+    /// Each `1`..`8`, `corr`, `share` (fig 18) or `all` (1–8 and corr).
+    pub scenarios: Vec<ScenarioSet>,
+    /// `all` or a comma-separated list of mechanism names.
+    pub mechanisms: String,
+    /// The ε grid (SPEC §4: 0.01 to 16, log-spaced).
+    pub epsilons: Vec<f64>,
+    /// Number of candidates k.
+    pub k: usize,
+    /// Trials N of scenarios 1–6 and the correlation sweep.
+    pub trials: u64,
+    /// Users of scenarios 7 and 8 (two equal groups).
+    pub polarised_users: u64,
+    /// Stopping probability γ of `rs`, `rs-tnb`, `rs-exp`.
+    pub gamma: f64,
+    /// Failure probability β of `gem`, `mgem`, `cgem`.
+    pub beta: f64,
+    /// Shape η of `rs-tnb`.
+    pub eta: f64,
+    /// Share c of ε that `cgem` spends on its correlation bit.
+    pub c: f64,
+    /// The correlation `cgem` uses.
+    pub chooser: Chooser,
+    /// The t values of the correlation sweep.
+    pub corr_t: Vec<f64>,
+    /// Shares of high scores of the fig 18 sweep.
+    pub shares: Vec<f64>,
+    /// ε of the fig 18 sweep.
+    pub share_epsilon: f64,
+    /// Seed of every random stream (data and selections).
+    pub seed: u64,
+}
+
+/// SPEC §4's ε grid, 0.01 to 16 log-spaced: `10^(−2 + i/5)` for i = 0..15 rounded to three
+/// significant digits (0.01, 0.0158, …, 0.1, …, 1, …, 10), then 16 (ratio 1.6 ≈ 10^0.2). The
+/// decades 0.01, 0.1, 1 and 10 lie exactly on the grid, so tables can be compared across runs.
+pub fn default_epsilons() -> Vec<f64> {
+    (0..16)
+        .map(|i| {
+            let v = 10f64.powf(-2.0 + f64::from(i) / 5.0);
+            let scale = 10f64.powi(2 - v.log10().floor() as i32);
+            (v * scale).round() / scale
+        })
+        .chain([16.0])
+        .collect()
+}
+
+impl Default for SynthConfig {
+    fn default() -> Self {
+        let p = MechParams::default();
+        SynthConfig {
+            scenarios: vec![ScenarioSet::All],
+            mechanisms: "all".into(),
+            epsilons: default_epsilons(),
+            k: 100,
+            trials: 10_000,
+            polarised_users: 5_000,
+            gamma: p.gamma,
+            beta: p.beta,
+            eta: p.eta,
+            c: p.c,
+            chooser: p.chooser,
+            corr_t: CORR_T.to_vec(),
+            shares: (1..=19).map(|i| f64::from(i) / 20.0).collect(),
+            share_epsilon: 2.0,
+            seed: 1,
+        }
+    }
+}
+
+impl SynthConfig {
+    /// The mechanism parameters (ε is set per cell).
+    pub fn mech_params(&self) -> MechParams {
+        MechParams {
+            epsilon: 1.0,
+            gamma: self.gamma,
+            beta: self.beta,
+            eta: self.eta,
+            c: self.c,
+            chooser: self.chooser,
+        }
+    }
+
+    /// The mechanisms named by `mechanisms`.
+    pub fn mechanism_specs(&self) -> Result<Vec<&'static MechanismSpec>> {
+        mechanisms::parse_list(&self.mechanisms)
+    }
+
+    /// The scenarios this run draws, in order.
+    pub fn scenarios(&self) -> Vec<Scenario> {
+        let corr = || self.corr_t.iter().map(|&t| Scenario::Corr(t));
+        let mut out: Vec<Scenario> = Vec::new();
+        for set in &self.scenarios {
+            let more: Vec<Scenario> = match set {
+                ScenarioSet::One(n) => vec![Scenario::Numbered(*n)],
+                ScenarioSet::Corr => corr().collect(),
+                ScenarioSet::Share => (1..=3)
+                    .flat_map(|base| {
+                        self.shares
+                            .iter()
+                            .map(move |&share| Scenario::Share { base, share })
+                    })
+                    .collect(),
+                ScenarioSet::All => (1..=8).map(Scenario::Numbered).chain(corr()).collect(),
+            };
+            for s in more {
+                if !out.contains(&s) {
+                    out.push(s);
+                }
+            }
+        }
+        out
+    }
+
+    /// The ε values run on `scenario`: the grid, or `share_epsilon` for the share sweep.
+    pub fn epsilons_for(&self, scenario: &Scenario) -> Vec<f64> {
+        match scenario {
+            Scenario::Share { .. } => vec![self.share_epsilon],
+            _ => self.epsilons.clone(),
+        }
+    }
+
+    /// Trials of `scenario`.
+    pub fn trials_for(&self, scenario: &Scenario) -> usize {
+        if scenario.is_polarised() {
+            self.polarised_users as usize
+        } else {
+            self.trials as usize
+        }
+    }
+
+    /// Checks every field once, naming the bad value: mechanism names and parameters (by building
+    /// each mechanism at every ε), grid sizes, scenarios.
+    pub fn validate(&self) -> Result<()> {
+        let specs = self.mechanism_specs()?;
+        if self.scenarios.is_empty() {
+            return Err(Error::Invalid("the scenario list is empty".into()));
+        }
+        if self.epsilons.is_empty() {
+            return Err(Error::Invalid("the epsilon list is empty".into()));
+        }
+        for &e in self.epsilons.iter().chain([&self.share_epsilon]) {
+            for s in &specs {
+                s.build(&self.mech_params().with_epsilon(e))?;
+            }
+        }
+        if self.k < 2 {
+            return Err(Error::Invalid(format!(
+                "k must be at least 2, got {}",
+                self.k
+            )));
+        }
+        if self.trials < 2 || self.polarised_users < 2 {
+            return Err(Error::Invalid(format!(
+                "trials and polarised_users must be at least 2, got {} and {}",
+                self.trials, self.polarised_users
+            )));
+        }
+        if self.trials > u64::from(u32::MAX) || self.polarised_users > u64::from(u32::MAX) {
+            return Err(Error::Invalid("at most 2^32 - 1 trials".into()));
+        }
+        check_seed(self.seed)?;
+        for s in self.scenarios() {
+            s.validate()?;
+        }
+        Ok(())
+    }
+}
+
+/// Everything one synthetic run produced.
+#[derive(Debug, Clone)]
+pub struct SynthResults {
+    /// The drawn datasets, in run order.
+    pub datasets: Vec<Dataset>,
+    /// One row per (scenario, mechanism, ε).
+    pub rows: Vec<MseRow>,
+    /// Correlations of each scenario's mean scores and sensitivities.
+    pub correlations: Vec<CorrRow>,
+}
+
+/// Total work units of `cfg` (trials × mechanisms × ε's), for a progress bar.
+pub fn synth_work_units(cfg: &SynthConfig) -> Result<u64> {
+    let m = cfg.mechanism_specs()?.len() as u64;
+    Ok(cfg
+        .scenarios()
+        .iter()
+        .map(|s| cfg.trials_for(s) as u64 * cfg.epsilons_for(s).len() as u64 * m)
+        .sum())
+}
+
+/// Runs the synthetic experiment of `cfg` (SPEC §2–4).
+pub fn run_synth(cfg: &SynthConfig, progress: &(dyn Fn(u64) + Sync)) -> Result<SynthResults> {
+    cfg.validate()?;
+    let specs = cfg.mechanism_specs()?;
+    let streams = Streams::new(cfg.seed);
+    let data_streams = scenarios::data_streams(&streams);
+    let params = cfg.mech_params();
+    let mut out = SynthResults {
+        datasets: Vec::new(),
+        rows: Vec::new(),
+        correlations: Vec::new(),
+    };
+    for scenario in cfg.scenarios() {
+        let data = scenarios::generate(scenario, cfg.k, cfg.trials_for(&scenario), &data_streams)?;
+        let eps = cfg.epsilons_for(&scenario);
+        out.rows.extend(synthetic::run_mse(
+            &data, &specs, &eps, &params, &streams, progress,
+        )?);
+        out.correlations.extend(synthetic::correlations(&data));
+        out.datasets.push(data);
+    }
+    Ok(out)
+}
+
+/// Seeds below 2^63, so the resolved configuration can be written as TOML (a signed 64-bit
+/// integer).
+pub fn check_seed(seed: u64) -> Result<()> {
+    if seed > i64::MAX as u64 {
+        return Err(Error::Invalid(format!(
+            "seed must be below 2^63 (TOML integers are signed), got {seed}"
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_grid_is_log_spaced_with_exact_decades() {
+        let g = default_epsilons();
+        assert_eq!(g.len(), 17);
+        for d in [0.01, 0.1, 1.0, 10.0, 16.0] {
+            assert!(g.contains(&d), "{d} missing from {g:?}");
+        }
+        assert!(
+            g.windows(2).all(|w| (1.5..1.7).contains(&(w[1] / w[0]))),
+            "{g:?}"
+        );
+    }
+}

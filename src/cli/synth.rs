@@ -1,0 +1,198 @@
+//! `recsel synth`: the synthetic experiments of seed 001 §VI (SPEC §2–4) — scenarios 1–8, the
+//! correlation sweep and the share sweep of fig 18 — as tidy tables and PNG plots.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context;
+use recsel::experiments::scenarios::ScenarioSet;
+use recsel::experiments::synthetic::MseRow;
+use recsel::experiments::{self, SynthConfig, SynthResults};
+use recsel::report;
+
+use super::common::{parse_f64_list, positive, progress, MechOpts};
+
+/// Run the synthetic scenarios: MSE ± s.e. of every mechanism over an ε grid, correlations of
+/// scores and sensitivities, tables (CSV, Parquet), resolved config and PNG plots in --out.
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Example:\n  recsel synth --scenario 1 --seed 1 --out results/s1\n  \
+    recsel synth --scenario all --trials 10000 --seed 1 --out results/synth\n  \
+    recsel synth --scenario 2 --mech rnm,gem,mgem,rs --eps 0.01,0.1,1 --trials 2000 --seed 3 --json\n  \
+    recsel synth --scenario share --shares 0.05,0.25,0.5 --share-eps 2 --seed 1 --out results/fig18"
+)]
+pub struct Args {
+    /// Scenarios, comma separated: 1..8, corr (correlation sweep), share (fig 18 share sweep of
+    /// scenarios 1-3), or all (1..8 and corr).
+    #[arg(long, default_value = "all")]
+    scenario: String,
+    /// Mechanisms: `all` or a comma-separated list (see `recsel mechanisms`).
+    #[arg(long, default_value = "all")]
+    mech: String,
+    /// ε grid, comma separated (default: 17 log-spaced values from 0.01 to 16).
+    #[arg(long, value_name = "E1,E2,...")]
+    eps: Option<String>,
+    /// Trials per scenario (default 10000; scenarios 7 and 8 default to 5000 users).
+    #[arg(long, value_name = "N")]
+    trials: Option<u64>,
+    /// Number of candidates k.
+    #[arg(long, default_value_t = 100)]
+    k: usize,
+    /// t values of the correlation sweep, comma separated.
+    #[arg(long, value_name = "T1,T2,...", allow_hyphen_values = true)]
+    corr_t: Option<String>,
+    /// Shares of high scores of the fig 18 sweep, comma separated (default 0.05, 0.10, ..., 0.95).
+    #[arg(long, value_name = "S1,S2,...")]
+    shares: Option<String>,
+    /// ε of the fig 18 share sweep.
+    #[arg(long, value_name = "E", default_value_t = 2.0)]
+    share_eps: f64,
+    #[command(flatten)]
+    opts: MechOpts,
+    /// Seed of every random stream (default: drawn from OS entropy and reported on stderr).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Output folder for tables, configuration and plots.
+    #[arg(long, value_name = "DIR", default_value = "results/synth")]
+    out: PathBuf,
+    /// Print exactly one JSON object {"config","rows","correlations","files"} on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+/// A seed from `--seed`, or one drawn from OS entropy (below 2^63, so TOML can record it) and
+/// reported on stderr.
+pub fn seed_or_entropy(seed: Option<u64>) -> u64 {
+    seed.unwrap_or_else(|| {
+        let s = rand::random::<u64>() >> 1;
+        eprintln!("recsel: no --seed given; using seed {s} (from OS entropy)");
+        s
+    })
+}
+
+fn config(args: &Args) -> anyhow::Result<SynthConfig> {
+    let mut cfg = SynthConfig {
+        scenarios: args
+            .scenario
+            .split(',')
+            .map(str::parse::<ScenarioSet>)
+            .collect::<Result<_, _>>()?,
+        mechanisms: args.mech.clone(),
+        k: args.k,
+        share_epsilon: args.share_eps,
+        seed: seed_or_entropy(args.seed),
+        ..SynthConfig::default()
+    };
+    let p = args.opts.apply(cfg.mech_params())?;
+    (cfg.gamma, cfg.beta, cfg.eta, cfg.c, cfg.chooser) = (p.gamma, p.beta, p.eta, p.c, p.chooser);
+    if let Some(e) = &args.eps {
+        cfg.epsilons = parse_f64_list("--eps", e)?;
+    }
+    if let Some(t) = &args.corr_t {
+        cfg.corr_t = parse_f64_list("--corr-t", t)?;
+    }
+    if let Some(s) = &args.shares {
+        cfg.shares = parse_f64_list("--shares", s)?;
+    }
+    if let Some(n) = args.trials {
+        let n = positive("--trials", n)?;
+        cfg.trials = n;
+        cfg.polarised_users = n;
+    }
+    Ok(cfg)
+}
+
+/// Runs `cfg`, writes every output into `out`, prints a summary (or one JSON object).
+pub fn execute(cfg: &SynthConfig, out: &Path, json: bool) -> anyhow::Result<ExitCode> {
+    cfg.validate().context("invalid synthetic configuration")?;
+    let total = experiments::synth_work_units(cfg)?;
+    let bar = progress(total, "synth");
+    let started = std::time::Instant::now();
+    let results = experiments::run_synth(cfg, &|n| bar.inc(n))?;
+    bar.finish_and_clear();
+    let elapsed = started.elapsed().as_secs_f64();
+    let files = report::write_synth(out, cfg, &results)
+        .with_context(|| format!("writing results to {}", out.display()))?;
+    let mut stdout = std::io::stdout().lock();
+    if json {
+        let obj = serde_json::json!({
+            "config": cfg,
+            "rows": results.rows,
+            "correlations": results.correlations,
+            "files": files,
+            "seconds": elapsed,
+        });
+        writeln!(stdout, "{obj}")?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    print_summary(&mut stdout, &results)?;
+    writeln!(
+        stdout,
+        "\n{} selections in {elapsed:.1} s; wrote {} files to {}",
+        total,
+        files.len(),
+        out.display()
+    )?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_summary(out: &mut impl Write, results: &SynthResults) -> anyhow::Result<()> {
+    for data in &results.datasets {
+        let label = data.scenario.label();
+        writeln!(out, "\n== scenario {label}: {}", data.scenario.title())?;
+        for c in results.correlations.iter().filter(|c| c.scenario == label) {
+            writeln!(
+                out,
+                "   correlation of mean scores and sensitivities ({}): spearman {:+.3}, pearson {:+.3}, weighted {:+.3}",
+                c.group, c.spearman, c.pearson, c.weighted
+            )?;
+        }
+        let rows: Vec<&MseRow> = results
+            .rows
+            .iter()
+            .filter(|r| r.scenario == label)
+            .collect();
+        let mut mechs: Vec<&str> = Vec::new();
+        let mut eps: Vec<f64> = Vec::new();
+        for r in &rows {
+            if !mechs.contains(&r.mechanism.as_str()) {
+                mechs.push(&r.mechanism);
+            }
+            if !eps.contains(&r.epsilon) {
+                eps.push(r.epsilon);
+            }
+        }
+        write!(out, "   {:>8}", "eps")?;
+        for m in &mechs {
+            let star = if rows.iter().any(|r| r.mechanism == *m && !r.private) {
+                "*"
+            } else {
+                ""
+            };
+            write!(out, " {:>12}", format!("{m}{star}"))?;
+        }
+        writeln!(out)?;
+        for e in &eps {
+            write!(out, "   {:>8.4}", e)?;
+            for m in &mechs {
+                let r = rows
+                    .iter()
+                    .find(|r| r.mechanism == *m && r.epsilon == *e)
+                    .expect("every cell present");
+                write!(out, " {:>12.4e}", r.mse)?;
+            }
+            writeln!(out)?;
+        }
+    }
+    writeln!(
+        out,
+        "\n(* = not differentially private, shown for reference)"
+    )?;
+    Ok(())
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let cfg = config(&args)?;
+    execute(&cfg, &args.out, args.json)
+}

@@ -1,0 +1,172 @@
+//! Outputs of the experiments: tidy tables (CSV and Parquet), resolved configurations (JSON and
+//! TOML) and PNG plots. Every file is written atomically — to a temporary file in the same folder,
+//! then renamed — so an interrupted run never leaves a half-written table behind.
+
+pub mod plot;
+pub mod table;
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+
+/// A temporary path beside `path` that keeps its extension (the PNG encoder picks the format from
+/// it).
+pub(crate) fn temp_path(path: &Path) -> PathBuf {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let ext = path
+        .extension()
+        .map(|e| format!(".{}", e.to_string_lossy()))
+        .unwrap_or_default();
+    path.with_file_name(format!(".{name}.tmp-{}{ext}", std::process::id()))
+}
+
+/// Writes `bytes` to `path` atomically (temporary file + rename).
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let tmp = temp_path(path);
+    std::fs::write(&tmp, bytes).map_err(|e| Error::io(&tmp, e))?;
+    std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
+}
+
+/// Creates `dir` and its parents.
+pub fn ensure_dir(dir: &Path) -> Result<()> {
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))
+}
+
+/// The resolved configuration of a run: the command, every parameter with defaults filled in, the
+/// seed (inside `config`) and the crate version.
+#[derive(Debug, Clone, Serialize)]
+pub struct Resolved<'a, C: Serialize> {
+    /// Always `recsel`.
+    pub tool: &'static str,
+    /// Crate version that produced the results.
+    pub version: &'static str,
+    /// Subcommand (`synth`, `twocand`).
+    pub command: &'a str,
+    /// Every parameter.
+    pub config: &'a C,
+}
+
+impl<'a, C: Serialize> Resolved<'a, C> {
+    /// The resolved configuration of `command` with `config`.
+    pub fn new(command: &'a str, config: &'a C) -> Self {
+        Resolved {
+            tool: "recsel",
+            version: env!("CARGO_PKG_VERSION"),
+            command,
+            config,
+        }
+    }
+
+    /// Writes `<dir>/config.json` and `<dir>/config.toml`; returns their paths.
+    pub fn write(&self, dir: &Path) -> Result<Vec<PathBuf>> {
+        let json = serde_json::to_string_pretty(self).map_err(|e| Error::Parse {
+            context: "resolved configuration".into(),
+            message: e.to_string(),
+        })?;
+        let toml = toml::to_string(self).map_err(|e| Error::Parse {
+            context: "resolved configuration".into(),
+            message: e.to_string(),
+        })?;
+        let (pj, pt) = (dir.join("config.json"), dir.join("config.toml"));
+        write_atomic(&pj, format!("{json}\n").as_bytes())?;
+        write_atomic(&pt, toml.as_bytes())?;
+        Ok(vec![pj, pt])
+    }
+}
+
+/// Writes every output of a synthetic run into `dir`: `synth.{csv,parquet}` (scenarios 1–8 and the
+/// correlation sweep), `fig18.{csv,parquet,png}` (share sweep), `correlations.{csv,parquet}`,
+/// `config.{json,toml}`, `scenario-<n>.png` and `corr.png`. Returns the paths written.
+pub fn write_synth(
+    dir: &Path,
+    cfg: &crate::experiments::SynthConfig,
+    results: &crate::experiments::SynthResults,
+) -> Result<Vec<PathBuf>> {
+    use crate::experiments::scenarios::Scenario;
+    ensure_dir(dir)?;
+    let mut written = Vec::new();
+    let mut resolved = cfg.clone();
+    // Record the mechanisms actually run, not the shorthand `all`.
+    resolved.mechanisms = cfg
+        .mechanism_specs()?
+        .iter()
+        .map(|s| s.name)
+        .collect::<Vec<_>>()
+        .join(",");
+    written.extend(Resolved::new("synth", &resolved).write(dir)?);
+    let is_share = |label: &str| label.starts_with("share");
+    let main: Vec<_> = results
+        .rows
+        .iter()
+        .filter(|r| !is_share(&r.scenario))
+        .cloned()
+        .collect();
+    if !main.is_empty() {
+        written.extend(table::mse_table(&main).write(dir, "synth")?);
+    }
+    written.extend(table::corr_table(&results.correlations).write(dir, "correlations")?);
+    let mut shares = Vec::new();
+    for d in &results.datasets {
+        if let Scenario::Share { base, share } = d.scenario {
+            let label = d.scenario.label();
+            shares.extend(
+                results
+                    .rows
+                    .iter()
+                    .filter(|r| r.scenario == label)
+                    .map(|r| (base, share, r)),
+            );
+        }
+    }
+    if !shares.is_empty() {
+        written.extend(table::share_table(&shares).write(dir, "fig18")?);
+        let p = dir.join("fig18.png");
+        plot::share_png(&p, &shares)?;
+        written.push(p);
+    }
+    let mut corr_sets = Vec::new();
+    for d in &results.datasets {
+        match d.scenario {
+            Scenario::Numbered(_) => {
+                let p = dir.join(format!("{}.png", d.scenario.file_stem()));
+                plot::scenario_png(&p, d, &results.rows, &results.correlations)?;
+                written.push(p);
+            }
+            Scenario::Corr(_) => corr_sets.push(d),
+            Scenario::Share { .. } => {}
+        }
+    }
+    if !corr_sets.is_empty() {
+        let p = dir.join("corr.png");
+        plot::corr_sweep_png(&p, &corr_sets, &results.rows, &results.correlations)?;
+        written.push(p);
+    }
+    Ok(written)
+}
+
+/// Writes every output of a two-candidate run into `dir`: `fig<N>.{csv,parquet,png}` and
+/// `config.{json,toml}`.
+pub fn write_twocand(
+    dir: &Path,
+    cfg: &crate::experiments::twocand::TwocandConfig,
+    rows: &[crate::experiments::twocand::HgRow],
+) -> Result<Vec<PathBuf>> {
+    ensure_dir(dir)?;
+    let mut written = Resolved::new("twocand", cfg).write(dir)?;
+    let stem = format!("fig{}", cfg.figure);
+    written.extend(table::hg_table(rows).write(dir, &stem)?);
+    let p = dir.join(format!("{stem}.png"));
+    plot::heatmaps_png(
+        &p,
+        cfg.figure,
+        &crate::experiments::twocand::panels(cfg.figure)?,
+        rows,
+    )?;
+    written.push(p);
+    Ok(written)
+}

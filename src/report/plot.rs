@@ -1,0 +1,557 @@
+//! PNG plots shaped like seed 001's figures: per scenario a top panel with every candidate's mean
+//! score (dot) and sensitivity (vertical bar of length Δ_a centred on the mean) and a bottom panel
+//! with MSE against ε on log–log axes, one line per mechanism; non-private mechanisms are dashed
+//! and labelled so. Heatmaps for the two-candidate grids. Pure Rust (plotters' bitmap backend with
+//! an embedded DejaVu font): no system libraries.
+
+use std::path::Path;
+use std::sync::Once;
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use plotters::style::register_font;
+
+use crate::error::{Error, Result};
+use crate::experiments::scenarios::Dataset;
+use crate::experiments::synthetic::{CorrRow, MseRow};
+use crate::experiments::twocand::{HgRow, Panel};
+use crate::mechanisms;
+use crate::report::temp_path;
+
+type Area<'a> = DrawingArea<BitMapBackend<'a>, Shift>;
+
+const FONT: &str = "sans-serif";
+
+fn fonts() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        // The embedded font is valid TrueType; failure would be a build defect.
+        register_font(FONT, FontStyle::Normal, dejavu::sans::regular())
+            .unwrap_or_else(|_| panic!("embedded DejaVu Sans is not a valid font"));
+        register_font(FONT, FontStyle::Bold, dejavu::sans::bold())
+            .unwrap_or_else(|_| panic!("embedded DejaVu Sans Bold is not a valid font"));
+    });
+}
+
+fn err(e: impl std::fmt::Debug) -> Error {
+    Error::Invalid(format!("drawing a plot: {e:?}"))
+}
+
+/// A fixed colour per mechanism, the same in every plot.
+pub fn mech_color(name: &str) -> RGBColor {
+    match name {
+        "rnm" => RGBColor(0, 0, 0),
+        "pf" => RGBColor(140, 140, 140),
+        "em" => RGBColor(140, 86, 75),
+        "rnm-laplace" => RGBColor(128, 128, 0),
+        "rnmh" => RGBColor(214, 39, 40),
+        "rnmh-laplace" => RGBColor(227, 119, 194),
+        "rs" => RGBColor(31, 119, 180),
+        "rs-tnb" => RGBColor(23, 190, 207),
+        "rs-exp" => RGBColor(120, 170, 230),
+        "gem" => RGBColor(255, 127, 14),
+        "mgem" => RGBColor(44, 160, 44),
+        "cgem" => RGBColor(148, 103, 189),
+        "krr" => RGBColor(188, 160, 34),
+        "random" => RGBColor(90, 90, 90),
+        _ => RGBColor(60, 60, 60),
+    }
+}
+
+fn private(name: &str) -> bool {
+    mechanisms::spec(name).map(|s| s.private).unwrap_or(true)
+}
+
+/// Legend label: the name, marked when the mechanism is not private.
+pub fn mech_label(name: &str) -> String {
+    match name {
+        "rnmh-laplace" => "rnmh-laplace ((k-1)ε-DP)".to_string(),
+        n if !private(n) => format!("{n} (NOT private)"),
+        n => n.to_string(),
+    }
+}
+
+/// Mechanism names in first-seen order.
+fn mech_order(rows: &[&MseRow]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for r in rows {
+        if !out.contains(&r.mechanism) {
+            out.push(r.mechanism.clone());
+        }
+    }
+    out
+}
+
+fn draw_legend(area: &Area<'_>, mechs: &[String]) -> Result<()> {
+    let style = (FONT, 15).into_font().color(&BLACK);
+    area.draw(&Text::new(
+        "mechanism",
+        (10, 40),
+        (FONT, 16).into_font().style(FontStyle::Bold),
+    ))
+    .map_err(err)?;
+    for (i, m) in mechs.iter().enumerate() {
+        let y = 65 + 22 * i as i32;
+        let c = mech_color(m);
+        let seg = [(10, y + 7), (40, y + 7)];
+        if private(m) {
+            area.draw(&PathElement::new(seg, c.stroke_width(2)))
+                .map_err(err)?;
+        } else {
+            area.draw(&PathElement::new(
+                [(10, y + 7), (20, y + 7)],
+                c.stroke_width(2),
+            ))
+            .map_err(err)?;
+            area.draw(&PathElement::new(
+                [(28, y + 7), (40, y + 7)],
+                c.stroke_width(2),
+            ))
+            .map_err(err)?;
+        }
+        area.draw(&Text::new(mech_label(m), (46, y), style.clone()))
+            .map_err(err)?;
+    }
+    Ok(())
+}
+
+fn positive_range(values: impl Iterator<Item = f64>) -> (f64, f64) {
+    let (lo, hi) = values
+        .filter(|v| *v > 0.0 && v.is_finite())
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), v| {
+            (l.min(v), h.max(v))
+        });
+    if lo.is_finite() {
+        (lo / 1.6, hi * 1.6)
+    } else {
+        (1e-6, 1.0)
+    }
+}
+
+/// MSE against `x` (ε, log, or share, linear) per mechanism, MSE on a log axis; zero MSEs are not
+/// drawn (they have no place on a log axis).
+fn mse_panel(
+    area: &Area<'_>,
+    caption: &str,
+    rows: &[&MseRow],
+    xs: &dyn Fn(&MseRow) -> f64,
+    x_desc: &str,
+    log_x: bool,
+) -> Result<()> {
+    let mechs = mech_order(rows);
+    let (ylo, yhi) = positive_range(rows.iter().map(|r| r.mse));
+    let (xlo, xhi) = rows
+        .iter()
+        .map(|r| xs(r))
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), v| {
+            (l.min(v), h.max(v))
+        });
+    let (xlo, xhi) = if xlo < xhi {
+        (xlo, xhi)
+    } else {
+        (xlo * 0.5, xlo * 2.0)
+    };
+    let mut builder = ChartBuilder::on(area);
+    builder
+        .caption(caption, (FONT, 16))
+        .margin(8)
+        .x_label_area_size(40)
+        .y_label_area_size(62);
+    let series = |m: &str| -> Vec<(f64, f64)> {
+        rows.iter()
+            .filter(|r| r.mechanism == m && r.mse > 0.0)
+            .map(|r| (xs(r), r.mse))
+            .collect()
+    };
+    macro_rules! draw_lines {
+        ($chart:expr) => {{
+            for m in &mechs {
+                let pts = series(m);
+                let c = mech_color(m);
+                if private(m) {
+                    $chart
+                        .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))
+                        .map_err(err)?;
+                } else {
+                    $chart
+                        .draw_series(DashedLineSeries::new(pts.clone(), 7, 5, c.stroke_width(2)))
+                        .map_err(err)?;
+                }
+                $chart
+                    .draw_series(pts.iter().map(|&p| Circle::new(p, 2, c.filled())))
+                    .map_err(err)?;
+            }
+        }};
+    }
+    if log_x {
+        let mut chart = builder
+            .build_cartesian_2d((xlo..xhi).log_scale(), (ylo..yhi).log_scale())
+            .map_err(err)?;
+        chart
+            .configure_mesh()
+            .x_desc(x_desc)
+            .y_desc("MSE")
+            .x_label_formatter(&|v| fmt_tick(*v))
+            .y_label_formatter(&|v| format!("{v:.0e}"))
+            .label_style((FONT, 13))
+            .light_line_style(RGBColor(235, 235, 235))
+            .draw()
+            .map_err(err)?;
+        draw_lines!(chart);
+    } else {
+        let mut chart = builder
+            .build_cartesian_2d(xlo..xhi, (ylo..yhi).log_scale())
+            .map_err(err)?;
+        chart
+            .configure_mesh()
+            .x_desc(x_desc)
+            .y_desc("MSE")
+            .y_label_formatter(&|v| format!("{v:.0e}"))
+            .label_style((FONT, 13))
+            .light_line_style(RGBColor(235, 235, 235))
+            .draw()
+            .map_err(err)?;
+        draw_lines!(chart);
+    }
+    Ok(())
+}
+
+fn fmt_tick(v: f64) -> String {
+    if v >= 1.0 {
+        format!("{v:.0}")
+    } else {
+        let s = format!("{v:.3}");
+        s.trim_end_matches('0').to_string()
+    }
+}
+
+/// Top panel: mean score (dot) and sensitivity (bar centred on it) per candidate and group.
+fn scores_panel(area: &Area<'_>, caption: &str, data: &Dataset) -> Result<()> {
+    let k = data.k;
+    let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
+    for g in &data.groups {
+        for (m, d) in g.mean_scores.iter().zip(&data.sens) {
+            lo = lo.min(m - d / 2.0);
+            hi = hi.max(m + d / 2.0);
+        }
+    }
+    let pad = 0.05 * (hi - lo).max(1e-9);
+    let mut chart = ChartBuilder::on(area)
+        .caption(caption, (FONT, 16))
+        .margin(8)
+        .x_label_area_size(35)
+        .y_label_area_size(62)
+        .build_cartesian_2d(0.0..(k as f64 + 1.0), (lo - pad)..(hi + pad))
+        .map_err(err)?;
+    chart
+        .configure_mesh()
+        .x_desc("candidate")
+        .y_desc("score")
+        .label_style((FONT, 13))
+        .light_line_style(RGBColor(240, 240, 240))
+        .draw()
+        .map_err(err)?;
+    for (gi, g) in data.groups.iter().enumerate() {
+        // Dark dot, light bar (seed 001 fig 2); a second colour pair for group 1 of scenarios 7/8.
+        let (dot, bar) = if data.groups.len() == 1 {
+            (RGBColor(68, 1, 84), RGBColor(186, 160, 220))
+        } else {
+            [
+                (RGBColor(200, 40, 30), RGBColor(240, 160, 150)),
+                (RGBColor(31, 90, 180), RGBColor(140, 180, 235)),
+            ][gi % 2]
+        };
+        chart
+            .draw_series(
+                g.mean_scores
+                    .iter()
+                    .zip(&data.sens)
+                    .enumerate()
+                    .map(|(a, (m, d))| {
+                        let x = (a + 1) as f64;
+                        PathElement::new([(x, m - d / 2.0), (x, m + d / 2.0)], bar.stroke_width(2))
+                    }),
+            )
+            .map_err(err)?
+            .label(format!("{}: sensitivity", g.name))
+            .legend(move |(x, y)| PathElement::new([(x, y - 6), (x, y + 6)], bar.stroke_width(2)));
+        chart
+            .draw_series(
+                g.mean_scores
+                    .iter()
+                    .enumerate()
+                    .map(|(a, m)| Circle::new(((a + 1) as f64, *m), 3, dot.filled())),
+            )
+            .map_err(err)?
+            .label(format!("{}: mean score", g.name))
+            .legend(move |(x, y)| Circle::new((x, y), 3, dot.filled()));
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.8))
+        .border_style(RGBColor(200, 200, 200))
+        .label_font((FONT, 12))
+        .draw()
+        .map_err(err)?;
+    Ok(())
+}
+
+fn corr_caption(corr: &[CorrRow], scenario: &str) -> String {
+    corr.iter()
+        .filter(|c| c.scenario == scenario)
+        .map(|c| {
+            let g = if c.group == "all" {
+                String::new()
+            } else {
+                format!("{}: ", c.group)
+            };
+            format!(
+                "{g}Spearman {:.2}, Pearson {:.2}, weighted {:.2}",
+                c.spearman, c.pearson, c.weighted
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Draws into a temporary PNG and renames it to `path`.
+fn render(path: &Path, size: (u32, u32), draw: impl FnOnce(&Area<'_>) -> Result<()>) -> Result<()> {
+    fonts();
+    let tmp = temp_path(path);
+    {
+        let root = BitMapBackend::new(&tmp, size).into_drawing_area();
+        root.fill(&WHITE).map_err(err)?;
+        draw(&root)?;
+        root.present().map_err(err)?;
+    }
+    std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
+}
+
+/// One scenario: scores and sensitivities on top, MSE vs ε (log–log) below, legend at the right.
+pub fn scenario_png(path: &Path, data: &Dataset, rows: &[MseRow], corr: &[CorrRow]) -> Result<()> {
+    let label = data.scenario.label();
+    let rows: Vec<&MseRow> = rows.iter().filter(|r| r.scenario == label).collect();
+    render(path, (1100, 860), |root| {
+        let (main, legend) = root.split_horizontally(860);
+        let (top, bottom) = main.split_vertically(330);
+        let cap = corr_caption(corr, &label);
+        scores_panel(&top, &format!("{} — {cap}", data.scenario.title()), data)?;
+        let trials = rows.first().map_or(0, |r| r.trials);
+        mse_panel(
+            &bottom,
+            &format!(
+                "MSE of q_selected - q_max over {trials} trials, k = {}",
+                data.k
+            ),
+            &rows,
+            &|r| r.epsilon,
+            "epsilon",
+            true,
+        )?;
+        draw_legend(&legend, &mech_order(&rows))
+    })
+}
+
+/// The correlation sweep (seed 001 fig 10): one column per t, scores on top, MSE below.
+pub fn corr_sweep_png(
+    path: &Path,
+    datasets: &[&Dataset],
+    rows: &[MseRow],
+    corr: &[CorrRow],
+) -> Result<()> {
+    let n = datasets.len().max(1);
+    let col_w = 330u32;
+    render(path, (col_w * n as u32 + 240, 760), |root| {
+        let (main, legend) = root.split_horizontally(col_w * n as u32);
+        let (top, bottom) = main.split_vertically(320);
+        let tops = top.split_evenly((1, n));
+        let bottoms = bottom.split_evenly((1, n));
+        let mut mechs = Vec::new();
+        for (i, data) in datasets.iter().enumerate() {
+            let label = data.scenario.label();
+            let c = corr
+                .iter()
+                .find(|c| c.scenario == label)
+                .map_or(0.0, |c| c.spearman);
+            scores_panel(
+                &tops[i],
+                &format!("{}, Spearman {c:.2}", data.scenario.title()),
+                data,
+            )?;
+            let rs: Vec<&MseRow> = rows.iter().filter(|r| r.scenario == label).collect();
+            mse_panel(&bottoms[i], "", &rs, &|r| r.epsilon, "epsilon", true)?;
+            if mechs.is_empty() {
+                mechs = mech_order(&rs);
+            }
+        }
+        draw_legend(&legend, &mechs)
+    })
+}
+
+/// The share sweep (seed 001 fig 18): MSE against the share of high scores, one panel per base
+/// scenario. `rows` are (base scenario, share, row).
+pub fn share_png(path: &Path, rows: &[(u8, f64, &MseRow)]) -> Result<()> {
+    let mut bases: Vec<u8> = rows.iter().map(|r| r.0).collect();
+    bases.dedup();
+    let n = bases.len().max(1);
+    render(path, (430 * n as u32 + 240, 520), |root| {
+        let (main, legend) = root.split_horizontally(430 * n as u32);
+        let panels = main.split_evenly((1, n));
+        let mut mechs = Vec::new();
+        for (i, b) in bases.iter().enumerate() {
+            // Carry the share in `epsilon`'s place for the x axis.
+            let shifted: Vec<MseRow> = rows
+                .iter()
+                .filter(|r| r.0 == *b)
+                .map(|r| MseRow {
+                    epsilon: r.1,
+                    ..r.2.clone()
+                })
+                .collect();
+            let refs: Vec<&MseRow> = shifted.iter().collect();
+            let eps = rows.first().map_or(0.0, |r| r.2.epsilon);
+            mse_panel(
+                &panels[i],
+                &format!("Scenario {b}, eps = {eps}"),
+                &refs,
+                &|r| r.epsilon,
+                "share of high scores",
+                false,
+            )?;
+            if mechs.is_empty() {
+                mechs = mech_order(&refs);
+            }
+        }
+        draw_legend(&legend, &mechs)
+    })
+}
+
+/// Diverging colour: blue (negative) through white to red (positive), `v` in [−1, 1].
+fn diverging(v: f64) -> RGBColor {
+    let v = v.clamp(-1.0, 1.0);
+    let lerp = |a: f64, b: f64, t: f64| (a + (b - a) * t).round() as u8;
+    if v >= 0.0 {
+        RGBColor(
+            lerp(255.0, 180.0, v),
+            lerp(255.0, 20.0, v),
+            lerp(255.0, 40.0, v),
+        )
+    } else {
+        let t = -v;
+        RGBColor(
+            lerp(255.0, 30.0, t),
+            lerp(255.0, 80.0, t),
+            lerp(255.0, 170.0, t),
+        )
+    }
+}
+
+/// Heatmaps of HG(RNM, M) over (Δ_1, Δ_2), one per panel, with a shared colour bar.
+pub fn heatmaps_png(path: &Path, figure: u8, panels: &[Panel], rows: &[HgRow]) -> Result<()> {
+    let nrows = panels.iter().map(|p| p.row).max().unwrap_or(0) + 1;
+    let ncols = panels.iter().map(|p| p.col).max().unwrap_or(0) + 1;
+    let scale = rows
+        .iter()
+        .map(|r| r.hg.abs())
+        .fold(0.0f64, f64::max)
+        .max(1e-3);
+    let (w, h) = (360u32, 340u32);
+    render(
+        path,
+        (w * ncols as u32 + 130, h * nrows as u32 + 40),
+        |root| {
+            let (title, rest) = root.split_vertically(40);
+            title
+            .draw(&Text::new(
+                format!("Seed 001 figure {figure}: HG(RNM, M) = P[RNM wrong] - P[M wrong]; red: M better"),
+                (10, 12),
+                (FONT, 17).into_font(),
+            ))
+            .map_err(err)?;
+            let (main, bar) = rest.split_horizontally(w * ncols as u32);
+            let areas = main.split_evenly((nrows, ncols));
+            for p in panels {
+                let cells: Vec<&HgRow> = rows
+                    .iter()
+                    .filter(|r| {
+                        r.mechanism == p.mechanism
+                            && r.epsilon == p.epsilon
+                            && r.gap == p.gap
+                            && (p.mechanism != "rs" || r.gamma == p.gamma)
+                    })
+                    .collect();
+                let mut deltas: Vec<f64> = cells.iter().map(|r| r.delta1).collect();
+                deltas.sort_by(f64::total_cmp);
+                deltas.dedup();
+                let step = if deltas.len() > 1 {
+                    deltas[1] - deltas[0]
+                } else {
+                    1.0
+                };
+                let (lo, hi) = (
+                    deltas.first().copied().unwrap_or(0.0) - step / 2.0,
+                    deltas.last().copied().unwrap_or(1.0) + step / 2.0,
+                );
+                let area = &areas[p.row * ncols + p.col];
+                let mut chart = ChartBuilder::on(area)
+                    .caption(p.title(), (FONT, 14))
+                    .margin(6)
+                    .x_label_area_size(34)
+                    .y_label_area_size(40)
+                    .build_cartesian_2d(lo..hi, lo..hi)
+                    .map_err(err)?;
+                chart
+                    .configure_mesh()
+                    .disable_mesh()
+                    .x_desc("Δ1 (score 0)")
+                    .y_desc("Δ2 (score gap)")
+                    .label_style((FONT, 12))
+                    .draw()
+                    .map_err(err)?;
+                chart
+                    .draw_series(cells.iter().map(|r| {
+                        Rectangle::new(
+                            [
+                                (r.delta1 - step / 2.0, r.delta2 - step / 2.0),
+                                (r.delta1 + step / 2.0, r.delta2 + step / 2.0),
+                            ],
+                            diverging(r.hg / scale).filled(),
+                        )
+                    }))
+                    .map_err(err)?;
+                chart
+                    .draw_series(std::iter::once(PathElement::new(
+                        [(lo, lo), (hi, hi)],
+                        BLACK.mix(0.4).stroke_width(1),
+                    )))
+                    .map_err(err)?;
+            }
+            // Colour bar.
+            let steps = 100;
+            let (bx, by, bh) = (20, 30, (h * nrows as u32).saturating_sub(90) as i32);
+            for s in 0..steps {
+                let v = 1.0 - 2.0 * s as f64 / (steps - 1) as f64;
+                let y0 = by + bh * s / steps;
+                let y1 = by + bh * (s + 1) / steps;
+                bar.draw(&Rectangle::new(
+                    [(bx, y0), (bx + 25, y1)],
+                    diverging(v).filled(),
+                ))
+                .map_err(err)?;
+            }
+            let style = (FONT, 13).into_font();
+            for (v, y) in [(scale, by), (0.0, by + bh / 2), (-scale, by + bh)] {
+                bar.draw(&Text::new(
+                    format!("{v:+.3}"),
+                    (bx + 30, y - 6),
+                    style.clone(),
+                ))
+                .map_err(err)?;
+            }
+            bar.draw(&Text::new("HG", (bx, by - 22), style.clone()))
+                .map_err(err)?;
+            Ok(())
+        },
+    )
+}

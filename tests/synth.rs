@@ -1,0 +1,346 @@
+//! Synthetic experiments (issue 3; SPEC §2–4): the paper's findings with statistical margins,
+//! data generation, determinism across thread counts, outputs, pipelines and the two-candidate
+//! closed form.
+
+use std::path::Path;
+use std::process::Command;
+
+use recsel::experiments::pipeline::Pipeline;
+use recsel::experiments::scenarios::{self, Scenario, ScenarioSet};
+use recsel::experiments::synthetic::MseRow;
+use recsel::experiments::twocand::{self, TwocandConfig};
+use recsel::experiments::{run_synth, SynthConfig};
+use recsel::rng::Streams;
+use recsel::stats::spearman;
+
+/// Differences must exceed this many standard errors (issue 3).
+const Z: f64 = 4.0;
+
+fn run(scenario: u8, mechs: &str, eps: &[f64], trials: u64, seed: u64) -> Vec<MseRow> {
+    let cfg = SynthConfig {
+        scenarios: vec![ScenarioSet::One(scenario)],
+        mechanisms: mechs.into(),
+        epsilons: eps.to_vec(),
+        trials,
+        polarised_users: trials,
+        seed,
+        ..SynthConfig::default()
+    };
+    run_synth(&cfg, &|_| {}).unwrap().rows
+}
+
+fn cell<'a>(rows: &'a [MseRow], mech: &str, eps: f64) -> &'a MseRow {
+    rows.iter()
+        .find(|r| r.mechanism == mech && r.epsilon == eps)
+        .unwrap_or_else(|| panic!("no row for {mech} at {eps}"))
+}
+
+/// Asserts MSE(a) < MSE(b) by more than Z standard errors of the difference.
+fn assert_below(rows: &[MseRow], a: &str, b: &str, eps: f64) {
+    let (x, y) = (cell(rows, a, eps), cell(rows, b, eps));
+    let se = (x.se * x.se + y.se * y.se).sqrt();
+    assert!(
+        y.mse - x.mse > Z * se,
+        "scenario {}, eps {eps}: expected {a} ({:.4} ± {:.4}) below {b} ({:.4} ± {:.4}) by > {Z} s.e.",
+        x.scenario,
+        x.mse,
+        x.se,
+        y.mse,
+        y.se
+    );
+}
+
+/// Asserts MSE(a) is not larger than MSE(b) by more than Z standard errors.
+fn assert_no_worse(rows: &[MseRow], a: &str, b: &str, eps: f64) {
+    let (x, y) = (cell(rows, a, eps), cell(rows, b, eps));
+    let se = (x.se * x.se + y.se * y.se).sqrt();
+    assert!(
+        x.mse - y.mse <= Z * se,
+        "scenario {}, eps {eps}: {a} ({:.4} ± {:.4}) is worse than {b} ({:.4} ± {:.4}) by > {Z} s.e.",
+        x.scenario,
+        x.mse,
+        x.se,
+        y.mse,
+        y.se
+    );
+}
+
+#[test]
+fn scenario_1_positive_correlation_favours_mgem_and_rs() {
+    // Seed 001 §VI, fig 2a: RS and mGEM best, then RNM, then GEM.
+    let rows = run(1, "rnm,gem,mgem,rs,random", &[0.01, 0.1], 20_000, 11);
+    assert_below(&rows, "mgem", "rnm", 0.1);
+    assert_below(&rows, "rs", "rnm", 0.1);
+    assert_below(&rows, "rnm", "gem", 0.1);
+    // Seed 001 §VIII: GEM can be worse than random for small ε.
+    assert_below(&rows, "random", "gem", 0.01);
+}
+
+#[test]
+fn scenario_2_negative_correlation_reverses_the_order() {
+    // Fig 2b: GEM best, mGEM and RS worst.
+    let rows = run(2, "rnm,gem,mgem,rs", &[0.1], 20_000, 12);
+    assert_below(&rows, "gem", "rnm", 0.1);
+    assert_below(&rows, "rnm", "mgem", 0.1);
+    assert_below(&rows, "rnm", "rs", 0.1);
+}
+
+#[test]
+fn scenario_3_no_correlation_rnm_no_worse_than_gem_and_mgem() {
+    // Fig 2c: without correlation the heterogeneous mechanisms do not beat RNM.
+    let eps = [0.1, 1.0, 4.0];
+    let rows = run(3, "rnm,gem,mgem", &eps, 20_000, 13);
+    for e in eps {
+        assert_no_worse(&rows, "rnm", "gem", e);
+        assert_no_worse(&rows, "rnm", "mgem", e);
+    }
+}
+
+#[test]
+fn correlations_have_the_designed_signs() {
+    let cfg = SynthConfig {
+        scenarios: vec![
+            ScenarioSet::One(1),
+            ScenarioSet::One(2),
+            ScenarioSet::One(3),
+            ScenarioSet::One(7),
+        ],
+        mechanisms: "random".into(),
+        epsilons: vec![1.0],
+        trials: 200,
+        polarised_users: 400,
+        seed: 3,
+        ..SynthConfig::default()
+    };
+    let res = run_synth(&cfg, &|_| {}).unwrap();
+    let sp = |s: &str, g: &str| {
+        res.correlations
+            .iter()
+            .find(|c| c.scenario == s && c.group == g)
+            .unwrap()
+            .spearman
+    };
+    assert!(sp("1", "all") > 0.9);
+    assert!(sp("2", "all") < -0.9);
+    assert!(sp("3", "all").abs() < 1e-12);
+    // Scenario 7: group 0 negatively, group 1 positively correlated (SPEC §4).
+    assert!(sp("7", "group 0") < -0.9, "{}", sp("7", "group 0"));
+    assert!(sp("7", "group 1") > 0.9, "{}", sp("7", "group 1"));
+}
+
+#[test]
+fn sensitivities_are_the_percentile_range_and_scores_are_clipped() {
+    let data = Streams::new(9).derive(1);
+    for (scenario, lo_p) in [(Scenario::Numbered(5), 10.0), (Scenario::Numbered(8), 5.0)] {
+        let d = scenarios::generate(scenario, 100, 1000, &data).unwrap();
+        assert_eq!(d.sens.len(), 100);
+        for a in 0..d.k {
+            let col: Vec<f64> = (0..d.trials).map(|i| d.row(i)[a]).collect();
+            let (min, max) = col
+                .iter()
+                .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), &v| {
+                    (l.min(v), h.max(v))
+                });
+            // Clipping to [p_lo, p_hi] makes the range of the clipped column exactly Δ.
+            assert!(
+                ((max - min) - d.sens[a]).abs() < 1e-9 * d.sens[a].max(1.0),
+                "{scenario} candidate {a}: range {} vs Δ {} (p{lo_p})",
+                max - min,
+                d.sens[a]
+            );
+        }
+    }
+    // Scenario 4: σ ascending, so Δ increases with the candidate (Spearman well above 0).
+    let d = scenarios::generate(Scenario::Numbered(4), 100, 2000, &data).unwrap();
+    let idx: Vec<f64> = (0..100).map(f64::from).collect();
+    assert!(spearman(&idx, &d.sens) > 0.9);
+}
+
+#[test]
+fn tables_are_bit_identical_with_one_and_two_threads() {
+    let cfg = SynthConfig {
+        scenarios: vec![
+            ScenarioSet::One(4),
+            ScenarioSet::One(8),
+            ScenarioSet::One(1),
+        ],
+        mechanisms: "rnm,gem,cgem,rs-tnb".into(),
+        epsilons: vec![0.05, 1.0],
+        trials: 700,
+        polarised_users: 600,
+        seed: 21,
+        ..SynthConfig::default()
+    };
+    let with = |threads: usize| {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap()
+            .install(|| run_synth(&cfg, &|_| {}).unwrap())
+    };
+    let (a, b) = (with(1), with(2));
+    assert_eq!(a.rows.len(), b.rows.len());
+    for (x, y) in a.rows.iter().zip(&b.rows) {
+        assert_eq!(
+            (x.mse.to_bits(), x.se.to_bits(), x.trials),
+            (y.mse.to_bits(), y.se.to_bits(), y.trials),
+            "{x:?} vs {y:?}"
+        );
+    }
+    assert_eq!(
+        format!("{:?}", a.correlations),
+        format!("{:?}", b.correlations)
+    );
+}
+
+fn recsel(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_recsel"))
+        .args(args)
+        .output()
+        .expect("run recsel")
+}
+
+#[test]
+fn cli_writes_identical_tables_for_any_thread_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = |n: &str| dir.path().join(format!("t{n}"));
+    for n in ["1", "2"] {
+        let o = recsel(&[
+            "--threads",
+            n,
+            "synth",
+            "--scenario",
+            "4,corr",
+            "--corr-t",
+            "-5,5",
+            "--mech",
+            "rnm,gem,mgem,rnmh",
+            "--eps",
+            "0.1,1",
+            "--trials",
+            "300",
+            "--seed",
+            "5",
+            "--out",
+            out(n).to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    for f in [
+        "synth.csv",
+        "synth.parquet",
+        "correlations.csv",
+        "correlations.parquet",
+        "config.json",
+        "config.toml",
+    ] {
+        let a = std::fs::read(out("1").join(f)).unwrap();
+        let b = std::fs::read(out("2").join(f)).unwrap();
+        assert_eq!(a, b, "{f} differs between 1 and 2 threads");
+    }
+    for f in ["scenario-4.png", "corr.png"] {
+        let png = std::fs::read(out("1").join(f)).unwrap();
+        assert_eq!(&png[1..4], b"PNG", "{f}");
+    }
+    let csv = std::fs::read_to_string(out("1").join("synth.csv")).unwrap();
+    assert_eq!(
+        csv.lines().next().unwrap(),
+        "scenario,mechanism,private,epsilon,mse,se,trials"
+    );
+    // 3 scenarios × 4 mechanisms × 2 ε.
+    assert_eq!(csv.lines().count(), 1 + 3 * 4 * 2);
+    assert!(csv.contains(",rnmh,false,"));
+    let cfg: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out("1").join("config.json")).unwrap()).unwrap();
+    assert_eq!(cfg["config"]["seed"], 5);
+    assert_eq!(cfg["config"]["k"], 100);
+    assert_eq!(cfg["config"]["gamma"], 0.05);
+    assert_eq!(cfg["version"], env!("CARGO_PKG_VERSION"));
+}
+
+#[test]
+fn every_pipeline_file_parses_and_validates() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("pipelines");
+    let mut seen = Vec::new();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().and_then(|e| e.to_str()) != Some("toml") {
+            continue;
+        }
+        let p = Pipeline::load(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let stem = path.file_stem().unwrap().to_str().unwrap().to_string();
+        assert_eq!(p.figure, stem, "{}", path.display());
+        seen.push(stem);
+    }
+    seen.sort();
+    let mut want: Vec<String> = [2, 3, 8, 10, 12, 15, 16, 17, 18]
+        .iter()
+        .map(|n| format!("fig{n}"))
+        .collect();
+    want.sort();
+    assert_eq!(seen, want);
+}
+
+#[test]
+fn pipelines_reject_unknown_keys_and_bad_values() {
+    let base = "figure = \"x\"\nout = \"o\"\n";
+    assert!(Pipeline::parse(&format!("{base}[synth]\nscenarios = [\"1\"]\n"), "ok").is_ok());
+    for (text, want) in [
+        (format!("{base}colour = 1\n[synth]\n"), "unknown field"),
+        (format!("{base}[synth]\ntrails = 5\n"), "unknown field"),
+        (
+            format!("{base}[twocand]\nfigure = 3\ngird = 5\n"),
+            "unknown field",
+        ),
+        (
+            format!("{base}[synth]\nscenarios = [\"9\"]\n"),
+            "unknown scenario '9'",
+        ),
+        (
+            format!("{base}[synth]\nmechanisms = \"foo\"\n"),
+            "unknown mechanism 'foo'",
+        ),
+        (
+            format!("{base}[synth]\ngamma = 0\n"),
+            "gamma must be in (0, 1], got 0",
+        ),
+        (
+            format!("{base}[twocand]\nfigure = 4\n"),
+            "figures are 3, 15, 16 and 17",
+        ),
+        (base.to_string(), "exactly one of"),
+    ] {
+        let e = Pipeline::parse(&text, "test.toml").unwrap_err().to_string();
+        assert!(e.contains(want), "{text:?}: {e}");
+        assert!(e.starts_with("test.toml"), "{e}");
+    }
+}
+
+#[test]
+fn rnmh_head_to_head_matches_its_closed_form() {
+    let cfg = TwocandConfig {
+        figure: 3,
+        grid: 4,
+        trials: 6000,
+        seed: 4,
+        ..TwocandConfig::default()
+    };
+    let rows = twocand::run(&cfg, &|_| {}).unwrap();
+    assert_eq!(rows.len(), 2 * 16);
+    for r in rows.iter().filter(|r| r.mechanism == "rnmh") {
+        let z = (r.hg - r.hg_exact).abs() / r.se;
+        assert!(z < 5.0, "{r:?}: z = {z}");
+    }
+    // Seed 001 §V-A: RS_γ follows RNMH's pattern — better than RNM when the better candidate has
+    // the larger sensitivity, worse when it has the smaller one.
+    let rs = |d1: f64, d2: f64| {
+        rows.iter()
+            .find(|r| r.mechanism == "rs" && r.delta1 == d1 && r.delta2 == d2)
+            .unwrap()
+    };
+    let (small, large) = (0.1, 5.0);
+    let good = rs(small, large);
+    let bad = rs(large, small);
+    assert!(good.hg > Z * good.se, "{good:?}");
+    assert!(bad.hg < -Z * bad.se, "{bad:?}");
+}
