@@ -46,10 +46,11 @@ impl Streams {
     }
 
     /// Streams from a seed drawn from the operating system's entropy; [`Streams::seed`] reports it
-    /// so the run can be repeated.
+    /// so the run can be repeated. The seed is below 2^63 so that every configuration format
+    /// (TOML integers are signed 64-bit) can record it.
     pub fn from_entropy() -> Self {
         Streams {
-            seed: rand::random(),
+            seed: rand::random::<u64>() >> 1,
         }
     }
 

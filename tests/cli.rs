@@ -199,3 +199,90 @@ fn audit_reports_verdicts_and_exit_codes() {
         stderr(&o)
     );
 }
+
+#[test]
+fn select_runs_end_to_end_on_synthetic_data_and_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("sel");
+    let args = [
+        "select",
+        "--dataset",
+        "synthetic",
+        "--mech",
+        "rnm,gem,mgem,cgem,random",
+        "--eps",
+        "0.1,1",
+        "--trials",
+        "3",
+        "--top",
+        "50",
+        "--seed",
+        "4",
+        "--json",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    let o = recsel(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["mse"].as_array().unwrap().len(), 10);
+    assert!(v["spearman"]["share_positive"].as_f64().unwrap() > 0.5);
+    assert!(stderr(&o).contains("no saved model"), "{}", stderr(&o));
+    for f in [
+        "mse.csv",
+        "mse.parquet",
+        "users.csv",
+        "users.parquet",
+        "config.json",
+        "config.toml",
+        "fig13_spearman.png",
+        "fig13_logratio.png",
+        "fig13_mse.png",
+        "fig21_cgem.png",
+        "model/model.json",
+    ] {
+        assert!(out.join(f).exists(), "{f} missing");
+    }
+    // The same command again: the saved model is reused, every chunk is read back, same tables.
+    let again = recsel(&args);
+    assert!(again.status.success(), "{}", stderr(&again));
+    assert!(
+        stderr(&again).contains("using the saved model"),
+        "{}",
+        stderr(&again)
+    );
+    let w: serde_json::Value = serde_json::from_slice(&again.stdout).unwrap();
+    assert_eq!(v["mse"], w["mse"]);
+    // Another configuration into the same folder is refused without --force.
+    let mut other = args.to_vec();
+    other[10] = "4";
+    let o = recsel(&other);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("different configuration"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn pipelines_check_including_select_tables() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    for f in std::fs::read_dir(format!("{root}/pipelines")).unwrap() {
+        let path = f.unwrap().path();
+        let o = recsel(&["run", path.to_str().unwrap(), "--check"]);
+        assert!(o.status.success(), "{}: {}", path.display(), stderr(&o));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(&bad, "figure = \"x\"\nout = \"o\"\n[select]\ndataset = \"synthetic\"\ntrials = 0\ntop = \"many\"\n").unwrap();
+    let o = recsel(&["run", bad.to_str().unwrap(), "--check"]);
+    assert_eq!(o.status.code(), Some(1));
+    std::fs::write(
+        &bad,
+        "figure = \"x\"\nout = \"o\"\n[select]\ndataset = \"synthetic\"\ntrails = 5\n",
+    )
+    .unwrap();
+    let o = recsel(&["run", bad.to_str().unwrap(), "--check"]);
+    assert!(stderr(&o).contains("unknown field"), "{}", stderr(&o));
+}

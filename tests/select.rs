@@ -72,7 +72,7 @@ fn config(trials: u32) -> SelectConfig {
         top: 40,
         clip: true,
         seed: 9,
-        source_fingerprint: 1,
+        source_fingerprint: "test".into(),
     }
 }
 

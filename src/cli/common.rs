@@ -60,20 +60,19 @@ pub fn parse_f64_list(what: &str, text: &str) -> anyhow::Result<Vec<f64>> {
         .collect()
 }
 
-/// Streams from `--seed`, or from OS entropy with the drawn seed reported on stderr so the run can
-/// be repeated.
+/// The seed from `--seed`, or one drawn from OS entropy (below 2^63, so TOML can record it) and
+/// reported on stderr so the run can be repeated.
+pub fn seed_or_entropy(seed: Option<u64>) -> u64 {
+    seed.unwrap_or_else(|| {
+        let s = Streams::from_entropy().seed();
+        eprintln!("recsel: no --seed given; using seed {s} (from OS entropy)");
+        s
+    })
+}
+
+/// Streams from `--seed`, or from OS entropy (see [`seed_or_entropy`]).
 pub fn streams(seed: Option<u64>) -> Streams {
-    match seed {
-        Some(s) => Streams::new(s),
-        None => {
-            let s = Streams::from_entropy();
-            eprintln!(
-                "recsel: no --seed given; using seed {} (from OS entropy)",
-                s.seed()
-            );
-            s
-        }
-    }
+    Streams::new(seed_or_entropy(seed))
 }
 
 /// A progress bar on stderr (drawn only when stderr is a terminal) with rate and time left.

@@ -5,11 +5,12 @@ use std::process::ExitCode;
 
 use recsel::experiments::pipeline::Pipeline;
 
-/// Run a pipeline file: one TOML file per figure with an output folder and a [synth] or
-/// [twocand] table (unknown keys are errors).
+/// Run a pipeline file: one TOML file per figure with an output folder and a [synth],
+/// [twocand] or [select] table (unknown keys are errors).
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Example:\n  recsel run pipelines/fig2.toml\n  \
-    recsel run pipelines/fig3.toml --out /tmp/fig3 --check")]
+    recsel run pipelines/fig3.toml --out /tmp/fig3 --check\n  \
+    recsel run pipelines/fig13_ml20m.toml --data-dir /data/copies")]
 pub struct Args {
     /// The pipeline file.
     file: PathBuf,
@@ -22,10 +23,31 @@ pub struct Args {
     /// Print exactly one JSON object on stdout (as the subcommand's --json).
     #[arg(long)]
     json: bool,
+    /// For [select] pipelines: read the named datasets from this directory instead.
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let p = Pipeline::load(&args.file)?;
+    let out = args.out.clone().unwrap_or_else(|| p.out.clone());
+    // A [select] table becomes the equivalent `recsel select` command line, checked by clap.
+    let select = match &p.select {
+        Some(s) => {
+            let mut argv = s.to_args(&out, args.data_dir.as_deref());
+            if args.json {
+                argv.push("--json".into());
+            }
+            eprintln!("recsel: running `recsel select {}`", argv.join(" "));
+            Some(super::select::parse(&argv).map_err(|e| {
+                anyhow::anyhow!(
+                    "{}: the [select] table is not valid: {e}",
+                    args.file.display()
+                )
+            })?)
+        }
+        None => None,
+    };
     if args.check {
         println!(
             "{}: {} ({}) is valid",
@@ -35,11 +57,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         );
         return Ok(ExitCode::SUCCESS);
     }
-    let out = args.out.unwrap_or_else(|| p.out.clone());
     eprintln!("recsel: {} — {}", p.figure, p.description);
-    match (&p.synth, &p.twocand) {
-        (Some(s), _) => super::synth::execute(s, &out, args.json),
-        (_, Some(t)) => super::twocand::execute(t, &out, args.json),
+    match (&p.synth, &p.twocand, select) {
+        (Some(s), _, _) => super::synth::execute(s, &out, args.json),
+        (_, Some(t), _) => super::twocand::execute(t, &out, args.json),
+        (_, _, Some(a)) => super::select::run(a),
         _ => unreachable!("validated: exactly one table"),
     }
 }

@@ -8,8 +8,10 @@ use std::time::Instant;
 use anyhow::Context;
 use recsel::data::{load_dataset, Csr, Dataset};
 use recsel::experiments::real::{self, ChunkStore, SelectConfig, PAPER_EPSILONS};
+use recsel::experiments::synthetic::MseRow as SynthMseRow;
 use recsel::mechanisms::{self, MechParams};
 use recsel::model::{self, Model, Scratch};
+use recsel::report::{self, plot};
 use recsel::scoring::{item_sensitivities, SensitivityConfig, UserScorer};
 
 use super::common::{parse_f64_list, progress, DataArgs, MechOpts, ModelArgs};
@@ -70,6 +72,18 @@ pub struct Args {
     /// Print one JSON object (MSE table and Spearman summary) instead of a table.
     #[arg(long)]
     json: bool,
+}
+
+/// Parses `recsel select` arguments (without program name and subcommand), as `recsel run` does
+/// for a pipeline's [select] table.
+pub fn parse(argv: &[String]) -> Result<Args, clap::Error> {
+    #[derive(clap::Parser)]
+    struct Select {
+        #[command(flatten)]
+        args: Args,
+    }
+    let full = std::iter::once("select".to_string()).chain(argv.iter().cloned());
+    <Select as clap::Parser>::try_parse_from(full).map(|s| s.args)
 }
 
 /// The model scoring the test users from their input rows.
@@ -155,7 +169,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .out
         .clone()
         .unwrap_or_else(|| PathBuf::from(format!("results/select-{}", data.name)));
-    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+    report::ensure_dir(&out)?;
     let model_dir = args.model_dir.clone().unwrap_or_else(|| out.join("model"));
     let model = model_for(&model_dir, &data, &params)?;
     // The paper's γ per dataset (SPEC §1): 0.0008 for Netflix, 0.008 otherwise.
@@ -175,11 +189,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 eprintln!("[select] resuming with seed {s} from {}", out.display());
                 s
             }
-            _ => {
-                let s: u64 = rand::random();
-                eprintln!("[select] no --seed given; using seed {s} (from OS entropy)");
-                s
-            }
+            _ => super::common::seed_or_entropy(None),
         },
     };
     let cfg = SelectConfig {
@@ -220,7 +230,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let select_s = t.elapsed().as_secs_f64();
     let spearman = real::spearman_summary(&rows);
     let mse = real::mse_table(&cfg, &rows);
-    let files = write_outputs(&out, &cfg, &rows, &mse, skipped, args.scatter_eps)?;
+    let run = SelectRun {
+        dataset: &data.name,
+        data_seed: args.data_seed,
+        model: params,
+        select: &cfg,
+        scatter_eps: args.scatter_eps,
+        users: rows.len(),
+        users_without_candidates: skipped,
+    };
+    let files = write_outputs(&out, &data, &run, &rows, &mse)?;
     let total_s = start.elapsed().as_secs_f64();
     let peak = super::fit::peak_rss_mb().unwrap_or(f64::NAN);
     let mut stdout = std::io::stdout().lock();
@@ -280,54 +299,164 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 }
 
 /// Fingerprint of what the scores depend on: the data and the model hyperparameters.
-fn source_fingerprint(data: &Dataset, params: &model::ModelParams) -> u64 {
+fn source_fingerprint(data: &Dataset, params: &model::ModelParams) -> String {
     let text = serde_json::to_string(params).expect("parameters serialise");
     let mut h = data.fingerprint();
     for b in text.bytes() {
         h ^= u64::from(b);
         h = h.wrapping_mul(0x0100_0000_01b3);
     }
-    h
+    format!("{h:016x}")
 }
+
+/// Everything a `select` run depends on, recorded beside its results.
+#[derive(Debug, serde::Serialize)]
+struct SelectRun<'a> {
+    dataset: &'a str,
+    data_seed: u64,
+    model: model::ModelParams,
+    select: &'a SelectConfig,
+    scatter_eps: f64,
+    users: usize,
+    users_without_candidates: u64,
+}
+
+/// Users shown in the per-user scatter plot (seed 001 fig 13 shows 10,000 random test users).
+const SCATTER_USERS: usize = 10_000;
 
 /// Writes the MSE table, the per-user table, the resolved configuration and the plots.
 fn write_outputs(
     out: &Path,
-    cfg: &SelectConfig,
+    data: &Dataset,
+    run: &SelectRun<'_>,
     rows: &[real::UserRow],
     mse: &[real::MseRow],
-    skipped: u64,
-    scatter_eps: f64,
 ) -> anyhow::Result<Vec<PathBuf>> {
+    use recsel::report::table::{Table, Values};
+    let cfg = run.select;
     let mut files = Vec::new();
-    let mut text = String::from("mechanism,private,epsilon,mse,se,users,trials\n");
-    for r in mse {
-        text.push_str(&format!(
-            "{},{},{},{},{},{},{}\n",
-            r.mechanism, r.private, r.epsilon, r.mse, r.se, r.users, r.trials
-        ));
+    let t = Table::default()
+        .with("dataset", Values::Str(vec![data.name.clone(); mse.len()]))
+        .with(
+            "mechanism",
+            Values::Str(mse.iter().map(|r| r.mechanism.clone()).collect()),
+        )
+        .with(
+            "private",
+            Values::Bool(mse.iter().map(|r| r.private).collect()),
+        )
+        .with(
+            "epsilon",
+            Values::F64(mse.iter().map(|r| r.epsilon).collect()),
+        )
+        .with("mse", Values::F64(mse.iter().map(|r| r.mse).collect()))
+        .with("se", Values::F64(mse.iter().map(|r| r.se).collect()))
+        .with("users", Values::U64(mse.iter().map(|r| r.users).collect()))
+        .with(
+            "trials",
+            Values::U64(mse.iter().map(|r| u64::from(r.trials)).collect()),
+        );
+    files.extend(t.write(out, "mse")?);
+    let f = |g: fn(&real::UserRow) -> f64| Values::F64(rows.iter().map(g).collect());
+    let mut t = Table::default()
+        .with(
+            "user",
+            Values::Str(
+                rows.iter()
+                    .map(|r| {
+                        data.test_user_ids
+                            .get(r.user as usize)
+                            .cloned()
+                            .unwrap_or_else(|| r.user.to_string())
+                    })
+                    .collect(),
+            ),
+        )
+        .with(
+            "candidates",
+            Values::U64(rows.iter().map(|r| u64::from(r.candidates)).collect()),
+        )
+        .with("spearman", f(|r| r.spearman))
+        .with("pearson", f(|r| r.pearson))
+        .with("weighted", f(|r| r.weighted))
+        .with("max_score", f(|r| r.max_score));
+    let ne = cfg.epsilons.len();
+    for (what, pick) in [("mean", true), ("mse", false)] {
+        for (m, name) in cfg.mechanisms.iter().enumerate() {
+            for (e, eps) in cfg.epsilons.iter().enumerate() {
+                let i = m * ne + e;
+                let v = rows
+                    .iter()
+                    .map(|r| if pick { r.mean_selected[i] } else { r.mse[i] })
+                    .collect();
+                t = t.with(format!("{what}_{name}_eps{eps}"), Values::F64(v));
+            }
+        }
     }
-    let p = out.join("mse.csv");
-    real::write_atomic(&p, text.as_bytes())?;
+    files.extend(t.write(out, "users")?);
+    files.extend(report::Resolved::new("select", run).write(out)?);
+    // Plots (seed 001 fig 13 a–i and fig 21).
+    let title = &data.name;
+    let spearman: Vec<f64> = rows.iter().map(|r| r.spearman).collect();
+    let p = out.join("fig13_spearman.png");
+    plot::spearman_hist_png(&p, title, &spearman)?;
     files.push(p);
-    let mut text = real::user_header(cfg);
-    text.push('\n');
-    for r in rows {
-        text.push_str(&real::user_line(r));
-        text.push('\n');
+    let as_plot_rows = |keep: &dyn Fn(&str) -> bool| -> Vec<SynthMseRow> {
+        mse.iter()
+            .filter(|r| keep(&r.mechanism))
+            .map(|r| SynthMseRow {
+                scenario: data.name.clone(),
+                mechanism: r.mechanism.clone(),
+                private: r.private,
+                epsilon: r.epsilon,
+                mse: r.mse,
+                se: r.se,
+                trials: r.users * u64::from(r.trials),
+            })
+            .collect()
+    };
+    let p = out.join("fig13_mse.png");
+    plot::mse_vs_eps_png(
+        &p,
+        &format!(
+            "{title}: MSE of the selected score vs the best, {} users x {} trials",
+            rows.len(),
+            cfg.trials
+        ),
+        &as_plot_rows(&|_| true),
+    )?;
+    files.push(p);
+    let pos = |name: &str| cfg.mechanisms.iter().position(|m| m == name);
+    if let (Some(g), Some(mg)) = (pos("gem"), pos("mgem")) {
+        // The grid point nearest to the requested ε (log scale).
+        let e = (0..ne)
+            .min_by(|&a, &b| {
+                let d = |i: usize| (cfg.epsilons[i] / run.scatter_eps).ln().abs();
+                d(a).total_cmp(&d(b))
+            })
+            .expect("non-empty grid");
+        let step = rows.len().div_ceil(SCATTER_USERS).max(1);
+        let (mut points, mut left_out) = (Vec::new(), 0u64);
+        for r in rows.iter().step_by(step) {
+            let (a, b) = (r.mean_selected[mg * ne + e], r.mean_selected[g * ne + e]);
+            if a > 0.0 && b > 0.0 {
+                points.push((r.spearman, (a / b).ln()));
+            } else {
+                left_out += 1;
+            }
+        }
+        let p = out.join("fig13_logratio.png");
+        plot::logratio_png(&p, title, &points, left_out, cfg.epsilons[e])?;
+        files.push(p);
+        if pos("cgem").is_some() {
+            let p = out.join("fig21_cgem.png");
+            plot::mse_vs_eps_png(
+                &p,
+                &format!("{title}: combined GEM vs GEM and mGEM"),
+                &as_plot_rows(&|m| matches!(m, "cgem" | "gem" | "mgem")),
+            )?;
+            files.push(p);
+        }
     }
-    let p = out.join("users.csv");
-    real::write_atomic(&p, text.as_bytes())?;
-    files.push(p);
-    let resolved = serde_json::json!({
-        "command": "select",
-        "recsel_version": env!("CARGO_PKG_VERSION"),
-        "config": cfg,
-        "users_without_candidates": skipped,
-        "scatter_eps": scatter_eps,
-    });
-    let p = out.join("config.json");
-    real::write_atomic(&p, serde_json::to_string_pretty(&resolved)?.as_bytes())?;
-    files.push(p);
     Ok(files)
 }

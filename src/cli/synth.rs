@@ -11,7 +11,7 @@ use recsel::experiments::synthetic::MseRow;
 use recsel::experiments::{self, SynthConfig, SynthResults};
 use recsel::report;
 
-use super::common::{parse_f64_list, positive, progress, MechOpts};
+use super::common::{parse_f64_list, positive, progress, seed_or_entropy, MechOpts};
 
 /// Run the synthetic scenarios: MSE ± s.e. of every mechanism over an ε grid, correlations of
 /// scores and sensitivities, tables (CSV, Parquet), resolved config and PNG plots in --out.
@@ -59,16 +59,6 @@ pub struct Args {
     /// Print exactly one JSON object {"config","rows","correlations","files"} on stdout.
     #[arg(long)]
     json: bool,
-}
-
-/// A seed from `--seed`, or one drawn from OS entropy (below 2^63, so TOML can record it) and
-/// reported on stderr.
-pub fn seed_or_entropy(seed: Option<u64>) -> u64 {
-    seed.unwrap_or_else(|| {
-        let s = rand::random::<u64>() >> 1;
-        eprintln!("recsel: no --seed given; using seed {s} (from OS entropy)");
-        s
-    })
 }
 
 fn config(args: &Args) -> anyhow::Result<SynthConfig> {

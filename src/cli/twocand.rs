@@ -9,7 +9,7 @@ use recsel::experiments::twocand::{self, TwocandConfig};
 use recsel::report;
 
 use super::common::progress;
-use super::synth::seed_or_entropy;
+use super::common::seed_or_entropy;
 
 /// Monte Carlo HG(RNM, M) = P[RNM wrong] - P[M wrong] on two candidates (q1 = 0, q2 = gap) over a
 /// grid of sensitivities (Δ1, Δ2); for M = RNMH the exact value is written beside the estimate.

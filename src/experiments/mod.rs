@@ -5,6 +5,7 @@
 pub mod pipeline;
 pub mod real;
 pub mod scenarios;
+pub mod select_pipeline;
 pub mod synthetic;
 pub mod twocand;
 

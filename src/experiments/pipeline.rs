@@ -5,7 +5,7 @@
 //! description = "Scenarios 1-3"
 //! out = "results/fig2"
 //!
-//! [synth]            # or [twocand]; every key optional, defaults of SPEC §4
+//! [synth]            # or [twocand] or [select]; every key optional, defaults of SPEC §4
 //! scenario = "1"
 //! ```
 //!
@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::experiments::select_pipeline::SelectPipeline;
 use crate::experiments::twocand::TwocandConfig;
 use crate::experiments::SynthConfig;
 
@@ -35,6 +36,8 @@ pub struct Pipeline {
     pub synth: Option<SynthConfig>,
     /// Two-candidate grids (figs 3, 15, 16, 17).
     pub twocand: Option<TwocandConfig>,
+    /// Real-data private selection (figs 13, 21).
+    pub select: Option<SelectPipeline>,
 }
 
 impl Pipeline {
@@ -57,13 +60,14 @@ impl Pipeline {
         Self::parse(&text, &path.display().to_string())
     }
 
-    /// Exactly one of `[synth]` and `[twocand]`, each valid.
+    /// Exactly one of `[synth]`, `[twocand]` and `[select]`, each valid.
     pub fn validate(&self) -> Result<()> {
-        match (&self.synth, &self.twocand) {
-            (Some(s), None) => s.validate(),
-            (None, Some(t)) => t.validate(),
+        match (&self.synth, &self.twocand, &self.select) {
+            (Some(s), None, None) => s.validate(),
+            (None, Some(t), None) => t.validate(),
+            (None, None, Some(r)) => r.validate(),
             _ => Err(Error::Invalid(
-                "a pipeline needs exactly one of the tables [synth] and [twocand]".into(),
+                "a pipeline needs exactly one of the tables [synth], [twocand] and [select]".into(),
             )),
         }
     }

@@ -14,6 +14,7 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::mechanisms::{self, MechParams, Mechanism, Problem};
+use crate::report::write_atomic;
 use crate::rng::{name_id, Streams};
 use crate::scoring::{top_candidates, Sensitivities, UserScorer};
 use crate::stats::{pearson, spearman, weighted_correlation};
@@ -38,8 +39,8 @@ pub struct SelectConfig {
     pub clip: bool,
     /// Seed of the random streams.
     pub seed: u64,
-    /// Fingerprint of the data and model the scores come from.
-    pub source_fingerprint: u64,
+    /// Fingerprint (hex) of the data and model the scores come from.
+    pub source_fingerprint: String,
 }
 
 impl SelectConfig {
@@ -221,14 +222,6 @@ fn parse_line(path: &Path, line_no: usize, line: &str, cells: usize) -> Result<U
         mean_selected: vals[..cells].to_vec(),
         mse: vals[cells..].to_vec(),
     })
-}
-
-/// Writes `bytes` to `path` through a temporary file and a rename, so a reader never sees a
-/// partial file.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
-    std::fs::write(&tmp, bytes).map_err(|e| Error::io(&tmp, e))?;
-    std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
 }
 
 /// Users per resumable chunk.

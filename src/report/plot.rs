@@ -555,3 +555,121 @@ pub fn heatmaps_png(path: &Path, figure: u8, panels: &[Panel], rows: &[HgRow]) -
         },
     )
 }
+
+/// Histogram of per-user Spearman correlations of candidate scores and sensitivities
+/// (seed 001 fig 13 a–c), with mean, median and share positive in the caption.
+pub fn spearman_hist_png(path: &Path, title: &str, values: &[f64]) -> Result<()> {
+    const BINS: usize = 40;
+    let mut counts = [0u64; BINS];
+    for &v in values.iter().filter(|v| v.is_finite()) {
+        let b = (((v + 1.0) / 2.0 * BINS as f64).floor() as usize).min(BINS - 1);
+        counts[b] += 1;
+    }
+    let n = values.len().max(1) as f64;
+    let mut sorted: Vec<f64> = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let median = if sorted.is_empty() {
+        f64::NAN
+    } else {
+        crate::stats::percentile_linear(&sorted, 50.0)
+    };
+    let mean = values.iter().sum::<f64>() / n;
+    let positive = values.iter().filter(|&&v| v > 0.0).count() as f64 / n;
+    let ymax = counts.iter().copied().max().unwrap_or(1).max(1) as f64 * 1.1;
+    render(path, (760, 480), |root| {
+        let mut chart = ChartBuilder::on(root)
+            .caption(
+                format!(
+                    "{title}: Spearman(scores, sensitivities) per user — mean {mean:.2}, median {median:.2}, {:.0}% positive",
+                    100.0 * positive
+                ),
+                (FONT, 15),
+            )
+            .margin(10)
+            .x_label_area_size(40)
+            .y_label_area_size(60)
+            .build_cartesian_2d(-1.0f64..1.0, 0.0..ymax)
+            .map_err(err)?;
+        chart
+            .configure_mesh()
+            .x_desc("Spearman correlation")
+            .y_desc("users")
+            .label_style((FONT, 13))
+            .light_line_style(RGBColor(235, 235, 235))
+            .draw()
+            .map_err(err)?;
+        let bar = RGBColor(68, 1, 84);
+        chart
+            .draw_series(counts.iter().enumerate().map(|(b, &c)| {
+                let x0 = -1.0 + 2.0 * b as f64 / BINS as f64;
+                let x1 = x0 + 2.0 / BINS as f64;
+                Rectangle::new([(x0, 0.0), (x1, c as f64)], bar.mix(0.75).filled())
+            }))
+            .map_err(err)?;
+        Ok(())
+    })
+}
+
+/// Per user, log(mean selected score under mGEM / under GEM) against the user's Spearman
+/// correlation (seed 001 fig 13 d–f). `left_out` users (a mean not positive) are reported in the
+/// caption, not silently dropped.
+pub fn logratio_png(
+    path: &Path,
+    title: &str,
+    points: &[(f64, f64)],
+    left_out: u64,
+    eps: f64,
+) -> Result<()> {
+    let (ylo, yhi) = points
+        .iter()
+        .fold((0.0f64, 0.0f64), |(l, h), p| (l.min(p.1), h.max(p.1)));
+    let pad = 0.05 * (yhi - ylo).max(1e-6);
+    render(path, (760, 520), |root| {
+        let mut chart = ChartBuilder::on(root)
+            .caption(
+                format!(
+                    "{title}, eps = {eps}: log(mean mGEM / mean GEM) per user ({} users; {left_out} left out: a mean not positive)",
+                    points.len()
+                ),
+                (FONT, 14),
+            )
+            .margin(10)
+            .x_label_area_size(40)
+            .y_label_area_size(70)
+            .build_cartesian_2d(-1.0f64..1.0, (ylo - pad)..(yhi + pad))
+            .map_err(err)?;
+        chart
+            .configure_mesh()
+            .x_desc("Spearman correlation")
+            .y_desc("log(mean mGEM / mean GEM)")
+            .label_style((FONT, 13))
+            .light_line_style(RGBColor(235, 235, 235))
+            .draw()
+            .map_err(err)?;
+        chart
+            .draw_series(LineSeries::new(
+                [(-1.0, 0.0), (1.0, 0.0)],
+                RGBColor(150, 150, 150),
+            ))
+            .map_err(err)?;
+        let dot = RGBColor(31, 119, 180);
+        chart
+            .draw_series(
+                points
+                    .iter()
+                    .map(|&p| Circle::new(p, 2, dot.mix(0.5).filled())),
+            )
+            .map_err(err)?;
+        Ok(())
+    })
+}
+
+/// MSE against ε (log–log) per mechanism, one panel, legend at the right (fig 13 g–i, fig 21).
+pub fn mse_vs_eps_png(path: &Path, title: &str, rows: &[MseRow]) -> Result<()> {
+    let refs: Vec<&MseRow> = rows.iter().collect();
+    render(path, (1000, 560), |root| {
+        let (main, legend) = root.split_horizontally(760);
+        mse_panel(&main, title, &refs, &|r| r.epsilon, "epsilon", true)?;
+        draw_legend(&legend, &mech_order(&refs))
+    })
+}

@@ -26,7 +26,7 @@ pub enum Values {
 #[derive(Debug, Clone, Default)]
 pub struct Table {
     /// `(name, values)` in output order.
-    pub columns: Vec<(&'static str, Values)>,
+    pub columns: Vec<(String, Values)>,
 }
 
 fn polars_err(context: &str, e: PolarsError) -> Error {
@@ -38,8 +38,8 @@ fn polars_err(context: &str, e: PolarsError) -> Error {
 
 impl Table {
     /// Adds a column.
-    pub fn with(mut self, name: &'static str, values: Values) -> Self {
-        self.columns.push((name, values));
+    pub fn with(mut self, name: impl Into<String>, values: Values) -> Self {
+        self.columns.push((name.into(), values));
         self
     }
 
@@ -54,10 +54,10 @@ impl Table {
             .columns
             .iter()
             .map(|(name, v)| match v {
-                Values::Str(x) => Column::new((*name).into(), x),
-                Values::F64(x) => Column::new((*name).into(), x),
-                Values::U64(x) => Column::new((*name).into(), x),
-                Values::Bool(x) => Column::new((*name).into(), x),
+                Values::Str(x) => Column::new(name.as_str().into(), x),
+                Values::F64(x) => Column::new(name.as_str().into(), x),
+                Values::U64(x) => Column::new(name.as_str().into(), x),
+                Values::Bool(x) => Column::new(name.as_str().into(), x),
             })
             .collect();
         DataFrame::new(height, cols).map_err(|e| polars_err("building a table", e))
