@@ -12,11 +12,11 @@ use plotters::prelude::*;
 use plotters::style::register_font;
 
 use crate::error::{Error, Result};
-use crate::experiments::scenarios::Dataset;
+use crate::experiments::scenarios::{Dataset, Scenario};
 use crate::experiments::synthetic::{CorrRow, MseRow};
 use crate::experiments::twocand::{HgRow, Panel};
 use crate::mechanisms;
-use crate::report::temp_path;
+use crate::report::write_atomic;
 
 type Area<'a> = DrawingArea<BitMapBackend<'a>, Shift>;
 
@@ -226,8 +226,22 @@ fn fmt_tick(v: f64) -> String {
 }
 
 /// Top panel: mean score (dot) and sensitivity (bar centred on it) per candidate and group.
-fn scores_panel(area: &Area<'_>, caption: &str, data: &Dataset) -> Result<()> {
+/// Candidates keep their index where the scenario orders them (scenarios 1–5, 7, 8); scenario 6
+/// and the correlation sweep draw their means at random, so there candidates are sorted by mean
+/// score to make the trend of the sensitivities visible.
+fn scores_panel(area: &Area<'_>, caption: &str, data: &Dataset, legend: bool) -> Result<()> {
     let k = data.k;
+    let first = &data.groups[0].mean_scores;
+    let monotone = !matches!(data.scenario, Scenario::Numbered(6) | Scenario::Corr(_));
+    let mut order: Vec<usize> = (0..k).collect();
+    if !monotone {
+        order.sort_by(|&a, &b| first[a].total_cmp(&first[b]));
+    }
+    let x_desc = if monotone {
+        "candidate"
+    } else {
+        "candidate (sorted by mean score)"
+    };
     let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
     for g in &data.groups {
         for (m, d) in g.mean_scores.iter().zip(&data.sens) {
@@ -245,8 +259,10 @@ fn scores_panel(area: &Area<'_>, caption: &str, data: &Dataset) -> Result<()> {
         .map_err(err)?;
     chart
         .configure_mesh()
-        .x_desc("candidate")
+        .x_desc(x_desc)
         .y_desc("score")
+        .x_labels(6)
+        .x_label_formatter(&|v| format!("{v:.0}"))
         .label_style((FONT, 13))
         .light_line_style(RGBColor(240, 240, 240))
         .draw()
@@ -277,14 +293,16 @@ fn scores_panel(area: &Area<'_>, caption: &str, data: &Dataset) -> Result<()> {
             .legend(move |(x, y)| PathElement::new([(x, y - 6), (x, y + 6)], bar.stroke_width(2)));
         chart
             .draw_series(
-                g.mean_scores
-                    .iter()
-                    .enumerate()
-                    .map(|(a, m)| Circle::new(((a + 1) as f64, *m), 3, dot.filled())),
+                order.iter().enumerate().map(|(x, &a)| {
+                    Circle::new(((x + 1) as f64, g.mean_scores[a]), 3, dot.filled())
+                }),
             )
             .map_err(err)?
             .label(format!("{}: mean score", g.name))
             .legend(move |(x, y)| Circle::new((x, y), 3, dot.filled()));
+    }
+    if !legend {
+        return Ok(());
     }
     chart
         .configure_series_labels()
@@ -315,28 +333,44 @@ fn corr_caption(corr: &[CorrRow], scenario: &str) -> String {
         .join("; ")
 }
 
-/// Draws into a temporary PNG and renames it to `path`.
+/// Draws into an RGB buffer, encodes it as PNG (best compression, adaptive filters) and writes it
+/// atomically to `path`.
 fn render(path: &Path, size: (u32, u32), draw: impl FnOnce(&Area<'_>) -> Result<()>) -> Result<()> {
     fonts();
-    let tmp = temp_path(path);
+    let mut buf = vec![255u8; size.0 as usize * size.1 as usize * 3];
     {
-        let root = BitMapBackend::new(&tmp, size).into_drawing_area();
+        let root = BitMapBackend::with_buffer(&mut buf, size).into_drawing_area();
         root.fill(&WHITE).map_err(err)?;
         draw(&root)?;
         root.present().map_err(err)?;
     }
-    std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
+    let mut bytes = Vec::new();
+    {
+        let mut enc = png::Encoder::new(&mut bytes, size.0, size.1);
+        enc.set_color(png::ColorType::Rgb);
+        enc.set_depth(png::BitDepth::Eight);
+        enc.set_compression(png::Compression::Best);
+        enc.set_adaptive_filter(png::AdaptiveFilterType::Adaptive);
+        let mut w = enc.write_header().map_err(err)?;
+        w.write_image_data(&buf).map_err(err)?;
+    }
+    write_atomic(path, &bytes)
 }
 
 /// One scenario: scores and sensitivities on top, MSE vs ε (log–log) below, legend at the right.
 pub fn scenario_png(path: &Path, data: &Dataset, rows: &[MseRow], corr: &[CorrRow]) -> Result<()> {
     let label = data.scenario.label();
     let rows: Vec<&MseRow> = rows.iter().filter(|r| r.scenario == label).collect();
-    render(path, (1100, 860), |root| {
-        let (main, legend) = root.split_horizontally(860);
-        let (top, bottom) = main.split_vertically(330);
+    render(path, (1000, 780), |root| {
+        let (main, legend) = root.split_horizontally(770);
+        let (top, bottom) = main.split_vertically(300);
         let cap = corr_caption(corr, &label);
-        scores_panel(&top, &format!("{} — {cap}", data.scenario.title()), data)?;
+        scores_panel(
+            &top,
+            &format!("{} — {cap}", data.scenario.title()),
+            data,
+            true,
+        )?;
         let trials = rows.first().map_or(0, |r| r.trials);
         mse_panel(
             &bottom,
@@ -361,10 +395,10 @@ pub fn corr_sweep_png(
     corr: &[CorrRow],
 ) -> Result<()> {
     let n = datasets.len().max(1);
-    let col_w = 330u32;
-    render(path, (col_w * n as u32 + 240, 760), |root| {
+    let col_w = 280u32;
+    render(path, (col_w * n as u32 + 230, 700), |root| {
         let (main, legend) = root.split_horizontally(col_w * n as u32);
-        let (top, bottom) = main.split_vertically(320);
+        let (top, bottom) = main.split_vertically(290);
         let tops = top.split_evenly((1, n));
         let bottoms = bottom.split_evenly((1, n));
         let mut mechs = Vec::new();
@@ -378,6 +412,7 @@ pub fn corr_sweep_png(
                 &tops[i],
                 &format!("{}, Spearman {c:.2}", data.scenario.title()),
                 data,
+                false,
             )?;
             let rs: Vec<&MseRow> = rows.iter().filter(|r| r.scenario == label).collect();
             mse_panel(&bottoms[i], "", &rs, &|r| r.epsilon, "epsilon", true)?;
@@ -504,8 +539,8 @@ pub fn heatmaps_png(path: &Path, figure: u8, panels: &[Panel], rows: &[HgRow]) -
                 chart
                     .configure_mesh()
                     .disable_mesh()
-                    .x_desc("Δ1 (score 0)")
-                    .y_desc("Δ2 (score gap)")
+                    .x_desc("Δ1 (candidate 1, score 0)")
+                    .y_desc("Δ2 (candidate 2, score = gap)")
                     .label_style((FONT, 12))
                     .draw()
                     .map_err(err)?;
