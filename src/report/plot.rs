@@ -225,11 +225,66 @@ fn fmt_tick(v: f64) -> String {
     }
 }
 
+/// Dark dot, light bar (seed 001 fig 2); a second colour pair for the two groups of scenarios 7/8.
+fn group_colors(groups: usize, g: usize) -> (RGBColor, RGBColor) {
+    if groups == 1 {
+        (RGBColor(68, 1, 84), RGBColor(186, 160, 220))
+    } else {
+        [
+            (RGBColor(200, 40, 30), RGBColor(240, 160, 150)),
+            (RGBColor(31, 90, 180), RGBColor(140, 180, 235)),
+        ][g % 2]
+    }
+}
+
+/// The key of the scores panel, drawn in the legend strip below the mechanisms, from `y` down.
+fn draw_score_key(area: &Area<'_>, data: &Dataset, mut y: i32) -> Result<()> {
+    let bold = (FONT, 16).into_font().style(FontStyle::Bold);
+    area.draw(&Text::new("top panel", (10, y), bold))
+        .map_err(err)?;
+    y += 25;
+    let style = (FONT, 15).into_font().color(&BLACK);
+    for (gi, g) in data.groups.iter().enumerate() {
+        let (dot, bar) = group_colors(data.groups.len(), gi);
+        let prefix = if data.groups.len() == 1 {
+            String::new()
+        } else {
+            format!("{}: ", g.name)
+        };
+        area.draw(&Circle::new((25, y + 7), 4, dot.filled()))
+            .map_err(err)?;
+        area.draw(&Text::new(
+            format!("{prefix}mean score"),
+            (46, y),
+            style.clone(),
+        ))
+        .map_err(err)?;
+        y += 22;
+        area.draw(&PathElement::new(
+            [(25, y), (25, y + 16)],
+            bar.stroke_width(3),
+        ))
+        .map_err(err)?;
+        area.draw(&Text::new(
+            format!("{prefix}sensitivity Δ"),
+            (46, y),
+            style.clone(),
+        ))
+        .map_err(err)?;
+        y += 22;
+    }
+    area.draw(&Text::new("(bar of length Δ", (46, y), style.clone()))
+        .map_err(err)?;
+    area.draw(&Text::new(" centred on the mean)", (46, y + 18), style))
+        .map_err(err)?;
+    Ok(())
+}
+
 /// Top panel: mean score (dot) and sensitivity (bar centred on it) per candidate and group.
 /// Candidates keep their index where the scenario orders them (scenarios 1–5, 7, 8); scenario 6
 /// and the correlation sweep draw their means at random, so there candidates are sorted by mean
 /// score to make the trend of the sensitivities visible.
-fn scores_panel(area: &Area<'_>, caption: &str, data: &Dataset, legend: bool) -> Result<()> {
+fn scores_panel(area: &Area<'_>, caption: &str, data: &Dataset) -> Result<()> {
     let k = data.k;
     let first = &data.groups[0].mean_scores;
     let monotone = !matches!(data.scenario, Scenario::Numbered(6) | Scenario::Corr(_));
@@ -268,15 +323,7 @@ fn scores_panel(area: &Area<'_>, caption: &str, data: &Dataset, legend: bool) ->
         .draw()
         .map_err(err)?;
     for (gi, g) in data.groups.iter().enumerate() {
-        // Dark dot, light bar (seed 001 fig 2); a second colour pair for group 1 of scenarios 7/8.
-        let (dot, bar) = if data.groups.len() == 1 {
-            (RGBColor(68, 1, 84), RGBColor(186, 160, 220))
-        } else {
-            [
-                (RGBColor(200, 40, 30), RGBColor(240, 160, 150)),
-                (RGBColor(31, 90, 180), RGBColor(140, 180, 235)),
-            ][gi % 2]
-        };
+        let (dot, bar) = group_colors(data.groups.len(), gi);
         chart
             .draw_series(
                 g.mean_scores
@@ -288,49 +335,34 @@ fn scores_panel(area: &Area<'_>, caption: &str, data: &Dataset, legend: bool) ->
                         PathElement::new([(x, m - d / 2.0), (x, m + d / 2.0)], bar.stroke_width(2))
                     }),
             )
-            .map_err(err)?
-            .label(format!("{}: sensitivity", g.name))
-            .legend(move |(x, y)| PathElement::new([(x, y - 6), (x, y + 6)], bar.stroke_width(2)));
+            .map_err(err)?;
         chart
             .draw_series(
                 order.iter().enumerate().map(|(x, &a)| {
                     Circle::new(((x + 1) as f64, g.mean_scores[a]), 3, dot.filled())
                 }),
             )
-            .map_err(err)?
-            .label(format!("{}: mean score", g.name))
-            .legend(move |(x, y)| Circle::new((x, y), 3, dot.filled()));
+            .map_err(err)?;
     }
-    if !legend {
-        return Ok(());
-    }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.8))
-        .border_style(RGBColor(200, 200, 200))
-        .label_font((FONT, 12))
-        .draw()
-        .map_err(err)?;
     Ok(())
 }
 
 fn corr_caption(corr: &[CorrRow], scenario: &str) -> String {
-    corr.iter()
-        .filter(|c| c.scenario == scenario)
-        .map(|c| {
-            let g = if c.group == "all" {
-                String::new()
-            } else {
-                format!("{}: ", c.group)
-            };
-            format!(
-                "{g}Spearman {:.2}, Pearson {:.2}, weighted {:.2}",
-                c.spearman, c.pearson, c.weighted
-            )
-        })
-        .collect::<Vec<_>>()
-        .join("; ")
+    let rows: Vec<&CorrRow> = corr.iter().filter(|c| c.scenario == scenario).collect();
+    match rows.as_slice() {
+        [c] => format!(
+            "Spearman {:.2}, Pearson {:.2}, weighted {:.2}",
+            c.spearman, c.pearson, c.weighted
+        ),
+        // Two groups (scenarios 7, 8): Spearman only, to fit one line.
+        many => format!(
+            "Spearman {}",
+            many.iter()
+                .map(|c| format!("{} {:.2}", c.group, c.spearman))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
 }
 
 /// Draws into an RGB buffer, encodes it as PNG (best compression, adaptive filters) and writes it
@@ -365,12 +397,7 @@ pub fn scenario_png(path: &Path, data: &Dataset, rows: &[MseRow], corr: &[CorrRo
         let (main, legend) = root.split_horizontally(770);
         let (top, bottom) = main.split_vertically(300);
         let cap = corr_caption(corr, &label);
-        scores_panel(
-            &top,
-            &format!("{} — {cap}", data.scenario.title()),
-            data,
-            true,
-        )?;
+        scores_panel(&top, &format!("{} — {cap}", data.scenario.title()), data)?;
         let trials = rows.first().map_or(0, |r| r.trials);
         mse_panel(
             &bottom,
@@ -383,7 +410,9 @@ pub fn scenario_png(path: &Path, data: &Dataset, rows: &[MseRow], corr: &[CorrRo
             "epsilon",
             true,
         )?;
-        draw_legend(&legend, &mech_order(&rows))
+        let mechs = mech_order(&rows);
+        draw_legend(&legend, &mechs)?;
+        draw_score_key(&legend, data, 65 + 22 * mechs.len() as i32 + 30)
     })
 }
 
@@ -412,7 +441,6 @@ pub fn corr_sweep_png(
                 &tops[i],
                 &format!("{}, Spearman {c:.2}", data.scenario.title()),
                 data,
-                false,
             )?;
             let rs: Vec<&MseRow> = rows.iter().filter(|r| r.scenario == label).collect();
             mse_panel(&bottoms[i], "", &rs, &|r| r.epsilon, "epsilon", true)?;
@@ -420,7 +448,11 @@ pub fn corr_sweep_png(
                 mechs = mech_order(&rs);
             }
         }
-        draw_legend(&legend, &mechs)
+        draw_legend(&legend, &mechs)?;
+        match datasets.first() {
+            Some(d) => draw_score_key(&legend, d, 65 + 22 * mechs.len() as i32 + 30),
+            None => Ok(()),
+        }
     })
 }
 
