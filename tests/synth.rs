@@ -242,6 +242,30 @@ fn cli_writes_identical_tables_for_any_thread_count() {
         let png = std::fs::read(out("1").join(f)).unwrap();
         assert_eq!(&png[1..4], b"PNG", "{f}");
     }
+    // The Parquet table reads back with the same shape and columns as the CSV.
+    let file = std::fs::File::open(out("1").join("synth.parquet")).unwrap();
+    let df = {
+        use polars::prelude::SerReader;
+        polars::prelude::ParquetReader::new(file).finish().unwrap()
+    };
+    assert_eq!(df.shape(), (3 * 4 * 2, 7));
+    let names: Vec<String> = df
+        .get_column_names()
+        .iter()
+        .map(|n| n.to_string())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "scenario",
+            "mechanism",
+            "private",
+            "epsilon",
+            "mse",
+            "se",
+            "trials"
+        ]
+    );
     let csv = std::fs::read_to_string(out("1").join("synth.csv")).unwrap();
     assert_eq!(
         csv.lines().next().unwrap(),
