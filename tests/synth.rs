@@ -242,6 +242,30 @@ fn cli_writes_identical_tables_for_any_thread_count() {
         let png = std::fs::read(out("1").join(f)).unwrap();
         assert_eq!(&png[1..4], b"PNG", "{f}");
     }
+    // The Parquet table reads back with the same shape and columns as the CSV.
+    let file = std::fs::File::open(out("1").join("synth.parquet")).unwrap();
+    let df = {
+        use polars::prelude::SerReader;
+        polars::prelude::ParquetReader::new(file).finish().unwrap()
+    };
+    assert_eq!(df.shape(), (3 * 4 * 2, 7));
+    let names: Vec<String> = df
+        .get_column_names()
+        .iter()
+        .map(|n| n.to_string())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "scenario",
+            "mechanism",
+            "private",
+            "epsilon",
+            "mse",
+            "se",
+            "trials"
+        ]
+    );
     let csv = std::fs::read_to_string(out("1").join("synth.csv")).unwrap();
     assert_eq!(
         csv.lines().next().unwrap(),
@@ -344,4 +368,49 @@ fn rnmh_head_to_head_matches_its_closed_form() {
     let bad = rs(large, small);
     assert!(good.hg > Z * good.se, "{good:?}");
     assert!(bad.hg < -Z * bad.se, "{bad:?}");
+}
+
+#[test]
+fn twocand_and_run_commands_write_their_outputs() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("fig3");
+    let o = recsel(&[
+        "twocand",
+        "--figure",
+        "3",
+        "--grid",
+        "3",
+        "--trials",
+        "500",
+        "--seed",
+        "1",
+        "--out",
+        out.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["rows"].as_array().unwrap().len(), 2 * 9);
+    for f in [
+        "fig3.csv",
+        "fig3.parquet",
+        "fig3.png",
+        "config.json",
+        "config.toml",
+    ] {
+        assert!(out.join(f).is_file(), "{f} missing");
+    }
+    let pipeline = Path::new(env!("CARGO_MANIFEST_DIR")).join("pipelines/fig18.toml");
+    let o = recsel(&["run", pipeline.to_str().unwrap(), "--check"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // A pipeline with a typo fails and names the key.
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(
+        &bad,
+        "figure = \"x\"\nout = \"o\"\n[synth]\nepsilon = [1.0]\n",
+    )
+    .unwrap();
+    let o = recsel(&["run", bad.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("unknown field `epsilon`"));
 }

@@ -17,10 +17,10 @@ use super::common::{parse_f64_list, positive, progress, seed_or_entropy, MechOpt
 /// scores and sensitivities, tables (CSV, Parquet), resolved config and PNG plots in --out.
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Example:\n  recsel synth --scenario 1 --seed 1 --out results/s1\n  \
-    recsel synth --scenario all --trials 10000 --seed 1 --out results/synth\n  \
+    after_help = "Example:\n  recsel synth --scenario 1 --seed 1 --out out/s1\n  \
+    recsel synth --scenario all --trials 10000 --seed 1 --out out/synth\n  \
     recsel synth --scenario 2 --mech rnm,gem,mgem,rs --eps 0.01,0.1,1 --trials 2000 --seed 3 --json\n  \
-    recsel synth --scenario share --shares 0.05,0.25,0.5 --share-eps 2 --seed 1 --out results/fig18"
+    recsel synth --scenario share --shares 0.05,0.25,0.5 --share-eps 2 --seed 1 --out out/fig18"
 )]
 pub struct Args {
     /// Scenarios, comma separated: 1..8, corr (correlation sweep), share (fig 18 share sweep of
@@ -54,7 +54,7 @@ pub struct Args {
     #[arg(long)]
     seed: Option<u64>,
     /// Output folder for tables, configuration and plots.
-    #[arg(long, value_name = "DIR", default_value = "results/synth")]
+    #[arg(long, value_name = "DIR", default_value = "out/synth")]
     out: PathBuf,
     /// Print exactly one JSON object {"config","rows","correlations","files"} on stdout.
     #[arg(long)]

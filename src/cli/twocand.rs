@@ -15,8 +15,8 @@ use super::common::seed_or_entropy;
 /// grid of sensitivities (Δ1, Δ2); for M = RNMH the exact value is written beside the estimate.
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Example:\n  recsel twocand --figure 3 --seed 1 --out results/fig3\n  \
-    recsel twocand --figure 16 --grid 12 --trials 4000 --seed 1 --out results/fig16 --json"
+    after_help = "Example:\n  recsel twocand --figure 3 --seed 1 --out out/fig3\n  \
+    recsel twocand --figure 16 --grid 12 --trials 4000 --seed 1 --out out/fig16 --json"
 )]
 pub struct Args {
     /// Seed 001 figure: 3 (RNMH and RS_0.01), 15 (RS with γ = 0.5, 0.1, 0.01), 16 (RNMH over
@@ -33,7 +33,7 @@ pub struct Args {
     #[arg(long)]
     seed: Option<u64>,
     /// Output folder.
-    #[arg(long, value_name = "DIR", default_value = "results/twocand")]
+    #[arg(long, value_name = "DIR", default_value = "out/twocand")]
     out: PathBuf,
     /// Print exactly one JSON object {"config","rows","files","max_abs_z_rnmh"} on stdout.
     #[arg(long)]

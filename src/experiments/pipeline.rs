@@ -3,7 +3,7 @@
 //! ```toml
 //! figure = "fig2"
 //! description = "Scenarios 1-3"
-//! out = "results/fig2"
+//! out = "out/fig2"
 //!
 //! [synth]            # or [twocand] or [select]; every key optional, defaults of SPEC §4
 //! scenario = "1"

@@ -73,8 +73,8 @@ impl Scenario {
             Scenario::Numbered(4) => "Scenario 4: N(ln a, sigma_a^2), sigma ascending".into(),
             Scenario::Numbered(5) => "Scenario 5: N(0.1a, (2.3-0.02a)^2)".into(),
             Scenario::Numbered(6) => "Scenario 6: N(mu_a, sigma_a^2), random mu, sigma".into(),
-            Scenario::Numbered(7) => "Scenario 7: polarised users (sigma = 0.5)".into(),
-            Scenario::Numbered(8) => "Scenario 8: less polarised, noisier (sigma = 3)".into(),
+            Scenario::Numbered(7) => "Scenario 7: polarised, sigma 0.5".into(),
+            Scenario::Numbered(8) => "Scenario 8: noisier, sigma 3".into(),
             Scenario::Numbered(n) => format!("Scenario {n}"),
             Scenario::Corr(t) => format!("t = {t}"),
             Scenario::Share { base, share } => {

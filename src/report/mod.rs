@@ -11,8 +11,8 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 
-/// A temporary path beside `path` that keeps its extension (the PNG encoder picks the format from
-/// it).
+/// A hidden temporary path beside `path` (same folder, so the rename is atomic), keeping its
+/// extension.
 pub(crate) fn temp_path(path: &Path) -> PathBuf {
     let name = path
         .file_name()

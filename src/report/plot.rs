@@ -12,11 +12,11 @@ use plotters::prelude::*;
 use plotters::style::register_font;
 
 use crate::error::{Error, Result};
-use crate::experiments::scenarios::Dataset;
+use crate::experiments::scenarios::{Dataset, Scenario};
 use crate::experiments::synthetic::{CorrRow, MseRow};
 use crate::experiments::twocand::{HgRow, Panel};
 use crate::mechanisms;
-use crate::report::temp_path;
+use crate::report::write_atomic;
 
 type Area<'a> = DrawingArea<BitMapBackend<'a>, Shift>;
 
@@ -225,9 +225,78 @@ fn fmt_tick(v: f64) -> String {
     }
 }
 
+/// Dark dot, light bar (seed 001 fig 2); a second colour pair for the two groups of scenarios 7/8.
+fn group_colors(groups: usize, g: usize) -> (RGBColor, RGBColor) {
+    if groups == 1 {
+        (RGBColor(68, 1, 84), RGBColor(186, 160, 220))
+    } else {
+        [
+            (RGBColor(200, 40, 30), RGBColor(240, 160, 150)),
+            (RGBColor(31, 90, 180), RGBColor(140, 180, 235)),
+        ][g % 2]
+    }
+}
+
+/// The key of the scores panel, drawn in the legend strip below the mechanisms, from `y` down.
+fn draw_score_key(area: &Area<'_>, data: &Dataset, mut y: i32) -> Result<()> {
+    let bold = (FONT, 16).into_font().style(FontStyle::Bold);
+    area.draw(&Text::new("top panel", (10, y), bold))
+        .map_err(err)?;
+    y += 25;
+    let style = (FONT, 15).into_font().color(&BLACK);
+    for (gi, g) in data.groups.iter().enumerate() {
+        let (dot, bar) = group_colors(data.groups.len(), gi);
+        let prefix = if data.groups.len() == 1 {
+            String::new()
+        } else {
+            format!("{}: ", g.name)
+        };
+        area.draw(&Circle::new((25, y + 7), 4, dot.filled()))
+            .map_err(err)?;
+        area.draw(&Text::new(
+            format!("{prefix}mean score"),
+            (46, y),
+            style.clone(),
+        ))
+        .map_err(err)?;
+        y += 22;
+        area.draw(&PathElement::new(
+            [(25, y), (25, y + 16)],
+            bar.stroke_width(3),
+        ))
+        .map_err(err)?;
+        area.draw(&Text::new(
+            format!("{prefix}sensitivity Δ"),
+            (46, y),
+            style.clone(),
+        ))
+        .map_err(err)?;
+        y += 22;
+    }
+    area.draw(&Text::new("(bar of length Δ", (46, y), style.clone()))
+        .map_err(err)?;
+    area.draw(&Text::new(" centred on the mean)", (46, y + 18), style))
+        .map_err(err)?;
+    Ok(())
+}
+
 /// Top panel: mean score (dot) and sensitivity (bar centred on it) per candidate and group.
+/// Candidates keep their index where the scenario orders them (scenarios 1–5, 7, 8); scenario 6
+/// and the correlation sweep draw their means at random, so there candidates are sorted by mean
+/// score to make the trend of the sensitivities visible.
 fn scores_panel(area: &Area<'_>, caption: &str, data: &Dataset) -> Result<()> {
     let k = data.k;
+    let first = &data.groups[0].mean_scores;
+    let monotone = !matches!(data.scenario, Scenario::Numbered(6) | Scenario::Corr(_));
+    let mut order: Vec<usize> = (0..k).collect();
+    if !monotone {
+        order.sort_by(|&a, &b| first[a].total_cmp(&first[b]));
+    }
+    let x_desc = if monotone {
+        "candidate"
+    } else {
+        "candidate (sorted by mean score)"
+    };
     let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
     for g in &data.groups {
         for (m, d) in g.mean_scores.iter().zip(&data.sens) {
@@ -245,22 +314,16 @@ fn scores_panel(area: &Area<'_>, caption: &str, data: &Dataset) -> Result<()> {
         .map_err(err)?;
     chart
         .configure_mesh()
-        .x_desc("candidate")
+        .x_desc(x_desc)
         .y_desc("score")
+        .x_labels(6)
+        .x_label_formatter(&|v| format!("{v:.0}"))
         .label_style((FONT, 13))
         .light_line_style(RGBColor(240, 240, 240))
         .draw()
         .map_err(err)?;
     for (gi, g) in data.groups.iter().enumerate() {
-        // Dark dot, light bar (seed 001 fig 2); a second colour pair for group 1 of scenarios 7/8.
-        let (dot, bar) = if data.groups.len() == 1 {
-            (RGBColor(68, 1, 84), RGBColor(186, 160, 220))
-        } else {
-            [
-                (RGBColor(200, 40, 30), RGBColor(240, 160, 150)),
-                (RGBColor(31, 90, 180), RGBColor(140, 180, 235)),
-            ][gi % 2]
-        };
+        let (dot, bar) = group_colors(data.groups.len(), gi);
         chart
             .draw_series(
                 g.mean_scores
@@ -272,69 +335,67 @@ fn scores_panel(area: &Area<'_>, caption: &str, data: &Dataset) -> Result<()> {
                         PathElement::new([(x, m - d / 2.0), (x, m + d / 2.0)], bar.stroke_width(2))
                     }),
             )
-            .map_err(err)?
-            .label(format!("{}: sensitivity", g.name))
-            .legend(move |(x, y)| PathElement::new([(x, y - 6), (x, y + 6)], bar.stroke_width(2)));
+            .map_err(err)?;
         chart
             .draw_series(
-                g.mean_scores
-                    .iter()
-                    .enumerate()
-                    .map(|(a, m)| Circle::new(((a + 1) as f64, *m), 3, dot.filled())),
+                order.iter().enumerate().map(|(x, &a)| {
+                    Circle::new(((x + 1) as f64, g.mean_scores[a]), 3, dot.filled())
+                }),
             )
-            .map_err(err)?
-            .label(format!("{}: mean score", g.name))
-            .legend(move |(x, y)| Circle::new((x, y), 3, dot.filled()));
+            .map_err(err)?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.8))
-        .border_style(RGBColor(200, 200, 200))
-        .label_font((FONT, 12))
-        .draw()
-        .map_err(err)?;
     Ok(())
 }
 
 fn corr_caption(corr: &[CorrRow], scenario: &str) -> String {
-    corr.iter()
-        .filter(|c| c.scenario == scenario)
-        .map(|c| {
-            let g = if c.group == "all" {
-                String::new()
-            } else {
-                format!("{}: ", c.group)
-            };
-            format!(
-                "{g}Spearman {:.2}, Pearson {:.2}, weighted {:.2}",
-                c.spearman, c.pearson, c.weighted
-            )
-        })
-        .collect::<Vec<_>>()
-        .join("; ")
+    let rows: Vec<&CorrRow> = corr.iter().filter(|c| c.scenario == scenario).collect();
+    match rows.as_slice() {
+        [c] => format!(
+            "Spearman {:.2}, Pearson {:.2}, weighted {:.2}",
+            c.spearman, c.pearson, c.weighted
+        ),
+        // Two groups (scenarios 7, 8): Spearman only, to fit one line.
+        many => format!(
+            "Spearman {}",
+            many.iter()
+                .map(|c| format!("{} {:.2}", c.group, c.spearman))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
 }
 
-/// Draws into a temporary PNG and renames it to `path`.
+/// Draws into an RGB buffer, encodes it as PNG (best compression, adaptive filters) and writes it
+/// atomically to `path`.
 fn render(path: &Path, size: (u32, u32), draw: impl FnOnce(&Area<'_>) -> Result<()>) -> Result<()> {
     fonts();
-    let tmp = temp_path(path);
+    let mut buf = vec![255u8; size.0 as usize * size.1 as usize * 3];
     {
-        let root = BitMapBackend::new(&tmp, size).into_drawing_area();
+        let root = BitMapBackend::with_buffer(&mut buf, size).into_drawing_area();
         root.fill(&WHITE).map_err(err)?;
         draw(&root)?;
         root.present().map_err(err)?;
     }
-    std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
+    let mut bytes = Vec::new();
+    {
+        let mut enc = png::Encoder::new(&mut bytes, size.0, size.1);
+        enc.set_color(png::ColorType::Rgb);
+        enc.set_depth(png::BitDepth::Eight);
+        enc.set_compression(png::Compression::Best);
+        enc.set_adaptive_filter(png::AdaptiveFilterType::Adaptive);
+        let mut w = enc.write_header().map_err(err)?;
+        w.write_image_data(&buf).map_err(err)?;
+    }
+    write_atomic(path, &bytes)
 }
 
 /// One scenario: scores and sensitivities on top, MSE vs ε (log–log) below, legend at the right.
 pub fn scenario_png(path: &Path, data: &Dataset, rows: &[MseRow], corr: &[CorrRow]) -> Result<()> {
     let label = data.scenario.label();
     let rows: Vec<&MseRow> = rows.iter().filter(|r| r.scenario == label).collect();
-    render(path, (1100, 860), |root| {
-        let (main, legend) = root.split_horizontally(860);
-        let (top, bottom) = main.split_vertically(330);
+    render(path, (1000, 780), |root| {
+        let (main, legend) = root.split_horizontally(770);
+        let (top, bottom) = main.split_vertically(300);
         let cap = corr_caption(corr, &label);
         scores_panel(&top, &format!("{} — {cap}", data.scenario.title()), data)?;
         let trials = rows.first().map_or(0, |r| r.trials);
@@ -349,7 +410,9 @@ pub fn scenario_png(path: &Path, data: &Dataset, rows: &[MseRow], corr: &[CorrRo
             "epsilon",
             true,
         )?;
-        draw_legend(&legend, &mech_order(&rows))
+        let mechs = mech_order(&rows);
+        draw_legend(&legend, &mechs)?;
+        draw_score_key(&legend, data, 65 + 22 * mechs.len() as i32 + 30)
     })
 }
 
@@ -361,10 +424,10 @@ pub fn corr_sweep_png(
     corr: &[CorrRow],
 ) -> Result<()> {
     let n = datasets.len().max(1);
-    let col_w = 330u32;
-    render(path, (col_w * n as u32 + 240, 760), |root| {
+    let col_w = 280u32;
+    render(path, (col_w * n as u32 + 230, 700), |root| {
         let (main, legend) = root.split_horizontally(col_w * n as u32);
-        let (top, bottom) = main.split_vertically(320);
+        let (top, bottom) = main.split_vertically(290);
         let tops = top.split_evenly((1, n));
         let bottoms = bottom.split_evenly((1, n));
         let mut mechs = Vec::new();
@@ -385,7 +448,11 @@ pub fn corr_sweep_png(
                 mechs = mech_order(&rs);
             }
         }
-        draw_legend(&legend, &mechs)
+        draw_legend(&legend, &mechs)?;
+        match datasets.first() {
+            Some(d) => draw_score_key(&legend, d, 65 + 22 * mechs.len() as i32 + 30),
+            None => Ok(()),
+        }
     })
 }
 
@@ -504,8 +571,8 @@ pub fn heatmaps_png(path: &Path, figure: u8, panels: &[Panel], rows: &[HgRow]) -
                 chart
                     .configure_mesh()
                     .disable_mesh()
-                    .x_desc("Δ1 (score 0)")
-                    .y_desc("Δ2 (score gap)")
+                    .x_desc("Δ1 (candidate 1, score 0)")
+                    .y_desc("Δ2 (candidate 2, score = gap)")
                     .label_style((FONT, 12))
                     .draw()
                     .map_err(err)?;
