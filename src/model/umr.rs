@@ -173,6 +173,33 @@ fn residual_norms(l: &SparseCols, k: &SparseCols) -> Vec<f64> {
         .collect()
 }
 
+/// Recomputes the squared residual norms of the columns marked in `changed`.
+fn update_norms(l: &SparseCols, k: &SparseCols, changed: &[bool], norms: &mut [f64]) {
+    let cols: Vec<usize> = (0..k.n).filter(|&j| changed[j]).collect();
+    let fresh: Vec<f64> = cols
+        .par_iter()
+        .map_init(
+            || Accumulator::new(k.n),
+            |acc, &j| sq_norm(&residual(l, k, j, acc).1),
+        )
+        .collect();
+    for (&j, v) in cols.iter().zip(fresh) {
+        norms[j] = v;
+    }
+}
+
+/// One UMR step on `selected` columns, then re-sparsification; only the residual norms of columns
+/// that changed are recomputed.
+fn step(l: &SparseCols, k: &mut SparseCols, selected: &[usize], budget: usize, norms: &mut [f64]) {
+    let tau = global_threshold(k, budget);
+    *k = update_columns(l, k, selected, tau);
+    let mut changed = k.prune_global(budget);
+    for &j in selected {
+        changed[j] = true;
+    }
+    update_norms(l, k, &changed, norms);
+}
+
 /// Approximate inverse of the unit lower-triangular `l` with at most `max_nnz` entries (diagonal
 /// included). Returns K and the final mean squared residual column norm.
 pub fn umr_inverse(l: &SparseCols, max_nnz: usize, cfg: UmrConfig) -> (SparseCols, f64) {
@@ -203,10 +230,7 @@ pub fn umr_inverse(l: &SparseCols, max_nnz: usize, cfg: UmrConfig) -> (SparseCol
         if selected.is_empty() {
             continue;
         }
-        let tau = global_threshold(&k, budget);
-        k = update_columns(l, &k, &selected, tau);
-        k.prune_global(budget);
-        norms = residual_norms(l, &k);
+        step(l, &mut k, &selected, budget, &mut norms);
         mean = norms.iter().sum::<f64>() / n as f64;
     }
     for _ in 0..cfg.finetune_steps {
@@ -222,11 +246,13 @@ pub fn umr_inverse(l: &SparseCols, max_nnz: usize, cfg: UmrConfig) -> (SparseCol
         if selected.is_empty() {
             break;
         }
-        let tau = global_threshold(&k, budget);
-        k = update_columns(l, &k, &selected, tau);
-        k.prune_global(budget);
-        norms = residual_norms(l, &k);
+        step(l, &mut k, &selected, budget, &mut norms);
+        let before = mean;
         mean = norms.iter().sum::<f64>() / n as f64;
+        // Stagnation: another finetune step would not change the result materially.
+        if mean > 0.99 * before {
+            break;
+        }
     }
     (k, mean)
 }
