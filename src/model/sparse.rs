@@ -286,6 +286,26 @@ impl Accumulator {
         }
         self.values[iu] += v;
     }
+    /// Resets without collecting anything.
+    pub fn clear(&mut self) {
+        for &i in &self.touched {
+            self.mark[i as usize] = false;
+            self.values[i as usize] = 0.0;
+        }
+        self.touched.clear();
+    }
+
+    /// Sum of squares of the touched values, then resets (no sorting).
+    pub fn drain_sq_norm(&mut self) -> f64 {
+        let s = self
+            .touched
+            .iter()
+            .map(|&i| self.values[i as usize].powi(2))
+            .sum();
+        self.clear();
+        s
+    }
+
     /// Takes the touched entries (sorted by index) and resets.
     pub fn drain_sorted(&mut self) -> (Vec<u32>, Vec<f64>) {
         self.touched.sort_unstable();
