@@ -120,10 +120,13 @@ pub fn fit_sansa(
     progress("ordering (AMD)");
     let t = Instant::now();
     let mut a = gram_lower;
-    add_diagonal_in_place(&mut a, l2);
     if method == Method::Icf {
+        // ICF: scale XᵀX symmetrically first, then regularise the scaled matrix, so λ acts on a
+        // matrix with an O(1) diagonal (the reference's λ = 20 for ICF versus hundreds for
+        // `exact` reflects this); the scaling is never undone (item-specific regularisation).
         scale_symmetric_in_place(&mut a);
     }
+    add_diagonal_in_place(&mut a, l2);
     let (fwd, inv) = amd_ordering(&a)?;
     let a_perm = a.permute_lower(&inv);
     report.stage("ordering", t);

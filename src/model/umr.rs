@@ -7,7 +7,8 @@
 //! every step updates its columns in parallel. Scans update the columns whose squared residual norm
 //! exceeds a threshold that decreases scan by scan; finetune steps update the worst tenth. After each
 //! step K is re-sparsified to the target number of entries with one global magnitude threshold.
-//! Iteration stops early when `‖R‖²_F / n < 1e-4`.
+//! Iteration stops early when `‖R‖²_F / n < 1e-6` (1e-4 stopped too early on ml-1m with ICF:
+//! Recall@20 0.175 instead of 0.188).
 
 use rayon::prelude::*;
 
@@ -29,7 +30,7 @@ impl Default for UmrConfig {
         UmrConfig {
             scans: 3,
             finetune_steps: 10,
-            target_residual: 1e-4,
+            target_residual: 1e-6,
         }
     }
 }
