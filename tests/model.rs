@@ -8,7 +8,7 @@ use recsel::data::{csr_from_pairs, load_dataset, Csr, DataSource, NamedDataset};
 use recsel::eval::evaluate;
 use recsel::model::factor::{amd_ordering, exact_cholesky, incomplete_cholesky};
 use recsel::model::gram::gram_lower;
-use recsel::model::sansa::{add_diagonal, fit_sansa, scale_symmetric};
+use recsel::model::sansa::{add_diagonal_in_place, fit_sansa, scale_symmetric_in_place};
 use recsel::model::{self, FitReport, Method, Model, ModelParams, Scratch, UmrConfig};
 
 fn random_data(users: usize, items: usize, p: f64, seed: u64) -> Csr {
@@ -45,7 +45,7 @@ fn sansa_at_density_one_equals_dense_ease() {
     };
     let sansa = Model::Sansa(
         fit_sansa(
-            &g,
+            g.clone(),
             Method::Exact,
             l2,
             1.0,
@@ -72,12 +72,11 @@ fn sansa_at_density_one_equals_dense_ease() {
 #[test]
 fn icf_without_dropping_equals_exact_cholesky() {
     let x = random_data(200, 60, 0.08, 2);
-    let a = add_diagonal(&gram_lower(&x), 3.0);
-    let full = a.symmetric_from_lower();
-    let a = scale_symmetric(&a, &full);
-    let full = a.symmetric_from_lower();
-    let (fwd, inv) = amd_ordering(&full).unwrap();
-    let ap = full.permuted_lower(&fwd, &inv);
+    let mut a = gram_lower(&x);
+    add_diagonal_in_place(&mut a, 3.0);
+    scale_symmetric_in_place(&mut a);
+    let (_, inv) = amd_ordering(&a).unwrap();
+    let ap = a.permute_lower(&inv);
     let exact = exact_cholesky(&ap).unwrap();
     let icf = incomplete_cholesky(&ap, 60 * 60).unwrap();
     assert_eq!(icf.col_ptr.len(), exact.col_ptr.len());
@@ -109,7 +108,7 @@ fn pruned_sansa_respects_density_and_stays_close_to_ease() {
     let g = gram_lower(&x);
     let density = 0.2;
     let m = fit_sansa(
-        &g,
+        g.clone(),
         Method::Exact,
         10.0,
         density,
@@ -126,7 +125,7 @@ fn pruned_sansa_respects_density_and_stays_close_to_ease() {
         m.w_r.nnz()
     );
     let icf = fit_sansa(
-        &g,
+        g.clone(),
         Method::Icf,
         10.0,
         density,
@@ -256,7 +255,7 @@ fn npz_factors_load_in_scipy() {
     let params = ModelParams::new(Method::Exact, 5.0, 0.3).unwrap();
     let m = Model::Sansa(
         fit_sansa(
-            &g,
+            g.clone(),
             Method::Exact,
             5.0,
             0.3,

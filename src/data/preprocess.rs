@@ -2,6 +2,9 @@
 //! Netflix), count duplicate (user, item) pairs once, keep users with ≥ 5 interactions, and drop the
 //! items no kept interaction mentions.
 
+// Index loops mirror the matrix formulas of SPEC §6 (column j, row i).
+#![allow(clippy::needless_range_loop)]
+
 use super::{csr_from_pairs, Csr, RawInteractions};
 use crate::{Error, Result};
 

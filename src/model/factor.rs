@@ -6,6 +6,9 @@
 //!
 //! Both return the lower factor `L` of `A = L Lᵀ` with the diagonal as the first entry of each column.
 
+// Index loops mirror the matrix formulas of SPEC §6 (column j, row i).
+#![allow(clippy::needless_range_loop)]
+
 use faer::dyn_stack::{MemBuffer, MemStack};
 use faer::linalg::cholesky::llt::factor::LltRegularization;
 use faer::sparse::linalg::cholesky::{
@@ -19,16 +22,26 @@ use faer::{Par, Side};
 use super::sparse::{Accumulator, SparseCols};
 use crate::{Error, Result};
 
-/// Approximate minimum degree ordering of a full symmetric pattern; returns (fwd, inv) with
+fn u32_col_ptr(m: &SparseCols) -> Result<Vec<u32>> {
+    if m.nnz() >= u32::MAX as usize {
+        return Err(Error::Invalid(format!(
+            "{} stored entries exceed the 32-bit index range",
+            m.nnz()
+        )));
+    }
+    Ok(m.col_ptr.iter().map(|&p| p as u32).collect())
+}
+
+/// Approximate minimum degree ordering of the symmetric matrix whose lower triangle is given
+/// (faer orders the pattern of `A + Aᵀ`); returns (fwd, inv) with
 /// `permuted[a, b] = original[fwd[a], fwd[b]]`.
-pub fn amd_ordering(full: &SparseCols) -> Result<(Vec<usize>, Vec<usize>)> {
-    let n = full.n;
-    let col_ptr: Vec<usize> = full.col_ptr.clone();
-    let row: Vec<usize> = full.row.iter().map(|&r| r as usize).collect();
-    let sym = SymbolicSparseColMatRef::new_checked(n, n, &col_ptr, None, &row);
-    let mut fwd = vec![0usize; n];
-    let mut inv = vec![0usize; n];
-    let req = faer::sparse::linalg::amd::order_scratch::<usize>(n, full.nnz());
+pub fn amd_ordering(lower: &SparseCols) -> Result<(Vec<usize>, Vec<usize>)> {
+    let n = lower.n;
+    let col_ptr = u32_col_ptr(lower)?;
+    let sym = SymbolicSparseColMatRef::<u32>::new_checked(n, n, &col_ptr, None, &lower.row);
+    let mut fwd = vec![0u32; n];
+    let mut inv = vec![0u32; n];
+    let req = faer::sparse::linalg::amd::order_scratch::<u32>(n, lower.nnz());
     let mut buf = MemBuffer::new(req);
     faer::sparse::linalg::amd::order(
         &mut fwd,
@@ -38,23 +51,25 @@ pub fn amd_ordering(full: &SparseCols) -> Result<(Vec<usize>, Vec<usize>)> {
         MemStack::new(&mut buf),
     )
     .map_err(|e| Error::Invalid(format!("AMD ordering failed: {e:?}")))?;
-    Ok((fwd, inv))
+    Ok((
+        fwd.iter().map(|&x| x as usize).collect(),
+        inv.iter().map(|&x| x as usize).collect(),
+    ))
 }
 
 /// Full sparse Cholesky `A = L Lᵀ` of a lower-triangular symmetric positive definite matrix (no
 /// further reordering: pass an already permuted matrix).
 pub fn exact_cholesky(a_lower: &SparseCols) -> Result<SparseCols> {
     let n = a_lower.n;
-    let col_ptr: Vec<usize> = a_lower.col_ptr.clone();
-    let row: Vec<usize> = a_lower.row.iter().map(|&r| r as usize).collect();
-    let sym = SymbolicSparseColMatRef::new_checked(n, n, &col_ptr, None, &row);
+    let col_ptr = u32_col_ptr(a_lower)?;
+    let sym = SymbolicSparseColMatRef::<u32>::new_checked(n, n, &col_ptr, None, &a_lower.row);
     let params = CholeskySymbolicParams {
         supernodal_flop_ratio_threshold: SupernodalThreshold::FORCE_SUPERNODAL,
         ..Default::default()
     };
     // An explicit identity permutation: with `Identity` faer reads the pattern as an upper triangle,
     // while a custom permutation honours `Side::Lower`.
-    let id: Vec<usize> = (0..n).collect();
+    let id: Vec<u32> = (0..n as u32).collect();
     let perm = faer::perm::PermRef::new_checked(&id, &id, n);
     let symbolic =
         factorize_symbolic_cholesky(sym, Side::Lower, SymmetricOrdering::Custom(perm), params)
@@ -79,13 +94,32 @@ pub fn exact_cholesky(a_lower: &SparseCols) -> Result<SparseCols> {
                 "Cholesky of XᵀX + λI failed ({e:?}); use a larger --l2"
             ))
         })?;
+    drop(buf);
     let SymbolicCholeskyRaw::Supernodal(sn) = symbolic.raw() else {
         return Err(Error::Invalid(
             "internal: expected a supernodal factorization".into(),
         ));
     };
-    let l = SupernodalLltRef::<usize, f64>::new(sn, &values);
-    let mut cols: Vec<(Vec<u32>, Vec<f64>)> = vec![(Vec::new(), Vec::new()); n];
+    let l = SupernodalLltRef::<u32, f64>::new(sn, &values);
+    // Column counts first, then one pass filling the final arrays (no per-column vectors).
+    let mut counts = vec![0usize; n + 1];
+    for s in 0..sn.n_supernodes() {
+        let node = l.supernode(s);
+        let ncols = node.val().ncols();
+        for c in 0..ncols {
+            counts[node.start() + c + 1] = (ncols - c) + node.pattern().len();
+        }
+    }
+    for j in 0..n {
+        counts[j + 1] += counts[j];
+    }
+    let nnz = counts[n];
+    let mut out = SparseCols {
+        n,
+        col_ptr: counts,
+        row: vec![0u32; nnz],
+        val: vec![0.0; nnz],
+    };
     for s in 0..sn.n_supernodes() {
         let node = l.supernode(s);
         let start = node.start();
@@ -94,27 +128,34 @@ pub fn exact_cholesky(a_lower: &SparseCols) -> Result<SparseCols> {
         let ncols = m.ncols();
         for c in 0..ncols {
             let j = start + c;
-            let (rows, vals) = &mut cols[j];
-            // Block-diagonal part: rows start + r for r ≥ c (lower triangle).
+            let mut p = out.col_ptr[j];
+            // Block-diagonal part: rows start + r for r ≥ c (lower triangle), then the pattern.
             for r in c..ncols {
-                rows.push((start + r) as u32);
-                vals.push(m[(r, c)]);
+                out.row[p] = (start + r) as u32;
+                out.val[p] = m[(r, c)];
+                p += 1;
             }
-            for (p, &i) in pattern.iter().enumerate() {
-                rows.push(i as u32);
-                vals.push(m[(ncols + p, c)]);
+            for (q, &i) in pattern.iter().enumerate() {
+                out.row[p] = i;
+                out.val[p] = m[(ncols + q, c)];
+                p += 1;
+            }
+            let (a, b) = (out.col_ptr[j], out.col_ptr[j + 1]);
+            if !out.row[a..b].windows(2).all(|w| w[0] < w[1]) {
+                let mut e: Vec<(u32, f64)> = out.row[a..b]
+                    .iter()
+                    .copied()
+                    .zip(out.val[a..b].iter().copied())
+                    .collect();
+                e.sort_unstable_by_key(|x| x.0);
+                for (k, (r, v)) in e.into_iter().enumerate() {
+                    out.row[a + k] = r;
+                    out.val[a + k] = v;
+                }
             }
         }
     }
-    drop(values);
-    for (rows, vals) in cols.iter_mut() {
-        if !rows.windows(2).all(|w| w[0] < w[1]) {
-            let mut e: Vec<(u32, f64)> = rows.iter().copied().zip(vals.iter().copied()).collect();
-            e.sort_unstable_by_key(|x| x.0);
-            (*rows, *vals) = e.into_iter().unzip();
-        }
-    }
-    Ok(SparseCols::from_columns(n, cols))
+    Ok(out)
 }
 
 /// Lin–Moré incomplete Cholesky of a lower-triangular symmetric matrix (SPEC §6, `icf`).
@@ -129,6 +170,7 @@ pub fn incomplete_cholesky(a_lower: &SparseCols, max_nnz: usize) -> Result<Spars
             return Ok(l);
         }
         shift = 1e-3 * 2f64.powi(r);
+        eprintln!("[fit] incomplete Cholesky broke down; restarting with diagonal shift {shift:e}");
     }
     Err(Error::Invalid(
         "incomplete Cholesky broke down after 40 shifted restarts; use a larger --l2".into(),
@@ -185,7 +227,7 @@ fn try_icf(a: &SparseCols, max_nnz: usize, shift: f64) -> Option<SparseCols> {
             k = nk;
         }
         let d = diag[j];
-        if !(d > 0.0) || !d.is_finite() {
+        if d.is_nan() || d <= 0.0 || d.is_infinite() {
             return None;
         }
         let ljj = d.sqrt();

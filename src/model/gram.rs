@@ -1,5 +1,6 @@
 //! The Gram matrix `XᵀX` of a binary user × item matrix (SPEC §6), lower triangle, computed in
-//! parallel over item columns: column j sums the rows of the users who have item j.
+//! parallel over item columns: column j sums the rows of the users who have item j. The diagonal
+//! entry of every column is stored, first.
 
 use rayon::prelude::*;
 
@@ -28,6 +29,11 @@ pub fn gram_lower(x: &Csr) -> SparseCols {
                             count[i as usize] += 1;
                         }
                     }
+                }
+                // The diagonal is always stored (first, rows are ≥ j), even for an unused item, so
+                // that λ can be added in place.
+                if count[j] == 0 {
+                    touched.push(j as u32);
                 }
                 touched.sort_unstable();
                 let rows = std::mem::take(touched);

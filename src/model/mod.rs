@@ -231,7 +231,7 @@ pub fn fit(
                 ..UmrConfig::default()
             };
             Model::Sansa(sansa::fit_sansa(
-                &g,
+                g,
                 method,
                 params.l2,
                 params.density,

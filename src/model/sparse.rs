@@ -1,6 +1,9 @@
 //! Small compressed-column matrix used inside the fitting pipeline (Gram matrix, Cholesky factor,
 //! approximate inverse). Row indices are `u32`, values `f64`; columns are sorted by row.
 
+// Index loops mirror the matrix formulas of SPEC §6 (column j, row i).
+#![allow(clippy::needless_range_loop)]
+
 use rayon::prelude::*;
 
 /// Square sparse matrix in compressed-column form.
@@ -119,9 +122,90 @@ impl SparseCols {
         SparseCols::from_columns(n, cols)
     }
 
+    /// Symmetric permutation of a symmetric matrix given by its lower triangle, keeping the lower
+    /// triangle: `B[a, b] = A[fwd[a], fwd[b]]` for `a ≥ b`, with `inv` the inverse of `fwd`.
+    /// Consumes `self` so that only one copy of the entries is alive besides the result.
+    pub fn permute_lower(self, inv: &[usize]) -> SparseCols {
+        let n = self.n;
+        let place = |i: usize, j: usize| {
+            let (a, b) = (inv[i], inv[j]);
+            if a >= b {
+                (a, b)
+            } else {
+                (b, a)
+            }
+        };
+        let mut col_ptr = vec![0usize; n + 1];
+        for j in 0..n {
+            for &i in self.col(j).0 {
+                col_ptr[place(i as usize, j).1 + 1] += 1;
+            }
+        }
+        for b in 0..n {
+            col_ptr[b + 1] += col_ptr[b];
+        }
+        let nnz = col_ptr[n];
+        let mut row = vec![0u32; nnz];
+        let mut val = vec![0.0f64; nnz];
+        let mut next = col_ptr.clone();
+        for j in 0..n {
+            let (r, v) = self.col(j);
+            for (&i, &x) in r.iter().zip(v) {
+                let (a, b) = place(i as usize, j);
+                row[next[b]] = a as u32;
+                val[next[b]] = x;
+                next[b] += 1;
+            }
+        }
+        drop(self);
+        // Sort every column by row.
+        let mut rest_r: &mut [u32] = &mut row;
+        let mut rest_v: &mut [f64] = &mut val;
+        let mut chunks = Vec::with_capacity(n);
+        for b in 0..n {
+            let len = col_ptr[b + 1] - col_ptr[b];
+            let (cr, tr) = std::mem::take(&mut rest_r).split_at_mut(len);
+            let (cv, tv) = std::mem::take(&mut rest_v).split_at_mut(len);
+            chunks.push((cr, cv));
+            rest_r = tr;
+            rest_v = tv;
+        }
+        chunks.into_par_iter().for_each(|(cr, cv)| {
+            if !cr.windows(2).all(|w| w[0] < w[1]) {
+                let mut e: Vec<(u32, f64)> = cr.iter().copied().zip(cv.iter().copied()).collect();
+                e.sort_unstable_by_key(|x| x.0);
+                for (k, (r, v)) in e.into_iter().enumerate() {
+                    cr[k] = r;
+                    cv[k] = v;
+                }
+            }
+        });
+        SparseCols {
+            n,
+            col_ptr,
+            row,
+            val,
+        }
+    }
+
+    /// Squared 2-norms of the columns of the symmetric matrix whose lower triangle is `self`.
+    pub fn symmetric_col_sq_norms(&self) -> Vec<f64> {
+        let mut norms = vec![0.0; self.n];
+        for j in 0..self.n {
+            let (r, v) = self.col(j);
+            for (&i, &x) in r.iter().zip(v) {
+                norms[j] += x * x;
+                if i as usize != j {
+                    norms[i as usize] += x * x;
+                }
+            }
+        }
+        norms
+    }
+
     /// Keeps the diagonal and the `budget` largest-magnitude off-diagonal entries (one global
-    /// threshold; SANSA's pruning to the target density).
-    pub fn prune_global(&mut self, budget: usize) {
+    /// threshold; SANSA's pruning to the target density). Returns which columns lost entries.
+    pub fn prune_global(&mut self, budget: usize) -> Vec<bool> {
         let n = self.n;
         let mut mags: Vec<f64> = (0..n)
             .flat_map(|j| {
@@ -132,8 +216,9 @@ impl SparseCols {
                     .map(|(_, &x)| x.abs())
             })
             .collect();
+        let mut changed = vec![false; n];
         if mags.len() <= budget {
-            return;
+            return changed;
         }
         let k = mags.len() - budget; // entries to drop
         let (_, &mut threshold, _) = mags.select_nth_unstable_by(k - 1, |a, b| a.total_cmp(b));
@@ -160,11 +245,14 @@ impl SparseCols {
                 if keep {
                     out.row.push(i);
                     out.val.push(x);
+                } else {
+                    changed[j] = true;
                 }
             }
             out.col_ptr.push(out.row.len());
         }
         *self = out;
+        changed
     }
 }
 
@@ -198,6 +286,26 @@ impl Accumulator {
         }
         self.values[iu] += v;
     }
+    /// Resets without collecting anything.
+    pub fn clear(&mut self) {
+        for &i in &self.touched {
+            self.mark[i as usize] = false;
+            self.values[i as usize] = 0.0;
+        }
+        self.touched.clear();
+    }
+
+    /// Sum of squares of the touched values, then resets (no sorting).
+    pub fn drain_sq_norm(&mut self) -> f64 {
+        let s = self
+            .touched
+            .iter()
+            .map(|&i| self.values[i as usize].powi(2))
+            .sum();
+        self.clear();
+        s
+    }
+
     /// Takes the touched entries (sorted by index) and resets.
     pub fn drain_sorted(&mut self) -> (Vec<u32>, Vec<f64>) {
         self.touched.sort_unstable();

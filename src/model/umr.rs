@@ -7,7 +7,8 @@
 //! every step updates its columns in parallel. Scans update the columns whose squared residual norm
 //! exceeds a threshold that decreases scan by scan; finetune steps update the worst tenth. After each
 //! step K is re-sparsified to the target number of entries with one global magnitude threshold.
-//! Iteration stops early when `‖R‖²_F / n < 1e-4`.
+//! Iteration stops early when `‖R‖²_F / n < 1e-6` (1e-4 stopped too early on ml-1m with ICF:
+//! Recall@20 0.175 instead of 0.188).
 
 use rayon::prelude::*;
 
@@ -29,7 +30,7 @@ impl Default for UmrConfig {
         UmrConfig {
             scans: 3,
             finetune_steps: 10,
-            target_residual: 1e-4,
+            target_residual: 1e-6,
         }
     }
 }
@@ -44,24 +45,11 @@ fn lower_times(l: &SparseCols, rows: &[u32], vals: &[f64], acc: &mut Accumulator
     }
 }
 
-/// Residual `r_j = e_j − L k_j` of column j (sparse).
-fn residual(
-    l: &SparseCols,
-    k: &SparseCols,
-    j: usize,
-    acc: &mut Accumulator,
-) -> (Vec<u32>, Vec<f64>) {
+/// Puts `L k_j − e_j` (the negated residual of column j) into `acc`, unsorted.
+fn neg_residual_into(l: &SparseCols, k: &SparseCols, j: usize, acc: &mut Accumulator) {
     let (kr, kv) = k.col(j);
     lower_times(l, kr, kv, acc);
-    acc.add(j as u32, 0.0);
-    acc.values[j] -= 1.0;
-    let (rows, mut vals) = acc.drain_sorted();
-    vals.iter_mut().for_each(|v| *v = -*v);
-    (rows, vals)
-}
-
-fn sq_norm(v: &[f64]) -> f64 {
-    v.iter().map(|x| x * x).sum()
+    acc.add(j as u32, -1.0);
 }
 
 /// Magnitude of the `budget`-th largest off-diagonal entry of K (0 when K has fewer).
@@ -83,6 +71,13 @@ fn global_threshold(k: &SparseCols, budget: usize) -> f64 {
     t
 }
 
+/// Three dense work vectors for one column update.
+struct Work {
+    r: Accumulator,
+    k: Accumulator,
+    lp: Accumulator,
+}
+
 /// One minimal-residual update of the selected columns; updated columns keep their diagonal and
 /// the entries at least `keep_above` in magnitude.
 fn update_columns(
@@ -95,60 +90,54 @@ fn update_columns(
     let updates: Vec<(usize, Vec<u32>, Vec<f64>)> = selected
         .par_iter()
         .map_init(
-            || Accumulator::new(n),
-            |acc, &j| {
-                let (rr, rv) = residual(l, k, j, acc);
-                // Search direction p: the residual restricted to the current pattern of k_j and to
-                // the entries large enough to survive re-sparsification (|r_i| ≥ τ). Entries
-                // below τ would be pruned from k_j anyway, and skipping them keeps L·p as sparse
-                // as k_j. With α = ⟨r, Lp⟩/‖Lp‖² the step still minimises ‖r − αLp‖.
-                let (kr, _) = k.col(j);
-                let (pr, pv): (Vec<u32>, Vec<f64>) = if keep_above > 0.0 {
-                    let mut c = 0;
-                    rr.iter()
-                        .zip(&rv)
-                        .filter(|(&i, &v)| {
-                            while c < kr.len() && kr[c] < i {
-                                c += 1;
-                            }
-                            (c < kr.len() && kr[c] == i) || v.abs() >= keep_above
-                        })
-                        .map(|(&i, &v)| (i, v))
-                        .unzip()
-                } else {
-                    (rr.clone(), rv.clone())
-                };
-                lower_times(l, &pr, &pv, acc);
-                let (lr, lv) = acc.drain_sorted();
-                let denom = sq_norm(&lv);
-                // ⟨r, L p⟩ by merging the two sorted index lists.
-                let mut num = 0.0;
-                let (mut a, mut b) = (0, 0);
-                while a < rr.len() && b < lr.len() {
-                    match rr[a].cmp(&lr[b]) {
-                        std::cmp::Ordering::Less => a += 1,
-                        std::cmp::Ordering::Greater => b += 1,
-                        std::cmp::Ordering::Equal => {
-                            num += rv[a] * lv[b];
-                            a += 1;
-                            b += 1;
-                        }
-                    }
-                }
-                let alpha = if denom > 0.0 { num / denom } else { 0.0 };
+            || Work {
+                r: Accumulator::new(n),
+                k: Accumulator::new(n),
+                lp: Accumulator::new(n),
+            },
+            |w, &j| {
+                // w.r holds −r_j = L k_j − e_j; w.k holds k_j.
+                neg_residual_into(l, k, j, &mut w.r);
                 let (kr, kv) = k.col(j);
                 for (&i, &v) in kr.iter().zip(kv) {
-                    acc.add(i, v);
+                    w.k.add(i, v);
                 }
-                for (&i, &v) in pr.iter().zip(&pv) {
-                    acc.add(i, alpha * v);
-                }
-                let (rows, vals) = acc.drain_sorted();
-                let (rows, vals): (Vec<u32>, Vec<f64>) = rows
-                    .into_iter()
-                    .zip(vals)
-                    .filter(|&(i, v)| i as usize == j || (v != 0.0 && v.abs() >= keep_above))
+                // Search direction p: the residual restricted to the current pattern of k_j and
+                // to the entries large enough to survive re-sparsification (|r_i| ≥ τ). Entries
+                // below τ would be pruned from k_j anyway, and skipping them keeps L·p as sparse
+                // as k_j. With α = ⟨r, Lp⟩/‖Lp‖² the step still minimises ‖r − αLp‖.
+                let (pr, pv): (Vec<u32>, Vec<f64>) = w
+                    .r
+                    .touched
+                    .iter()
+                    .map(|&i| (i, -w.r.values[i as usize]))
+                    .filter(|&(i, v)| {
+                        v != 0.0
+                            && (keep_above == 0.0 || w.k.mark[i as usize] || v.abs() >= keep_above)
+                    })
                     .unzip();
+                lower_times(l, &pr, &pv, &mut w.lp);
+                let (mut num, mut denom) = (0.0, 0.0);
+                for &i in &w.lp.touched {
+                    let y = w.lp.values[i as usize];
+                    num -= w.r.values[i as usize] * y;
+                    denom += y * y;
+                }
+                w.lp.clear();
+                w.r.clear();
+                let alpha = if denom > 0.0 { num / denom } else { 0.0 };
+                for (&i, &v) in pr.iter().zip(&pv) {
+                    w.k.add(i, alpha * v);
+                }
+                let mut kept: Vec<(u32, f64)> =
+                    w.k.touched
+                        .iter()
+                        .map(|&i| (i, w.k.values[i as usize]))
+                        .filter(|&(i, v)| i as usize == j || (v != 0.0 && v.abs() >= keep_above))
+                        .collect();
+                w.k.clear();
+                kept.sort_unstable_by_key(|e| e.0);
+                let (rows, vals) = kept.into_iter().unzip();
                 (j, rows, vals)
             },
         )
@@ -168,9 +157,42 @@ fn residual_norms(l: &SparseCols, k: &SparseCols) -> Vec<f64> {
         .into_par_iter()
         .map_init(
             || Accumulator::new(k.n),
-            |acc, j| sq_norm(&residual(l, k, j, acc).1),
+            |acc, j| {
+                neg_residual_into(l, k, j, acc);
+                acc.drain_sq_norm()
+            },
         )
         .collect()
+}
+
+/// Recomputes the squared residual norms of the columns marked in `changed`.
+fn update_norms(l: &SparseCols, k: &SparseCols, changed: &[bool], norms: &mut [f64]) {
+    let cols: Vec<usize> = (0..k.n).filter(|&j| changed[j]).collect();
+    let fresh: Vec<f64> = cols
+        .par_iter()
+        .map_init(
+            || Accumulator::new(k.n),
+            |acc, &j| {
+                neg_residual_into(l, k, j, acc);
+                acc.drain_sq_norm()
+            },
+        )
+        .collect();
+    for (&j, v) in cols.iter().zip(fresh) {
+        norms[j] = v;
+    }
+}
+
+/// One UMR step on `selected` columns, then re-sparsification; only the residual norms of columns
+/// that changed are recomputed.
+fn step(l: &SparseCols, k: &mut SparseCols, selected: &[usize], budget: usize, norms: &mut [f64]) {
+    let tau = global_threshold(k, budget);
+    *k = update_columns(l, k, selected, tau);
+    let mut changed = k.prune_global(budget);
+    for &j in selected {
+        changed[j] = true;
+    }
+    update_norms(l, k, &changed, norms);
 }
 
 /// Approximate inverse of the unit lower-triangular `l` with at most `max_nnz` entries (diagonal
@@ -203,10 +225,7 @@ pub fn umr_inverse(l: &SparseCols, max_nnz: usize, cfg: UmrConfig) -> (SparseCol
         if selected.is_empty() {
             continue;
         }
-        let tau = global_threshold(&k, budget);
-        k = update_columns(l, &k, &selected, tau);
-        k.prune_global(budget);
-        norms = residual_norms(l, &k);
+        step(l, &mut k, &selected, budget, &mut norms);
         mean = norms.iter().sum::<f64>() / n as f64;
     }
     for _ in 0..cfg.finetune_steps {
@@ -222,11 +241,13 @@ pub fn umr_inverse(l: &SparseCols, max_nnz: usize, cfg: UmrConfig) -> (SparseCol
         if selected.is_empty() {
             break;
         }
-        let tau = global_threshold(&k, budget);
-        k = update_columns(l, &k, &selected, tau);
-        k.prune_global(budget);
-        norms = residual_norms(l, &k);
+        step(l, &mut k, &selected, budget, &mut norms);
+        let before = mean;
         mean = norms.iter().sum::<f64>() / n as f64;
+        // Stagnation: another finetune step would not change the result materially.
+        if mean > 0.99 * before {
+            break;
+        }
     }
     (k, mean)
 }
