@@ -143,8 +143,10 @@ struct Tails {
 }
 
 impl Tails {
+    /// Adds `v`; returns the new thresholds (largest kept low value, smallest kept high value),
+    /// ±∞ while a tail is not full, so that the caller can skip values that change nothing.
     #[inline]
-    fn push(&mut self, v: f64) {
+    fn push(&mut self, v: f64) -> (f64, f64) {
         if self.low.len() < self.cap_low {
             self.low.push(Ord64(v));
         } else if let Some(mut top) = self.low.peek_mut() {
@@ -159,6 +161,17 @@ impl Tails {
                 *top = Reverse(Ord64(v));
             }
         }
+        let low = if self.low.len() < self.cap_low {
+            f64::INFINITY
+        } else {
+            self.low.peek().map_or(f64::NEG_INFINITY, |t| t.0)
+        };
+        let high = if self.high.len() < self.cap_high {
+            f64::NEG_INFINITY
+        } else {
+            self.high.peek().map_or(f64::INFINITY, |t| t.0 .0)
+        };
+        (low, high)
     }
 }
 
@@ -199,6 +212,19 @@ pub fn item_sensitivities<S: UserScorer>(
             }
         })
         .collect();
+    // Per item, the values a new score must beat to enter a tail: a compact array the fold streams
+    // through, so the heaps (far larger than the caches) are touched only by the ~2% of scores that
+    // enter them.
+    let mut thresholds: Vec<(f64, f64)> = tails
+        .iter()
+        .map(|t| {
+            if t.cap_low == 0 {
+                (f64::NEG_INFINITY, f64::INFINITY)
+            } else {
+                (f64::INFINITY, f64::NEG_INFINITY)
+            }
+        })
+        .collect();
     let mut block = vec![0.0f64; USER_BLOCK * n_items];
     let item_chunk = n_items.div_ceil(4 * rayon::current_num_threads()).max(64);
     for start in (0..n_users).step_by(USER_BLOCK) {
@@ -220,13 +246,15 @@ pub fn item_sensitivities<S: UserScorer>(
         let rows = &block[..(end - start) * n_items];
         tails
             .par_chunks_mut(item_chunk)
+            .zip(thresholds.par_chunks_mut(item_chunk))
             .enumerate()
-            .for_each(|(c, chunk)| {
+            .for_each(|(c, (chunk, thr))| {
                 let j0 = c * item_chunk;
                 for row in rows.chunks_exact(n_items) {
-                    for (t, &v) in chunk.iter_mut().zip(&row[j0..]) {
-                        if !v.is_nan() {
-                            t.push(v);
+                    for ((t, th), &v) in chunk.iter_mut().zip(thr.iter_mut()).zip(&row[j0..]) {
+                        // NaN (an excluded item) fails both comparisons.
+                        if v < th.0 || v > th.1 {
+                            *th = t.push(v);
                         }
                     }
                 }
