@@ -97,6 +97,17 @@ fn scenario_3_no_correlation_rnm_no_worse_than_gem_and_mgem() {
 }
 
 #[test]
+fn scenario_7_combined_gem_beats_gem_and_mgem_on_polarised_users() {
+    // Seed 001 fig 12a: with half the users positively and half negatively correlated, choosing
+    // between GEM and mGEM privately (c = 0.6) beats either alone.
+    let rows = run(7, "gem,mgem,cgem", &[1.0, 4.0], 3_000, 17);
+    for e in [1.0, 4.0] {
+        assert_below(&rows, "cgem", "gem", e);
+        assert_below(&rows, "cgem", "mgem", e);
+    }
+}
+
+#[test]
 fn correlations_have_the_designed_signs() {
     let cfg = SynthConfig {
         scenarios: vec![
