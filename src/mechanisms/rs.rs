@@ -9,7 +9,7 @@
 //! | `rs-tnb` (Papernot & Steinke 2022) | truncated negative binomial `D_{η,γ}` | Lap((2+η)Δ_a/ε) | ε-DP |
 //! | `rs-exp` (seed 001 appendix B) | Geometric(γ) | Exp(mean 3Δ_a/ε) | **not DP**; a reference for audits |
 //!
-//! Cost per selection: K noise draws, E[K] = 1/γ for `rs`.
+//! Cost per selection: K noise draws, with E(K) = 1/γ for `rs`.
 
 use rand::Rng as _;
 
