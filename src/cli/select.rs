@@ -25,7 +25,7 @@ const DEFAULT_DATA_SEED: u64 = 42;
   recsel select --dataset synthetic --mech all --trials 20
   recsel select --dataset ml20m --mech mgem
   recsel select --format lightgcn --path ../shared/data/amazon-book-kgat --method icf --l2 20 \\
-      --density 0.0005 --out results/amazon
+      --density 0.0005 --out out/amazon
   recsel select --dataset netflix --mech rnm,gem,mgem --eps 0.1,1,10 --gamma 0.0008
 
 A run is resumable: rerunning the same command continues where it stopped; --force starts over.")]
@@ -57,7 +57,7 @@ pub struct Args {
     /// Seed of the selection streams (default: the seed of a run being resumed, else OS entropy).
     #[arg(long)]
     seed: Option<u64>,
-    /// Output directory (default results/select-<dataset>).
+    /// Output directory (default out/select-<dataset>).
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
     /// Directory of the saved model to use or create (default <out>/model).
@@ -168,7 +168,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let out = args
         .out
         .clone()
-        .unwrap_or_else(|| PathBuf::from(format!("results/select-{}", data.name)));
+        .unwrap_or_else(|| PathBuf::from(format!("out/select-{}", data.name)));
     report::ensure_dir(&out)?;
     let model_dir = args.model_dir.clone().unwrap_or_else(|| out.join("model"));
     let model = model_for(&model_dir, &data, &params)?;
