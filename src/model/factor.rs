@@ -58,8 +58,11 @@ pub fn amd_ordering(lower: &SparseCols) -> Result<(Vec<usize>, Vec<usize>)> {
 }
 
 /// Full sparse Cholesky `A = L Lᵀ` of a lower-triangular symmetric positive definite matrix (no
-/// further reordering: pass an already permuted matrix).
-pub fn exact_cholesky(a_lower: &SparseCols) -> Result<SparseCols> {
+/// further reordering: pass an already permuted matrix). With `keep = Some(budget)` only the
+/// diagonal and about `budget` off-diagonal entries largest in `|L_ij / L_jj|` (the unit factor of
+/// `L D Lᵀ`) are extracted — SANSA's global pruning, done without materialising the full factor.
+/// Returns the factor and the number of entries of the full factor.
+pub fn exact_cholesky(a_lower: &SparseCols, keep: Option<usize>) -> Result<(SparseCols, usize)> {
     let n = a_lower.n;
     let col_ptr = u32_col_ptr(a_lower)?;
     let sym = SymbolicSparseColMatRef::<u32>::new_checked(n, n, &col_ptr, None, &a_lower.row);
@@ -101,61 +104,108 @@ pub fn exact_cholesky(a_lower: &SparseCols) -> Result<SparseCols> {
         ));
     };
     let l = SupernodalLltRef::<u32, f64>::new(sn, &values);
-    // Column counts first, then one pass filling the final arrays (no per-column vectors).
-    let mut counts = vec![0usize; n + 1];
-    for s in 0..sn.n_supernodes() {
-        let node = l.supernode(s);
-        let ncols = node.val().ncols();
-        for c in 0..ncols {
-            counts[node.start() + c + 1] = (ncols - c) + node.pattern().len();
+    // Visits every stored entry of L as (column, row, value, L_jj).
+    let visit = |f: &mut dyn FnMut(usize, u32, f64, f64)| {
+        for s in 0..sn.n_supernodes() {
+            let node = l.supernode(s);
+            let (start, pattern, m) = (node.start(), node.pattern(), node.val());
+            let ncols = m.ncols();
+            for c in 0..ncols {
+                let j = start + c;
+                let ljj = m[(c, c)];
+                // Block-diagonal part: rows start + r for r ≥ c (lower triangle), then the pattern.
+                for r in c..ncols {
+                    f(j, (start + r) as u32, m[(r, c)], ljj);
+                }
+                for (q, &i) in pattern.iter().enumerate() {
+                    f(j, i, m[(ncols + q, c)], ljj);
+                }
+            }
         }
-    }
+    };
+    // Magnitude threshold on the unit factor |L_ij / L_jj| keeping about `keep` off-diagonal
+    // entries, found with a histogram over the leading bits of the f64 pattern (monotone for
+    // non-negative floats) and an exact selection inside one bin: no copy of the full factor.
+    let mut full_nnz = 0usize;
+    let threshold = match keep {
+        None => None,
+        Some(budget) => {
+            let mut hist = vec![0usize; 1 << 16];
+            visit(&mut |j, i, v, ljj| {
+                full_nnz += 1;
+                if i as usize != j {
+                    hist[((v / ljj).abs().to_bits() >> 48) as usize] += 1;
+                }
+            });
+            let offdiag = full_nnz - n;
+            if offdiag <= budget {
+                None
+            } else {
+                let (mut above, mut bin) = (0usize, hist.len() - 1);
+                while above + hist[bin] < budget {
+                    above += hist[bin];
+                    bin -= 1;
+                }
+                let mut in_bin: Vec<f64> = Vec::with_capacity(hist[bin]);
+                visit(&mut |j, i, v, ljj| {
+                    let m = (v / ljj).abs();
+                    if i as usize != j && (m.to_bits() >> 48) as usize == bin {
+                        in_bin.push(m);
+                    }
+                });
+                let need = budget - above; // 1 ≤ need ≤ in_bin.len()
+                let (_, &mut t, _) = in_bin.select_nth_unstable_by(need - 1, |a, b| b.total_cmp(a));
+                Some(t)
+            }
+        }
+    };
+    let keep_entry = |j: usize, i: u32, v: f64, ljj: f64| {
+        i as usize == j || threshold.is_none_or(|t| (v / ljj).abs() >= t)
+    };
+    let mut counts = vec![0usize; n + 1];
+    visit(&mut |j, i, v, ljj| {
+        if keep_entry(j, i, v, ljj) {
+            counts[j + 1] += 1;
+        }
+    });
     for j in 0..n {
         counts[j + 1] += counts[j];
     }
     let nnz = counts[n];
     let mut out = SparseCols {
         n,
-        col_ptr: counts,
+        col_ptr: counts.clone(),
         row: vec![0u32; nnz],
         val: vec![0.0; nnz],
     };
-    for s in 0..sn.n_supernodes() {
-        let node = l.supernode(s);
-        let start = node.start();
-        let pattern = node.pattern();
-        let m = node.val();
-        let ncols = m.ncols();
-        for c in 0..ncols {
-            let j = start + c;
-            let mut p = out.col_ptr[j];
-            // Block-diagonal part: rows start + r for r ≥ c (lower triangle), then the pattern.
-            for r in c..ncols {
-                out.row[p] = (start + r) as u32;
-                out.val[p] = m[(r, c)];
-                p += 1;
-            }
-            for (q, &i) in pattern.iter().enumerate() {
-                out.row[p] = i;
-                out.val[p] = m[(ncols + q, c)];
-                p += 1;
-            }
-            let (a, b) = (out.col_ptr[j], out.col_ptr[j + 1]);
-            if !out.row[a..b].windows(2).all(|w| w[0] < w[1]) {
-                let mut e: Vec<(u32, f64)> = out.row[a..b]
-                    .iter()
-                    .copied()
-                    .zip(out.val[a..b].iter().copied())
-                    .collect();
-                e.sort_unstable_by_key(|x| x.0);
-                for (k, (r, v)) in e.into_iter().enumerate() {
-                    out.row[a + k] = r;
-                    out.val[a + k] = v;
-                }
+    let mut next = counts;
+    visit(&mut |j, i, v, ljj| {
+        if keep_entry(j, i, v, ljj) {
+            out.row[next[j]] = i;
+            out.val[next[j]] = v;
+            next[j] += 1;
+        }
+    });
+    drop(values);
+    if full_nnz == 0 {
+        full_nnz = nnz;
+    }
+    for j in 0..n {
+        let (a, b) = (out.col_ptr[j], out.col_ptr[j + 1]);
+        if !out.row[a..b].windows(2).all(|w| w[0] < w[1]) {
+            let mut e: Vec<(u32, f64)> = out.row[a..b]
+                .iter()
+                .copied()
+                .zip(out.val[a..b].iter().copied())
+                .collect();
+            e.sort_unstable_by_key(|x| x.0);
+            for (k, (r, v)) in e.into_iter().enumerate() {
+                out.row[a + k] = r;
+                out.val[a + k] = v;
             }
         }
     }
-    Ok(out)
+    Ok((out, full_nnz))
 }
 
 /// Lin–Moré incomplete Cholesky of a lower-triangular symmetric matrix (SPEC §6, `icf`).

@@ -132,21 +132,23 @@ pub fn fit_sansa(
     report.stage("ordering", t);
 
     let t = Instant::now();
-    let mut l = match method {
+    let (mut l, full_nnz) = match method {
         Method::Icf => {
             progress("incomplete Cholesky (ICF)");
-            incomplete_cholesky(&a_perm, max_nnz)?
+            let l = incomplete_cholesky(&a_perm, max_nnz)?;
+            let nnz = l.nnz();
+            (l, nnz)
         }
         _ => {
-            progress("sparse Cholesky");
-            exact_cholesky(&a_perm)?
+            progress("sparse Cholesky, pruned to the target density");
+            exact_cholesky(&a_perm, Some(max_nnz.saturating_sub(n)))?
         }
     };
     drop(a_perm);
     let d = to_unit_ldl(&mut l);
-    report.factor_nnz = l.nnz();
+    report.factor_nnz = full_nnz;
     if method != Method::Icf {
-        progress("pruning L to the target density");
+        // Exact count (ties at the threshold may have kept a few more).
         l.prune_global(max_nnz.saturating_sub(n));
     }
     report.stage("factorization", t);

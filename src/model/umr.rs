@@ -195,11 +195,63 @@ fn step(l: &SparseCols, k: &mut SparseCols, selected: &[usize], budget: usize, n
     update_norms(l, k, &changed, norms);
 }
 
+/// Largest `n · nnz(L)` for which the starting point is the pruned exact inverse (a few seconds
+/// of sparse forward substitutions at most).
+const EXACT_START_WORK: f64 = 4e9;
+
+/// Columns of `L⁻¹` by sparse forward substitution, each cut to its `cap` largest off-diagonal
+/// entries, then pruned globally to `budget`: the best sparse starting point when it is cheap (small
+/// or dense item sets, where `2I − L` is a poor start and UMR scans are slow).
+fn pruned_exact_inverse(l: &SparseCols, cap: usize, budget: usize) -> SparseCols {
+    let n = l.n;
+    let cols: Vec<(Vec<u32>, Vec<f64>)> = (0..n)
+        .into_par_iter()
+        .map_init(
+            || vec![0.0f64; n],
+            |x, j| {
+                x[j] = 1.0;
+                let mut entries: Vec<(u32, f64)> = Vec::new();
+                for i in j..n {
+                    let xi = x[i];
+                    if xi != 0.0 {
+                        x[i] = 0.0;
+                        if i != j {
+                            entries.push((i as u32, xi));
+                        }
+                        let (r, v) = l.col(i);
+                        for (&row, &val) in r.iter().zip(v) {
+                            if row as usize != i {
+                                x[row as usize] -= val * xi;
+                            }
+                        }
+                    }
+                }
+                if entries.len() > cap {
+                    entries.select_nth_unstable_by(cap, |a, b| b.1.abs().total_cmp(&a.1.abs()));
+                    entries.truncate(cap);
+                }
+                entries.push((j as u32, 1.0));
+                entries.sort_unstable_by_key(|e| e.0);
+                entries.into_iter().unzip()
+            },
+        )
+        .collect();
+    let mut k = SparseCols::from_columns(n, cols);
+    k.prune_global(budget);
+    k
+}
+
 /// Approximate inverse of the unit lower-triangular `l` with at most `max_nnz` entries (diagonal
 /// included). Returns K and the final mean squared residual column norm.
 pub fn umr_inverse(l: &SparseCols, max_nnz: usize, cfg: UmrConfig) -> (SparseCols, f64) {
     let n = l.n;
     let budget = max_nnz.saturating_sub(n);
+    if (n as f64) * (l.nnz() as f64) <= EXACT_START_WORK {
+        // Start from the pruned exact inverse; only finetune steps remain to do.
+        let k = pruned_exact_inverse(l, (3 * budget / n.max(1)).max(1), budget);
+        let mut norms = residual_norms(l, &k);
+        return finetune(l, k, budget, &mut norms, cfg);
+    }
     // K = 2I − L.
     let mut k = l.clone();
     for j in 0..n {
@@ -228,11 +280,24 @@ pub fn umr_inverse(l: &SparseCols, max_nnz: usize, cfg: UmrConfig) -> (SparseCol
         step(l, &mut k, &selected, budget, &mut norms);
         mean = norms.iter().sum::<f64>() / n as f64;
     }
+    finetune(l, k, budget, &mut norms, cfg)
+}
+
+/// Finetune steps on the worst tenth of the columns, until the target or stagnation.
+fn finetune(
+    l: &SparseCols,
+    mut k: SparseCols,
+    budget: usize,
+    norms: &mut [f64],
+    cfg: UmrConfig,
+) -> (SparseCols, f64) {
+    let n = k.n;
+    let mut mean = norms.iter().sum::<f64>() / n.max(1) as f64;
     for _ in 0..cfg.finetune_steps {
         if mean < cfg.target_residual {
             break;
         }
-        let mut sorted = norms.clone();
+        let mut sorted = norms.to_vec();
         let cut_idx = n - (n / 10).max(1);
         let (_, &mut cut, _) = sorted.select_nth_unstable_by(cut_idx, |a, b| a.total_cmp(b));
         let selected: Vec<usize> = (0..n)
@@ -241,7 +306,7 @@ pub fn umr_inverse(l: &SparseCols, max_nnz: usize, cfg: UmrConfig) -> (SparseCol
         if selected.is_empty() {
             break;
         }
-        step(l, &mut k, &selected, budget, &mut norms);
+        step(l, &mut k, &selected, budget, norms);
         let before = mean;
         mean = norms.iter().sum::<f64>() / n as f64;
         // Stagnation: another finetune step would not change the result materially.
