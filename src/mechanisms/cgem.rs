@@ -11,7 +11,7 @@ use rand::Rng as _;
 
 use crate::error::Result;
 use crate::mechanisms::gem::{prepare_gem, GemVariant, PreparedGem};
-use crate::mechanisms::{check_epsilon, check_open_unit, Guarantee, Mechanism, Prepared, Problem};
+use crate::mechanisms::{check_epsilon, check_open_unit, Mechanism, Prepared, Problem};
 use crate::rng::Rng;
 use crate::stats::Chooser;
 
@@ -67,12 +67,6 @@ impl Mechanism for CombinedGem {
 
     fn epsilon(&self) -> f64 {
         self.epsilon
-    }
-
-    fn guarantee(&self) -> Guarantee {
-        Guarantee::Pure {
-            epsilon: self.epsilon,
-        }
     }
 
     fn prepare<'a>(&'a self, problem: &Problem<'a>) -> Box<dyn Prepared + 'a> {

@@ -25,7 +25,7 @@ use robust::{orient2d, Coord};
 
 use crate::error::Result;
 use crate::mechanisms::rnm::ExpNoisyMax;
-use crate::mechanisms::{check_epsilon, check_open_unit, Guarantee, Mechanism, Prepared, Problem};
+use crate::mechanisms::{check_epsilon, check_open_unit, Mechanism, Prepared, Problem};
 
 /// Which shift: GEM (`t > 0`) or modified GEM (`t < 0`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -214,12 +214,6 @@ impl Mechanism for Gem {
 
     fn epsilon(&self) -> f64 {
         self.epsilon
-    }
-
-    fn guarantee(&self) -> Guarantee {
-        Guarantee::Pure {
-            epsilon: self.epsilon,
-        }
     }
 
     fn prepare<'a>(&'a self, problem: &Problem<'a>) -> Box<dyn Prepared + 'a> {

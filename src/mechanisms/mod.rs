@@ -169,8 +169,12 @@ pub trait Mechanism: Send + Sync + fmt::Debug {
     /// The total privacy parameter ε it was built with.
     fn epsilon(&self) -> f64;
 
-    /// The guarantee it claims.
-    fn guarantee(&self) -> Guarantee;
+    /// The guarantee it claims; by default ε-DP with [`Mechanism::epsilon`].
+    fn guarantee(&self) -> Guarantee {
+        Guarantee::Pure {
+            epsilon: self.epsilon(),
+        }
+    }
 
     /// Precomputes what depends only on the problem and the parameters.
     fn prepare<'a>(&'a self, problem: &Problem<'a>) -> Box<dyn Prepared + 'a>;

@@ -8,7 +8,7 @@
 use rand::Rng as _;
 
 use crate::error::Result;
-use crate::mechanisms::{check_epsilon, Guarantee, Mechanism, Prepared, Problem};
+use crate::mechanisms::{check_epsilon, Mechanism, Prepared, Problem};
 use crate::rng::Rng;
 
 /// Permute-and-flip.
@@ -56,12 +56,6 @@ impl Mechanism for PermuteAndFlip {
 
     fn epsilon(&self) -> f64 {
         self.epsilon
-    }
-
-    fn guarantee(&self) -> Guarantee {
-        Guarantee::Pure {
-            epsilon: self.epsilon,
-        }
     }
 
     fn prepare<'a>(&'a self, problem: &Problem<'a>) -> Box<dyn Prepared + 'a> {
