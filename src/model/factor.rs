@@ -123,9 +123,23 @@ pub fn exact_cholesky(a_lower: &SparseCols, keep: Option<usize>) -> Result<(Spar
             }
         }
     };
-    // Magnitude threshold on the unit factor |L_ij / L_jj| keeping about `keep` off-diagonal
-    // entries, found with a histogram over the leading bits of the f64 pattern (monotone for
-    // non-negative floats) and an exact selection inside one bin: no copy of the full factor.
+    let (out, full_nnz) = extract_pruned(n, &visit, keep);
+    drop(values);
+    Ok((out, full_nnz))
+}
+
+/// Receives one entry of a factor as (column j, row i, L_ij, L_jj).
+type EntrySink<'a> = &'a mut dyn FnMut(usize, u32, f64, f64);
+
+/// Extracts the factor visited by `visit` as (column, row, value, L_jj), keeping the diagonal and,
+/// with `keep = Some(budget)`, about `budget` off-diagonal entries largest in `|L_ij / L_jj|`.
+/// The threshold comes from a histogram over the leading bits of the f64 pattern (monotone for
+/// non-negative floats) and an exact selection inside one bin: no copy of the full factor.
+fn extract_pruned(
+    n: usize,
+    visit: &dyn Fn(EntrySink<'_>),
+    keep: Option<usize>,
+) -> (SparseCols, usize) {
     let mut full_nnz = 0usize;
     let threshold = match keep {
         None => None,
@@ -186,7 +200,6 @@ pub fn exact_cholesky(a_lower: &SparseCols, keep: Option<usize>) -> Result<(Spar
             next[j] += 1;
         }
     });
-    drop(values);
     if full_nnz == 0 {
         full_nnz = nnz;
     }
@@ -205,7 +218,50 @@ pub fn exact_cholesky(a_lower: &SparseCols, keep: Option<usize>) -> Result<(Spar
             }
         }
     }
-    Ok((out, full_nnz))
+    (out, full_nnz)
+}
+
+/// Dense Cholesky for a Gram matrix that is nearly dense (MovieLens-like data, where the sparse
+/// factor fills in completely anyway): one n×n matrix factorised in place by faer's blocked
+/// kernel, then the same pruned extraction as [`exact_cholesky`]. Consumes the sparse matrix so
+/// that both never coexist for long.
+pub fn dense_cholesky(a_lower: SparseCols, keep: Option<usize>) -> Result<(SparseCols, usize)> {
+    use faer::linalg::cholesky::llt::factor::{cholesky_in_place, cholesky_in_place_scratch};
+    let n = a_lower.n;
+    let mut m = faer::Mat::<f64>::zeros(n, n);
+    for j in 0..n {
+        let (r, v) = a_lower.col(j);
+        for (&i, &x) in r.iter().zip(v) {
+            m[(i as usize, j)] = x;
+        }
+    }
+    drop(a_lower);
+    let par = Par::rayon(0);
+    let mut buf = MemBuffer::new(cholesky_in_place_scratch::<f64>(n, par, Default::default()));
+    cholesky_in_place(
+        m.as_mut(),
+        Default::default(),
+        par,
+        MemStack::new(&mut buf),
+        Default::default(),
+    )
+    .map_err(|e| {
+        Error::Invalid(format!(
+            "Cholesky of XᵀX + λI failed ({e:?}); use a larger --l2"
+        ))
+    })?;
+    let visit = |f: &mut dyn FnMut(usize, u32, f64, f64)| {
+        for j in 0..n {
+            let ljj = m[(j, j)];
+            for i in j..n {
+                let v = m[(i, j)];
+                if v != 0.0 || i == j {
+                    f(j, i as u32, v, ljj);
+                }
+            }
+        }
+    };
+    Ok(extract_pruned(n, &visit, keep))
 }
 
 /// Lin–Moré incomplete Cholesky of a lower-triangular symmetric matrix (SPEC §6, `icf`).

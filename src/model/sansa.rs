@@ -8,7 +8,9 @@ use std::time::Instant;
 
 use rayon::prelude::*;
 
-use super::factor::{amd_ordering, exact_cholesky, incomplete_cholesky, to_unit_ldl};
+use super::factor::{
+    amd_ordering, dense_cholesky, exact_cholesky, incomplete_cholesky, to_unit_ldl,
+};
 use super::sparse::SparseCols;
 use super::umr::{umr_inverse, UmrConfig};
 use super::{FitReport, Method};
@@ -132,19 +134,30 @@ pub fn fit_sansa(
     report.stage("ordering", t);
 
     let t = Instant::now();
+    // A Gram matrix with more than a quarter of its entries stored fills in completely anyway:
+    // factorise it as one dense matrix when that fits in half the available memory.
+    let dense_bytes = 8.0 * n as f64 * n as f64;
+    let dense = a_perm.nnz() as f64 > 0.125 * n as f64 * n as f64
+        && super::ease::available_memory_bytes().is_some_and(|m| dense_bytes < 0.5 * m as f64);
     let (mut l, full_nnz) = match method {
         Method::Icf => {
             progress("incomplete Cholesky (ICF)");
             let l = incomplete_cholesky(&a_perm, max_nnz)?;
+            drop(a_perm);
             let nnz = l.nnz();
             (l, nnz)
         }
+        _ if dense => {
+            progress("dense Cholesky (nearly dense Gram matrix), pruned to the target density");
+            dense_cholesky(a_perm, Some(max_nnz.saturating_sub(n)))?
+        }
         _ => {
             progress("sparse Cholesky, pruned to the target density");
-            exact_cholesky(&a_perm, Some(max_nnz.saturating_sub(n)))?
+            let r = exact_cholesky(&a_perm, Some(max_nnz.saturating_sub(n)))?;
+            drop(a_perm);
+            r
         }
     };
-    drop(a_perm);
     let d = to_unit_ldl(&mut l);
     report.factor_nnz = full_nnz;
     if method != Method::Icf {
