@@ -7,11 +7,11 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::Context;
-use recsel::data::load::Columns;
-use recsel::data::synthetic::SyntheticShape;
-use recsel::data::{load_dataset, DataSource, Format, NamedDataset};
+use recsel::data::load_dataset;
 use recsel::eval::{evaluate, Metrics};
 use recsel::model::{self, Method, ModelParams};
+
+use super::common::{DataArgs, ModelArgs};
 
 /// Fit a recommender (SANSA exact/icf, dense EASE, or most-popular) and report its accuracy.
 ///
@@ -23,39 +23,10 @@ use recsel::model::{self, Method, ModelParams};
   recsel fit --dataset ml20m --data-dir data --method exact --l2 600 --density 0.005 --out models/ml20m
   recsel fit --format csv --path my.csv --user-col user --item-col item --method icf --l2 20 --density 0.0005")]
 pub struct Args {
-    /// Named dataset: ml20m, netflix, amazon-book (read from <data-dir>/<name>/) or synthetic.
-    #[arg(long, value_name = "NAME", conflicts_with_all = ["format", "path"])]
-    dataset: Option<String>,
-    /// Shape of --dataset synthetic: small, ml20m or netflix.
-    #[arg(long, default_value = "small", value_name = "SHAPE")]
-    shape: String,
-    /// Directory holding the named datasets.
-    #[arg(long, default_value = "data", value_name = "DIR")]
-    data_dir: PathBuf,
-    /// Format of --path: movielens, netflix, lightgcn, csv or parquet.
-    #[arg(long, value_name = "FORMAT", requires = "path")]
-    format: Option<String>,
-    /// File (or directory for movielens, netflix, lightgcn) to read.
-    #[arg(long, value_name = "PATH", requires = "format")]
-    path: Option<PathBuf>,
-    /// User column of a csv/parquet file.
-    #[arg(long, value_name = "NAME")]
-    user_col: Option<String>,
-    /// Item column of a csv/parquet file.
-    #[arg(long, value_name = "NAME")]
-    item_col: Option<String>,
-    /// Rating column of a csv/parquet file (then ratings >= 4 are kept).
-    #[arg(long, value_name = "NAME")]
-    rating_col: Option<String>,
-    /// Model: exact (SANSA, sparse Cholesky), icf (SANSA, incomplete Cholesky), ease (dense), popular.
-    #[arg(long, default_value = "exact", value_name = "METHOD")]
-    method: String,
-    /// L2 regularisation λ (SANSA paper: 600 MovieLens, 1200 Netflix, 20 Amazon-Book with icf).
-    #[arg(long, default_value_t = 200.0, value_name = "λ")]
-    l2: f64,
-    /// Target density of each SANSA weight factor, in (0, 1].
-    #[arg(long, default_value_t = 0.01, value_name = "D")]
-    density: f64,
+    #[command(flatten)]
+    data: DataArgs,
+    #[command(flatten)]
+    model: ModelArgs,
     /// Seed of the split and of synthetic data.
     #[arg(long, default_value_t = 42)]
     seed: u64,
@@ -76,38 +47,6 @@ pub fn peak_rss_mb() -> Option<f64> {
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
     let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kb / 1024.0)
-}
-
-fn source(args: &Args) -> anyhow::Result<DataSource> {
-    if let Some(name) = &args.dataset {
-        let shape = SyntheticShape::parse(&args.shape)?;
-        return Ok(DataSource::Named {
-            dataset: NamedDataset::parse(name, shape)?,
-            data_dir: args.data_dir.clone(),
-        });
-    }
-    match (&args.format, &args.path) {
-        (Some(f), Some(p)) => {
-            let format = Format::parse(f)?;
-            let columns = match (&args.user_col, &args.item_col) {
-                (Some(u), Some(i)) => Some(Columns {
-                    user: u.clone(),
-                    item: i.clone(),
-                    rating: args.rating_col.clone(),
-                }),
-                _ if matches!(format, Format::Csv | Format::Parquet) => {
-                    anyhow::bail!("--format {f} needs --user-col and --item-col")
-                }
-                _ => None,
-            };
-            Ok(DataSource::Path {
-                format,
-                path: p.clone(),
-                columns,
-            })
-        }
-        _ => anyhow::bail!("give --dataset NAME, or --format FORMAT --path PATH"),
-    }
 }
 
 fn metrics_json(m: &Metrics) -> serde_json::Value {
@@ -137,9 +76,9 @@ fn print_metrics(out: &mut impl Write, label: &str, m: &Metrics) -> std::io::Res
 
 /// Runs `recsel fit`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let method = Method::parse(&args.method)?;
-    let params = ModelParams::new(method, args.l2, args.density)?;
-    let src = source(&args)?;
+    let params = args.model.params()?;
+    let method = params.method;
+    let src = args.data.source()?;
     let quiet = args.json;
     let progress = |stage: &str| eprintln!("[fit] {stage} …");
 
@@ -194,8 +133,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let map = obj.as_object_mut().expect("object");
         map.insert("dataset".into(), data.name.clone().into());
         map.insert("method".into(), method.name().into());
-        map.insert("l2".into(), args.l2.into());
-        map.insert("density".into(), args.density.into());
+        map.insert("l2".into(), args.model.l2.into());
+        map.insert("density".into(), args.model.density.into());
         map.insert("seed".into(), args.seed.into());
         map.insert("items".into(), data.n_items().into());
         map.insert("train_users".into(), data.train.rows().into());
@@ -227,8 +166,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             "{} on {}: λ = {}, density = {}, {} items",
             method.name(),
             data.name,
-            args.l2,
-            args.density,
+            args.model.l2,
+            args.model.density,
             data.n_items()
         )?;
         print_metrics(&mut out, "model", &metrics)?;

@@ -10,6 +10,7 @@
 //! no extra dependency. Every file is written to a temporary name and renamed into place, weight
 //! files first and `model.json` last, so a crash never leaves a directory that looks complete.
 
+use crate::report::write_atomic;
 use std::path::{Path, PathBuf};
 
 use super::sansa::{Sansa, SparseWeights};
@@ -354,15 +355,6 @@ pub fn read_csr_npz(path: &Path, bytes: &[u8]) -> Result<SparseWeights> {
 
 // ---------------------------------------------------------------------------------------------
 // Save / load
-
-fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let tmp = path.with_extension(format!(
-        "{}.tmp",
-        path.extension().and_then(|e| e.to_str()).unwrap_or("")
-    ));
-    std::fs::write(&tmp, bytes).map_err(|e| Error::io(&tmp, e))?;
-    std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
-}
 
 /// Saves a model into directory `dir` (created if needed).
 pub fn save(
