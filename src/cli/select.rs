@@ -239,7 +239,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         users: rows.len(),
         users_without_candidates: skipped,
     };
-    let files = write_outputs(&out, &data, &run, &rows, &mse)?;
+    let files = write_outputs(&out, &data, &run, &rows, &mse, &spearman)?;
     let total_s = start.elapsed().as_secs_f64();
     let peak = super::fit::peak_rss_mb().unwrap_or(f64::NAN);
     let mut stdout = std::io::stdout().lock();
@@ -331,6 +331,7 @@ fn write_outputs(
     run: &SelectRun<'_>,
     rows: &[real::UserRow],
     mse: &[real::MseRow],
+    summary: &real::SpearmanSummary,
 ) -> anyhow::Result<Vec<PathBuf>> {
     use recsel::report::table::{Table, Values};
     let cfg = run.select;
@@ -399,7 +400,7 @@ fn write_outputs(
     let title = &data.name;
     let spearman: Vec<f64> = rows.iter().map(|r| r.spearman).collect();
     let p = out.join("fig13_spearman.png");
-    plot::spearman_hist_png(&p, title, &spearman)?;
+    plot::spearman_hist_png(&p, title, &spearman, summary)?;
     files.push(p);
     let as_plot_rows = |keep: &dyn Fn(&str) -> bool| -> Vec<SynthMseRow> {
         mse.iter()

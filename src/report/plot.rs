@@ -625,23 +625,19 @@ pub fn heatmaps_png(path: &Path, figure: u8, panels: &[Panel], rows: &[HgRow]) -
 
 /// Histogram of per-user Spearman correlations of candidate scores and sensitivities
 /// (seed 001 fig 13 a–c), with mean, median and share positive in the caption.
-pub fn spearman_hist_png(path: &Path, title: &str, values: &[f64]) -> Result<()> {
+pub fn spearman_hist_png(
+    path: &Path,
+    title: &str,
+    values: &[f64],
+    summary: &crate::experiments::real::SpearmanSummary,
+) -> Result<()> {
     const BINS: usize = 40;
     let mut counts = [0u64; BINS];
     for &v in values.iter().filter(|v| v.is_finite()) {
         let b = (((v + 1.0) / 2.0 * BINS as f64).floor() as usize).min(BINS - 1);
         counts[b] += 1;
     }
-    let n = values.len().max(1) as f64;
-    let mut sorted: Vec<f64> = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let median = if sorted.is_empty() {
-        f64::NAN
-    } else {
-        crate::stats::percentile_linear(&sorted, 50.0)
-    };
-    let mean = values.iter().sum::<f64>() / n;
-    let positive = values.iter().filter(|&&v| v > 0.0).count() as f64 / n;
+    let (mean, median, positive) = (summary.mean, summary.median, summary.share_positive);
     let ymax = counts.iter().copied().max().unwrap_or(1).max(1) as f64 * 1.1;
     render(path, (760, 480), |root| {
         let mut chart = ChartBuilder::on(root)
