@@ -74,15 +74,7 @@ pub fn execute(cfg: &TwocandConfig, out: &Path, json: bool) -> anyhow::Result<Ex
         cfg.trials
     )?;
     for p in twocand::panels(cfg.figure)? {
-        let cells: Vec<_> = rows
-            .iter()
-            .filter(|r| {
-                r.mechanism == p.mechanism
-                    && r.epsilon == p.epsilon
-                    && r.gap == p.gap
-                    && (p.mechanism != "rs" || r.gamma == p.gamma)
-            })
-            .collect();
+        let cells: Vec<_> = rows.iter().filter(|r| p.contains(r)).collect();
         let above = cells.iter().filter(|r| r.delta2 > r.delta1);
         let below = cells.iter().filter(|r| r.delta2 < r.delta1);
         let mean = |it: &mut dyn Iterator<Item = &&recsel::experiments::twocand::HgRow>| {

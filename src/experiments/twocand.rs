@@ -30,6 +30,14 @@ pub struct Panel {
 }
 
 impl Panel {
+    /// Whether a result row is a cell of this panel.
+    pub fn contains(&self, r: &HgRow) -> bool {
+        r.mechanism == self.mechanism
+            && r.epsilon == self.epsilon
+            && r.gap == self.gap
+            && (self.mechanism != "rs" || r.gamma == self.gamma)
+    }
+
     /// Title shown above the heatmap.
     pub fn title(&self) -> String {
         let m = if self.mechanism == "rs" {

@@ -35,6 +35,14 @@ fn u32_col_ptr(m: &SparseCols) -> Result<Vec<u32>> {
 /// Approximate minimum degree ordering of the symmetric matrix whose lower triangle is given
 /// (faer orders the pattern of `A + Aᵀ`); returns (fwd, inv) with
 /// `permuted[a, b] = original[fwd[a], fwd[b]]`.
+/// The error of a Cholesky factorisation that broke down (XᵀX + λI not numerically positive
+/// definite).
+fn cholesky_failed(e: impl std::fmt::Debug) -> Error {
+    Error::Invalid(format!(
+        "Cholesky of XᵀX + λI failed ({e:?}); use a larger --l2"
+    ))
+}
+
 pub fn amd_ordering(lower: &SparseCols) -> Result<(Vec<usize>, Vec<usize>)> {
     let n = lower.n;
     let col_ptr = u32_col_ptr(lower)?;
@@ -92,11 +100,7 @@ pub fn exact_cholesky(a_lower: &SparseCols, keep: Option<usize>) -> Result<(Spar
             MemStack::new(&mut buf),
             Default::default(),
         )
-        .map_err(|e| {
-            Error::Invalid(format!(
-                "Cholesky of XᵀX + λI failed ({e:?}); use a larger --l2"
-            ))
-        })?;
+        .map_err(cholesky_failed)?;
     drop(buf);
     let SymbolicCholeskyRaw::Supernodal(sn) = symbolic.raw() else {
         return Err(Error::Invalid(
@@ -245,11 +249,7 @@ pub fn dense_cholesky(a_lower: SparseCols, keep: Option<usize>) -> Result<(Spars
         MemStack::new(&mut buf),
         Default::default(),
     )
-    .map_err(|e| {
-        Error::Invalid(format!(
-            "Cholesky of XᵀX + λI failed ({e:?}); use a larger --l2"
-        ))
-    })?;
+    .map_err(cholesky_failed)?;
     let visit = |f: &mut dyn FnMut(usize, u32, f64, f64)| {
         for j in 0..n {
             let ljj = m[(j, j)];

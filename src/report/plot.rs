@@ -539,15 +539,7 @@ pub fn heatmaps_png(path: &Path, figure: u8, panels: &[Panel], rows: &[HgRow]) -
             let (main, bar) = rest.split_horizontally(w * ncols as u32);
             let areas = main.split_evenly((nrows, ncols));
             for p in panels {
-                let cells: Vec<&HgRow> = rows
-                    .iter()
-                    .filter(|r| {
-                        r.mechanism == p.mechanism
-                            && r.epsilon == p.epsilon
-                            && r.gap == p.gap
-                            && (p.mechanism != "rs" || r.gamma == p.gamma)
-                    })
-                    .collect();
+                let cells: Vec<&HgRow> = rows.iter().filter(|r| p.contains(r)).collect();
                 let mut deltas: Vec<f64> = cells.iter().map(|r| r.delta1).collect();
                 deltas.sort_by(f64::total_cmp);
                 deltas.dedup();
