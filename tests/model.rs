@@ -340,7 +340,10 @@ fn reads_compressed_npz_written_by_scipy() {
     let err = model::io::read_csr_npz(&path, &bytes)
         .unwrap_err()
         .to_string();
-    assert!(err.contains("corrupt") && err.contains("csr_compressed.npz"), "{err}");
+    assert!(
+        err.contains("corrupt") && err.contains("csr_compressed.npz"),
+        "{err}"
+    );
     // The same in a stored entry written by recsel: zip's CRC-32 check names the entry.
     let m = model::io::read_csr_npz(&path, &std::fs::read(&path).unwrap()).unwrap();
     let mut bytes = model::io::csr_npz(&m).unwrap();

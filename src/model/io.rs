@@ -124,7 +124,11 @@ pub fn parse_npy(path: &Path, bytes: &[u8]) -> Result<NpyArray> {
     let npy = npyz::NpyFile::new(bytes).map_err(|e| corrupt(path, format!(".npy header: {e}")))?;
     let bad = |e: std::io::Error| corrupt(path, format!(".npy data: {e}"));
     let npy = match npy.try_data::<f64>() {
-        Ok(r) => return Ok(NpyArray::F64(r.collect::<std::io::Result<_>>().map_err(bad)?)),
+        Ok(r) => {
+            return Ok(NpyArray::F64(
+                r.collect::<std::io::Result<_>>().map_err(bad)?,
+            ))
+        }
         Err(npy) => npy,
     };
     let npy = match npy.try_data::<f32>() {
@@ -135,11 +139,19 @@ pub fn parse_npy(path: &Path, bytes: &[u8]) -> Result<NpyArray> {
         Err(npy) => npy,
     };
     let npy = match npy.try_data::<i32>() {
-        Ok(r) => return Ok(NpyArray::I32(r.collect::<std::io::Result<_>>().map_err(bad)?)),
+        Ok(r) => {
+            return Ok(NpyArray::I32(
+                r.collect::<std::io::Result<_>>().map_err(bad)?,
+            ))
+        }
         Err(npy) => npy,
     };
     let npy = match npy.try_data::<i64>() {
-        Ok(r) => return Ok(NpyArray::I64(r.collect::<std::io::Result<_>>().map_err(bad)?)),
+        Ok(r) => {
+            return Ok(NpyArray::I64(
+                r.collect::<std::io::Result<_>>().map_err(bad)?,
+            ))
+        }
         Err(npy) => npy,
     };
     match npy.try_data::<Vec<u8>>() {

@@ -6,7 +6,6 @@
 
 use std::time::Instant;
 
-
 use super::factor::{
     amd_ordering, dense_cholesky, exact_cholesky, incomplete_cholesky, to_unit_ldl,
 };

@@ -80,12 +80,7 @@ struct Work {
 
 /// One minimal-residual update of the selected columns; updated columns keep their diagonal and
 /// the entries at least `keep_above` in magnitude.
-fn update_columns(
-    l: &SparseMat,
-    k: &SparseMat,
-    selected: &[usize],
-    keep_above: f64,
-) -> SparseMat {
+fn update_columns(l: &SparseMat, k: &SparseMat, selected: &[usize], keep_above: f64) -> SparseMat {
     let n = k.cols();
     let updates: Vec<(usize, Vec<u32>, Vec<f64>)> = selected
         .par_iter()
@@ -151,8 +146,12 @@ fn update_columns(
     from_columns(n, cols)
 }
 
-/// Squared residual norms of all columns.
-fn residual_norms(l: &SparseMat, k: &SparseMat) -> Vec<f64> {
+/// Squared residual norms `‖e_j − L k_j‖²` of all columns of K.
+///
+/// Column by column with a reused dense accumulator, in parallel, rather than through sprs's
+/// product `&l * &k` (which forms all of `LK` on one thread before any norm is taken):
+/// `cargo bench --bench sparse_kernels -- residual` measures both (README, "Design notes").
+pub fn residual_norms(l: &SparseMat, k: &SparseMat) -> Vec<f64> {
     (0..k.cols())
         .into_par_iter()
         .map_init(
@@ -199,6 +198,33 @@ fn step(l: &SparseMat, k: &mut SparseMat, selected: &[usize], budget: usize, nor
 /// of sparse forward substitutions at most).
 const EXACT_START_WORK: f64 = 4e9;
 
+/// Column `j` of `L⁻¹` for a unit lower-triangular CSC `l`: forward substitution on `e_j`,
+/// starting at row j and skipping zeros, so the cost is the work on the nonzeros of the result
+/// only. Off-diagonal entries go to `entries`; `x` (length n, all zero) is left all zero.
+///
+/// Hand-written rather than sprs's `linalg::trisolve::lsolve_csc_dense_rhs`, which visits every
+/// column of L for every right-hand side; `cargo bench --bench sparse_kernels -- solve` measures
+/// both (README, "Design notes").
+pub fn unit_lower_solve(l: &SparseMat, j: usize, x: &mut [f64], entries: &mut Vec<(u32, f64)>) {
+    let n = l.cols();
+    x[j] = 1.0;
+    for i in j..n {
+        let xi = x[i];
+        if xi != 0.0 {
+            x[i] = 0.0;
+            if i != j {
+                entries.push((i as u32, xi));
+            }
+            let (r, v) = l.col(i);
+            for (&row, &val) in r.iter().zip(v) {
+                if row as usize != i {
+                    x[row as usize] -= val * xi;
+                }
+            }
+        }
+    }
+}
+
 /// Columns of `L⁻¹` by sparse forward substitution, each cut to its `cap` largest off-diagonal
 /// entries, then pruned globally to `budget`: the best sparse starting point when it is cheap (small
 /// or dense item sets, where `2I − L` is a poor start and UMR scans are slow).
@@ -209,23 +235,8 @@ fn pruned_exact_inverse(l: &SparseMat, cap: usize, budget: usize) -> SparseMat {
         .map_init(
             || vec![0.0f64; n],
             |x, j| {
-                x[j] = 1.0;
-                let mut entries: Vec<(u32, f64)> = Vec::new();
-                for i in j..n {
-                    let xi = x[i];
-                    if xi != 0.0 {
-                        x[i] = 0.0;
-                        if i != j {
-                            entries.push((i as u32, xi));
-                        }
-                        let (r, v) = l.col(i);
-                        for (&row, &val) in r.iter().zip(v) {
-                            if row as usize != i {
-                                x[row as usize] -= val * xi;
-                            }
-                        }
-                    }
-                }
+                let mut entries = Vec::new();
+                unit_lower_solve(l, j, x, &mut entries);
                 if entries.len() > cap {
                     entries.select_nth_unstable_by(cap, |a, b| b.1.abs().total_cmp(&a.1.abs()));
                     entries.truncate(cap);
