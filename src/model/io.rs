@@ -12,7 +12,7 @@
 //! into place, weight files first and `model.json` last, so a crash never leaves a directory that
 //! looks complete.
 
-use crate::report::write_atomic;
+use crate::io::write_atomic;
 use std::path::{Path, PathBuf};
 
 use super::sansa::{Sansa, SparseWeights};
