@@ -102,10 +102,7 @@ fn residual_sprs(l: &SparseMat, k: &SparseMat) -> Vec<f64> {
 }
 
 /// Nonzeros of every column of `L⁻¹`, through `solve(j, x, entries)`.
-fn inverse_nnz(
-    n: usize,
-    solve: impl Fn(usize, &mut Vec<f64>, &mut Vec<(u32, f64)>) + Sync,
-) -> usize {
+fn inverse_nnz(n: usize, solve: impl Fn(usize, &mut [f64], &mut Vec<(u32, f64)>) + Sync) -> usize {
     (0..n)
         .into_par_iter()
         .map_init(
@@ -119,10 +116,10 @@ fn inverse_nnz(
         .sum()
 }
 
-fn lsolve_sprs(l: &SparseMat, j: usize, x: &mut Vec<f64>, entries: &mut Vec<(u32, f64)>) {
+fn lsolve_sprs(l: &SparseMat, j: usize, x: &mut [f64], entries: &mut Vec<(u32, f64)>) {
     x.iter_mut().for_each(|v| *v = 0.0);
     x[j] = 1.0;
-    sprs::linalg::trisolve::lsolve_csc_dense_rhs(l.view(), &mut x[..]).unwrap();
+    sprs::linalg::trisolve::lsolve_csc_dense_rhs(l.view(), &mut *x).unwrap();
     for (i, &v) in x.iter().enumerate().skip(j + 1) {
         if v != 0.0 {
             entries.push((i as u32, v));
@@ -197,9 +194,8 @@ fn kernels(c: &mut Criterion) {
             b.iter(|| black_box(residual_sprs(&l, &k)))
         });
 
-        let hand =
-            |j: usize, x: &mut Vec<f64>, e: &mut Vec<(u32, f64)>| unit_lower_solve(&l, j, x, e);
-        let lib = |j: usize, x: &mut Vec<f64>, e: &mut Vec<(u32, f64)>| lsolve_sprs(&l, j, x, e);
+        let hand = |j: usize, x: &mut [f64], e: &mut Vec<(u32, f64)>| unit_lower_solve(&l, j, x, e);
+        let lib = |j: usize, x: &mut [f64], e: &mut Vec<(u32, f64)>| lsolve_sprs(&l, j, x, e);
         assert_eq!(inverse_nnz(n, hand), inverse_nnz(n, lib), "{name}: solve");
         g.bench_function("solve/recsel", |b| {
             b.iter(|| black_box(inverse_nnz(n, hand)))
