@@ -3,6 +3,7 @@
 mod util;
 
 mod audit;
+mod bandit;
 mod cli;
 mod data;
 mod errors;
