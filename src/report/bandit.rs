@@ -16,7 +16,7 @@ pub fn policy_color(name: &str) -> RGBColor {
     match name.strip_suffix(ORACLE_SUFFIX).unwrap_or(name) {
         "ucb" => RGBColor(200, 0, 0),
         "ucb1" => RGBColor(250, 110, 110),
-        "thompson" => RGBColor(120, 60, 160),
+        "thompson" => RGBColor(255, 0, 255),
         "private-greedy" => RGBColor(0, 110, 110),
         m => mech_color(m),
     }
