@@ -28,7 +28,9 @@ fn recsel(args: &[&str]) -> Output {
 
 /// Two-sided normal critical value for `alpha` (|z| above it has probability `alpha`).
 fn z_crit(alpha: f64) -> f64 {
-    Normal::new(0.0, 1.0).unwrap().inverse_cdf(1.0 - alpha / 2.0)
+    Normal::new(0.0, 1.0)
+        .unwrap()
+        .inverse_cdf(1.0 - alpha / 2.0)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -48,14 +50,20 @@ fn em_quantile_half_probs(data: &[f64], q: f64, eps: f64) -> (Vec<f64>, Vec<f64>
         .map(|i| (edges[i + 1] - edges[i]) * (-eps * (i as f64 - q * n as f64).abs() / 2.0).exp())
         .collect();
     let z: f64 = w.iter().sum();
-    let probs = w.iter().flat_map(|wi| [wi / z / 2.0, wi / z / 2.0]).collect();
+    let probs = w
+        .iter()
+        .flat_map(|wi| [wi / z / 2.0, wi / z / 2.0])
+        .collect();
     (edges, probs)
 }
 
 /// Which half-interval `y` falls in.
 fn half_cell(edges: &[f64], y: f64) -> usize {
     let n1 = edges.len() - 1; // intervals
-    let mut i = edges.partition_point(|&e| e <= y).saturating_sub(1).min(n1 - 1);
+    let mut i = edges
+        .partition_point(|&e| e <= y)
+        .saturating_sub(1)
+        .min(n1 - 1);
     // A point on a tie boundary belongs to the non-empty interval that contains it.
     while i > 0 && edges[i + 1] <= edges[i] {
         i -= 1;
@@ -139,7 +147,9 @@ fn audit_quantile(mech: &EmQuantile, q: f64, pairs: &[(Vec<f64>, Vec<f64>)], see
         let (f1, f2) = (hist(d1, n, fam + 2), hist(d2, n, fam + 3));
         for (sa, sb, fa, fb) in [(&s1, &s2, &f1, &f2), (&s2, &s1, &f2, &f1)] {
             let ratio = |o: usize| (sa[o] as f64 + 1.0) / (sb[o] as f64 + 1.0);
-            let o = (0..BINS).max_by(|&a, &b| ratio(a).total_cmp(&ratio(b))).unwrap();
+            let o = (0..BINS)
+                .max_by(|&a, &b| ratio(a).total_cmp(&ratio(b)))
+                .unwrap();
             let lo = clopper_pearson_lower(fa[o], n, level);
             let hi = clopper_pearson_upper(fb[o], n, level);
             max_lb = max_lb.max((lo / hi).ln());
@@ -162,15 +172,20 @@ fn em_quantile_audit_passes_and_flags_a_misscaled_variant() {
     let eps = 1.0;
     let correct = EmQuantile::new(eps, 0.0, 1.0).unwrap();
     let lb = audit_quantile(&correct, 0.1, &pairs, 11);
+    eprintln!("EM quantile audit at eps = {eps}: max eps_LB = {lb:.3}");
     assert!(
         lb <= eps,
         "the EM quantile spends more than its eps = {eps}: eps_LB = {lb:.3}"
     );
-    assert!(lb > 0.3, "the audit found no signal at all (eps_LB {lb:.3})");
+    assert!(
+        lb > 0.3,
+        "the audit found no signal at all (eps_LB {lb:.3})"
+    );
     // The deliberately mis-scaled variant: weights exp(−ε|rank − qn|), i.e. the mechanism at 2ε,
     // while claiming ε.
     let misscaled = EmQuantile::new(2.0 * eps, 0.0, 1.0).unwrap();
     let lb = audit_quantile(&misscaled, 0.1, &pairs, 12);
+    eprintln!("mis-scaled EM quantile (2 eps, claims {eps}): max eps_LB = {lb:.3}");
     assert!(
         lb > eps,
         "the audit does not flag the mis-scaled variant (eps_LB {lb:.3} <= claimed {eps})"
@@ -250,6 +265,21 @@ fn hybrid_counter_noise_is_the_documented_laplace_sum() {
     for (ci, &t) in checkpoints.iter().enumerate() {
         let errors: Vec<f64> = per_counter.iter().map(|v| v[ci]).collect();
         let (zm, zv) = noise_z(&errors, &hybrid_scales(t, eps, sens));
+        let zw: Vec<String> = [1.3, 0.7]
+            .iter()
+            .map(|f| {
+                format!(
+                    "{:.1}",
+                    noise_z(&errors, &hybrid_scales(t, eps * f, sens)).1
+                )
+            })
+            .collect();
+        eprintln!(
+            "counter t = {t}: {} Laplace terms, z(mean) = {zm:.2}, z(variance) = {zv:.2}, \
+             z at eps x1.3 / x0.7 = {} (critical {crit:.2})",
+            hybrid_scales(t, eps, sens).len(),
+            zw.join(" / ")
+        );
         assert!(zm.abs() < crit, "t = {t}: mean of the noise z = {zm:.2}");
         assert!(zv.abs() < crit, "t = {t}: variance z = {zv:.2}");
         // Power: the variance formula at ε × 1.3 or × 0.7 is rejected.
@@ -293,7 +323,9 @@ fn rewards_are_clipped_normals() {
     let p1 = 1.0 - std.cdf(0.2 / 0.3);
     let p0 = std.cdf(-0.8 / 0.3);
     // Mean of the clipped law by Simpson's rule on (0, 1) plus the atom at 1.
-    let dens = |x: f64| (-(x - 0.8f64).powi(2) / (2.0 * 0.09)).exp() / (0.3 * (2.0 * std::f64::consts::PI).sqrt());
+    let dens = |x: f64| {
+        (-(x - 0.8f64).powi(2) / (2.0 * 0.09)).exp() / (0.3 * (2.0 * std::f64::consts::PI).sqrt())
+    };
     let m = 20_000;
     let h = 1.0 / m as f64;
     let mut s = dens(0.0) * 0.0 + dens(1.0);
@@ -302,10 +334,17 @@ fn rewards_are_clipped_normals() {
         s += if i % 2 == 1 { 4.0 } else { 2.0 } * x * dens(x);
     }
     let mean_exact = s * h / 3.0 + p1;
-    assert!((env.expected(1, 1) - mean_exact).abs() < 1e-9, "{} vs {mean_exact}", env.expected(1, 1));
+    assert!(
+        (env.expected(1, 1) - mean_exact).abs() < 1e-9,
+        "{} vs {mean_exact}",
+        env.expected(1, 1)
+    );
     assert_eq!(env.best_arm(1), 1);
     assert_eq!(env.best_arm(11), 0);
-    assert!((env.expected(0, 11) - mean_exact).abs() < 1e-9, "the arms swap after the shift");
+    assert!(
+        (env.expected(0, 11) - mean_exact).abs() < 1e-9,
+        "the arms swap after the shift"
+    );
     let n = 400_000u64;
     let mut rng = Streams::new(9).stream(0, 0, 0, 0);
     let (mut ones, mut zeros, mut sum) = (0u64, 0u64, 0.0);
@@ -318,8 +357,14 @@ fn rewards_are_clipped_normals() {
     }
     let crit = z_crit(ALPHA / 3.0);
     let z = |k: u64, p: f64| (k as f64 - n as f64 * p) / (n as f64 * p * (1.0 - p)).sqrt();
-    assert!(z(ones, p1).abs() < crit, "atom at 1: {ones} of {n}, p = {p1}");
-    assert!(z(zeros, p0).abs() < crit, "atom at 0: {zeros} of {n}, p = {p0}");
+    assert!(
+        z(ones, p1).abs() < crit,
+        "atom at 1: {ones} of {n}, p = {p1}"
+    );
+    assert!(
+        z(zeros, p0).abs() < crit,
+        "atom at 0: {zeros} of {n}, p = {p0}"
+    );
     // Power: an unclipped law would have no atom at 1 at all.
     assert!(ones > n / 5);
     let var_bound = 0.09; // Var of the clipped law ≤ Var of the normal
@@ -328,7 +373,11 @@ fn rewards_are_clipped_normals() {
     // True quantiles of the clipped law: clip(m + σ Φ⁻¹(p)).
     let q90 = (0.8 + 0.3 * std.inverse_cdf(0.9)).min(1.0);
     assert_eq!(env.true_quantile(1, 1, 0.9), q90);
-    assert_eq!(env.true_quantile(1, 1, 0.9), 1.0, "p90 of N(0.8, 0.3²) is above 1");
+    assert_eq!(
+        env.true_quantile(1, 1, 0.9),
+        1.0,
+        "p90 of N(0.8, 0.3²) is above 1"
+    );
 }
 
 #[test]
@@ -336,9 +385,12 @@ fn arms_files_are_validated_and_name_the_file() {
     let bad = "[before]\nmeans = [0.2, 0.8]\nsigmas = [0.1]\n[after]\nmeans = [0.8, 0.2]\nsigmas = [0.3, 0.1]\n";
     let e = Arms::parse(bad, "arms.toml").unwrap_err().to_string();
     assert!(e.contains("arms.toml") && e.contains("sigmas"), "{e}");
-    let e = Arms::parse("[before]\nmeans=[1,2]\nsigmas=[0.1,-1]\n[after]\nmeans=[1,2]\nsigmas=[1,1]\n", "a.toml")
-        .unwrap_err()
-        .to_string();
+    let e = Arms::parse(
+        "[before]\nmeans=[1,2]\nsigmas=[0.1,-1]\n[after]\nmeans=[1,2]\nsigmas=[1,1]\n",
+        "a.toml",
+    )
+    .unwrap_err()
+    .to_string();
     assert!(e.contains("-1"), "{e}");
     let three = "[before]\nmeans = [0.2, 0.5, 0.8]\nsigmas = [0.1, 0.2, 0.3]\n[after]\nmeans = [0.8, 0.5, 0.2]\nsigmas = [0.3, 0.2, 0.1]\n";
     assert_eq!(Arms::parse(three, "three.toml").unwrap().len(), 3);
@@ -402,7 +454,13 @@ fn privacy_accounting_matches_the_parameters() {
     assert!(close(get("private-greedy").epsilon_total.unwrap(), 1.4));
     assert!(close(get("random").epsilon_total.unwrap(), 0.0));
     // Exact statistics: not private.
-    for n in ["ucb", "thompson", "mgem+oracle", "krr+oracle", "private-greedy+oracle"] {
+    for n in [
+        "ucb",
+        "thompson",
+        "mgem+oracle",
+        "krr+oracle",
+        "private-greedy+oracle",
+    ] {
         assert!(!get(n).private && get(n).epsilon_total.is_none(), "{n}");
     }
     // Each reward enters one window: at most T/w pairs per run, and mgem released some.
@@ -527,7 +585,12 @@ fn bandit_command_writes_tables_figures_and_one_json_object() {
     assert_eq!(pols[2]["epsilon_total"], 5.0);
     // UCB collects more than uniform random play on this environment.
     let reward = |i: usize| pols[i]["final_reward_mean"].as_f64().unwrap();
-    assert!(reward(0) > reward(3) + 500.0, "{} vs {}", reward(0), reward(3));
+    assert!(
+        reward(0) > reward(3) + 500.0,
+        "{} vs {}",
+        reward(0),
+        reward(3)
+    );
     for f in [
         "config.json",
         "config.toml",
@@ -544,18 +607,31 @@ fn bandit_command_writes_tables_figures_and_one_json_object() {
         assert!(out.join(f).is_file(), "{f} missing");
     }
     let summary = std::fs::read_to_string(out.join("bandit_summary.csv")).unwrap();
-    assert!(summary.starts_with("policy,private,oracle_stats,epsilon_total"), "{summary}");
-    assert!(summary.lines().any(|l| l.starts_with("mgem,true,false,5.0")), "{summary}");
+    assert!(
+        summary.starts_with("policy,private,oracle_stats,epsilon_total"),
+        "{summary}"
+    );
+    assert!(
+        summary
+            .lines()
+            .any(|l| l.starts_with("mgem,true,false,5.0")),
+        "{summary}"
+    );
 }
 
 #[test]
 fn fig14_pipeline_is_valid_and_runs_through_recsel_run() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let p = recsel::experiments::pipeline::Pipeline::load(&root.join("pipelines/fig14.toml")).unwrap();
+    let p =
+        recsel::experiments::pipeline::Pipeline::load(&root.join("pipelines/fig14.toml")).unwrap();
     let b = p.bandit.expect("a [bandit] table");
     assert_eq!(b.arms, Arms::default());
     assert_eq!((b.horizon, b.shift, b.runs), (50_000, 30_000, 20));
-    let o = recsel(&["run", root.join("pipelines/fig14.toml").to_str().unwrap(), "--check"]);
+    let o = recsel(&[
+        "run",
+        root.join("pipelines/fig14.toml").to_str().unwrap(),
+        "--check",
+    ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     // A small pipeline end to end.
     let dir = tempfile::tempdir().unwrap();

@@ -174,7 +174,10 @@ pub fn execute(cfg: &BanditConfig, out: &Path, json: bool) -> anyhow::Result<Exi
     )?;
     for s in &res.summaries {
         let (eps, ev) = match &s.accounting {
-            Some(a) => (format!("{:.3}", a.epsilon_total), format!("{:.3}", a.epsilon_event)),
+            Some(a) => (
+                format!("{:.3}", a.epsilon_total),
+                format!("{:.3}", a.epsilon_event),
+            ),
             None => ("-".into(), "-".into()),
         };
         writeln!(

@@ -6,7 +6,9 @@ use std::path::{Path, PathBuf};
 use plotters::prelude::*;
 
 use crate::error::Result;
-use crate::experiments::bandit::{ArmPoint, BanditConfig, BanditResults, CurvePoint, ORACLE_SUFFIX};
+use crate::experiments::bandit::{
+    ArmPoint, BanditConfig, BanditResults, CurvePoint, ORACLE_SUFFIX,
+};
 use crate::report::plot::{err, mech_color, render, Area, FONT};
 use crate::report::table::{Table, Values};
 use crate::report::{ensure_dir, Resolved};
@@ -51,7 +53,10 @@ pub fn summary_table(res: &BanditResults) -> Table {
             "policy",
             Values::Str(s.iter().map(|r| r.policy.clone()).collect()),
         )
-        .with("private", Values::Bool(s.iter().map(|r| r.private).collect()))
+        .with(
+            "private",
+            Values::Bool(s.iter().map(|r| r.private).collect()),
+        )
         .with(
             "oracle_stats",
             Values::Bool(s.iter().map(|r| r.oracle_stats).collect()),
@@ -102,7 +107,10 @@ pub fn arms_table(rows: &[ArmPoint]) -> Table {
             Values::Str(rows.iter().map(|r| r.policy.clone()).collect()),
         )
         .with("t", Values::U64(rows.iter().map(|r| r.t).collect()))
-        .with("arm", Values::U64(rows.iter().map(|r| r.arm as u64).collect()))
+        .with(
+            "arm",
+            Values::U64(rows.iter().map(|r| r.arm as u64).collect()),
+        )
         .with("mean_est", f(|r| r.mean_est))
         .with("mean_est_run0", f(|r| r.mean_est_run0))
         .with("q_lo", f(|r| r.q_lo))
@@ -186,12 +194,18 @@ fn legend(area: &Area<'_>, names: &[String], title: &str) -> Result<()> {
         let c = policy_color(m);
         if m.ends_with(ORACLE_SUFFIX) {
             for (x0, x1) in [(10, 20), (28, 40)] {
-                area.draw(&PathElement::new([(x0, y + 7), (x1, y + 7)], c.stroke_width(2)))
-                    .map_err(err)?;
+                area.draw(&PathElement::new(
+                    [(x0, y + 7), (x1, y + 7)],
+                    c.stroke_width(2),
+                ))
+                .map_err(err)?;
             }
         } else {
-            area.draw(&PathElement::new([(10, y + 7), (40, y + 7)], c.stroke_width(3)))
-                .map_err(err)?;
+            area.draw(&PathElement::new(
+                [(10, y + 7), (40, y + 7)],
+                c.stroke_width(3),
+            ))
+            .map_err(err)?;
         }
         area.draw(&Text::new(m.clone(), (46, y), (FONT, 14).into_font()))
             .map_err(err)?;
@@ -247,7 +261,11 @@ fn cumulative_png(path: &Path, cfg: &BanditConfig, res: &BanditResults) -> Resul
             chart
                 .configure_mesh()
                 .x_desc("step t")
-                .y_desc(if what == 0 { "cumulative reward" } else { "cumulative regret" })
+                .y_desc(if what == 0 {
+                    "cumulative reward"
+                } else {
+                    "cumulative regret"
+                })
                 .x_label_formatter(&|v| format!("{v:.0}"))
                 .y_label_formatter(&|v| format!("{v:.0}"))
                 .label_style((FONT, 13))
@@ -366,7 +384,9 @@ fn means_png(path: &Path, cfg: &BanditConfig, res: &BanditResults) -> Result<()>
                         sel.iter()
                             .filter(|p| &p.policy == d && p.mean_est_run0.is_finite())
                             .filter(|p| (ylo..yhi).contains(&p.mean_est_run0))
-                            .map(|p| Circle::new((p.t as f64, p.mean_est_run0), 2, c.mix(0.5).filled())),
+                            .map(|p| {
+                                Circle::new((p.t as f64, p.mean_est_run0), 2, c.mix(0.5).filled())
+                            }),
                     )
                     .map_err(err)?;
             }
@@ -410,7 +430,13 @@ fn quantiles_png(path: &Path, cfg: &BanditConfig, res: &BanditResults, a: usize)
         .filter(|p| p.arm == a && p.policy == policy)
         .collect();
     let t_max = cfg.horizon as f64;
-    let panel = if a == 0 { "(c)" } else if a == 1 { "(d)" } else { "" };
+    let panel = if a == 0 {
+        "(c)"
+    } else if a == 1 {
+        "(d)"
+    } else {
+        ""
+    };
     render(path, (1200, 520), |root| {
         let mut chart = ChartBuilder::on(root)
             .caption(

@@ -367,7 +367,11 @@ fn corr_caption(corr: &[CorrRow], scenario: &str) -> String {
 
 /// Draws into an RGB buffer, encodes it as PNG (best compression, adaptive filters) and writes it
 /// atomically to `path`.
-pub(crate) fn render(path: &Path, size: (u32, u32), draw: impl FnOnce(&Area<'_>) -> Result<()>) -> Result<()> {
+pub(crate) fn render(
+    path: &Path,
+    size: (u32, u32),
+    draw: impl FnOnce(&Area<'_>) -> Result<()>,
+) -> Result<()> {
     fonts();
     let mut buf = vec![255u8; size.0 as usize * size.1 as usize * 3];
     {

@@ -216,6 +216,8 @@ pub fn clipped_normal_mean(m: f64, s: f64) -> f64 {
     let n = Normal::new(0.0, 1.0).expect("standard normal");
     let (a, b) = ((REWARD_LO - m) / s, (REWARD_HI - m) / s);
     let phi = |x: f64| (-0.5 * x * x).exp() / (2.0 * std::f64::consts::PI).sqrt();
-    m * (n.cdf(b) - n.cdf(a)) + s * (phi(a) - phi(b)) + REWARD_HI * (1.0 - n.cdf(b))
+    m * (n.cdf(b) - n.cdf(a))
+        + s * (phi(a) - phi(b))
+        + REWARD_HI * (1.0 - n.cdf(b))
         + REWARD_LO * n.cdf(a)
 }

@@ -2,7 +2,7 @@
 //! every learner, the privacy accounting and the choices the paper leaves open are written out in
 //! `docs/bandit.md`; section names there are cited below.
 //!
-//! k arms with clipped normal rewards whose means and spreads change at `shift` ([`env`]). Each
+//! k arms with clipped normal rewards whose means and spreads change at `shift` ([`mod@env`]). Each
 //! learner ([`PolicyKind`]) picks one arm per step for `horizon` steps; every (policy, run) draws
 //! from its own random stream, so results do not depend on the number of threads. Private learners
 //! keep per-arm private reward sums ([`counter::HybridCounter`]), private per-arm sensitivities
@@ -410,15 +410,17 @@ impl BanditConfig {
             Some(b) => (b, true),
             None => (name, false),
         };
-        let simple = |kind, private_stats: bool| Policy {
-            name: name.to_string(),
-            kind,
-            oracle,
-            mechanism: None,
-            uses_means: true,
-            uses_quantiles: false,
-        }
-        .only_if(private_stats || !oracle, name);
+        let simple = |kind, private_stats: bool| {
+            Policy {
+                name: name.to_string(),
+                kind,
+                oracle,
+                mechanism: None,
+                uses_means: true,
+                uses_quantiles: false,
+            }
+            .only_if(private_stats || !oracle, name)
+        };
         match base {
             "ucb" => simple(PolicyKind::Ucb, false),
             "ucb1" => simple(PolicyKind::Ucb1, false),
@@ -527,9 +529,7 @@ impl BanditConfig {
     /// The recorded steps: `points` evenly spaced steps up to the horizon, plus the shift.
     pub fn grid(&self) -> Vec<u64> {
         let p = (self.points as u64).min(self.horizon);
-        let mut g: Vec<u64> = (1..=p)
-            .map(|j| (j * self.horizon).div_ceil(p))
-            .collect();
+        let mut g: Vec<u64> = (1..=p).map(|j| (j * self.horizon).div_ceil(p)).collect();
         if self.shift >= 1 && self.shift < self.horizon {
             g.push(self.shift);
         }
@@ -554,7 +554,11 @@ impl BanditConfig {
                 .guarantee()
                 .epsilon_for(k)?,
         };
-        let em = if policy.uses_means { self.eps_mean } else { 0.0 };
+        let em = if policy.uses_means {
+            self.eps_mean
+        } else {
+            0.0
+        };
         let ep = if policy.uses_quantiles {
             self.eps_quantile
         } else {
@@ -665,9 +669,7 @@ pub fn run_one(
     for t in 1..=cfg.horizon {
         // Warm-up (docs/bandit.md, "Warm-up"): every learner except Thompson sampling and
         // `random` pulls each arm once, in order — a data-independent schedule.
-        let warm = t <= k as u64
-            && policy.kind != PolicyKind::Thompson
-            && !(policy.kind == PolicyKind::Mechanism && !policy.uses_means);
+        let warm = t <= k as u64 && policy.uses_means && policy.kind != PolicyKind::Thompson;
         let a = if warm {
             (t - 1) as usize
         } else {
@@ -796,10 +798,7 @@ pub fn run(cfg: &BanditConfig, progress: &(dyn Fn(u64) + Sync)) -> Result<Bandit
     cfg.validate()?;
     let env = Environment::new(cfg.arms.clone(), cfg.shift)?;
     let names = cfg.policy_names()?;
-    let policies: Vec<Policy> = names
-        .iter()
-        .map(|n| cfg.policy(n))
-        .collect::<Result<_>>()?;
+    let policies: Vec<Policy> = names.iter().map(|n| cfg.policy(n)).collect::<Result<_>>()?;
     let grid = cfg.grid();
     let streams = Streams::new(cfg.seed).derive(STREAM_LABEL);
     let tasks: Vec<(usize, u32)> = (0..policies.len())
