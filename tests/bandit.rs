@@ -14,7 +14,7 @@ use recsel::experiments::bandit::env::{clip_reward, Arms, Environment};
 use recsel::experiments::bandit::quantile::EmQuantile;
 use recsel::experiments::bandit::{self, BanditConfig};
 use recsel::rng::Streams;
-use recsel::stats::hypothesis::{clopper_pearson_lower, clopper_pearson_upper};
+use recsel::stats::hypothesis::{chi_square_gof, clopper_pearson_lower, clopper_pearson_upper};
 use statrs::distribution::{ContinuousCDF, Normal};
 
 use crate::util::{assert_fits, assert_rejects, ALPHA};
@@ -103,6 +103,14 @@ fn em_quantile_output_law_matches_closed_form() {
                     a
                 },
             );
+        let p_at = |pr: &[f64]| chi_square_gof(&counts, pr).p_value;
+        eprintln!(
+            "EM quantile q = {q}, eps = {eps}: chi-square p = {:.3}; at eps x1.3 p = {:.1e}, \
+             x0.7 p = {:.1e}",
+            p_at(&probs),
+            p_at(&em_quantile_half_probs(&data, q, eps * 1.3).1),
+            p_at(&em_quantile_half_probs(&data, q, eps * 0.7).1)
+        );
         assert_fits(&counts, &probs, &format!("EM quantile q={q} eps={eps}"));
         for f in [1.3, 0.7] {
             let (_, wrong) = em_quantile_half_probs(&data, q, eps * f);
