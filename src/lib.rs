@@ -11,16 +11,21 @@
 //! * [`report`] — tables (CSV, Parquet), resolved configurations, plots;
 //! * [`audit`] — empirical ε lower bounds;
 //! * [`stats`] — shared numerics: samplers, percentiles, correlations, hypothesis tests;
-//! * [`rng`] — reproducible random streams, one per (user, mechanism, ε index, trial).
+//! * [`rng`] — reproducible random streams, one per (user, mechanism, ε index, trial);
+//! * [`io`] — atomic writes and output folders, below every stage.
 //!
-//! The science is specified in `SPEC.md` (shared with the project); section numbers in comments refer
-//! to it.
+//! Dependencies run one way, from `report` down to `error` (docs/ARCHITECTURE.md; enforced by
+//! `tests/architecture.rs`). The science is written out in the repository's `docs/`:
+//! `docs/mechanisms.md` (every mechanism, its guarantee and cost), `docs/experiments.md` (the
+//! synthetic scenarios), `docs/protocol.md` (the real-data protocol) and `docs/sansa.md` (the
+//! model); comments cite their sections.
 
 pub mod audit;
 pub mod data;
 pub mod error;
 pub mod eval;
 pub mod experiments;
+pub mod io;
 pub mod mechanisms;
 pub mod model;
 pub mod report;
