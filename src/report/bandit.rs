@@ -9,9 +9,10 @@ use crate::error::Result;
 use crate::experiments::bandit::{
     ArmPoint, BanditConfig, BanditResults, CurvePoint, ORACLE_SUFFIX,
 };
+use crate::io::ensure_dir;
 use crate::report::plot::{err, mech_color, render, Area, FONT};
 use crate::report::table::{Table, Values};
-use crate::report::{ensure_dir, Resolved};
+use crate::report::Resolved;
 
 /// Colour of a policy: mechanisms as in every other plot, the baselines their own.
 pub fn policy_color(name: &str) -> RGBColor {
