@@ -471,6 +471,12 @@ fn privacy_accounting_matches_the_parameters() {
     ] {
         assert!(!get(n).private && get(n).epsilon_total.is_none(), "{n}");
     }
+    // A reference the registry marks as not private (or an audit reference that claims a
+    // guarantee it does not have) is not private as a learner either.
+    for n in ["rnmh", "rs-exp-m1"] {
+        let p = cfg.policy(n).unwrap();
+        assert!(cfg.accounting(&p).is_none(), "{n}");
+    }
     // Each reward enters one window: at most T/w pairs per run, and mgem released some.
     let pairs = get("mgem").quantile_pairs_mean;
     assert!(pairs > 0.0 && pairs <= (3_000 / 50) as f64, "{pairs}");

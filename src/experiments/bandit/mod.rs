@@ -21,7 +21,9 @@ use serde::{Deserialize, Serialize};
 use statrs::distribution::{ContinuousCDF, StudentsT};
 
 use crate::error::{Error, Result};
-use crate::mechanisms::{self, argmax_random_ties, Guarantee, MechParams, Mechanism, Problem};
+use crate::mechanisms::{
+    self, argmax_random_ties, Guarantee, MechParams, Mechanism, MechanismSpec, Problem,
+};
 use crate::rng::{name_id, Rng, Streams};
 use crate::stats::percentile_linear;
 use crate::stats::Chooser;
@@ -159,6 +161,8 @@ pub struct Policy {
     pub oracle: bool,
     /// The selection mechanism of a [`PolicyKind::Mechanism`] learner.
     pub mechanism: Option<Box<dyn Mechanism>>,
+    /// Its registry entry.
+    pub spec: Option<&'static MechanismSpec>,
     /// Whether it reads the arms' means.
     pub uses_means: bool,
     /// Whether it reads the arms' sensitivities (and so releases quantiles).
@@ -348,6 +352,7 @@ impl BanditConfig {
             eta: self.eta,
             c: self.c,
             chooser: self.chooser,
+            ..MechParams::default()
         }
     }
 
@@ -360,7 +365,10 @@ impl BanditConfig {
             // private or only (k−1)ε-DP are left to an explicit list).
             for s in mechanisms::REGISTRY {
                 let m = s.build(&self.mech_params(s.name))?;
-                if matches!(m.guarantee(), Guarantee::Pure { .. }) && s.private {
+                if matches!(m.guarantee(), Guarantee::Pure { .. })
+                    && s.private
+                    && !s.audit_reference
+                {
                     base.push(s.name.to_string());
                 }
             }
@@ -416,6 +424,7 @@ impl BanditConfig {
                 kind,
                 oracle,
                 mechanism: None,
+                spec: None,
                 uses_means: true,
                 uses_quantiles: false,
             }
@@ -453,6 +462,7 @@ impl BanditConfig {
                     kind: PolicyKind::Mechanism,
                     oracle,
                     mechanism: Some(mech),
+                    spec: Some(spec),
                     uses_means,
                     uses_quantiles,
                 })
@@ -547,12 +557,16 @@ impl BanditConfig {
         let eps_select = match policy.kind {
             PolicyKind::Ucb | PolicyKind::Ucb1 | PolicyKind::Thompson => return None,
             PolicyKind::PrivateGreedy => 0.0,
-            PolicyKind::Mechanism => policy
-                .mechanism
-                .as_ref()
-                .expect("mechanism learner")
-                .guarantee()
-                .epsilon_for(k)?,
+            PolicyKind::Mechanism => {
+                let m = policy.mechanism.as_ref().expect("mechanism learner");
+                // The registry's word decides: an audit reference may claim a guarantee it
+                // does not have.
+                let spec = policy.spec?;
+                if !spec.private || spec.audit_reference {
+                    return None;
+                }
+                m.guarantee().epsilon_for(k)?
+            }
         };
         let em = if policy.uses_means {
             self.eps_mean
