@@ -1,4 +1,4 @@
-//! `recsel select`: private top-1 selection for every test user (SPEC §5.5–5.9, seed 001 fig 13).
+//! `recsel select`: private top-1 selection for every test user (docs/protocol.md, steps 5–9, seed 001 fig 13).
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -35,7 +35,7 @@ pub struct Args {
     data_seed: u64,
     #[command(flatten)]
     model: ModelArgs,
-    /// Mechanisms: `all` (the 13 of SPEC §1) or a comma-separated list.
+    /// Mechanisms: `all` (the 13 of docs/mechanisms.md) or a comma-separated list.
     #[arg(long, default_value = "all")]
     mech: String,
     /// ε grid, comma separated (default: 0.01,0.02,0.05,0.1,0.2,0.5,1,2,4,8,16).
@@ -89,11 +89,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let src = args.data.source()?;
     let params = args.model.params()?;
     let specs = mechanisms::parse_list(&args.mech)?;
-    let names: Vec<String> = specs
-        .iter()
-        .filter(|s| args.mech != "all" || s.name != "rs-exp")
-        .map(|s| s.name.to_string())
-        .collect();
+    let names: Vec<String> = specs.iter().map(|s| s.name.to_string()).collect();
     let epsilons = match &args.eps {
         Some(e) => parse_f64_list("--eps", e)?,
         None => PAPER_EPSILONS.to_vec(),

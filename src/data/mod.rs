@@ -2,8 +2,8 @@
 //! interactions generated to the shape of the paper's datasets.
 //!
 //! A record travels `load` → [`RawInteractions`] (one row per rating line, ids compacted to codes) →
-//! [`preprocess`] (rating filter, binarise, duplicate pairs once, minimum user activity) →
-//! [`split`] → [`Dataset`] (the CSR matrices a model is fitted and evaluated on).
+//! [`preprocess()`] (rating filter, binarise, duplicate pairs once, minimum user activity) →
+//! [`split()`] → [`Dataset`] (the CSR matrices a model is fitted and evaluated on).
 
 pub mod descriptor;
 pub mod load;

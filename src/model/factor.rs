@@ -42,8 +42,8 @@ fn cholesky_failed(e: impl std::fmt::Debug) -> Error {
     ))
 }
 
-/// Approximate minimum degree ordering of the symmetric matrix whose lower triangle is given
-/// (faer orders the pattern of `A + Aᵀ`); returns (fwd, inv) with
+/// A fill-reducing ordering of the symmetric matrix whose lower triangle is `lower` (approximate
+/// minimum degree, faer; it orders the pattern of `A + Aᵀ`): returns (fwd, inv) with
 /// `permuted[a, b] = original[fwd[a], fwd[b]]`.
 pub fn amd_ordering(lower: &SparseMat) -> Result<(Vec<usize>, Vec<usize>)> {
     let n = lower.cols();
