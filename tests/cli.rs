@@ -271,7 +271,26 @@ fn pipelines_check_including_select_tables() {
     for f in std::fs::read_dir(format!("{root}/pipelines")).unwrap() {
         let path = f.unwrap().path();
         let o = recsel(&["run", path.to_str().unwrap(), "--check"]);
-        assert!(o.status.success(), "{}: {}", path.display(), stderr(&o));
+        // --check also checks that the data can be read: the paper-scale data sets are not in the
+        // repository, and for those the only acceptable failure is the message saying where to
+        // put them.
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let needs_download = [
+            "fig13_ml20m.toml",
+            "fig13_netflix.toml",
+            "fig13_amazon_book.toml",
+        ]
+        .contains(&name.as_str());
+        if needs_download {
+            assert!(
+                o.status.success() || stderr(&o).contains("dataset not found"),
+                "{}: {}",
+                path.display(),
+                stderr(&o)
+            );
+        } else {
+            assert!(o.status.success(), "{}: {}", path.display(), stderr(&o));
+        }
     }
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("bad.toml");

@@ -11,6 +11,7 @@ mod errors;
 mod gem_property;
 mod mechanisms;
 mod model;
+mod own_data;
 mod samplers;
 mod select;
 mod synth;
