@@ -145,6 +145,10 @@ fn tnb_pmf_is_the_spec_product_formula() {
             worst_eta = worst_eta.max(rel(wrong_eta.pmf(k)));
             worst_gamma = worst_gamma.max(rel(wrong_gamma.pmf(k)));
         }
+        eprintln!(
+            "tnb eta={eta} gamma={gamma}: largest relative difference {worst:.2e}; \
+             neighbouring eta {worst_eta:.2e}, gamma {worst_gamma:.2e}"
+        );
         assert!(
             worst <= 1e-10,
             "tnb eta={eta} gamma={gamma}: pmf differs from the SPEC product by {worst:e} (relative)"
