@@ -17,8 +17,9 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
-/// `recsel mechanisms` prints one row per registry entry, in registry order, with the name and the
-/// guarantee as whole columns (not substrings: "em" is inside "gem", "rs" inside "rs-tnb"), and
+/// `recsel mechanisms` prints one row per registry entry — the selection mechanisms in registry
+/// order, then the audit references under their own heading — with the name, the guarantee and the
+/// description as whole columns (not substrings: "em" is inside "gem", "rs" inside "rs-tnb"), and
 /// `--json` the same entries field by field.
 #[test]
 fn mechanisms_lists_the_registry() {
@@ -41,7 +42,6 @@ fn mechanisms_lists_the_registry() {
         start("description"),
     ];
     assert_eq!(cols[0], 0, "{header}");
-    let rows: Vec<&str> = lines.take_while(|l| !l.trim().is_empty()).collect();
     let cell = |row: &str, c: usize| -> String {
         let end = cols.get(c + 1).copied().unwrap_or(row.len());
         row.get(cols[c]..end.min(row.len()))
@@ -49,20 +49,28 @@ fn mechanisms_lists_the_registry() {
             .trim()
             .to_string()
     };
-    let names: Vec<String> = rows.iter().map(|r| cell(r, 0)).collect();
-    let registry: Vec<&str> = REGISTRY.iter().map(|s| s.name).collect();
-    assert_eq!(names, registry, "name column vs registry");
-    for (row, spec) in rows.iter().zip(REGISTRY) {
-        assert_eq!(cell(row, 1), spec.guarantee, "guarantee of {}", spec.name);
-        assert_eq!(cell(row, 3), spec.summary, "description of {}", spec.name);
-        // A mechanism that claims nothing says so in its guarantee column.
-        assert_eq!(
-            cell(row, 1).starts_with("not private"),
-            !spec.private,
-            "{}: {row}",
-            spec.name
-        );
-    }
+    // The first block of rows, then the block after the "Audit references" heading.
+    let mut rows: Vec<&str> = lines
+        .by_ref()
+        .take_while(|l| !l.trim().is_empty())
+        .collect();
+    let heading = lines.next().unwrap_or_default();
+    assert!(heading.starts_with("Audit references"), "{heading:?}");
+    rows.extend(lines.take_while(|l| !l.trim().is_empty()));
+    let listed: Vec<(String, String, String)> = rows
+        .iter()
+        .map(|r| (cell(r, 0), cell(r, 1), cell(r, 3)))
+        .collect();
+    let want: Vec<(String, String, String)> = REGISTRY
+        .iter()
+        .filter(|s| !s.audit_reference)
+        .chain(REGISTRY.iter().filter(|s| s.audit_reference))
+        .map(|s| (s.name.into(), s.guarantee.into(), s.summary.into()))
+        .collect();
+    assert_eq!(
+        listed, want,
+        "(name, guarantee, description) columns vs the registry"
+    );
     let o = recsel(&["mechanisms", "--json"]);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let entries = v.as_array().unwrap();
@@ -71,6 +79,7 @@ fn mechanisms_lists_the_registry() {
         assert_eq!(e["name"], spec.name);
         assert_eq!(e["guarantee"], spec.guarantee, "{}", spec.name);
         assert_eq!(e["private"], spec.private, "{}", spec.name);
+        assert_eq!(e["audit_reference"], spec.audit_reference, "{}", spec.name);
         assert_eq!(
             e["parameters"].as_array().unwrap().len(),
             spec.params.len(),

@@ -109,7 +109,7 @@ impl Stopping {
     fn dphi(self, g: f64) -> f64 {
         match self {
             Stopping::Geometric { gamma } => gamma / (1.0 - (1.0 - gamma) * g).powi(2),
-            Stopping::Tnb { eta, gamma } if eta == 0.0 => {
+            Stopping::Tnb { eta: 0.0, gamma } => {
                 (1.0 - gamma) / ((1.0 / gamma).ln() * (1.0 - (1.0 - gamma) * g))
             }
             Stopping::Tnb { eta, gamma } => {
