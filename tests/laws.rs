@@ -1,7 +1,7 @@
 //! Exact output laws of random stopping (`rs`, `rs-tnb`, `rs-exp`) and of GEM / mGEM with unequal
 //! sensitivities (issue 13, items 1 and 2), each with power checks.
 //!
-//! Every reference here is computed in the test from the definitions (SPEC §1), never from the
+//! Every reference here is computed in the test from the definitions (docs/mechanisms.md), never from the
 //! library's own helpers: the noise densities, the probability generating functions of the
 //! stopping times, the O(k²) GEM transform and the numerical integration.
 //!
@@ -89,7 +89,7 @@ enum Stopping {
     /// `rs`: P(K = n) = γ(1−γ)^{n−1}, n ≥ 1. φ(g) = γg / (1 − (1−γ)g), so
     /// φ'(g) = γ / (1 − (1−γ)g)².
     Geometric { gamma: f64 },
-    /// `rs-tnb` (SPEC §1): P(K = n) = (1−γ)ⁿ / (γ^{−η} − 1) · Π_{l=0}^{n−1} (l+η)/(l+1) for η ≠ 0,
+    /// `rs-tnb` (docs/mechanisms.md, "Random stopping"): P(K = n) = (1−γ)ⁿ / (γ^{−η} − 1) · Π_{l=0}^{n−1} (l+η)/(l+1) for η ≠ 0,
     /// and the logarithmic law (1−γ)ⁿ / (n ln(1/γ)) for η = 0.
     ///
     /// η ≠ 0: Π_{l=0}^{n−1} (l+η)/(l+1) = (η)ₙ/n! (rising factorial) is the coefficient of xⁿ in
@@ -263,7 +263,7 @@ fn params(eps: f64, gamma: f64, eta: f64) -> MechParams {
     }
 }
 
-/// `rs` (SPEC §1): K ~ Geometric(γ), Lap(3Δ_a/ε), at several γ and ε, unequal sensitivities.
+/// `rs` (docs/mechanisms.md, "Random stopping"): K ~ Geometric(γ), Lap(3Δ_a/ε), at several γ and ε, unequal sensitivities.
 #[test]
 fn rs_outputs_follow_the_exact_law() {
     for (i, (eps, gamma)) in [(2.0, 0.5), (1.0, 0.05), (4.0, 0.01)]
@@ -287,7 +287,7 @@ fn rs_outputs_follow_the_exact_law() {
     }
 }
 
-/// `rs-tnb` (SPEC §1): K ~ D_{η,γ}, Lap((2+η)Δ_a/ε), for η = 0, η > 0 and η < 0.
+/// `rs-tnb` (docs/mechanisms.md, "Random stopping"): K ~ D_{η,γ}, Lap((2+η)Δ_a/ε), for η = 0, η > 0 and η < 0.
 #[test]
 fn rs_tnb_outputs_follow_the_exact_law() {
     let cases: [(f64, f64, f64, &[f64], u64); 5] = [
@@ -343,7 +343,7 @@ fn rs_exp_outputs_follow_the_exact_law() {
 }
 
 /// The pgf derivatives above against their defining series Σ_n n P(K = n) g^{n−1}, with the pmfs
-/// written out from SPEC §1 (not the library's): a check of the derivation, and of its power (the
+/// written out from docs/mechanisms.md, "Random stopping" (not the library's): a check of the derivation, and of its power (the
 /// series of a neighbouring η or γ differs).
 #[test]
 fn stopping_pgf_derivatives_match_their_series() {
@@ -354,7 +354,7 @@ fn stopping_pgf_derivatives_match_their_series() {
             .map(|n| gamma * (1.0 - gamma).powi(n as i32 - 1))
             .collect()
     };
-    // The SPEC product formula, its product accumulated term by term (η ≠ 0), or the logarithmic
+    // The documented product formula, its product accumulated term by term (η ≠ 0), or the logarithmic
     // law (η = 0).
     let tnb = |eta: f64, gamma: f64| -> Vec<f64> {
         let mut c = 1.0;
@@ -440,7 +440,8 @@ fn stopping_pgf_derivatives_match_their_series() {
 // GEM and mGEM with unequal sensitivities
 // ---------------------------------------------------------------------------------------------
 
-/// The transformed scores by their O(k²) definition (SPEC §1): `s_a = q_a − tΔ_a`,
+/// The transformed scores by their O(k²) definition (docs/mechanisms.md, "The generalised
+/// exponential mechanism family"): `s_a = q_a − tΔ_a`,
 /// `q'_a = min_{a'} (s_a − s_{a'}) / (Δ_a + Δ_{a'})` (the a' = a term is 0, so q' ≤ 0).
 pub fn gem_transform_by_definition(q: &[f64], d: &[f64], t: f64) -> Vec<f64> {
     let s: Vec<f64> = q.iter().zip(d).map(|(q, d)| q - t * d).collect();

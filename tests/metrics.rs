@@ -1,4 +1,4 @@
-//! Recall and nDCG in both conventions (SPEC §5.4) on hand-made rankings, values worked out by hand
+//! Recall and nDCG in both conventions (docs/protocol.md, "Steps", 4) on hand-made rankings, values worked out by hand
 //! (issue 13, item 3), through the public path: a LightGCN directory written here, loaded, and
 //! scored by a most-popular model whose scores fix the ranking.
 

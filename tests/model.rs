@@ -106,7 +106,7 @@ fn icf_without_dropping_equals_exact_cholesky() {
 /// stays close to dense EASE in what it is for, the ranking: on the synthetic small data (λ = 50,
 /// density 0.05) exact SANSA's Recall@20 and nDCG@100 are within 0.01 of EASE's (measured: 0.3719
 /// vs 0.3717 and 0.4120 vs 0.4109), and icf — whose symmetric scaling is an item-specific
-/// regularisation, so a different model from EASE at the same λ (SPEC §6) — is no more than 0.01
+/// regularisation, so a different model from EASE at the same λ (docs/sansa.md) — is no more than 0.01
 /// below EASE (measured 0.4116, above it). Power: the most-popular ranking (0.1827) and EASE at 10×
 /// the λ (0.4197) are both outside the ±0.01 bound.
 #[test]

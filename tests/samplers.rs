@@ -68,7 +68,7 @@ fn rs_tnb_stops_after_a_truncated_negative_binomial_number_of_draws() {
         let m = RandomStopping::new(StoppingRule::TruncatedNegBinomial, 1.0, gamma, eta).unwrap();
         let cut = (10.0 / gamma) as u64;
         let h = k_histogram(&m, N, cut, 200 + i as u64);
-        // The reference is SPEC §1's formula computed here, not the library's pmf.
+        // The reference is the documented formula (docs/mechanisms.md, "Random stopping") computed here, not the library's pmf.
         let pmf = |g: f64| {
             let p = tnb_pmf_spec(eta, g, cut as usize);
             cells(move |k| p[k as usize - 1], cut)
@@ -91,7 +91,7 @@ fn rs_tnb_stops_after_a_truncated_negative_binomial_number_of_draws() {
     }
 }
 
-/// P(K = k), k = 1..=n, of the truncated negative binomial D_{η,γ} by SPEC §1's formula, written
+/// P(K = k), k = 1..=n, of the truncated negative binomial D_{η,γ} by the formula of docs/mechanisms.md, "Random stopping", written
 /// out independently of the library: for η ≠ 0 `(1−γ)^k / (γ^{−η} − 1) · Π_{l=0}^{k−1} (l+η)/(l+1)`
 /// with the product accumulated factor by factor; for η = 0 the logarithmic law
 /// `(1−γ)^k / (k ln(1/γ))`.
@@ -111,7 +111,7 @@ fn tnb_pmf_spec(eta: f64, gamma: f64, n: usize) -> Vec<f64> {
         .collect()
 }
 
-/// The η ≠ 0 pmf of `TruncatedNegBinomial` (computed in log space with ln Γ) against SPEC §1's
+/// The η ≠ 0 pmf of `TruncatedNegBinomial` (computed in log space with ln Γ) against the documented
 /// product formula computed above, over η < 0 and η > 0 and γ down to the paper's Netflix 0.0008,
 /// relative 1e-10. Power: the same comparison rejects the library pmf of a neighbouring η
 /// (η + 0.01) or γ (γ × 1.01).
@@ -151,7 +151,7 @@ fn tnb_pmf_is_the_spec_product_formula() {
         );
         assert!(
             worst <= 1e-10,
-            "tnb eta={eta} gamma={gamma}: pmf differs from the SPEC product by {worst:e} (relative)"
+            "tnb eta={eta} gamma={gamma}: pmf differs from the documented product by {worst:e} (relative)"
         );
         assert!(
             worst_eta > 1e-3 && worst_gamma > 1e-3,

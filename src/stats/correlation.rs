@@ -191,7 +191,7 @@ mod tests {
         assert_eq!(weighted_correlation(&[1.0; 3], &[1.0, 2.0, 3.0]), 0.0);
     }
 
-    /// Bucketing with unequal weights, worked out by hand (SPEC §3).
+    /// Bucketing with unequal weights, worked out by hand (docs/mechanisms.md, "Correlations").
     ///
     /// q = (0, 1, 2, 3.5, 9, 10), Δ = (1, 2, 4, 1, 3, 6). [q_min, q_max] = [0, 10] in 5 buckets of
     /// width 2: [0, 2) holds 0 and 1; [2, 4) holds 2 (on the boundary: the upper bucket) and 3.5;
