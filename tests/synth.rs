@@ -338,7 +338,7 @@ fn every_pipeline_file_parses_and_validates() {
         seen.push(stem);
     }
     seen.sort();
-    let mut want: Vec<String> = [2, 3, 8, 10, 12, 15, 16, 17, 18]
+    let mut want: Vec<String> = [2, 3, 8, 10, 12, 14, 15, 16, 17, 18]
         .iter()
         .map(|n| format!("fig{n}"))
         .chain(["fig13_ml20m", "fig13_netflix", "fig13_amazon_book"].map(String::from))

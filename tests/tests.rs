@@ -4,6 +4,7 @@ mod util;
 
 mod architecture;
 mod audit;
+mod bandit;
 mod cli;
 mod data;
 mod errors;

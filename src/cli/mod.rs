@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod audit;
+mod bandit;
 mod common;
 mod mechanisms;
 mod run;
@@ -46,6 +47,8 @@ enum Command {
     Twocand(twocand::Args),
     /// Regenerate a figure from its pipeline file (pipelines/<fig>.toml).
     Run(run::Args),
+    /// Bandit under distribution shift: private learners against UCB and Thompson (figure 14).
+    Bandit(bandit::Args),
 }
 
 /// Parses the command line and runs the chosen subcommand.
@@ -66,5 +69,6 @@ pub fn main() -> anyhow::Result<ExitCode> {
         Command::Synth(a) => synth::run(a),
         Command::Twocand(a) => twocand::run(a),
         Command::Run(a) => run::run(a),
+        Command::Bandit(a) => bandit::run(a),
     }
 }
