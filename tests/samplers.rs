@@ -113,7 +113,10 @@ fn tnb_pmf_spec(eta: f64, gamma: f64, n: usize) -> Vec<f64> {
 
 /// The η ≠ 0 pmf of `TruncatedNegBinomial` (computed in log space with ln Γ) against the documented
 /// product formula computed above, over η < 0 and η > 0 and γ down to the paper's Netflix 0.0008,
-/// relative 1e-10. Power: the same comparison rejects the library pmf of a neighbouring η
+/// relative 1e-9 over every k with mass above 1e-300 (k ≤ 20,000). Measured: at most 8.7e-11
+/// (η = 2.5, γ = 0.008), consistent with the library's ln Γ(k+η) − ln Γ(k+1), which for large k
+/// cancels numbers of order 1e5 (absolute rounding ~1e-11); the product accumulated here is good to
+/// about k · 1e-16. Power: the same comparison rejects the library pmf of a neighbouring η
 /// (η + 0.01) or γ (γ × 1.01).
 #[test]
 fn tnb_pmf_is_the_spec_product_formula() {
@@ -150,7 +153,7 @@ fn tnb_pmf_is_the_spec_product_formula() {
              neighbouring eta {worst_eta:.2e}, gamma {worst_gamma:.2e}"
         );
         assert!(
-            worst <= 1e-10,
+            worst <= 1e-9,
             "tnb eta={eta} gamma={gamma}: pmf differs from the documented product by {worst:e} (relative)"
         );
         assert!(
