@@ -40,7 +40,7 @@ enum Command {
     /// Fit SANSA, EASE or the most-popular baseline and report Recall/nDCG.
     Fit(fit::Args),
     /// Private selection for every test user: MSE per mechanism and ε, per-user correlations.
-    Select(select::Args),
+    Select(Box<select::Args>),
     /// Synthetic experiments of seed 001 (scenarios 1-8, correlation and share sweeps).
     Synth(synth::Args),
     /// Two-candidate head-to-head heatmaps of seed 001 (figures 3, 15, 16, 17).
@@ -65,7 +65,7 @@ pub fn main() -> anyhow::Result<ExitCode> {
         Command::Sample(a) => sample::run(a),
         Command::Audit(a) => audit::run(a),
         Command::Fit(args) => fit::run(args),
-        Command::Select(a) => select::run(a),
+        Command::Select(a) => select::run(*a),
         Command::Synth(a) => synth::run(a),
         Command::Twocand(a) => twocand::run(a),
         Command::Run(a) => run::run(a),

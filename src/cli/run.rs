@@ -49,6 +49,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         None => None,
     };
     if args.check {
+        if let Some(sel) = &select {
+            super::select::check(sel).map_err(|e| {
+                anyhow::anyhow!(
+                    "{}: the [select] table cannot run: {e:#}",
+                    args.file.display()
+                )
+            })?;
+        }
         println!(
             "{}: {} ({}) is valid",
             args.file.display(),
