@@ -3,9 +3,11 @@
 mod util;
 
 mod audit;
+mod bounds;
 mod cli;
 mod data;
 mod errors;
+mod figures;
 mod gem_property;
 mod mechanisms;
 mod model;

@@ -2,12 +2,14 @@
 //! sweep of fig 18, the two-candidate grids (figs 3, 15–17), and the pipeline files that regenerate
 //! each figure.
 
+pub mod illustrate;
 pub mod pipeline;
 pub mod real;
 pub mod scenarios;
 pub mod select_pipeline;
 pub mod synthetic;
 pub mod twocand;
+pub mod winners;
 
 use serde::{Deserialize, Serialize};
 
@@ -23,7 +25,7 @@ use synthetic::{CorrRow, MseRow};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SynthConfig {
-    /// Each `1`..`8`, `corr`, `share` (fig 18) or `all` (1–8 and corr).
+    /// Each `1`..`8`, `corr`, `share` (fig 18), `fig6` (figs 6/24) or `all` (1–8 and corr).
     pub scenarios: Vec<ScenarioSet>,
     /// `all` or a comma-separated list of mechanism names.
     pub mechanisms: String,
@@ -125,6 +127,7 @@ impl SynthConfig {
                             .map(move |&share| Scenario::Share { base, share })
                     })
                     .collect(),
+                ScenarioSet::Fig6 => vec![Scenario::Exceptional(1), Scenario::Exceptional(2)],
                 ScenarioSet::All => (1..=8).map(Scenario::Numbered).chain(corr()).collect(),
             };
             for s in more {

@@ -18,9 +18,9 @@ use crate::experiments::twocand::{HgRow, Panel};
 use crate::mechanisms;
 use crate::report::write_atomic;
 
-type Area<'a> = DrawingArea<BitMapBackend<'a>, Shift>;
+pub(crate) type Area<'a> = DrawingArea<BitMapBackend<'a>, Shift>;
 
-const FONT: &str = "sans-serif";
+pub(crate) const FONT: &str = "sans-serif";
 
 fn fonts() {
     static ONCE: Once = Once::new();
@@ -33,7 +33,7 @@ fn fonts() {
     });
 }
 
-fn err(e: impl std::fmt::Debug) -> Error {
+pub(crate) fn err(e: impl std::fmt::Debug) -> Error {
     Error::Invalid(format!("drawing a plot: {e:?}"))
 }
 
@@ -287,7 +287,10 @@ fn draw_score_key(area: &Area<'_>, data: &Dataset, mut y: i32) -> Result<()> {
 fn scores_panel(area: &Area<'_>, caption: &str, data: &Dataset) -> Result<()> {
     let k = data.k;
     let first = &data.groups[0].mean_scores;
-    let monotone = !matches!(data.scenario, Scenario::Numbered(6) | Scenario::Corr(_));
+    let monotone = !matches!(
+        data.scenario,
+        Scenario::Numbered(6) | Scenario::Corr(_) | Scenario::Exceptional(_)
+    );
     let mut order: Vec<usize> = (0..k).collect();
     if !monotone {
         order.sort_by(|&a, &b| first[a].total_cmp(&first[b]));
@@ -367,7 +370,11 @@ fn corr_caption(corr: &[CorrRow], scenario: &str) -> String {
 
 /// Draws into an RGB buffer, encodes it as PNG (best compression, adaptive filters) and writes it
 /// atomically to `path`.
-fn render(path: &Path, size: (u32, u32), draw: impl FnOnce(&Area<'_>) -> Result<()>) -> Result<()> {
+pub(crate) fn render(
+    path: &Path,
+    size: (u32, u32),
+    draw: impl FnOnce(&Area<'_>) -> Result<()>,
+) -> Result<()> {
     fonts();
     let mut buf = vec![255u8; size.0 as usize * size.1 as usize * 3];
     {
