@@ -11,6 +11,7 @@ mod figures;
 mod gem_property;
 mod mechanisms;
 mod model;
+mod protocol;
 mod samplers;
 mod select;
 mod synth;

@@ -12,7 +12,7 @@ use recsel::experiments::synthetic::MseRow as SynthMseRow;
 use recsel::mechanisms::{self, MechParams};
 use recsel::model::{self, Model, Scratch};
 use recsel::report::{self, plot};
-use recsel::scoring::{item_sensitivities, SensitivityConfig, UserScorer};
+use recsel::scoring::{item_sensitivities, PercentileUsers, SensitivityConfig, UserScorer};
 
 use super::common::{parse_f64_list, progress, DataArgs, MechOpts, ModelArgs};
 
@@ -49,9 +49,18 @@ pub struct Args {
     /// Candidates per user (the user's top items by model score).
     #[arg(long, default_value_t = 500)]
     top: usize,
-    /// Do not clip scores to each item's [p1, p99] range.
-    #[arg(long)]
+    /// Clip every candidate score to its item's [p1, p99] range, so that Δ_j bounds how far one
+    /// user can move it: only a clipped run is a DP release. Off by default, as in the paper's
+    /// text (seed 001 clips only its synthetic scores).
+    #[arg(long, overrides_with = "no_clip")]
+    clip: bool,
+    /// Do not clip (the default): Δ_j is then an estimate of the spread, not a bound.
+    #[arg(long, overrides_with = "clip")]
     no_clip: bool,
+    /// Whose scores the per-item percentiles are taken over: `all` test users (the paper's text,
+    /// default) or only those `without-item`, to whom it can be recommended.
+    #[arg(long, default_value = "all", value_parser = ["all", "without-item"])]
+    percentile_users: String,
     #[command(flatten)]
     opts: MechOpts,
     /// Seed of the selection streams (default: the seed of a run being resumed, else OS entropy).
@@ -198,7 +207,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         epsilons,
         trials: args.trials,
         top: args.top,
-        clip: !args.no_clip,
+        clip: args.clip && !args.no_clip,
+        percentile_users: PercentileUsers::from_name(&args.percentile_users)?,
         seed,
         source_fingerprint: source_fingerprint(&data, &params),
     };
@@ -218,7 +228,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     );
     let bar = progress(scorer.n_users() as u64, "percentiles");
     let t = Instant::now();
-    let sens = item_sensitivities(&scorer, &SensitivityConfig::default(), &|n| bar.inc(n));
+    let sens_cfg = SensitivityConfig::default().with_population(cfg.percentile_users);
+    let sens = item_sensitivities(&scorer, &sens_cfg, &|n| bar.inc(n));
     bar.finish_and_clear();
     let sens_s = t.elapsed().as_secs_f64();
     eprintln!("[select] item sensitivities in {sens_s:.1} s");

@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 use crate::mechanisms::{self, MechParams, Mechanism, Problem};
 use crate::report::write_atomic;
 use crate::rng::{name_id, Streams};
-use crate::scoring::{top_candidates, Sensitivities, UserScorer};
+use crate::scoring::{top_candidates, PercentileUsers, Sensitivities, UserScorer};
 use crate::stats::{pearson, spearman, weighted_correlation};
 
 /// The ε grid of SPEC §5.8.
@@ -35,8 +35,11 @@ pub struct SelectConfig {
     pub trials: u32,
     /// Candidates per user.
     pub top: usize,
-    /// Whether scores are clipped to the per-item percentile range.
+    /// Whether scores are clipped to the per-item percentile range (only a clipped run is a DP
+    /// release: without clipping Δ_j is an estimate, not a bound).
     pub clip: bool,
+    /// Whose scores the per-item percentiles are taken over.
+    pub percentile_users: PercentileUsers,
     /// Seed of the random streams.
     pub seed: u64,
     /// Fingerprint (hex) of the data and model the scores come from.
@@ -430,5 +433,193 @@ pub fn spearman_summary(rows: &[UserRow]) -> SpearmanSummary {
             crate::stats::percentile_linear(&v, 50.0)
         },
         share_positive: v.iter().filter(|&&x| x > 0.0).count() as f64 / n.max(1) as f64,
+    }
+}
+
+/// Quantile levels of the diagnostics: minimum, 1%, 25%, median, 75%, 99%, maximum.
+pub const DIAGNOSTIC_LEVELS: [f64; 7] = [0.0, 1.0, 25.0, 50.0, 75.0, 99.0, 100.0];
+
+/// Per-run diagnostics of the real-data protocol (`docs/real-data.md`): how much clipping and the
+/// sensitivity floor shape the selection problems.
+#[derive(Debug, Clone, Serialize)]
+pub struct Diagnostics {
+    /// Whether scores were clipped to `[p1_j, p99_j]` (only a clipped run is a DP release).
+    pub clip: bool,
+    /// `all` or `without-item`: whose scores the percentiles were taken over.
+    pub percentile_users: String,
+    /// Candidate scores over all users (each user's top candidates).
+    pub candidate_scores: u64,
+    /// Share of them outside their item's `[p1, p99]` (clipped in a clipped run; would have been
+    /// otherwise).
+    pub share_clipped: f64,
+    /// Share of the items with any score whose sensitivity is at the floor (zero spread).
+    pub share_items_at_floor: f64,
+    /// Share of the candidate appearances whose item is at the floor.
+    pub share_candidates_at_floor: f64,
+    /// Users whose Spearman correlation of candidate scores and sensitivities is negative.
+    pub users_negative_spearman: u64,
+    /// Users with any candidate.
+    pub users: u64,
+    /// The quantile levels (percent) of the three lists below.
+    pub levels: Vec<f64>,
+    /// Quantiles of the candidate scores before clipping, over the users of the scatter sample.
+    pub score_quantiles: Vec<f64>,
+    /// Quantiles of the candidates' sensitivities, over the users of the scatter sample.
+    pub candidate_sensitivity_quantiles: Vec<f64>,
+    /// Quantiles of the items' sensitivities (items with any score).
+    pub item_sensitivity_quantiles: Vec<f64>,
+    /// Users the score and candidate-sensitivity quantiles were taken over.
+    pub quantile_users: u64,
+}
+
+/// Per item: how often it was a candidate and how often its candidate score lay outside its
+/// `[p1, p99]`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ItemCounts {
+    /// Candidate appearances per item.
+    pub appearances: Vec<u64>,
+    /// Of those, scores outside the item's percentile range.
+    pub outside: Vec<u64>,
+}
+
+/// `k` distinct indices out of `0..n` drawn uniformly with the run's seed (all of them when
+/// `n ≤ k`), in increasing order: the users of the fig 13 d–f scatter plot and of the quantiles.
+pub fn random_sample(n: usize, k: usize, seed: u64) -> Vec<usize> {
+    use rand::Rng as _;
+    if n <= k {
+        return (0..n).collect();
+    }
+    let mut rng = Streams::new(seed).stream(name_id("scatter-sample"), 0, 0, 0);
+    let mut idx: Vec<usize> = (0..n).collect();
+    // Partial Fisher–Yates: the first k positions become a uniform k-subset.
+    for i in 0..k {
+        let j = rng.random_range(i..n);
+        idx.swap(i, j);
+    }
+    idx.truncate(k);
+    idx.sort_unstable();
+    idx
+}
+
+/// The candidates of a sample of users: raw scores and sensitivities, all users' concatenated.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CandidateSample {
+    /// Users in the sample.
+    pub users: u64,
+    /// Candidate scores before clipping.
+    pub scores: Vec<f64>,
+    /// Candidate sensitivities.
+    pub deltas: Vec<f64>,
+}
+
+/// One pass over every user (scores and candidates as in [`run_user`]): per-item candidate counts
+/// and, for the users in `sample` (indices into the scorer's users), their candidates' raw scores
+/// and sensitivities.
+pub fn candidate_pass<S: UserScorer>(
+    scorer: &S,
+    sens: &Sensitivities,
+    top: usize,
+    sample: &[usize],
+) -> (ItemCounts, CandidateSample) {
+    let n_items = scorer.n_items();
+    let fresh = || ItemCounts {
+        appearances: vec![0; n_items],
+        outside: vec![0; n_items],
+    };
+    let counts = (0..scorer.n_users())
+        .into_par_iter()
+        .fold(
+            || (fresh(), vec![0.0; n_items], scorer.scratch()),
+            |(mut c, mut buf, mut scratch), u| {
+                scorer.score(u, &mut buf, &mut scratch);
+                for j in top_candidates(&buf, scorer.excluded(u), top) {
+                    let j = j as usize;
+                    c.appearances[j] += 1;
+                    let v = buf[j];
+                    if v < sens.lower[j] || v > sens.upper[j] {
+                        c.outside[j] += 1;
+                    }
+                }
+                (c, buf, scratch)
+            },
+        )
+        .map(|(c, _, _)| c)
+        .reduce(fresh, |mut a, b| {
+            for j in 0..n_items {
+                a.appearances[j] += b.appearances[j];
+                a.outside[j] += b.outside[j];
+            }
+            a
+        });
+    let per_user: Vec<(Vec<f64>, Vec<f64>)> = sample
+        .par_iter()
+        .map_init(
+            || (vec![0.0; n_items], scorer.scratch()),
+            |(buf, scratch), &u| {
+                scorer.score(u, buf, scratch);
+                let items = top_candidates(buf, scorer.excluded(u), top);
+                (
+                    items.iter().map(|&j| buf[j as usize]).collect(),
+                    items.iter().map(|&j| sens.delta[j as usize]).collect(),
+                )
+            },
+        )
+        .collect();
+    let mut out = CandidateSample {
+        users: sample.len() as u64,
+        ..CandidateSample::default()
+    };
+    for (q, d) in per_user {
+        out.scores.extend(q);
+        out.deltas.extend(d);
+    }
+    (counts, out)
+}
+
+fn quantiles(mut v: Vec<f64>) -> Vec<f64> {
+    if v.is_empty() {
+        return vec![f64::NAN; DIAGNOSTIC_LEVELS.len()];
+    }
+    v.sort_by(f64::total_cmp);
+    DIAGNOSTIC_LEVELS
+        .iter()
+        .map(|&p| crate::stats::percentile_linear(&v, p))
+        .collect()
+}
+
+/// The run's [`Diagnostics`] from the candidate pass, the sensitivities and the user rows.
+pub fn diagnostics(
+    cfg: &SelectConfig,
+    sens: &Sensitivities,
+    floor: f64,
+    counts: &ItemCounts,
+    sample: CandidateSample,
+    rows: &[UserRow],
+) -> Diagnostics {
+    let total: u64 = counts.appearances.iter().sum();
+    let outside: u64 = counts.outside.iter().sum();
+    let scored: Vec<usize> = (0..sens.delta.len())
+        .filter(|&j| sens.counts[j] > 0)
+        .collect();
+    let at_floor = |j: usize| sens.delta[j] <= floor;
+    let floor_items = scored.iter().filter(|&&j| at_floor(j)).count();
+    let floor_cands: u64 = (0..sens.delta.len())
+        .filter(|&j| at_floor(j))
+        .map(|j| counts.appearances[j])
+        .sum();
+    Diagnostics {
+        clip: cfg.clip,
+        percentile_users: cfg.percentile_users.name().into(),
+        candidate_scores: total,
+        share_clipped: outside as f64 / total.max(1) as f64,
+        share_items_at_floor: floor_items as f64 / scored.len().max(1) as f64,
+        share_candidates_at_floor: floor_cands as f64 / total.max(1) as f64,
+        users_negative_spearman: rows.iter().filter(|r| r.spearman < 0.0).count() as u64,
+        users: rows.len() as u64,
+        levels: DIAGNOSTIC_LEVELS.to_vec(),
+        score_quantiles: quantiles(sample.scores),
+        candidate_sensitivity_quantiles: quantiles(sample.deltas),
+        item_sensitivity_quantiles: quantiles(scored.iter().map(|&j| sens.delta[j]).collect()),
+        quantile_users: sample.users,
     }
 }
