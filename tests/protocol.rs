@@ -172,7 +172,7 @@ fn diagnostics_count_what_lies_outside_the_percentiles() {
     );
     let cfg = config(false, population);
     let sample = real::random_sample(t.scores.len(), 100, cfg.seed);
-    let (counts, cands) = real::candidate_pass(&t, &s, cfg.top, &sample);
+    let (counts, cands) = real::candidate_pass(&t, &s, &cfg, &sample);
     // Brute force over every user's candidates.
     let (mut total, mut outside) = (0u64, 0u64);
     let mut per_item = vec![(0u64, 0u64); 40];
@@ -211,6 +211,21 @@ fn diagnostics_count_what_lies_outside_the_percentiles() {
     assert_eq!(d.score_quantiles.len(), real::DIAGNOSTIC_LEVELS.len());
     assert!(!d.clip);
     assert_eq!(d.percentile_users, "without-item");
+    // The bound rule's bits, recomputed by brute force for a few users.
+    for u in [0usize, 99, 499] {
+        let items = top_candidates(&t.scores[u], &t.excluded[u], cfg.top);
+        let q: Vec<f64> = items.iter().map(|&j| t.scores[u][j as usize]).collect();
+        let dd: Vec<f64> = items.iter().map(|&j| s.delta[j as usize]).collect();
+        let b = recsel::stats::utility_bounds(
+            &q,
+            &dd,
+            cfg.epsilons[0],
+            cfg.params.beta,
+            recsel::stats::GemBoundReading::Full,
+        )
+        .unwrap();
+        assert_eq!(counts.bound_mgem[u] & 1 == 1, b.mgem >= b.gem, "user {u}");
+    }
 }
 
 #[test]

@@ -480,6 +480,8 @@ pub struct ItemCounts {
     pub appearances: Vec<u64>,
     /// Of those, scores outside the item's percentile range.
     pub outside: Vec<u64>,
+    /// Per user, bit e set when mGEM's utility bound at ε_e is at least GEM's (the bound rule).
+    pub bound_mgem: Vec<u64>,
 }
 
 /// `k` distinct indices out of `0..n` drawn uniformly with the run's seed (all of them when
@@ -512,45 +514,76 @@ pub struct CandidateSample {
     pub deltas: Vec<f64>,
 }
 
-/// One pass over every user (scores and candidates as in [`run_user`]): per-item candidate counts
-/// and, for the users in `sample` (indices into the scorer's users), their candidates' raw scores
-/// and sensitivities.
+/// One pass over every user (scores and candidates as in [`run_user`]): per-item candidate counts,
+/// each user's bound-rule bits at every ε of `cfg`, and, for the users in `sample` (indices into the
+/// scorer's users), their candidates' raw scores and sensitivities.
 pub fn candidate_pass<S: UserScorer>(
     scorer: &S,
     sens: &Sensitivities,
-    top: usize,
+    cfg: &SelectConfig,
     sample: &[usize],
 ) -> (ItemCounts, CandidateSample) {
-    let n_items = scorer.n_items();
+    let (n_items, top) = (scorer.n_items(), cfg.top);
     let fresh = || ItemCounts {
         appearances: vec![0; n_items],
         outside: vec![0; n_items],
+        bound_mgem: Vec::new(),
     };
-    let counts = (0..scorer.n_users())
+    // Per thread: item counts and (user, bound bits); merged in user order below, so the result
+    // does not depend on the number of threads.
+    let (mut counts, masks) = (0..scorer.n_users())
         .into_par_iter()
         .fold(
-            || (fresh(), vec![0.0; n_items], scorer.scratch()),
-            |(mut c, mut buf, mut scratch), u| {
+            || (fresh(), Vec::new(), vec![0.0; n_items], scorer.scratch()),
+            |(mut c, mut masks, mut buf, mut scratch), u| {
                 scorer.score(u, &mut buf, &mut scratch);
-                for j in top_candidates(&buf, scorer.excluded(u), top) {
-                    let j = j as usize;
+                let items = top_candidates(&buf, scorer.excluded(u), top);
+                let mut q = Vec::with_capacity(items.len());
+                let mut d = Vec::with_capacity(items.len());
+                for &j in &items {
+                    let (j, v) = (j as usize, buf[j as usize]);
                     c.appearances[j] += 1;
-                    let v = buf[j];
                     if v < sens.lower[j] || v > sens.upper[j] {
                         c.outside[j] += 1;
                     }
+                    // The scores the mechanisms see.
+                    q.push(if cfg.clip { sens.clip(j, v) } else { v });
+                    d.push(sens.delta[j]);
                 }
-                (c, buf, scratch)
+                // The bound rule's bit at every ε.
+                let mut mask = 0u64;
+                if !q.is_empty() {
+                    for (e, &eps) in cfg.epsilons.iter().enumerate().take(64) {
+                        if crate::stats::bounds::mgem_bound_at_least_gem(
+                            &q,
+                            &d,
+                            eps,
+                            cfg.params.beta,
+                        ) {
+                            mask |= 1 << e;
+                        }
+                    }
+                }
+                masks.push((u, mask));
+                (c, masks, buf, scratch)
             },
         )
-        .map(|(c, _, _)| c)
-        .reduce(fresh, |mut a, b| {
-            for j in 0..n_items {
-                a.appearances[j] += b.appearances[j];
-                a.outside[j] += b.outside[j];
-            }
-            a
-        });
+        .map(|(c, masks, _, _)| (c, masks))
+        .reduce(
+            || (fresh(), Vec::new()),
+            |(mut a, mut ma), (b, mb)| {
+                for j in 0..n_items {
+                    a.appearances[j] += b.appearances[j];
+                    a.outside[j] += b.outside[j];
+                }
+                ma.extend(mb);
+                (a, ma)
+            },
+        );
+    counts.bound_mgem = vec![0; scorer.n_users()];
+    for (u, mask) in masks {
+        counts.bound_mgem[u] = mask;
+    }
     let per_user: Vec<(Vec<f64>, Vec<f64>)> = sample
         .par_iter()
         .map_init(
@@ -622,4 +655,65 @@ pub fn diagnostics(
         item_sensitivity_quantiles: quantiles(scored.iter().map(|&j| sens.delta[j]).collect()),
         quantile_users: sample.users,
     }
+}
+
+/// The Spearman rule and the bound rule against the per-user MSE winner of GEM and mGEM, at one ε
+/// (an extension; see `crate::experiments::winners` for the synthetic version).
+#[derive(Debug, Clone, Serialize)]
+pub struct RuleRow {
+    /// ε.
+    pub epsilon: f64,
+    /// Users whose GEM and mGEM MSEs differ.
+    pub users: u64,
+    /// Share of them where mGEM has the lower MSE.
+    pub share_mgem_better: f64,
+    /// Share where the Spearman rule (`spearman ≥ 0` → mGEM) picks the lower MSE.
+    pub spearman_right: f64,
+    /// Share where the bound rule picks the lower MSE.
+    pub bound_right: f64,
+    /// Share of users for whom the bound rule picks mGEM.
+    pub bound_share_mgem: f64,
+}
+
+/// Per ε, how often each rule picks the per-user better of GEM and mGEM (each user's MSE over the
+/// run's trials); empty when the run lacks `gem` or `mgem`.
+pub fn rule_table(cfg: &SelectConfig, rows: &[UserRow], counts: &ItemCounts) -> Vec<RuleRow> {
+    let pos = |n: &str| cfg.mechanisms.iter().position(|m| m == n);
+    let (Some(g), Some(m)) = (pos("gem"), pos("mgem")) else {
+        return Vec::new();
+    };
+    let ne = cfg.epsilons.len();
+    cfg.epsilons
+        .iter()
+        .enumerate()
+        .take(64)
+        .map(|(e, &eps)| {
+            let (mut n, mut mg, mut sp, mut bd, mut bm) = (0u64, 0u64, 0u64, 0u64, 0u64);
+            for r in rows {
+                let (eg, em) = (r.mse[g * ne + e], r.mse[m * ne + e]);
+                let bound_m = counts
+                    .bound_mgem
+                    .get(r.user as usize)
+                    .is_some_and(|mask| mask & (1 << e) != 0);
+                bm += u64::from(bound_m);
+                if eg == em {
+                    continue;
+                }
+                n += 1;
+                let mgem_better = em < eg;
+                mg += u64::from(mgem_better);
+                sp += u64::from((r.spearman >= 0.0) == mgem_better);
+                bd += u64::from(bound_m == mgem_better);
+            }
+            let share = |x: u64| x as f64 / n.max(1) as f64;
+            RuleRow {
+                epsilon: eps,
+                users: n,
+                share_mgem_better: share(mg),
+                spearman_right: share(sp),
+                bound_right: share(bd),
+                bound_share_mgem: bm as f64 / rows.len().max(1) as f64,
+            }
+        })
+        .collect()
 }
