@@ -249,3 +249,67 @@ fn scatter_sample_is_random_distinct_and_reproducible() {
         (0..50).collect::<Vec<_>>()
     );
 }
+
+/// `recsel select --json` carries the run's kind and diagnostics, and the items table is written
+/// (issue 10, "Must show"); the default run is the paper's text (all users, no clipping).
+#[test]
+fn select_json_has_the_diagnostics_and_the_items_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("sel");
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "select",
+            "--dataset",
+            "synthetic",
+            "--mech",
+            "rnm,gem,mgem,random",
+            "--eps",
+            "1",
+            "--trials",
+            "2",
+            "--top",
+            "30",
+            "--seed",
+            "5",
+            "--json",
+            "--force",
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_recsel"))
+            .args(&args)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()
+    };
+    let v = run(&[]);
+    assert_eq!(v["clip"], false);
+    assert_eq!(v["dp_release"], false);
+    assert_eq!(v["percentile_users"], "all");
+    let d = &v["diagnostics"];
+    for key in [
+        "share_clipped",
+        "share_items_at_floor",
+        "users_negative_spearman",
+        "score_quantiles",
+        "candidate_sensitivity_quantiles",
+        "item_sensitivity_quantiles",
+    ] {
+        assert!(!d[key].is_null(), "diagnostics.{key} missing: {d}");
+    }
+    assert_eq!(d["score_quantiles"].as_array().unwrap().len(), 7);
+    let share = d["share_clipped"].as_f64().unwrap();
+    assert!(share > 0.0 && share < 1.0, "{share}");
+    assert!(v["scatter"]["users_drawn"].as_u64().unwrap() > 0);
+    let items = std::fs::read_to_string(out.join("items.csv")).unwrap();
+    assert!(items.starts_with("item,p1,p99,sensitivity,users,candidates,clipped_share"));
+    assert!(out.join("diagnostics.json").exists() && out.join("rules.csv").exists());
+    let cfg = std::fs::read_to_string(out.join("config.json")).unwrap();
+    assert!(cfg.contains("\"percentile_users\": \"all\"") && cfg.contains("\"clip\": false"));
+    // A clipped run says so.
+    let c = run(&["--clip", "--percentile-users", "without-item"]);
+    assert_eq!(c["dp_release"], true);
+    assert_eq!(c["diagnostics"]["percentile_users"], "without-item");
+}

@@ -98,7 +98,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     );
     eprintln!(
         "[fit] {}: {} training users, {} items, {} training interactions, {} test users ({load_s:.2} s)",
-        data.name,
+        data.name(),
         data.train.rows(),
         data.n_items(),
         data.train.nnz(),
@@ -129,7 +129,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             dir,
             &model,
             &params,
-            &data.name,
+            data.name(),
             data.fingerprint(),
             &data.item_ids,
         )
@@ -141,7 +141,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if quiet {
         let mut obj = metrics_json(&metrics);
         let map = obj.as_object_mut().expect("object");
-        map.insert("dataset".into(), data.name.clone().into());
+        map.insert("dataset".into(), data.name().to_string().into());
         map.insert("method".into(), method.name().into());
         map.insert("l2".into(), args.model.l2.into());
         map.insert("density".into(), args.model.density.into());
@@ -177,7 +177,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             "{} on {}: λ = {}, density = {}, {} items ({untrained} never in a training row; \
              SANSA's item filter: items without a kept interaction dropped, no minimum count)",
             method.name(),
-            data.name,
+            data.name(),
             args.model.l2,
             args.model.density,
             data.n_items()
