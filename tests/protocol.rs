@@ -188,10 +188,10 @@ fn diagnostics_count_what_lies_outside_the_percentiles() {
             }
         }
     }
-    for j in 0..40 {
+    for (j, want) in per_item.iter().enumerate() {
         assert_eq!(
             (counts.appearances[j], counts.outside[j]),
-            per_item[j],
+            *want,
             "item {j}"
         );
     }

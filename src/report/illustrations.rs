@@ -11,6 +11,9 @@ use crate::error::Result;
 use crate::experiments::illustrate::{DensityRow, ReorderRow};
 use crate::experiments::scenarios::GroupBox;
 
+/// A line of fig 4: its label, colour and value per candidate.
+type Series = (&'static str, RGBColor, fn(&ReorderRow) -> f64);
+
 const SET_COLORS: [RGBColor; 4] = [
     RGBColor(44, 160, 44),
     RGBColor(31, 119, 180),
@@ -118,7 +121,7 @@ pub fn fig4_png(path: &Path, t: f64, rows: &[ReorderRow]) -> Result<()> {
                 .light_line_style(RGBColor(235, 235, 235))
                 .draw()
                 .map_err(err)?;
-            let series: [(&str, RGBColor, fn(&ReorderRow) -> f64); 3] = [
+            let series: [Series; 3] = [
                 ("mGEM: q + t*Delta", RGBColor(231, 84, 128), |r| r.mgem),
                 ("q", RGBColor(0, 0, 0), |r| r.score),
                 ("GEM: q - t*Delta", RGBColor(118, 42, 131), |r| r.gem),
