@@ -89,7 +89,7 @@ fn unknown_names_list_the_valid_ones() {
     let msg = Chooser::from_name("kendall").unwrap_err().to_string();
     assert_eq!(
         msg,
-        "unknown correlation chooser 'kendall'; valid names: spearman, pearson, weighted"
+        "unknown correlation chooser 'kendall'; valid names: spearman, pearson, weighted, bound"
     );
     assert!(mechanisms::parse_list("rnm,nope").is_err());
     // `all` is every mechanism except the audit references (bot-exp, rs-exp-m1).

@@ -71,6 +71,7 @@ fn config(trials: u32) -> SelectConfig {
         trials,
         top: 40,
         clip: true,
+        percentile_users: recsel::scoring::PercentileUsers::All,
         seed: 9,
         source_fingerprint: "test".into(),
     }

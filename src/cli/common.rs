@@ -21,8 +21,9 @@ pub struct MechOpts {
     /// Share of ε that cgem spends on the correlation bit, in (0, 1).
     #[arg(long, value_name = "C")]
     pub c: Option<f64>,
-    /// Correlation cgem uses to choose between gem and mgem.
-    #[arg(long, value_parser = ["spearman", "pearson", "weighted"])]
+    /// What cgem's bit reads to choose between gem and mgem: a correlation, or `bound` (mgem when
+    /// its utility bound is at least gem's; see `recsel bounds`).
+    #[arg(long, value_parser = ["spearman", "pearson", "weighted", "bound"])]
     pub chooser: Option<String>,
     /// Number of draws T of the audit reference bot-exp, >= 1.
     #[arg(long, value_name = "T")]

@@ -87,6 +87,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let params = args.model.params(&data.descriptor)?;
     let method = params.method;
     let load_s = t.elapsed().as_secs_f64();
+    // SANSA's item filter for ML-20M and Netflix (glami/sansa, datasets/movielens20.py and
+    // netflix.py): no minimum count — an item survives iff some interaction kept by the rating >= 4
+    // and users >= 5 filters mentions it, which the preprocessing here does too. Items that then
+    // appear only in test users' rows have an empty training column: every model scores them 0.
+    let untrained = items_without_training(&data.train);
+    eprintln!(
+        "[fit] item filter (as SANSA): items without a kept interaction dropped; {} items kept, \
+         {untrained} of them never in a training row",
+        data.n_items()
+    );
     eprintln!(
         "[fit] {}: {} training users, {} items, {} training interactions, {} test users ({load_s:.2} s)",
         data.name(),
@@ -138,6 +148,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         map.insert("density".into(), params.density.into());
         map.insert("seed".into(), args.seed.into());
         map.insert("items".into(), data.n_items().into());
+        map.insert("items_without_training".into(), untrained.into());
         map.insert("train_users".into(), data.train.rows().into());
         map.insert("train_interactions".into(), data.train.nnz().into());
         map.insert("load_seconds".into(), load_s.into());
@@ -164,7 +175,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         writeln!(
             out,
-            "{} on {}: λ = {}, density = {}, {} items",
+            "{} on {}: λ = {}, density = {}, {} items ({untrained} never in a training row; \
+             SANSA's item filter: items without a kept interaction dropped, no minimum count)",
             method.name(),
             data.name(),
             params.l2,
@@ -190,4 +202,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Items whose training column is empty.
+fn items_without_training(train: &recsel::data::Csr) -> usize {
+    let mut seen = vec![false; train.cols()];
+    for &j in train.indices() {
+        seen[j as usize] = true;
+    }
+    seen.iter().filter(|&&s| !s).count()
 }

@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 
 mod audit;
 mod bandit;
+mod bounds;
 mod common;
 mod mechanisms;
 mod run;
@@ -37,6 +38,8 @@ enum Command {
     Sample(sample::Args),
     /// Audit mechanisms: empirical ε lower bounds on adversarial neighbouring inputs.
     Audit(audit::Args),
+    /// Utility bounds of RNM, GEM and mGEM on one problem (seed 001 appendix J).
+    Bounds(bounds::Args),
     /// Fit SANSA, EASE or the most-popular baseline and report Recall/nDCG.
     Fit(fit::Args),
     /// Private selection for every test user: MSE per mechanism and ε, per-user correlations.
@@ -64,6 +67,7 @@ pub fn main() -> anyhow::Result<ExitCode> {
         Command::Mechanisms(a) => mechanisms::run(a),
         Command::Sample(a) => sample::run(a),
         Command::Audit(a) => audit::run(a),
+        Command::Bounds(a) => bounds::run(a),
         Command::Fit(args) => fit::run(args),
         Command::Select(a) => select::run(*a),
         Command::Synth(a) => synth::run(a),

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use recsel::experiments::pipeline::Pipeline;
 
 /// Run a pipeline file: one TOML file per figure with an output folder and a [synth],
-/// [twocand], [select] or [bandit] table (unknown keys are errors).
+/// [twocand], [select], [bandit] or [illustrate] table (unknown keys are errors).
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Example:\n  recsel run pipelines/fig2.toml\n  \
     recsel run pipelines/fig3.toml --out /tmp/fig3 --check\n  \
@@ -66,11 +66,25 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     eprintln!("recsel: {} — {}", p.figure, p.description);
-    match (&p.synth, &p.twocand, select, &p.bandit) {
-        (Some(s), _, _, _) => super::synth::execute(s, &out, args.json),
-        (_, Some(t), _, _) => super::twocand::execute(t, &out, args.json),
-        (_, _, Some(a), _) => super::select::run(a),
-        (_, _, _, Some(b)) => super::bandit::execute(b, &out, args.json),
+    match (&p.synth, &p.twocand, select, &p.bandit, &p.illustrate) {
+        (Some(s), _, _, _, _) => super::synth::execute(s, &out, args.json),
+        (_, Some(t), _, _, _) => super::twocand::execute(t, &out, args.json),
+        (_, _, Some(a), _, _) => super::select::run(a),
+        (_, _, _, Some(b), _) => super::bandit::execute(b, &out, args.json),
+        (_, _, _, _, Some(i)) => {
+            let written = recsel::report::write_illustrate(&out, i)?;
+            if args.json {
+                println!(
+                    "{}",
+                    serde_json::json!({ "figure": i.figure, "written": written })
+                );
+            } else {
+                for w in written {
+                    println!("wrote {}", w.display());
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         _ => unreachable!("validated: exactly one table"),
     }
 }

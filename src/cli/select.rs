@@ -9,8 +9,12 @@ use anyhow::Context;
 use recsel::data::load_dataset_with;
 use recsel::experiments::real::{self, ChunkStore, SelectConfig, PAPER_EPSILONS};
 use recsel::mechanisms::{self, MechParams};
-use recsel::report::select::{write_select, SelectResults, SelectRun};
-use recsel::scoring::{item_sensitivities, ModelScorer, SensitivityConfig, UserScorer};
+use recsel::report::select::{
+    nearest_epsilon, scatter_points, write_select, SelectResults, SelectRun, SCATTER_USERS,
+};
+use recsel::scoring::{
+    item_sensitivities, ModelScorer, PercentileUsers, SensitivityConfig, UserScorer,
+};
 
 use super::common::{parse_f64_list, progress, DataArgs, MechOpts, ModelArgs};
 
@@ -47,9 +51,18 @@ pub struct Args {
     /// Candidates per user (the user's top items by model score).
     #[arg(long, default_value_t = 500)]
     top: usize,
-    /// Do not clip scores to each item's [p1, p99] range.
-    #[arg(long)]
+    /// Clip every candidate score to its item's [p1, p99] range, so that Δ_j bounds how far one
+    /// user can move it: only a clipped run is a DP release. Off by default, as in the paper's
+    /// text (seed 001 clips only its synthetic scores).
+    #[arg(long, overrides_with = "no_clip")]
+    clip: bool,
+    /// Do not clip (the default): Δ_j is then an estimate of the spread, not a bound.
+    #[arg(long, overrides_with = "clip")]
     no_clip: bool,
+    /// Whose scores the per-item percentiles are taken over: `all` test users (the paper's text,
+    /// default) or only those `without-item`, to whom it can be recommended.
+    #[arg(long, default_value = "all", value_parser = ["all", "without-item"])]
+    percentile_users: String,
     #[command(flatten)]
     opts: MechOpts,
     /// Seed of the selection streams (default: the seed of a run being resumed, else OS entropy).
@@ -67,7 +80,8 @@ pub struct Args {
     /// ε of the per-user mGEM/GEM scatter plot (fig 13 d–f).
     #[arg(long, default_value_t = 1.0)]
     scatter_eps: f64,
-    /// Print one JSON object (MSE table and Spearman summary) instead of a table.
+    /// Print one JSON object (MSE table, Spearman summary, clipping, "diagnostics", scatter counts,
+    /// rules) instead of a table.
     #[arg(long)]
     json: bool,
 }
@@ -152,7 +166,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         epsilons,
         trials: args.trials,
         top: args.top,
-        clip: !args.no_clip,
+        clip: args.clip && !args.no_clip,
+        percentile_users: PercentileUsers::from_name(&args.percentile_users)?,
         seed,
         source_fingerprint: real::source_fingerprint(&data, &params),
     };
@@ -169,7 +184,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     );
     let bar = progress(scorer.n_users() as u64, "percentiles");
     let t = Instant::now();
-    let sens = item_sensitivities(&scorer, &SensitivityConfig::default(), &|n| bar.inc(n));
+    let sens_cfg = SensitivityConfig::default().with_population(cfg.percentile_users);
+    let sens = item_sensitivities(&scorer, &sens_cfg, &|n| bar.inc(n));
     bar.finish_and_clear();
     let sens_s = t.elapsed().as_secs_f64();
     eprintln!("[select] item sensitivities in {sens_s:.1} s");
@@ -179,6 +195,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let (rows, skipped) = real::run_all(&scorer, &sens, &cfg, &store, &|n| bar.inc(n), None)?;
     bar.finish_and_clear();
     let select_s = t.elapsed().as_secs_f64();
+    // Diagnostics (docs/real-data.md): one more scoring pass over every user.
+    let t = Instant::now();
+    let sample = real::random_sample(scorer.n_users(), SCATTER_USERS, cfg.seed);
+    let (counts, candidates) = real::candidate_pass(&scorer, &sens, &cfg, &sample);
+    let diagnostics = real::diagnostics(&cfg, &sens, sens_cfg.floor, &counts, candidates, &rows);
+    let rules = real::rule_table(&cfg, &rows, &counts);
+    let diag_s = t.elapsed().as_secs_f64();
+    let scatter_e = nearest_epsilon(&cfg, args.scatter_eps);
+    let scatter = scatter_points(&cfg, &rows, scatter_e);
     let spearman = real::spearman_summary(&rows);
     let mse = real::mse_table(&cfg, &rows);
     let run = SelectRun {
@@ -195,6 +220,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         mse: &mse,
         spearman: &spearman,
         user_ids: &data.test_user_ids,
+        sens: &sens,
+        item_ids: &data.item_ids,
+        counts: &counts,
+        diagnostics: &diagnostics,
+        rules: &rules,
     };
     let files = write_select(&out, &run, &results)
         .with_context(|| format!("writing the results into {}", out.display()))?;
@@ -209,8 +239,20 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             "mse": mse,
             "spearman": spearman,
             "seed": cfg.seed,
+            "clip": cfg.clip,
+            "percentile_users": cfg.percentile_users.name(),
+            "dp_release": cfg.clip,
+            "diagnostics": diagnostics,
+            "scatter": scatter.as_ref().map(|(p, left_out)| serde_json::json!({
+                "epsilon": cfg.epsilons[scatter_e],
+                "users_drawn": p.len() as u64 + left_out,
+                "users_shown": p.len(),
+                "users_left_out": left_out,
+            })),
+            "rules": rules,
             "sensitivity_seconds": sens_s,
             "selection_seconds": select_s,
+            "diagnostics_seconds": diag_s,
             "total_seconds": total_s,
             "peak_rss_mb": peak,
             "out": out,
@@ -227,13 +269,63 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         cfg.trials,
         cfg.seed
     )?;
+    let kind = if cfg.clip {
+        "scores clipped to each item's [p1, p99]: a DP release"
+    } else {
+        "scores NOT clipped (the paper's text): Delta_j estimates the spread, it is no bound; \
+         not a DP release (--clip makes one)"
+    };
     writeln!(
         stdout,
-        "Spearman(scores, sensitivities) per user: mean {:.3}, median {:.3}, {:.1}% positive",
+        "{kind}; percentiles over {} test users",
+        if cfg.percentile_users == PercentileUsers::All {
+            "all"
+        } else {
+            "the item's non-owners among the"
+        }
+    )?;
+    writeln!(
+        stdout,
+        "Spearman(scores, sensitivities) per user: mean {:.3}, median {:.3}, {:.1}% positive, \
+         {} users negative",
         spearman.mean,
         spearman.median,
-        100.0 * spearman.share_positive
+        100.0 * spearman.share_positive,
+        diagnostics.users_negative_spearman
     )?;
+    writeln!(
+        stdout,
+        "diagnostics: {:.2}% of {} candidate scores outside [p1, p99]; {:.2}% of items ({:.2}% of \
+         candidates) at the sensitivity floor",
+        100.0 * diagnostics.share_clipped,
+        diagnostics.candidate_scores,
+        100.0 * diagnostics.share_items_at_floor,
+        100.0 * diagnostics.share_candidates_at_floor
+    )?;
+    let q = |v: &[f64]| {
+        v.iter()
+            .map(|x| format!("{x:.3e}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    writeln!(
+        stdout,
+        "quantiles (min 1% 25% 50% 75% 99% max) of candidate scores: {}; of candidate \
+         sensitivities: {}; of item sensitivities: {}",
+        q(&diagnostics.score_quantiles),
+        q(&diagnostics.candidate_sensitivity_quantiles),
+        q(&diagnostics.item_sensitivity_quantiles)
+    )?;
+    if let Some((p, left_out)) = &scatter {
+        writeln!(
+            stdout,
+            "fig 13 d-f at eps = {}: {} random users drawn, {} shown, {left_out} left out (a mean \
+             selected score not positive)",
+            cfg.epsilons[scatter_e],
+            p.len() as u64 + left_out,
+            p.len()
+        )?;
+    }
     write!(stdout, "\n{:<13}", "MSE")?;
     for e in &cfg.epsilons {
         write!(stdout, " {:>9}", format!("eps={e}"))?;
@@ -248,7 +340,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     writeln!(
         stdout,
-        "\nsensitivities {sens_s:.1} s, selection {select_s:.1} s, total {total_s:.1} s, peak memory {peak:.0} MB"
+        "\nsensitivities {sens_s:.1} s, selection {select_s:.1} s, diagnostics {diag_s:.1} s, total {total_s:.1} s, peak memory {peak:.0} MB"
     )?;
     for f in files {
         writeln!(stdout, "wrote {}", f.display())?;

@@ -24,7 +24,7 @@ use super::common::{parse_f64_list, positive, progress, seed_or_entropy, MechOpt
 )]
 pub struct Args {
     /// Scenarios, comma separated: 1..8, corr (correlation sweep), share (fig 18 share sweep of
-    /// scenarios 1-3), or all (1..8 and corr).
+    /// scenarios 1-3), fig6 (the two scenarios of figs 6/24), or all (1..8 and corr).
     #[arg(long, default_value = "all")]
     scenario: String,
     /// Mechanisms: `all` or a comma-separated list (see `recsel mechanisms`).

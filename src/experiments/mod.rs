@@ -3,12 +3,14 @@
 //! each figure.
 
 pub mod bandit;
+pub mod illustrate;
 pub mod pipeline;
 pub mod real;
 pub mod scenarios;
 pub mod select_pipeline;
 pub mod synthetic;
 pub mod twocand;
+pub mod winners;
 
 use serde::{Deserialize, Serialize};
 
@@ -24,7 +26,7 @@ use synthetic::{CorrRow, MseRow};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SynthConfig {
-    /// Each `1`..`8`, `corr`, `share` (fig 18) or `all` (1–8 and corr).
+    /// Each `1`..`8`, `corr`, `share` (fig 18), `fig6` (figs 6/24) or `all` (1–8 and corr).
     pub scenarios: Vec<ScenarioSet>,
     /// `all` or a comma-separated list of mechanism names.
     pub mechanisms: String,
@@ -127,6 +129,7 @@ impl SynthConfig {
                             .map(move |&share| Scenario::Share { base, share })
                     })
                     .collect(),
+                ScenarioSet::Fig6 => vec![Scenario::Exceptional(1), Scenario::Exceptional(2)],
                 ScenarioSet::All => (1..=8).map(Scenario::Numbered).chain(corr()).collect(),
             };
             for s in more {

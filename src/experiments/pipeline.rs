@@ -5,7 +5,7 @@
 //! description = "Scenarios 1-3"
 //! out = "out/fig2"
 //!
-//! [synth]            # or [twocand], [select] or [bandit]; every key optional, defaults of SPEC §4
+//! [synth]            # or [twocand], [select], [bandit] or [illustrate]; every key optional
 //! scenario = "1"
 //! ```
 //!
@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::experiments::bandit::BanditConfig;
+use crate::experiments::illustrate::IllustrateConfig;
 use crate::experiments::select_pipeline::SelectPipeline;
 use crate::experiments::twocand::TwocandConfig;
 use crate::experiments::SynthConfig;
@@ -41,6 +42,8 @@ pub struct Pipeline {
     pub select: Option<SelectPipeline>,
     /// Bandit under distribution shift (fig 14).
     pub bandit: Option<BanditConfig>,
+    /// Illustrations computed exactly (figs 4, 22).
+    pub illustrate: Option<IllustrateConfig>,
 }
 
 impl Pipeline {
@@ -63,16 +66,24 @@ impl Pipeline {
         Self::parse(&text, &path.display().to_string())
     }
 
-    /// Exactly one of `[synth]`, `[twocand]`, `[select]` and `[bandit]`, each valid.
+    /// Exactly one of `[synth]`, `[twocand]`, `[select]`, `[bandit]` and `[illustrate]`, each
+    /// valid.
     pub fn validate(&self) -> Result<()> {
-        match (&self.synth, &self.twocand, &self.select, &self.bandit) {
-            (Some(s), None, None, None) => s.validate(),
-            (None, Some(t), None, None) => t.validate(),
-            (None, None, Some(r), None) => r.validate(),
-            (None, None, None, Some(b)) => b.validate(),
+        match (
+            &self.synth,
+            &self.twocand,
+            &self.select,
+            &self.bandit,
+            &self.illustrate,
+        ) {
+            (Some(s), None, None, None, None) => s.validate(),
+            (None, Some(t), None, None, None) => t.validate(),
+            (None, None, Some(r), None, None) => r.validate(),
+            (None, None, None, Some(b), None) => b.validate(),
+            (None, None, None, None, Some(i)) => i.validate(),
             _ => Err(Error::Invalid(
-                "a pipeline needs exactly one of the tables [synth], [twocand], [select] and \
-                 [bandit]"
+                "a pipeline needs exactly one of the tables [synth], [twocand], [select], \
+                 [bandit] and [illustrate]"
                     .into(),
             )),
         }

@@ -18,7 +18,7 @@ use crate::io::write_atomic;
 use crate::mechanisms::{self, MechParams, Mechanism, Problem};
 use crate::model::{self, Model, ModelParams};
 use crate::rng::{name_id, Streams};
-use crate::scoring::{top_candidates, Sensitivities, UserScorer};
+use crate::scoring::{top_candidates, PercentileUsers, Sensitivities, UserScorer};
 use crate::stats::{pearson, spearman, weighted_correlation};
 
 /// The ε grid of SPEC §5.8.
@@ -37,8 +37,11 @@ pub struct SelectConfig {
     pub trials: u32,
     /// Candidates per user.
     pub top: usize,
-    /// Whether scores are clipped to the per-item percentile range.
+    /// Whether scores are clipped to the per-item percentile range (only a clipped run is a DP
+    /// release: without clipping Δ_j is an estimate, not a bound).
     pub clip: bool,
+    /// Whose scores the per-item percentiles are taken over.
+    pub percentile_users: PercentileUsers,
     /// Seed of the random streams.
     pub seed: u64,
     /// Fingerprint (hex) of the data and model the scores come from.
@@ -433,6 +436,288 @@ pub fn spearman_summary(rows: &[UserRow]) -> SpearmanSummary {
         },
         share_positive: v.iter().filter(|&&x| x > 0.0).count() as f64 / n.max(1) as f64,
     }
+}
+
+/// Quantile levels of the diagnostics: minimum, 1%, 25%, median, 75%, 99%, maximum.
+pub const DIAGNOSTIC_LEVELS: [f64; 7] = [0.0, 1.0, 25.0, 50.0, 75.0, 99.0, 100.0];
+
+/// Per-run diagnostics of the real-data protocol (`docs/real-data.md`): how much clipping and the
+/// sensitivity floor shape the selection problems.
+#[derive(Debug, Clone, Serialize)]
+pub struct Diagnostics {
+    /// Whether scores were clipped to `[p1_j, p99_j]` (only a clipped run is a DP release).
+    pub clip: bool,
+    /// `all` or `without-item`: whose scores the percentiles were taken over.
+    pub percentile_users: String,
+    /// Candidate scores over all users (each user's top candidates).
+    pub candidate_scores: u64,
+    /// Share of them outside their item's `[p1, p99]` (clipped in a clipped run; would have been
+    /// otherwise).
+    pub share_clipped: f64,
+    /// Share of the items with any score whose sensitivity is at the floor (zero spread).
+    pub share_items_at_floor: f64,
+    /// Share of the candidate appearances whose item is at the floor.
+    pub share_candidates_at_floor: f64,
+    /// Users whose Spearman correlation of candidate scores and sensitivities is negative.
+    pub users_negative_spearman: u64,
+    /// Users with any candidate.
+    pub users: u64,
+    /// The quantile levels (percent) of the three lists below.
+    pub levels: Vec<f64>,
+    /// Quantiles of the candidate scores before clipping, over the users of the scatter sample.
+    pub score_quantiles: Vec<f64>,
+    /// Quantiles of the candidates' sensitivities, over the users of the scatter sample.
+    pub candidate_sensitivity_quantiles: Vec<f64>,
+    /// Quantiles of the items' sensitivities (items with any score).
+    pub item_sensitivity_quantiles: Vec<f64>,
+    /// Users the score and candidate-sensitivity quantiles were taken over.
+    pub quantile_users: u64,
+}
+
+/// Per item: how often it was a candidate and how often its candidate score lay outside its
+/// `[p1, p99]`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ItemCounts {
+    /// Candidate appearances per item.
+    pub appearances: Vec<u64>,
+    /// Of those, scores outside the item's percentile range.
+    pub outside: Vec<u64>,
+    /// Per user, bit e set when mGEM's utility bound at ε_e is at least GEM's (the bound rule).
+    pub bound_mgem: Vec<u64>,
+}
+
+/// `k` distinct indices out of `0..n` drawn uniformly with the run's seed (all of them when
+/// `n ≤ k`), in increasing order: the users of the fig 13 d–f scatter plot and of the quantiles.
+pub fn random_sample(n: usize, k: usize, seed: u64) -> Vec<usize> {
+    use rand::Rng as _;
+    if n <= k {
+        return (0..n).collect();
+    }
+    let mut rng = Streams::new(seed).stream(name_id("scatter-sample"), 0, 0, 0);
+    let mut idx: Vec<usize> = (0..n).collect();
+    // Partial Fisher–Yates: the first k positions become a uniform k-subset.
+    for i in 0..k {
+        let j = rng.random_range(i..n);
+        idx.swap(i, j);
+    }
+    idx.truncate(k);
+    idx.sort_unstable();
+    idx
+}
+
+/// The candidates of a sample of users: raw scores and sensitivities, all users' concatenated.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CandidateSample {
+    /// Users in the sample.
+    pub users: u64,
+    /// Candidate scores before clipping.
+    pub scores: Vec<f64>,
+    /// Candidate sensitivities.
+    pub deltas: Vec<f64>,
+}
+
+/// One pass over every user (scores and candidates as in [`run_user`]): per-item candidate counts,
+/// each user's bound-rule bits at every ε of `cfg`, and, for the users in `sample` (indices into the
+/// scorer's users), their candidates' raw scores and sensitivities.
+pub fn candidate_pass<S: UserScorer>(
+    scorer: &S,
+    sens: &Sensitivities,
+    cfg: &SelectConfig,
+    sample: &[usize],
+) -> (ItemCounts, CandidateSample) {
+    let (n_items, top) = (scorer.n_items(), cfg.top);
+    let fresh = || ItemCounts {
+        appearances: vec![0; n_items],
+        outside: vec![0; n_items],
+        bound_mgem: Vec::new(),
+    };
+    // Per thread: item counts and (user, bound bits); merged in user order below, so the result
+    // does not depend on the number of threads.
+    let (mut counts, masks) = (0..scorer.n_users())
+        .into_par_iter()
+        .fold(
+            || (fresh(), Vec::new(), vec![0.0; n_items], scorer.scratch()),
+            |(mut c, mut masks, mut buf, mut scratch), u| {
+                scorer.score(u, &mut buf, &mut scratch);
+                let items = top_candidates(&buf, scorer.excluded(u), top);
+                let mut q = Vec::with_capacity(items.len());
+                let mut d = Vec::with_capacity(items.len());
+                for &j in &items {
+                    let (j, v) = (j as usize, buf[j as usize]);
+                    c.appearances[j] += 1;
+                    if v < sens.lower[j] || v > sens.upper[j] {
+                        c.outside[j] += 1;
+                    }
+                    // The scores the mechanisms see.
+                    q.push(if cfg.clip { sens.clip(j, v) } else { v });
+                    d.push(sens.delta[j]);
+                }
+                // The bound rule's bit at every ε.
+                let mut mask = 0u64;
+                if !q.is_empty() {
+                    for (e, &eps) in cfg.epsilons.iter().enumerate().take(64) {
+                        if crate::stats::bounds::mgem_bound_at_least_gem(
+                            &q,
+                            &d,
+                            eps,
+                            cfg.params.beta,
+                        ) {
+                            mask |= 1 << e;
+                        }
+                    }
+                }
+                masks.push((u, mask));
+                (c, masks, buf, scratch)
+            },
+        )
+        .map(|(c, masks, _, _)| (c, masks))
+        .reduce(
+            || (fresh(), Vec::new()),
+            |(mut a, mut ma), (b, mb)| {
+                for j in 0..n_items {
+                    a.appearances[j] += b.appearances[j];
+                    a.outside[j] += b.outside[j];
+                }
+                ma.extend(mb);
+                (a, ma)
+            },
+        );
+    counts.bound_mgem = vec![0; scorer.n_users()];
+    for (u, mask) in masks {
+        counts.bound_mgem[u] = mask;
+    }
+    let per_user: Vec<(Vec<f64>, Vec<f64>)> = sample
+        .par_iter()
+        .map_init(
+            || (vec![0.0; n_items], scorer.scratch()),
+            |(buf, scratch), &u| {
+                scorer.score(u, buf, scratch);
+                let items = top_candidates(buf, scorer.excluded(u), top);
+                (
+                    items.iter().map(|&j| buf[j as usize]).collect(),
+                    items.iter().map(|&j| sens.delta[j as usize]).collect(),
+                )
+            },
+        )
+        .collect();
+    let mut out = CandidateSample {
+        users: sample.len() as u64,
+        ..CandidateSample::default()
+    };
+    for (q, d) in per_user {
+        out.scores.extend(q);
+        out.deltas.extend(d);
+    }
+    (counts, out)
+}
+
+fn quantiles(mut v: Vec<f64>) -> Vec<f64> {
+    if v.is_empty() {
+        return vec![f64::NAN; DIAGNOSTIC_LEVELS.len()];
+    }
+    v.sort_by(f64::total_cmp);
+    DIAGNOSTIC_LEVELS
+        .iter()
+        .map(|&p| crate::stats::percentile_linear(&v, p))
+        .collect()
+}
+
+/// The run's [`Diagnostics`] from the candidate pass, the sensitivities and the user rows.
+pub fn diagnostics(
+    cfg: &SelectConfig,
+    sens: &Sensitivities,
+    floor: f64,
+    counts: &ItemCounts,
+    sample: CandidateSample,
+    rows: &[UserRow],
+) -> Diagnostics {
+    let total: u64 = counts.appearances.iter().sum();
+    let outside: u64 = counts.outside.iter().sum();
+    let scored: Vec<usize> = (0..sens.delta.len())
+        .filter(|&j| sens.counts[j] > 0)
+        .collect();
+    let at_floor = |j: usize| sens.delta[j] <= floor;
+    let floor_items = scored.iter().filter(|&&j| at_floor(j)).count();
+    let floor_cands: u64 = (0..sens.delta.len())
+        .filter(|&j| at_floor(j))
+        .map(|j| counts.appearances[j])
+        .sum();
+    Diagnostics {
+        clip: cfg.clip,
+        percentile_users: cfg.percentile_users.name().into(),
+        candidate_scores: total,
+        share_clipped: outside as f64 / total.max(1) as f64,
+        share_items_at_floor: floor_items as f64 / scored.len().max(1) as f64,
+        share_candidates_at_floor: floor_cands as f64 / total.max(1) as f64,
+        users_negative_spearman: rows.iter().filter(|r| r.spearman < 0.0).count() as u64,
+        users: rows.len() as u64,
+        levels: DIAGNOSTIC_LEVELS.to_vec(),
+        score_quantiles: quantiles(sample.scores),
+        candidate_sensitivity_quantiles: quantiles(sample.deltas),
+        item_sensitivity_quantiles: quantiles(scored.iter().map(|&j| sens.delta[j]).collect()),
+        quantile_users: sample.users,
+    }
+}
+
+/// The Spearman rule and the bound rule against the per-user MSE winner of GEM and mGEM, at one ε
+/// (an extension; see `crate::experiments::winners` for the synthetic version).
+#[derive(Debug, Clone, Serialize)]
+pub struct RuleRow {
+    /// ε.
+    pub epsilon: f64,
+    /// Users whose GEM and mGEM MSEs differ.
+    pub users: u64,
+    /// Share of them where mGEM has the lower MSE.
+    pub share_mgem_better: f64,
+    /// Share where the Spearman rule (`spearman ≥ 0` → mGEM) picks the lower MSE.
+    pub spearman_right: f64,
+    /// Share where the bound rule picks the lower MSE.
+    pub bound_right: f64,
+    /// Share of users for whom the bound rule picks mGEM.
+    pub bound_share_mgem: f64,
+}
+
+/// Per ε, how often each rule picks the per-user better of GEM and mGEM (each user's MSE over the
+/// run's trials); empty when the run lacks `gem` or `mgem`.
+pub fn rule_table(cfg: &SelectConfig, rows: &[UserRow], counts: &ItemCounts) -> Vec<RuleRow> {
+    let pos = |n: &str| cfg.mechanisms.iter().position(|m| m == n);
+    let (Some(g), Some(m)) = (pos("gem"), pos("mgem")) else {
+        return Vec::new();
+    };
+    let ne = cfg.epsilons.len();
+    cfg.epsilons
+        .iter()
+        .enumerate()
+        .take(64)
+        .map(|(e, &eps)| {
+            let (mut n, mut mg, mut sp, mut bd, mut bm) = (0u64, 0u64, 0u64, 0u64, 0u64);
+            for r in rows {
+                let (eg, em) = (r.mse[g * ne + e], r.mse[m * ne + e]);
+                let bound_m = counts
+                    .bound_mgem
+                    .get(r.user as usize)
+                    .is_some_and(|mask| mask & (1 << e) != 0);
+                bm += u64::from(bound_m);
+                if eg == em {
+                    continue;
+                }
+                n += 1;
+                let mgem_better = em < eg;
+                mg += u64::from(mgem_better);
+                sp += u64::from((r.spearman >= 0.0) == mgem_better);
+                bd += u64::from(bound_m == mgem_better);
+            }
+            let share = |x: u64| x as f64 / n.max(1) as f64;
+            RuleRow {
+                epsilon: eps,
+                users: n,
+                share_mgem_better: share(mg),
+                spearman_right: share(sp),
+                bound_right: share(bd),
+                bound_share_mgem: bm as f64 / rows.len().max(1) as f64,
+            }
+        })
+        .collect()
 }
 
 /// Fingerprint of what the scores of a run depend on: the data and the model hyperparameters. A

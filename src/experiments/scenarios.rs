@@ -44,6 +44,9 @@ pub enum Scenario {
         /// Share of candidates in the high-score group.
         share: f64,
     },
+    /// The "exceptional" scenario 1 or 2 of seed 001 fig 6 / fig 24 (appendix I), reconstructed
+    /// (see [`exceptional`]).
+    Exceptional(u8),
 }
 
 impl Scenario {
@@ -53,6 +56,7 @@ impl Scenario {
             Scenario::Numbered(n) => n.to_string(),
             Scenario::Corr(t) => format!("corr(t={t})"),
             Scenario::Share { base, share } => format!("share{base}({share})"),
+            Scenario::Exceptional(n) => format!("fig6-{n}"),
         }
     }
 
@@ -62,6 +66,7 @@ impl Scenario {
             Scenario::Numbered(n) => format!("scenario-{n}"),
             Scenario::Corr(t) => format!("corr-t{t}"),
             Scenario::Share { base, share } => format!("share{base}-{share}"),
+            Scenario::Exceptional(n) => format!("fig6-{n}"),
         }
     }
 
@@ -85,12 +90,21 @@ impl Scenario {
             Scenario::Share { base, share } => {
                 format!("Scenario {base}, share of high scores {share}")
             }
+            Scenario::Exceptional(1) => {
+                "Fig 6 scenario 1: 18 optimal candidates with small sensitivity".into()
+            }
+            Scenario::Exceptional(n) => {
+                format!("Fig 6 scenario {n}: high-sensitivity best and low-score candidates")
+            }
         }
     }
 
     /// Whether the scores are the same in every trial.
     pub fn is_fixed(&self) -> bool {
-        matches!(self, Scenario::Numbered(1..=3) | Scenario::Share { .. })
+        matches!(
+            self,
+            Scenario::Numbered(1..=3) | Scenario::Share { .. } | Scenario::Exceptional(_)
+        )
     }
 
     /// Whether this is scenario 7 or 8 (users in two groups, N = 5000 by default).
@@ -120,6 +134,10 @@ impl Scenario {
             Scenario::Share { base, .. } => Err(Error::Invalid(format!(
                 "the share sweep is defined for scenarios 1, 2, 3, got {base}"
             ))),
+            Scenario::Exceptional(1 | 2) => Ok(()),
+            Scenario::Exceptional(n) => Err(Error::Invalid(format!(
+                "fig 6 has scenarios 1 and 2, got {n}"
+            ))),
         }
     }
 }
@@ -141,6 +159,8 @@ pub enum ScenarioSet {
     Corr,
     /// The share-of-high-scores sweep of scenarios 1–3 (seed 001 fig 18).
     Share,
+    /// The two exceptional scenarios of seed 001 fig 6 / fig 24.
+    Fig6,
     /// Scenarios 1–8 and the correlation sweep.
     All,
 }
@@ -151,13 +171,14 @@ impl FromStr for ScenarioSet {
         match s.trim() {
             "corr" => Ok(ScenarioSet::Corr),
             "share" => Ok(ScenarioSet::Share),
+            "fig6" => Ok(ScenarioSet::Fig6),
             "all" => Ok(ScenarioSet::All),
             t => match t.parse::<u8>() {
                 Ok(n @ 1..=8) => Ok(ScenarioSet::One(n)),
                 _ => Err(Error::UnknownName {
                     kind: "scenario",
                     name: t.to_string(),
-                    valid: "1, 2, 3, 4, 5, 6, 7, 8, corr, share, all".into(),
+                    valid: "1, 2, 3, 4, 5, 6, 7, 8, corr, share, fig6, all".into(),
                 }),
             },
         }
@@ -183,6 +204,7 @@ impl fmt::Display for ScenarioSet {
             ScenarioSet::One(n) => write!(f, "{n}"),
             ScenarioSet::Corr => f.write_str("corr"),
             ScenarioSet::Share => f.write_str("share"),
+            ScenarioSet::Fig6 => f.write_str("fig6"),
             ScenarioSet::All => f.write_str("all"),
         }
     }
@@ -296,6 +318,53 @@ fn bimodal(base: u8, k: usize, n_high: usize) -> (Vec<f64>, Vec<f64>) {
     (scores, sens)
 }
 
+/// `n` evenly spaced values from `a` to `b` (numpy's `linspace`).
+fn linspace(a: f64, b: f64, n: usize) -> impl Iterator<Item = f64> {
+    (0..n).map(move |i| {
+        if n == 1 {
+            a
+        } else {
+            a + (b - a) * i as f64 / (n - 1) as f64
+        }
+    })
+}
+
+/// Candidates of the exceptional scenarios of seed 001 fig 6 / fig 24 (appendix I), k = 100.
+///
+/// The paper shows them only as scatter plots (which we cannot read) plus a description and the
+/// three correlations of fig 24. We rebuilt each set from the description and then chose its free
+/// parameters (counts, score ranges, sensitivity levels) on a small grid so that Pearson, Spearman
+/// and the weighted correlation come out close to the published values. Many sets do that, so
+/// these are one reconstruction, not the paper's data; the MSE curves run on them are ours.
+///
+/// * Scenario 1 (paper: Pearson 0.22, Spearman 0.12, weighted 0.83): "18 candidates overlaid with
+///   score 1 and sensitivity 0.1" — the optimum has a small sensitivity —, 4 near-optimal
+///   candidates with a large one (scores 0.90..0.98, Δ 1.7), and 78 low-scoring candidates whose
+///   sensitivity rises with the score (scores 0..0.35, Δ 0.1..0.4).
+/// * Scenario 2 (paper: 0.44, 0.27, 0.16): the best candidates have a large sensitivity (12 at
+///   scores 0.95..1, Δ 1), GEM's favourites are low-scoring with a small one (81 at scores 0..0.5,
+///   Δ 0.1), mGEM's are low-scoring with a large one (7 at scores 0..0.3, Δ 1.5).
+pub fn exceptional(n: u8) -> (Vec<f64>, Vec<f64>) {
+    let (mut q, mut d) = (Vec::with_capacity(100), Vec::with_capacity(100));
+    let mut group = |scores: Vec<f64>, sens: Vec<f64>| {
+        q.extend(scores);
+        d.extend(sens);
+    };
+    if n == 1 {
+        group(vec![1.0; 18], vec![0.1; 18]);
+        group(linspace(0.9, 0.98, 4).collect(), vec![1.7; 4]);
+        group(
+            linspace(0.0, 0.35, 78).collect(),
+            linspace(0.1, 0.4, 78).collect(),
+        );
+    } else {
+        group(linspace(0.95, 1.0, 12).collect(), vec![1.0; 12]);
+        group(linspace(0.0, 0.3, 7).collect(), vec![1.5; 7]);
+        group(linspace(0.0, 0.5, 81).collect(), vec![0.1; 81]);
+    }
+    (q, d)
+}
+
 /// Draws the dataset of `scenario` with `k` candidates and `trials` trials.
 pub fn generate(scenario: Scenario, k: usize, trials: usize, data: &Streams) -> Result<Dataset> {
     scenario.validate()?;
@@ -309,6 +378,25 @@ pub fn generate(scenario: Scenario, k: usize, trials: usize, data: &Streams) -> 
     }
     let id = scenario_id(&scenario);
     let mut params_rng = data.stream(id, 0, 0, 0);
+    if let Scenario::Exceptional(n) = scenario {
+        if k != 100 {
+            return Err(Error::Invalid(format!(
+                "the fig 6 scenarios have k = 100 candidates, got k = {k}"
+            )));
+        }
+        let (scores, sens) = exceptional(n);
+        return Ok(Dataset {
+            scenario,
+            k,
+            trials,
+            groups: vec![Group {
+                name: "all".into(),
+                mean_scores: scores.clone(),
+            }],
+            scores,
+            sens,
+        });
+    }
     if scenario.is_fixed() {
         let (base, n_high) = match scenario {
             Scenario::Numbered(n) => (n, k / 2),
@@ -457,28 +545,114 @@ fn assemble(
 /// `−8 + 8a/100`, the rest in group 1 with `8 − 8a/100`, plus `N(0, σ²)` noise; Δ and clipping from
 /// the 5th/95th percentiles over all users.
 fn polarised(scenario: Scenario, k: usize, users: usize, data: &Streams, id: u32) -> Dataset {
+    let split = users / 2;
+    let columns: Vec<(Vec<f64>, f64)> = (0..k)
+        .into_par_iter()
+        .map(|a| {
+            let mut col = polarised_column(scenario, k, users, data, id, a);
+            let d = clip_to_percentiles(&mut col, 5.0, 95.0);
+            (col, d)
+        })
+        .collect();
+    assemble(scenario, k, users, columns, Some(split))
+}
+
+/// The unclipped scores of candidate `a` for every user of scenario 7 or 8.
+fn polarised_column(
+    scenario: Scenario,
+    k: usize,
+    users: usize,
+    data: &Streams,
+    id: u32,
+    a: usize,
+) -> Vec<f64> {
     let sigma = if scenario == Scenario::Numbered(7) {
         0.5
     } else {
         3.0
     };
     let split = users / 2;
-    let columns: Vec<(Vec<f64>, f64)> = (0..k)
+    let mut rng = data.stream(id, 1, a as u64, 0);
+    let step = 8.0 * a as f64 / k as f64;
+    (0..users)
+        .map(|u| {
+            let base = if u < split { -8.0 + step } else { 8.0 - step };
+            normal(&mut rng, base, sigma)
+        })
+        .collect()
+}
+
+/// One box of seed 001 figs 19/20: the within-group distribution of one candidate's (unclipped)
+/// scores, and the 5th/95th percentiles over all users that define its sensitivity (the red lines).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GroupBox {
+    /// Scenario label (`7` or `8`).
+    pub scenario: String,
+    /// Group 0 or 1.
+    pub group: u8,
+    /// Candidate index.
+    pub candidate: usize,
+    /// Within-group 5th, 25th, 50th, 75th, 95th percentiles (numpy linear).
+    pub p5: f64,
+    /// 25th percentile.
+    pub p25: f64,
+    /// Median.
+    pub p50: f64,
+    /// 75th percentile.
+    pub p75: f64,
+    /// 95th percentile.
+    pub p95: f64,
+    /// 5th percentile over all users of both groups (the lower clipping bound).
+    pub all_p5: f64,
+    /// 95th percentile over all users (the upper clipping bound).
+    pub all_p95: f64,
+}
+
+/// The boxes of figs 19 (scenario 7) and 20 (scenario 8): the same draws as [`generate`] with the
+/// same `data` streams, before clipping.
+pub fn group_boxes(
+    scenario: Scenario,
+    k: usize,
+    users: usize,
+    data: &Streams,
+) -> Result<Vec<GroupBox>> {
+    if !scenario.is_polarised() {
+        return Err(Error::Invalid(format!(
+            "group box plots exist for scenarios 7 and 8, got {scenario}"
+        )));
+    }
+    let id = scenario_id(&scenario);
+    let split = users / 2;
+    let q = |v: &[f64], p: f64| percentile_linear(v, p);
+    let boxes: Vec<Vec<GroupBox>> = (0..k)
         .into_par_iter()
         .map(|a| {
-            let mut rng = data.stream(id, 1, a as u64, 0);
-            let step = 8.0 * a as f64 / k as f64;
-            let mut col: Vec<f64> = (0..users)
-                .map(|u| {
-                    let base = if u < split { -8.0 + step } else { 8.0 - step };
-                    normal(&mut rng, base, sigma)
+            let col = polarised_column(scenario, k, users, data, id, a);
+            let mut all = col.clone();
+            all.sort_by(f64::total_cmp);
+            let (lo, hi) = (q(&all, 5.0), q(&all, 95.0));
+            [(0u8, &col[..split]), (1u8, &col[split..])]
+                .into_iter()
+                .map(|(group, part)| {
+                    let mut v = part.to_vec();
+                    v.sort_by(f64::total_cmp);
+                    GroupBox {
+                        scenario: scenario.label(),
+                        group,
+                        candidate: a,
+                        p5: q(&v, 5.0),
+                        p25: q(&v, 25.0),
+                        p50: q(&v, 50.0),
+                        p75: q(&v, 75.0),
+                        p95: q(&v, 95.0),
+                        all_p5: lo,
+                        all_p95: hi,
+                    }
                 })
-                .collect();
-            let d = clip_to_percentiles(&mut col, 5.0, 95.0);
-            (col, d)
+                .collect()
         })
         .collect();
-    assemble(scenario, k, users, columns, Some(split))
+    Ok(boxes.into_iter().flatten().collect())
 }
 
 #[cfg(test)]

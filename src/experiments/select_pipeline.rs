@@ -55,8 +55,12 @@ pub struct SelectPipeline {
     pub trials: Option<u32>,
     /// Candidates per user.
     pub top: Option<usize>,
-    /// Clip scores to each item's [p1, p99] (default true).
+    /// Clip scores to each item's [p1, p99] (default false, the paper's text; only a clipped run
+    /// is a DP release).
     pub clip: Option<bool>,
+    /// Whose scores the percentiles are taken over: `all` (default, the paper's text) or
+    /// `without-item`.
+    pub percentile_users: Option<String>,
     /// γ of rs, rs-tnb.
     pub gamma: Option<f64>,
     /// β of gem, mgem, cgem.
@@ -187,9 +191,14 @@ impl SelectPipeline {
         if let Some(v) = self.seed {
             push("seed", v.to_string());
         }
+        if let Some(v) = &self.percentile_users {
+            push("percentile-users", v.clone());
+        }
         push("out", out.display().to_string());
-        if self.clip == Some(false) {
-            a.push("--no-clip".into());
+        match self.clip {
+            Some(true) => a.push("--clip".into()),
+            Some(false) => a.push("--no-clip".into()),
+            None => {}
         }
         a
     }

@@ -6,6 +6,10 @@
 //! Spearman's by default; Pearson and the weighted correlation of SPEC §3 are options.
 //! Cost: that of the correlation (O(k log k)) plus both GEM transforms to prepare, O(k) per
 //! selection.
+//!
+//! The `bound` chooser is an extension: the bit is [mGEM's utility bound ≥ GEM's] at `ε_g`
+//! (`crate::stats::bounds`); it reads the data just like a correlation, so it pays the same
+//! randomised-response share `c·ε`.
 
 use rand::Rng as _;
 
@@ -81,11 +85,11 @@ impl Mechanism for CombinedGem {
 impl CombinedGem {
     fn prepare_cgem(&self, problem: &Problem<'_>, many: bool) -> PreparedCgem {
         let eps_g = self.epsilon * (1.0 - self.c);
-        let corr = self
-            .chooser
-            .correlation(problem.scores(), problem.sensitivities());
+        let true_bit =
+            self.chooser
+                .mgem_bit(problem.scores(), problem.sensitivities(), eps_g, self.beta);
         PreparedCgem {
-            true_bit: corr >= 0.0,
+            true_bit,
             p_truth: self.p_truth(),
             gem: prepare_gem(GemVariant::Gem, eps_g, self.beta, problem, many),
             mgem: prepare_gem(GemVariant::Modified, eps_g, self.beta, problem, many),

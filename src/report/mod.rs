@@ -3,6 +3,7 @@
 //! then renamed — so an interrupted run never leaves a half-written table behind.
 
 pub mod bandit;
+pub mod illustrations;
 pub mod plot;
 pub mod select;
 pub mod table;
@@ -58,7 +59,9 @@ impl<'a, C: Serialize> Resolved<'a, C> {
 
 /// Writes every output of a synthetic run into `dir`: `synth.{csv,parquet}` (scenarios 1–8 and the
 /// correlation sweep), `fig18.{csv,parquet,png}` (share sweep), `correlations.{csv,parquet}`,
-/// `config.{json,toml}`, `scenario-<n>.png` and `corr.png`. Returns the paths written.
+/// `config.{json,toml}`, `scenario-<n>.png`, `fig6-<n>.png`, `corr.png`, `fig19`/`fig20`
+/// `.{csv,parquet,png}` (scenarios 7 and 8) and `winners.{csv,parquet}` (the Spearman and bound
+/// rules against the MSE winner, when GEM and mGEM ran). Returns the paths written.
 pub fn write_synth(
     dir: &Path,
     cfg: &crate::experiments::SynthConfig,
@@ -109,7 +112,7 @@ pub fn write_synth(
     let mut corr_sets = Vec::new();
     for d in &results.datasets {
         match d.scenario {
-            Scenario::Numbered(_) => {
+            Scenario::Numbered(_) | Scenario::Exceptional(_) => {
                 let p = dir.join(format!("{}.png", d.scenario.file_stem()));
                 plot::scenario_png(&p, d, &results.rows, &results.correlations)?;
                 written.push(p);
@@ -123,6 +126,59 @@ pub fn write_synth(
         plot::corr_sweep_png(&p, &corr_sets, &results.rows, &results.correlations)?;
         written.push(p);
     }
+    // Bounds as a chooser (extension): Spearman rule vs bound rule against the MSE winner.
+    let winners = crate::experiments::winners::evaluate(&results.datasets, &results.rows, cfg.beta);
+    if !winners.is_empty() {
+        written.extend(table::to_table(&winners)?.write(dir, "winners")?);
+    }
+    // Figs 19/20: the per-group score distributions of scenarios 7 and 8, redrawn from the same
+    // data streams before clipping.
+    let data_streams =
+        crate::experiments::scenarios::data_streams(&crate::rng::Streams::new(cfg.seed));
+    for d in results
+        .datasets
+        .iter()
+        .filter(|d| d.scenario.is_polarised())
+    {
+        let boxes =
+            crate::experiments::scenarios::group_boxes(d.scenario, d.k, d.trials, &data_streams)?;
+        let fig = if d.scenario == Scenario::Numbered(7) {
+            19
+        } else {
+            20
+        };
+        let stem = format!("fig{fig}");
+        written.extend(table::to_table(&boxes)?.write(dir, &stem)?);
+        let p = dir.join(format!("{stem}.png"));
+        illustrations::group_boxes_png(&p, &d.scenario.title(), &boxes)?;
+        written.push(p);
+    }
+    Ok(written)
+}
+
+/// Writes fig 4 or fig 22 of an `[illustrate]` pipeline into `dir`: `fig<N>.{csv,parquet,png}` and
+/// `config.{json,toml}`.
+pub fn write_illustrate(
+    dir: &Path,
+    cfg: &crate::experiments::illustrate::IllustrateConfig,
+) -> Result<Vec<PathBuf>> {
+    use crate::experiments::illustrate;
+    cfg.validate()?;
+    ensure_dir(dir)?;
+    let mut written = Resolved::new("illustrate", cfg).write(dir)?;
+    let stem = format!("fig{}", cfg.figure);
+    let p = dir.join(format!("{stem}.png"));
+    if cfg.figure == 22 {
+        let rows = illustrate::fig22(cfg);
+        written.extend(table::to_table(&rows)?.write(dir, &stem)?);
+        illustrations::fig22_png(&p, cfg.k, cfg.samples, &rows)?;
+    } else {
+        let rows = illustrate::fig4(cfg);
+        written.extend(table::to_table(&rows)?.write(dir, &stem)?);
+        let t = 2.0 * (cfg.k as f64 / cfg.beta).ln() / cfg.epsilon;
+        illustrations::fig4_png(&p, t, &rows)?;
+    }
+    written.push(p);
     Ok(written)
 }
 

@@ -287,7 +287,10 @@ fn draw_score_key(area: &Area<'_>, data: &Dataset, mut y: i32) -> Result<()> {
 fn scores_panel(area: &Area<'_>, caption: &str, data: &Dataset) -> Result<()> {
     let k = data.k;
     let first = &data.groups[0].mean_scores;
-    let monotone = !matches!(data.scenario, Scenario::Numbered(6) | Scenario::Corr(_));
+    let monotone = !matches!(
+        data.scenario,
+        Scenario::Numbered(6) | Scenario::Corr(_) | Scenario::Exceptional(_)
+    );
     let mut order: Vec<usize> = (0..k).collect();
     if !monotone {
         order.sort_by(|&a, &b| first[a].total_cmp(&first[b]));

@@ -11,9 +11,12 @@ use super::plot;
 use super::table::{Table, Values};
 use super::Resolved;
 use crate::error::Result;
-use crate::experiments::real::{MseRow, SelectConfig, SpearmanSummary, UserRow};
+use crate::experiments::real::{
+    random_sample, Diagnostics, ItemCounts, MseRow, RuleRow, SelectConfig, SpearmanSummary, UserRow,
+};
 use crate::experiments::synthetic::MseRow as PlotRow;
 use crate::model::ModelParams;
+use crate::scoring::Sensitivities;
 
 /// Users shown in the per-user scatter plot (seed 001 fig 13 shows 10,000 random test users).
 pub const SCATTER_USERS: usize = 10_000;
@@ -48,9 +51,92 @@ pub struct SelectResults<'a> {
     pub spearman: &'a SpearmanSummary,
     /// The data set's identifier of each test user row (`rows[i].user` indexes it).
     pub user_ids: &'a [String],
+    /// The per-item percentiles and sensitivities of the run.
+    pub sens: &'a Sensitivities,
+    /// The data set's identifier of each item column.
+    pub item_ids: &'a [String],
+    /// Per-item candidate counts (and the bound rule's bits per user).
+    pub counts: &'a ItemCounts,
+    /// The run's diagnostics (`docs/real-data.md`).
+    pub diagnostics: &'a Diagnostics,
+    /// The Spearman and bound rules against the per-user winner of GEM and mGEM, per ε.
+    pub rules: &'a [RuleRow],
 }
 
-/// Writes `mse.{csv,parquet}`, `users.{csv,parquet}`, `config.{json,toml}` and the plots
+/// The users of the fig 13 d–f scatter plot at grid point `e`: [`SCATTER_USERS`] rows drawn at
+/// random with the run's seed (all rows when there are fewer), as (Spearman, log(mean mGEM / mean
+/// GEM)) points, and the number of drawn users left out because a mean was not positive. `None`
+/// when the run lacks gem or mgem.
+pub fn scatter_points(
+    cfg: &SelectConfig,
+    rows: &[UserRow],
+    e: usize,
+) -> Option<(Vec<(f64, f64)>, u64)> {
+    let pos = |name: &str| cfg.mechanisms.iter().position(|m| m == name);
+    let (g, mg) = (pos("gem")?, pos("mgem")?);
+    let ne = cfg.epsilons.len();
+    let (mut points, mut left_out) = (Vec::new(), 0u64);
+    for i in random_sample(rows.len(), SCATTER_USERS, cfg.seed) {
+        let r = &rows[i];
+        let (a, b) = (r.mean_selected[mg * ne + e], r.mean_selected[g * ne + e]);
+        if a > 0.0 && b > 0.0 {
+            points.push((r.spearman, (a / b).ln()));
+        } else {
+            left_out += 1;
+        }
+    }
+    Some((points, left_out))
+}
+
+/// The grid point nearest to `eps` (log scale).
+pub fn nearest_epsilon(cfg: &SelectConfig, eps: f64) -> usize {
+    (0..cfg.epsilons.len())
+        .min_by(|&a, &b| {
+            let d = |i: usize| (cfg.epsilons[i] / eps).ln().abs();
+            d(a).total_cmp(&d(b))
+        })
+        .unwrap_or(0)
+}
+
+/// The per-item table (`docs/real-data.md`): the data set's item id, `p1`, `p99`, `sensitivity`,
+/// `users` the percentiles ran over, `candidates` (appearances among users' top candidates) and
+/// `clipped_share` (of those candidate scores, the share outside `[p1, p99]`).
+fn item_table(res: &SelectResults<'_>) -> Table {
+    let s = res.sens;
+    let n = s.delta.len();
+    let c = res.counts;
+    let id = |j: usize| {
+        res.item_ids
+            .get(j)
+            .cloned()
+            .unwrap_or_else(|| j.to_string())
+    };
+    Table::default()
+        .with("item", Values::Str((0..n).map(id).collect()))
+        .with("p1", Values::F64(s.lower.clone()))
+        .with("p99", Values::F64(s.upper.clone()))
+        .with("sensitivity", Values::F64(s.delta.clone()))
+        .with("users", Values::U64(s.counts.clone()))
+        .with("candidates", Values::U64(c.appearances.clone()))
+        .with(
+            "clipped_share",
+            Values::F64(
+                (0..n)
+                    .map(|j| {
+                        if c.appearances[j] == 0 {
+                            0.0
+                        } else {
+                            c.outside[j] as f64 / c.appearances[j] as f64
+                        }
+                    })
+                    .collect(),
+            ),
+        )
+}
+
+/// Writes `mse.{csv,parquet}`, `users.{csv,parquet}`, `items.{csv,parquet}`,
+/// `rules.{csv,parquet}` (when gem and mgem ran), `diagnostics.json`, `config.{json,toml}` and the
+/// plots
 /// `fig13_spearman.png`, `fig13_mse.png`, `fig13_logratio.png` and `fig21_cgem.png` (the last two
 /// when gem and mgem, and cgem, were run) into `out`; returns the paths written.
 pub fn write_select(
@@ -62,6 +148,18 @@ pub fn write_select(
     let mut files = Vec::new();
     files.extend(mse_table(run.dataset, res.mse).write(out, "mse")?);
     files.extend(user_table(run.select, res).write(out, "users")?);
+    files.extend(item_table(res).write(out, "items")?);
+    if !res.rules.is_empty() {
+        files.extend(super::table::to_table(res.rules)?.write(out, "rules")?);
+    }
+    let p = out.join("diagnostics.json");
+    let text =
+        serde_json::to_string_pretty(res.diagnostics).map_err(|e| crate::error::Error::Parse {
+            context: "diagnostics".into(),
+            message: e.to_string(),
+        })?;
+    crate::io::write_atomic(&p, format!("{text}\n").as_bytes())?;
+    files.push(p);
     files.extend(Resolved::new("select", run).write(out)?);
     files.extend(plots(out, run, res)?);
     Ok(files)
@@ -166,26 +264,11 @@ fn plots(out: &Path, run: &SelectRun<'_>, res: &SelectResults<'_>) -> Result<Vec
         &as_plot_rows(&|_| true),
     )?;
     files.push(p);
-    let ne = cfg.epsilons.len();
     let pos = |name: &str| cfg.mechanisms.iter().position(|m| m == name);
-    if let (Some(g), Some(mg)) = (pos("gem"), pos("mgem")) {
-        // The grid point nearest to the requested ε (log scale).
-        let e = (0..ne)
-            .min_by(|&a, &b| {
-                let d = |i: usize| (cfg.epsilons[i] / run.scatter_eps).ln().abs();
-                d(a).total_cmp(&d(b))
-            })
-            .expect("non-empty grid");
-        let step = rows.len().div_ceil(SCATTER_USERS).max(1);
-        let (mut points, mut left_out) = (Vec::new(), 0u64);
-        for r in rows.iter().step_by(step) {
-            let (a, b) = (r.mean_selected[mg * ne + e], r.mean_selected[g * ne + e]);
-            if a > 0.0 && b > 0.0 {
-                points.push((r.spearman, (a / b).ln()));
-            } else {
-                left_out += 1;
-            }
-        }
+    if let Some((points, left_out)) =
+        scatter_points(cfg, rows, nearest_epsilon(cfg, run.scatter_eps))
+    {
+        let e = nearest_epsilon(cfg, run.scatter_eps);
         let p = out.join("fig13_logratio.png");
         plot::logratio_png(&p, title, &points, left_out, cfg.epsilons[e])?;
         files.push(p);

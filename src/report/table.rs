@@ -191,3 +191,51 @@ pub fn hg_table(rows: &[HgRow]) -> Table {
             Values::U64(rows.iter().map(|r| r.trials).collect()),
         )
 }
+
+/// A table of serialisable rows (structs of numbers, strings and flags), one column per field in
+/// alphabetical order of the field names: unsigned integers become counts, other numbers floating
+/// point.
+pub fn to_table<T: serde::Serialize>(rows: &[T]) -> Result<Table> {
+    let as_json = |r: &T| {
+        serde_json::to_value(r).map_err(|e| Error::Parse {
+            context: "building a table".into(),
+            message: e.to_string(),
+        })
+    };
+    let values: Vec<serde_json::Value> = rows.iter().map(as_json).collect::<Result<_>>()?;
+    let Some(first) = values.first().and_then(|v| v.as_object()) else {
+        return Ok(Table::default());
+    };
+    let mut t = Table::default();
+    for (name, v0) in first {
+        let field = |v: &serde_json::Value| v.get(name).cloned().unwrap_or_default();
+        let col = match v0 {
+            serde_json::Value::String(_) => Values::Str(
+                values
+                    .iter()
+                    .map(|v| field(v).as_str().unwrap_or_default().to_string())
+                    .collect(),
+            ),
+            serde_json::Value::Bool(_) => Values::Bool(
+                values
+                    .iter()
+                    .map(|v| field(v).as_bool().unwrap_or_default())
+                    .collect(),
+            ),
+            serde_json::Value::Number(n) if n.is_u64() => Values::U64(
+                values
+                    .iter()
+                    .map(|v| field(v).as_u64().unwrap_or_default())
+                    .collect(),
+            ),
+            _ => Values::F64(
+                values
+                    .iter()
+                    .map(|v| field(v).as_f64().unwrap_or(f64::NAN))
+                    .collect(),
+            ),
+        };
+        t = t.with(name.clone(), col);
+    }
+    Ok(t)
+}

@@ -6,7 +6,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use rayon::prelude::*;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::data::Csr;
 use crate::error::{Error, Result};
@@ -26,6 +26,41 @@ pub trait UserScorer: Sync {
     fn excluded(&self, user: usize) -> &[u32];
     /// Scores of every item for `user` into `out` (length `n_items`).
     fn score(&self, user: usize, out: &mut [f64], scratch: &mut Self::Scratch);
+}
+
+/// Whose scores an item's percentiles are taken over (SPEC §5.6; `docs/real-data.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PercentileUsers {
+    /// Every test user, including those who already have the item — the paper's text ("across
+    /// all test users"; seed 001 §VIII). The default.
+    #[default]
+    All,
+    /// Only the test users who do not have the item (those it can be recommended to).
+    WithoutItem,
+}
+
+impl PercentileUsers {
+    /// The CLI name: `all` or `without-item`.
+    pub fn name(self) -> &'static str {
+        match self {
+            PercentileUsers::All => "all",
+            PercentileUsers::WithoutItem => "without-item",
+        }
+    }
+
+    /// The population called `name`.
+    pub fn from_name(name: &str) -> Result<Self> {
+        match name {
+            "all" => Ok(PercentileUsers::All),
+            "without-item" => Ok(PercentileUsers::WithoutItem),
+            _ => Err(Error::UnknownName {
+                kind: "percentile population",
+                name: name.to_string(),
+                valid: "all, without-item".into(),
+            }),
+        }
+    }
 }
 
 /// A fitted model scoring users from their input rows (one row per user, the items they have).
@@ -71,6 +106,8 @@ pub struct SensitivityConfig {
     pub upper: f64,
     /// Floor for a zero spread (SPEC: 1e-6).
     pub floor: f64,
+    /// Whose scores count.
+    pub population: PercentileUsers,
 }
 
 impl Default for SensitivityConfig {
@@ -79,6 +116,7 @@ impl Default for SensitivityConfig {
             lower: 1.0,
             upper: 99.0,
             floor: 1e-6,
+            population: PercentileUsers::All,
         }
     }
 }
@@ -102,14 +140,21 @@ impl SensitivityConfig {
             lower,
             upper,
             floor,
+            population: PercentileUsers::default(),
         })
+    }
+
+    /// These settings with another percentile population.
+    pub fn with_population(mut self, population: PercentileUsers) -> Self {
+        self.population = population;
+        self
     }
 }
 
 /// Per-item clipping bounds and sensitivities.
 #[derive(Debug, Clone, Serialize)]
 pub struct Sensitivities {
-    /// Lower percentile of each item's scores over the users who do not have it.
+    /// Lower percentile of each item's scores over the population of [`PercentileUsers`].
     pub lower: Vec<f64>,
     /// Upper percentile.
     pub upper: Vec<f64>,
@@ -217,8 +262,8 @@ const ITEM_TILE: usize = 32;
 /// Users scored together before their scores are folded into the per-item tails.
 const USER_BLOCK: usize = 256;
 
-/// Exact per-item percentiles of the scores over all users who do not already have the item
-/// (SPEC §5.6), in memory proportional to items × (1% of users) rather than users × items: only
+/// Exact per-item percentiles of the scores over the test users of `cfg.population` — all of
+/// them, or those who do not already have the item (SPEC §5.6) —, in memory proportional to items × (1% of users) rather than users × items: only
 /// the bottom and top tails of each item's scores are kept. Users are scored in parallel blocks;
 /// the tails are updated in parallel over item ranges, so the result does not depend on the
 /// number of threads. `progress` receives the number of users folded in after each block.
@@ -229,10 +274,13 @@ pub fn item_sensitivities<S: UserScorer>(
 ) -> Sensitivities {
     let (n_users, n_items) = (scorer.n_users(), scorer.n_items());
     // Pass 0: how many scores each item's percentiles run over.
+    let without_item = cfg.population == PercentileUsers::WithoutItem;
     let mut counts = vec![n_users as u64; n_items];
-    for u in 0..n_users {
-        for &j in scorer.excluded(u) {
-            counts[j as usize] -= 1;
+    if without_item {
+        for u in 0..n_users {
+            for &j in scorer.excluded(u) {
+                counts[j as usize] -= 1;
+            }
         }
     }
     let mut tails: Vec<Tails> = counts
@@ -277,8 +325,10 @@ pub fn item_sensitivities<S: UserScorer>(
                     let u = start + i;
                     scorer.score(u, row, scratch);
                     // NaN marks "not a score of this user" for the fold below.
-                    for &j in scorer.excluded(u) {
-                        row[j as usize] = f64::NAN;
+                    if without_item {
+                        for &j in scorer.excluded(u) {
+                            row[j as usize] = f64::NAN;
+                        }
                     }
                 },
             );
@@ -416,9 +466,23 @@ mod tests {
         for row in table.scores.iter_mut() {
             row[6] = 2.5;
         }
-        let cfg = SensitivityConfig::default();
+        let cfg = SensitivityConfig::default().with_population(PercentileUsers::WithoutItem);
         let s = item_sensitivities(&table, &cfg, &|_| {});
+        let all = item_sensitivities(&table, &SensitivityConfig::default(), &|_| {});
         for j in 0..n_items {
+            let mut every: Vec<f64> = (0..n_users).map(|u| table.scores[u][j]).collect();
+            every.sort_by(f64::total_cmp);
+            assert_eq!(all.counts[j], n_users as u64);
+            assert_eq!(
+                all.lower[j],
+                percentile_linear(&every, 1.0),
+                "item {j}, all"
+            );
+            assert_eq!(
+                all.upper[j],
+                percentile_linear(&every, 99.0),
+                "item {j}, all"
+            );
             let mut col: Vec<f64> = (0..n_users)
                 .filter(|&u| !table.excluded[u].contains(&(j as u32)))
                 .map(|u| table.scores[u][j])

@@ -17,14 +17,18 @@ pub enum Chooser {
     Pearson,
     /// The weighted correlation of SPEC §3.
     Weighted,
+    /// Not a correlation: mGEM when its utility bound at the GEM budget is at least GEM's
+    /// ([`crate::stats::bounds`], seed 001 appendix J). An extension; the paper gives no numbers.
+    Bound,
 }
 
 impl Chooser {
     /// All choosers with their CLI names.
-    pub const ALL: [(&'static str, Chooser); 3] = [
+    pub const ALL: [(&'static str, Chooser); 4] = [
         ("spearman", Chooser::Spearman),
         ("pearson", Chooser::Pearson),
         ("weighted", Chooser::Weighted),
+        ("bound", Chooser::Bound),
     ];
 
     /// The CLI name.
@@ -33,6 +37,7 @@ impl Chooser {
             Chooser::Spearman => "spearman",
             Chooser::Pearson => "pearson",
             Chooser::Weighted => "weighted",
+            Chooser::Bound => "bound",
         }
     }
 
@@ -45,16 +50,28 @@ impl Chooser {
             .ok_or_else(|| Error::UnknownName {
                 kind: "correlation chooser",
                 name: name.to_string(),
-                valid: "spearman, pearson, weighted".into(),
+                valid: "spearman, pearson, weighted, bound".into(),
             })
     }
 
-    /// The correlation of `x` and `y` (equal lengths).
-    pub fn correlation(self, x: &[f64], y: &[f64]) -> f64 {
+    /// The correlation of `x` and `y` (equal lengths); `None` for [`Chooser::Bound`], which is not
+    /// a correlation.
+    pub fn correlation(self, x: &[f64], y: &[f64]) -> Option<f64> {
         match self {
-            Chooser::Spearman => spearman(x, y),
-            Chooser::Pearson => pearson(x, y),
-            Chooser::Weighted => weighted_correlation(x, y),
+            Chooser::Spearman => Some(spearman(x, y)),
+            Chooser::Pearson => Some(pearson(x, y)),
+            Chooser::Weighted => Some(weighted_correlation(x, y)),
+            Chooser::Bound => None,
+        }
+    }
+
+    /// `cgem`'s true bit for scores `q` and sensitivities `Δ` (validated, equal lengths): 1 (run
+    /// mGEM) when the correlation is ≥ 0, or, for [`Chooser::Bound`], when mGEM's utility bound at
+    /// `epsilon_g` and `beta` is at least GEM's.
+    pub fn mgem_bit(self, q: &[f64], sens: &[f64], epsilon_g: f64, beta: f64) -> bool {
+        match self.correlation(q, sens) {
+            Some(r) => r >= 0.0,
+            None => super::bounds::mgem_bound_at_least_gem(q, sens, epsilon_g, beta),
         }
     }
 }

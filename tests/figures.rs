@@ -1,0 +1,174 @@
+//! The figures added for issue 10: the reconstructed candidate sets of seed 001 figs 6/24 against
+//! the published correlations; fig 22's exact density of a Laplace maximum against Monte Carlo
+//! (with power); the box statistics of figs 19/20 against a brute-force recomputation.
+
+use recsel::experiments::illustrate::{fig22_scale_sets, sample_max_laplace};
+use recsel::experiments::scenarios::{self, exceptional, group_boxes, Scenario};
+use recsel::rng::Streams;
+use recsel::stats::hypothesis::chi_square_gof;
+use recsel::stats::{pearson, spearman, weighted_correlation};
+
+use crate::util::ALPHA;
+
+/// Seed 001 fig 24's captions: Pearson / Spearman / weighted of scenario 1 and 2.
+const PAPER: [(f64, f64, f64); 2] = [(0.22, 0.12, 0.83), (0.44, 0.27, 0.16)];
+
+#[test]
+fn fig6_reconstructions_have_the_published_correlations() {
+    for (n, &(p, s, w)) in [1u8, 2].iter().zip(&PAPER) {
+        let (q, d) = exceptional(*n);
+        assert_eq!(q.len(), 100);
+        let got = (
+            pearson(&q, &d),
+            spearman(&q, &d),
+            weighted_correlation(&q, &d),
+        );
+        // The paper prints two decimals; we ask for agreement within 0.015.
+        for (g, e, what) in [
+            (got.0, p, "Pearson"),
+            (got.1, s, "Spearman"),
+            (got.2, w, "weighted"),
+        ] {
+            assert!(
+                (g - e).abs() < 0.015,
+                "fig 6 scenario {n}: {what} {g:.3}, paper {e}"
+            );
+        }
+    }
+    // Scenario 1 as described: 18 candidates at (1, 0.1), and they are the best.
+    let (q, d) = exceptional(1);
+    assert_eq!(
+        q.iter()
+            .zip(&d)
+            .filter(|&(&q, &d)| q == 1.0 && d == 0.1)
+            .count(),
+        18
+    );
+    assert_eq!(q.iter().cloned().fold(f64::MIN, f64::max), 1.0);
+}
+
+/// CDF of the maximum computed here from scratch: Π_a F_a(x), F the Laplace CDF.
+fn cdf(x: f64, scales: &[f64]) -> f64 {
+    scales
+        .iter()
+        .map(|&b| {
+            if x < 0.0 {
+                0.5 * (x / b).exp()
+            } else {
+                1.0 - 0.5 * (-x / b).exp()
+            }
+        })
+        .product()
+}
+
+#[test]
+fn fig22_maximum_matches_its_exact_distribution() {
+    let streams = Streams::new(22);
+    let n = 100_000u64;
+    for (s, set) in fig22_scale_sets(10).iter().enumerate() {
+        let draws = sample_max_laplace(&set.scales, n, &streams, s as u32);
+        // 30 bins between the 1st and 99th percentile of the exact law (found by bisection), plus
+        // the two tails.
+        let quantile = |p: f64, sc: &[f64]| {
+            let (mut lo, mut hi) = (-1e3, 1e3);
+            for _ in 0..200 {
+                let m = 0.5 * (lo + hi);
+                if cdf(m, sc) < p {
+                    lo = m
+                } else {
+                    hi = m
+                }
+            }
+            0.5 * (lo + hi)
+        };
+        let edges: Vec<f64> = (0..=30)
+            .map(|i| quantile(0.01 + 0.98 * i as f64 / 30.0, &set.scales))
+            .collect();
+        let bin = |x: f64| edges.partition_point(|&e| e <= x);
+        let mut counts = vec![0u64; edges.len() + 1];
+        for &x in &draws {
+            counts[bin(x)] += 1;
+        }
+        let probs = |sc: &[f64]| {
+            let mut p = Vec::with_capacity(edges.len() + 1);
+            let mut prev = 0.0;
+            for &e in &edges {
+                let c = cdf(e, sc);
+                p.push(c - prev);
+                prev = c;
+            }
+            p.push(1.0 - prev);
+            p
+        };
+        let ok = chi_square_gof(&counts, &probs(&set.scales));
+        assert!(ok.p_value >= ALPHA, "{}: p {:.3e}", set.name, ok.p_value);
+        // Power: the same test rejects scales misstated by ±30%.
+        for f in [1.3, 0.7] {
+            let wrong: Vec<f64> = set.scales.iter().map(|b| b * f).collect();
+            let r = chi_square_gof(&counts, &probs(&wrong));
+            assert!(
+                r.p_value < ALPHA,
+                "{} x{f}: no power (p {:.3e})",
+                set.name,
+                r.p_value
+            );
+        }
+        // The library's density integrates to the CDF difference.
+        let (a, b) = (edges[0], edges[30]);
+        let m = 4000;
+        let h = (b - a) / m as f64;
+        let integral: f64 = (0..m)
+            .map(|i| {
+                recsel::experiments::illustrate::max_laplace_pdf(
+                    a + (i as f64 + 0.5) * h,
+                    &set.scales,
+                ) * h
+            })
+            .sum();
+        assert!((integral - 0.98).abs() < 1e-4, "{}: {integral}", set.name);
+    }
+}
+
+#[test]
+fn fig19_20_boxes_match_a_brute_force_recomputation() {
+    let data = scenarios::data_streams(&Streams::new(12));
+    let users = 400;
+    for scenario in [Scenario::Numbered(7), Scenario::Numbered(8)] {
+        let boxes = group_boxes(scenario, 100, users, &data).unwrap();
+        assert_eq!(boxes.len(), 200);
+        // The clipped dataset from the same streams: its sensitivities are the red lines' spread,
+        // and every clipped score lies between them.
+        let ds = scenarios::generate(scenario, 100, users, &data).unwrap();
+        for b in &boxes {
+            let d = ds.sens[b.candidate];
+            assert!((b.all_p95 - b.all_p5 - d).abs() < 1e-12, "{b:?} vs Δ {d}");
+            // Group medians follow the base scores of appendix F.
+            let a = b.candidate as f64;
+            let base = if b.group == 0 {
+                -8.0 + 8.0 * a / 100.0
+            } else {
+                8.0 - 8.0 * a / 100.0
+            };
+            let sigma = if scenario == Scenario::Numbered(7) {
+                0.5
+            } else {
+                3.0
+            };
+            // 200 users per group: the median's s.e. is about 1.25 σ / √200 < 0.09 σ; 6 s.e.
+            assert!((b.p50 - base).abs() < 0.55 * sigma, "{b:?}");
+            assert!(b.p5 <= b.p25 && b.p25 <= b.p50 && b.p50 <= b.p75 && b.p75 <= b.p95);
+        }
+        // Brute force for one candidate: percentiles of its unclipped draws, recomputed from the
+        // clipped dataset where they are not clipped (the within-group median of group 0 lies inside
+        // the all-user 5..95% range).
+        let a = 37;
+        let mut g0: Vec<f64> = (0..users / 2).map(|u| ds.row(u)[a]).collect();
+        g0.sort_by(f64::total_cmp);
+        let med = recsel::stats::percentile_linear(&g0, 50.0);
+        let b = boxes
+            .iter()
+            .find(|b| b.candidate == a && b.group == 0)
+            .unwrap();
+        assert!((b.p50 - med).abs() < 1e-12, "{} vs {med}", b.p50);
+    }
+}
