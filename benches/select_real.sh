@@ -6,6 +6,7 @@
 # Usage: CARGO_TARGET_DIR=... benches/select_real.sh [DATASET ...]
 #   DATASET in amazon-book-kgat (default), gowalla, ml-1m-implicit; DATA=../shared/data overrides.
 #   Results go to $OUT/<dataset> (default /tmp/recsel-select); every run starts over (--force).
+#   EXTRA="--secure" runs the secure path (docs/secure.md) instead of seeded streams (no --seed).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 DATA=${DATA:-$ROOT/../shared/data}
@@ -23,7 +24,9 @@ for d in "${sets[@]}"; do
     ml-1m-implicit) model=(--method exact --l2 200 --density 0.05) ;;
     *) echo "unknown data set $d" >&2; exit 2 ;;
   esac
-  json=$("$RECSEL" select --format lightgcn --path "$DATA/$d" "${model[@]}" --seed 1 --force \
+  # shellcheck disable=SC2086
+  if [ -n "${EXTRA:-}" ]; then seed=(); else seed=(--seed 1); fi
+  json=$("$RECSEL" select --format lightgcn --path "$DATA/$d" "${model[@]}" "${seed[@]}" ${EXTRA:-} --force \
     --out "$OUT/$d" --json 2> "$OUT-$d.log")
   python3 - "$d" "${model[*]}" "$json" <<'PY'
 import json, sys

@@ -1,7 +1,8 @@
-//! Shared numerics: samplers, percentiles, correlations and the hypothesis tests used to check them.
+//! Shared numerics: samplers (floating-point in [`distributions`], exact in [`exact`]), percentiles, correlations and the hypothesis tests used to check them.
 
 pub mod correlation;
 pub mod distributions;
+pub mod exact;
 pub mod hypothesis;
 pub mod percentile;
 
