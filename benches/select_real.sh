@@ -13,7 +13,8 @@ DATA=${DATA:-$ROOT/../shared/data}
 OUT=${OUT:-/tmp/recsel-select}
 [ -d "$DATA" ] || { echo "SKIPPED: $DATA not found (the shared data sets)" >&2; exit 0; }
 (cd "$ROOT" && cargo build --release -j 2 >&2)
-RECSEL="${CARGO_TARGET_DIR:-$ROOT/target}/release/recsel"
+# RECSEL=path overrides the binary (a shared CARGO_TARGET_DIR may hold another checkout's build).
+RECSEL="${RECSEL:-${CARGO_TARGET_DIR:-$ROOT/target}/release/recsel}"
 sets=("$@")
 [ ${#sets[@]} -gt 0 ] || sets=(amazon-book-kgat)
 printf "%-18s %-28s %10s %10s %10s %10s\n" dataset model users "sens s" "select s" "peak MB"

@@ -10,5 +10,6 @@ mod gem_property;
 mod mechanisms;
 mod model;
 mod samplers;
+mod secure;
 mod select;
 mod synth;
