@@ -3,24 +3,31 @@
 //! A recommender scores items for each user; a differentially private selection mechanism picks one
 //! item to show. The folders follow the path a record travels (STYLE.md):
 //!
-//! * [`data`] — loaders, preprocessing, splits and synthetic interactions (SPEC §5.1–5.3);
-//! * [`model`] — EASE and SANSA (SPEC §6), model files; [`eval`] — Recall and nDCG (SPEC §5.4);
-//! * [`scoring`] — per-item sensitivities without the score matrix, candidates (SPEC §5.5–5.7);
-//! * [`mechanisms`] — every selection mechanism of SPEC §1 behind one trait and one registry;
+//! * [`data`] — loaders, preprocessing, splits and synthetic interactions (docs/protocol.md, steps 1–3);
+//! * [`model`] — EASE and SANSA (docs/sansa.md), model files; [`eval`] — Recall and nDCG (docs/protocol.md, step 4);
+//! * [`scoring`] — per-item sensitivities without the score matrix, candidates (docs/protocol.md, steps 5–7);
+//! * [`mechanisms`] — every selection mechanism of docs/mechanisms.md behind one trait and one registry;
 //! * [`experiments`] — synthetic scenarios, two-candidate grids, the real-data runner, pipelines;
 //! * [`report`] — tables (CSV, Parquet), resolved configurations, plots;
 //! * [`audit`] — empirical ε lower bounds;
 //! * [`stats`] — shared numerics: samplers, percentiles, correlations, hypothesis tests;
-//! * [`rng`] — reproducible random streams, one per (user, mechanism, ε index, trial).
+//! * [`rng`] — reproducible random streams, one per (user, mechanism, ε index, trial);
+//! * [`io`] — atomic writes and output folders, below every stage.
 //!
-//! The science is specified in `SPEC.md` (shared with the project); section numbers in comments refer
-//! to it.
+//! Dependencies run one way, from `report` down to `error` (docs/ARCHITECTURE.md; enforced by
+//! `tests/architecture.rs`). The science is written out in the repository's `docs/`:
+//! `docs/mechanisms.md` (every mechanism, its guarantee and cost), `docs/experiments.md` (the
+//! synthetic scenarios), `docs/protocol.md` (the real-data protocol) and `docs/sansa.md` (the
+//! model); comments cite their sections.
+
+#![warn(missing_docs)]
 
 pub mod audit;
 pub mod data;
 pub mod error;
 pub mod eval;
 pub mod experiments;
+pub mod io;
 pub mod mechanisms;
 pub mod model;
 pub mod report;

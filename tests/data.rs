@@ -8,23 +8,12 @@ use recsel::data::load::{
 use recsel::data::preprocess::{preprocess, PreprocessConfig};
 use recsel::data::split::{split, SplitConfig};
 use recsel::data::synthetic::{generate, SyntheticShape};
-use recsel::data::{load_dataset, DataSource, Format, NamedDataset};
+use recsel::data::{load_dataset, DataSource, Descriptor, Format, NamedDataset, Protocol};
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures")
         .join(name)
-}
-
-/// `<manifest>/../shared/data`, or `None` with a loud message.
-pub fn shared_data() -> Option<PathBuf> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data");
-    if p.is_dir() {
-        Some(p)
-    } else {
-        eprintln!("SKIPPED: ../shared/data not found ({})", p.display());
-        None
-    }
 }
 
 #[test]
@@ -157,14 +146,14 @@ fn split_is_seeded_and_holds_out_a_fifth() {
         holdout: 0.2,
         seed: 42,
     };
-    let a = split("s", &m, &cfg).unwrap();
-    let b = split("s", &m, &cfg).unwrap();
+    let a = split(Descriptor::new("s", None, Protocol::Table), &m, &cfg).unwrap();
+    let b = split(Descriptor::new("s", None, Protocol::Table), &m, &cfg).unwrap();
     assert_eq!(a.test_user_ids, b.test_user_ids);
     assert_eq!(a.test_target.indices(), b.test_target.indices());
     assert_eq!(a.test_input.rows(), 500);
     assert_eq!(a.train.rows(), 4_000);
     let other = split(
-        "s",
+        Descriptor::new("s", None, Protocol::Table),
         &m,
         &SplitConfig {
             seed: 43,
@@ -207,7 +196,9 @@ fn synthetic_small_is_deterministic_with_power_law_popularity() {
 
 #[test]
 fn real_netflix_sample() {
-    let Some(dir) = shared_data() else { return };
+    let Some(dir) = crate::util::shared_data("real_netflix_sample", "netflix-sample") else {
+        return;
+    };
     let raw = load_netflix(&[dir.join("netflix-sample/combined_data_1.txt")]).unwrap();
     assert_eq!(raw.len(), 10_000);
     assert_eq!(raw.item_ids.len(), 3_451);
@@ -229,7 +220,11 @@ fn real_netflix_sample() {
 
 #[test]
 fn real_movielens_latest_small() {
-    let Some(dir) = shared_data() else { return };
+    let Some(dir) =
+        crate::util::shared_data("real_movielens_latest_small", "movielens-latest-small")
+    else {
+        return;
+    };
     let raw = load_movielens(&dir.join("movielens-latest-small/ratings.csv")).unwrap();
     assert_eq!(raw.len(), 100_836);
     assert_eq!(raw.user_ids.len(), 610);
@@ -258,7 +253,15 @@ fn real_movielens_latest_small() {
 
 #[test]
 fn real_lightgcn_files() {
-    let Some(dir) = shared_data() else { return };
+    let test = "real_lightgcn_files";
+    let Some(dir) = ["ml-1m-implicit", "amazon-book-kgat", "gowalla"]
+        .into_iter()
+        .map(|name| crate::util::shared_data(test, name))
+        .collect::<Option<Vec<_>>>()
+        .map(|mut v| v.remove(0))
+    else {
+        return;
+    };
     for (name, users, items, train, test, test_users) in [
         ("ml-1m-implicit", 6_022, 3_043, 796_244, 99_455, None),
         (

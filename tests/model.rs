@@ -208,7 +208,7 @@ fn save_and_load_round_trip_and_detect_corruption() {
     let (m, _) = model::fit(&ds.train, &params, &|_| {}).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("model");
-    model::io::save(&out, &m, &params, &ds.name, ds.fingerprint(), &ds.item_ids).unwrap();
+    model::io::save(&out, &m, &params, ds.name(), ds.fingerprint(), &ds.item_ids).unwrap();
     let (loaded, meta) = model::io::load(&out, Some(ds.fingerprint())).unwrap();
     assert_eq!(meta.params, params);
     assert_eq!(meta.item_ids, ds.item_ids);
@@ -238,16 +238,8 @@ fn save_and_load_round_trip_and_detect_corruption() {
 
 #[test]
 fn npz_factors_load_in_scipy() {
-    let python = ["/tmp/sansa-ref/bin/python", "python3"]
-        .into_iter()
-        .find(|p| {
-            std::process::Command::new(p)
-                .args(["-c", "import scipy"])
-                .output()
-                .is_ok_and(|o| o.status.success())
-        });
-    let Some(python) = python else {
-        eprintln!("SKIPPED: no python with scipy found; npz not checked against scipy");
+    let Some(python) = crate::util::python_with("npz_factors_load_in_scipy", &["numpy", "scipy"])
+    else {
         return;
     };
     let x = random_data(100, 30, 0.15, 4);
@@ -297,7 +289,8 @@ fn npz_factors_load_in_scipy() {
 
 #[test]
 fn ease_recall_on_ml_1m_implicit() {
-    let Some(dir) = crate::data::shared_data() else {
+    let Some(dir) = crate::util::shared_data("ease_recall_on_ml_1m_implicit", "ml-1m-implicit")
+    else {
         return;
     };
     let ds = load_lightgcn(&dir.join("ml-1m-implicit"), "ml-1m-implicit").unwrap();

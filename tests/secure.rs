@@ -89,10 +89,20 @@ fn secure_rnm_pf_em_match_their_exact_laws() {
         let seed = 10 + i as u64;
         for name in ["rnm", "pf"] {
             let c = secure_counts(&*mech(name, eps), &Q, &D, N, seed);
-            check(&c, |e| rnm_exact(&Q, &D, e), eps, &format!("secure {name} eps={eps}"));
+            check(
+                &c,
+                |e| rnm_exact(&Q, &D, e),
+                eps,
+                &format!("secure {name} eps={eps}"),
+            );
         }
         let c = secure_counts(&*mech("em", eps), &Q, &D, N, seed + 100);
-        check(&c, |e| softmax(&Q, &D, e), eps, &format!("secure em eps={eps}"));
+        check(
+            &c,
+            |e| softmax(&Q, &D, e),
+            eps,
+            &format!("secure em eps={eps}"),
+        );
     }
 }
 
@@ -198,7 +208,9 @@ fn rs_law(q: &[f64], scales: &[f64], law: NoiseLaw, dpgf: &dyn Fn(f64) -> f64) -
             for w in knots.windows(2) {
                 let m = 20_000;
                 let h = (w[1] - w[0]) / m as f64;
-                let mut s = f(w[0]) + f(w[1]);
+                // One-sided limits at the pieces' ends: the exponential density jumps at q_o.
+                let (a, b) = (w[0] + 1e-10 * h, w[1] - 1e-10 * h);
+                let mut s = f(a) + f(b);
                 for i in 1..m {
                     s += if i % 2 == 1 { 4.0 } else { 2.0 } * f(w[0] + i as f64 * h);
                 }
@@ -257,10 +269,16 @@ fn exact_bernoullis_match_their_probabilities() {
     for (num, den) in [(1u128, 3u128), (7, 2), (0, 5), (25, 4), (3, 1000)] {
         let p = (-(num as f64) / den as f64).exp();
         let n = 200_000;
-        let hits = (0..n).filter(|_| bernoulli_exp_neg(&mut rng, num, den)).count() as u64;
+        let hits = (0..n)
+            .filter(|_| bernoulli_exp_neg(&mut rng, num, den))
+            .count() as u64;
         let c = [hits, n - hits];
+        if num == 0 {
+            assert_eq!(hits, n, "Bernoulli(exp(0)) is certain");
+            continue;
+        }
         assert_fits(&c, &[p, 1.0 - p], &format!("Bernoulli(exp(-{num}/{den}))"));
-        if num > 0 {
+        {
             let q = (-1.3 * num as f64 / den as f64).exp();
             let r = (-0.7 * num as f64 / den as f64).exp();
             if (p - q).abs() > 0.01 {
@@ -288,7 +306,10 @@ fn discrete_laplace_and_geometric_match_their_pmfs() {
         let n = 200_000u64;
         let cut = ((12.0 / rate).ceil() as u64).max(3);
         let geo_pmf = |r: f64| cells(move |g| (1.0 - (-r).exp()) * (-r * g as f64).exp(), cut);
-        let h = histogram((0..n).map(|_| discrete_geometric(&mut rng, s, t) as u64), cut);
+        let h = histogram(
+            (0..n).map(|_| discrete_geometric(&mut rng, s, t) as u64),
+            cut,
+        );
         assert_fits(&h, &geo_pmf(rate), &format!("geometric s={s} t={t}"));
         assert_rejects(&h, &geo_pmf(1.3 * rate), "geometric vs 1.3 rate");
         assert_rejects(&h, &geo_pmf(0.7 * rate), "geometric vs 0.7 rate");
@@ -347,7 +368,11 @@ fn exact_stopping_times_match_their_pmfs() {
             let t = TruncatedNegBinomial::new(eta, g).unwrap();
             cells(move |k| t.pmf(k + 1), cut)
         };
-        assert_fits(&h, &pmf(gamma), &format!("exact tnb eta={eta} gamma={gamma}"));
+        assert_fits(
+            &h,
+            &pmf(gamma),
+            &format!("exact tnb eta={eta} gamma={gamma}"),
+        );
         assert_rejects(&h, &pmf(1.3 * gamma), "tnb vs 1.3 gamma");
         assert_rejects(&h, &pmf(0.7 * gamma), "tnb vs 0.7 gamma");
     }
@@ -373,9 +398,9 @@ fn neighbour(q: &[f64], d: &[f64], moves: &[f64]) -> Vec<f64> {
             let m = m.clamp(-1.0, 1.0);
             let m = if m.abs() > 0.5 { m.signum() } else { 2.0 * m };
             let v = q + m * d;
-            // Round toward q when the sum rounded beyond q ± d.
+            // When the floating-point sum rounded beyond q ± d, move by half instead.
             if (v - q).abs() > d {
-                q + m.signum() * d * (1.0 - f64::EPSILON)
+                q + 0.5 * m.signum() * d
             } else {
                 v
             }
@@ -435,7 +460,8 @@ proptest! {
         for a in 0..q.len() {
             prop_assert!((q[a] - q2[a]).abs() <= d[a]);
             prop_assert!(charged[a] >= d[a]);
-            prop_assert!(charged[a] <= d[a] * (1.0 + 2f64.powi(-19)));
+            // At most one grid unit is charged.
+            prop_assert!(charged[a] - d[a] <= 2f64.powi(g1.unit_log2));
             let diff = (i128::from(g1.q[a]) - i128::from(g2.q[a])).unsigned_abs();
             prop_assert!(diff <= u128::from(g1.d[a]), "a={} diff {} > D {}", a, diff, g1.d[a]);
         }
@@ -460,18 +486,27 @@ fn audit_of_the_secure_path_is_consistent_for_every_private_mechanism() {
         .unwrap()
         .with_noise(NoiseMode::Secure);
     let mut audited = 0;
-    for spec in REGISTRY {
+    for spec in REGISTRY.iter().filter(|s| !s.audit_reference) {
         let m = spec
             .build(&MechParams::default().with_epsilon(1.0))
             .unwrap();
         if m.secure_epsilon().is_err() {
-            assert!(matches!(spec.name, "rnmh" | "rnmh-laplace"), "{}", spec.name);
+            assert!(
+                matches!(spec.name, "rnmh" | "rnmh-laplace"),
+                "{}",
+                spec.name
+            );
             assert!(audit::audit(&*m, &pairs, &config, &|_| {}).is_err());
             continue;
         }
         let r = audit::audit(&*m, &pairs, &config, &|_| {}).unwrap();
         assert!(!r.violation, "secure {}: {}", spec.name, r.max_eps_lb);
-        assert!(r.max_eps_lb <= 1.0, "secure {}: {}", spec.name, r.max_eps_lb);
+        assert!(
+            r.max_eps_lb <= 1.0,
+            "secure {}: {}",
+            spec.name,
+            r.max_eps_lb
+        );
         audited += 1;
     }
     assert_eq!(audited, 12);
@@ -498,5 +533,5 @@ fn secure_path_is_refused_where_it_does_not_exist() {
         assert!(e.contains(name) && e.contains("no secure path"), "{e}");
     }
     let e = mech("rnm", 1e-12).secure_epsilon().unwrap_err().to_string();
-    assert!(e.contains("2^-32") && e.contains("1e-12"), "{e}");
+    assert!(e.contains("2^-32") && e.contains("epsilon"), "{e}");
 }

@@ -156,13 +156,31 @@ fn clipping_can_be_disabled() {
     let mechs = cfg.build().unwrap();
     let mut buf = vec![0.0; 100];
     let mut draws = Draws::Seeded(Streams::new(cfg.seed));
-    let clipped = real::run_user(&scorer, &sens, &cfg, &mechs, 3, &mut buf, &mut (), &mut draws)
-        .unwrap()
-        .unwrap();
+    let clipped = real::run_user(
+        &scorer,
+        &sens,
+        &cfg,
+        &mechs,
+        3,
+        &mut buf,
+        &mut (),
+        &mut draws,
+    )
+    .unwrap()
+    .unwrap();
     cfg.clip = false;
-    let raw = real::run_user(&scorer, &sens, &cfg, &mechs, 3, &mut buf, &mut (), &mut draws)
-        .unwrap()
-        .unwrap();
+    let raw = real::run_user(
+        &scorer,
+        &sens,
+        &cfg,
+        &mechs,
+        3,
+        &mut buf,
+        &mut (),
+        &mut draws,
+    )
+    .unwrap()
+    .unwrap();
     let top = top_candidates(&buf, scorer.excluded(3), cfg.top)[0] as usize;
     assert_eq!(raw.max_score, buf[top]);
     assert_eq!(clipped.max_score, sens.clip(top, buf[top]));

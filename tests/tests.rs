@@ -2,6 +2,7 @@
 
 mod util;
 
+mod architecture;
 mod audit;
 mod cli;
 mod data;

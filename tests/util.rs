@@ -195,18 +195,91 @@ pub fn softmax(q: &[f64], d: &[f64], eps: f64) -> Vec<f64> {
     w.iter().map(|x| x / s).collect()
 }
 
-/// The path of the shared data sets (`../shared/data` beside the checkout), or `None` after a loud
-/// message when they are absent.
-#[allow(dead_code)]
-pub fn shared_data(what: &str) -> Option<std::path::PathBuf> {
-    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data");
-    if p.is_dir() {
-        Some(p)
+/// Whether the tests run under CI (`CI` set to anything but empty, `0` or `false`): then a missing
+/// prerequisite fails the test instead of skipping it.
+pub fn under_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| !matches!(v.trim(), "" | "0" | "false"))
+}
+
+static SKIPPED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+extern "C" {
+    fn atexit(callback: extern "C" fn()) -> std::ffi::c_int;
+}
+
+/// Printed when the test binary exits: how many tests skipped work and why. Written to the
+/// process's stderr directly, which the test harness does not capture.
+extern "C" fn print_skip_summary() {
+    use std::io::Write as _;
+    let list = SKIPPED.lock().map(|l| l.clone()).unwrap_or_default();
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(
+        err,
+        "\nrecsel tests: {} skipped for a missing prerequisite (they fail under CI=true):",
+        list.len()
+    );
+    for line in list {
+        let _ = writeln!(err, "  SKIPPED {line}");
+    }
+}
+
+/// A prerequisite of `test` is missing (`what`, and how to get it). Under CI this panics, so the
+/// test fails and says which prerequisite; otherwise it prints a SKIPPED line straight to the
+/// terminal (past the harness's capture) and adds it to the summary printed at exit.
+pub fn missing_prerequisite(test: &str, what: &str) {
+    if under_ci() {
+        panic!("{test}: {what} (CI is set, so a missing prerequisite fails the test)");
+    }
+    use std::io::Write as _;
+    let line = format!("{test}: {what}");
+    let _ = writeln!(std::io::stderr().lock(), "SKIPPED {line}");
+    let mut list = SKIPPED.lock().unwrap_or_else(|e| e.into_inner());
+    if list.is_empty() {
+        // SAFETY: registers a plain `extern "C" fn()` with the C runtime; it only locks a mutex
+        // and writes to stderr.
+        unsafe {
+            atexit(print_skip_summary);
+        }
+    }
+    list.push(line);
+}
+
+/// The shared data sets (`../shared/data` beside the checkout; for one data set, its folder
+/// `sub`), or `None` after [`missing_prerequisite`].
+pub fn shared_data(test: &str, sub: &str) -> Option<std::path::PathBuf> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data");
+    let p = root.join(sub);
+    if p.exists() {
+        Some(root)
     } else {
-        eprintln!(
-            "SKIPPED {what}: ../shared/data not found beside the checkout ({})",
-            p.display()
+        missing_prerequisite(
+            test,
+            &format!(
+                "data set not found: {} (the shared data sets belong beside the checkout)",
+                p.display()
+            ),
         );
         None
     }
+}
+
+/// A Python interpreter that imports every module of `modules`, or `None` after
+/// [`missing_prerequisite`].
+pub fn python_with(test: &str, modules: &[&str]) -> Option<String> {
+    let import = format!("import {}", modules.join(", "));
+    let found = ["/tmp/sansa-ref/bin/python", "python3"]
+        .into_iter()
+        .find(|p| {
+            std::process::Command::new(p)
+                .args(["-c", &import])
+                .output()
+                .is_ok_and(|o| o.status.success())
+        });
+    if found.is_none() {
+        missing_prerequisite(
+            test,
+            &format!("no Python that can `{import}` (.ci/run installs them with pip)"),
+        );
+    }
+    found.map(str::to_string)
 }

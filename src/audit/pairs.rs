@@ -66,7 +66,7 @@ impl NeighbourPair {
     }
 }
 
-/// A tiny sensitivity standing in for "Δ → 0" of the SPEC §1 counterexamples.
+/// A tiny sensitivity standing in for "Δ → 0" of the docs/mechanisms.md counterexamples.
 pub const TINY: f64 = 1e-6;
 
 /// The built-in adversarial pairs around the base problem `(q, sens)`:
@@ -74,8 +74,9 @@ pub const TINY: f64 = 1e-6;
 ///   Δ (and the reverse);
 /// * `high-up` / `low-up`: only the candidates with sensitivity above / at most the median move up;
 /// * `random-i`: four pairs drawn uniformly within the box `|q_a − q'_a| ≤ Δ_a`;
-/// * the counterexamples of SPEC §1: `rnmh-2cand` (Δ_1 tiny, q_2 = ±1/2), `rnmh-laplace-k5` (the
-///   (k−1)ε construction with k = 5) and `rs-exp-appB` (seed 001 appendix B with k = 20).
+/// * the counterexamples of docs/mechanisms.md: `rnmh-2cand` (Δ_1 tiny, q_2 = ±1/2), `rnmh-laplace-k5` (the
+///   (k−1)ε construction with k = 5), `rs-exp-appB` (seed 001 appendix B with k = 20) and
+///   `bot-exp-2cand` (best-of-T without random stopping, docs/mechanisms.md).
 pub fn builtin_pairs(q: &[f64], sens: &[f64], seed: u64) -> Result<Vec<NeighbourPair>> {
     Problem::new(q, sens)?;
     let k = q.len();
@@ -126,7 +127,7 @@ pub fn builtin_pairs(q: &[f64], sens: &[f64], seed: u64) -> Result<Vec<Neighbour
     Ok(out)
 }
 
-/// The counterexample pairs of SPEC §1 (seed 001 §IV-A and appendices A–B).
+/// The counterexample pairs of docs/mechanisms.md (seed 001 §IV-A and appendices A–B).
 pub fn counterexamples() -> Result<Vec<NeighbourPair>> {
     let mut sens5 = vec![1.0; 5];
     sens5[0] = TINY;
@@ -148,6 +149,14 @@ pub fn counterexamples() -> Result<Vec<NeighbourPair>> {
             vec![0.0, 1.0, 1.0, 1.0, 1.0],
         )?,
         NeighbourPair::new("rs-exp-appB", sens20, vec![1.0; 20], q20b)?,
+        // bot-exp: without random stopping, candidate 0 wins on q only when every draw is
+        // candidate 0 (docs/mechanisms.md, "Random stopping").
+        NeighbourPair::new(
+            "bot-exp-2cand",
+            vec![TINY, 1.0],
+            vec![0.0, 0.001],
+            vec![0.0, -0.999],
+        )?,
     ])
 }
 

@@ -9,7 +9,7 @@ use recsel::stats::Chooser;
 /// Hyperparameters of the mechanisms that have them (ε is given separately).
 #[derive(Debug, Clone, clap::Args)]
 pub struct MechOpts {
-    /// Stopping probability γ of rs, rs-tnb and rs-exp, in (0, 1].
+    /// Stopping probability γ of rs, rs-tnb, rs-exp (and rs-exp-m1), in (0, 1].
     #[arg(long, value_name = "G")]
     pub gamma: Option<f64>,
     /// Failure probability β of gem, mgem and cgem, in (0, 1).
@@ -24,6 +24,9 @@ pub struct MechOpts {
     /// Correlation cgem uses to choose between gem and mgem.
     #[arg(long, value_parser = ["spearman", "pearson", "weighted"])]
     pub chooser: Option<String>,
+    /// Number of draws T of the audit reference bot-exp, >= 1.
+    #[arg(long, value_name = "T")]
+    pub draws: Option<u64>,
 }
 
 impl MechOpts {
@@ -43,6 +46,9 @@ impl MechOpts {
         }
         if let Some(ch) = &self.chooser {
             base.chooser = Chooser::from_name(ch)?;
+        }
+        if let Some(t) = self.draws {
+            base.draws = t;
         }
         Ok(base)
     }

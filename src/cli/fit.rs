@@ -88,7 +88,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let load_s = t.elapsed().as_secs_f64();
     eprintln!(
         "[fit] {}: {} training users, {} items, {} training interactions, {} test users ({load_s:.2} s)",
-        data.name,
+        data.name(),
         data.train.rows(),
         data.n_items(),
         data.train.nnz(),
@@ -119,7 +119,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             dir,
             &model,
             &params,
-            &data.name,
+            data.name(),
             data.fingerprint(),
             &data.item_ids,
         )
@@ -131,7 +131,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if quiet {
         let mut obj = metrics_json(&metrics);
         let map = obj.as_object_mut().expect("object");
-        map.insert("dataset".into(), data.name.clone().into());
+        map.insert("dataset".into(), data.name().to_string().into());
         map.insert("method".into(), method.name().into());
         map.insert("l2".into(), args.model.l2.into());
         map.insert("density".into(), args.model.density.into());
@@ -165,7 +165,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             out,
             "{} on {}: λ = {}, density = {}, {} items",
             method.name(),
-            data.name,
+            data.name(),
             args.model.l2,
             args.model.density,
             data.n_items()

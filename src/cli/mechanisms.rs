@@ -21,6 +21,7 @@ fn default_of(param: &str, d: &MechParams) -> String {
         "eta" => format!("eta={}", d.eta),
         "c" => format!("c={}", d.c),
         "chooser" => format!("chooser={}", d.chooser.name()),
+        "draws" => format!("draws={}", d.draws),
         other => other.to_string(),
     }
 }
@@ -38,6 +39,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                     "private": s.private,
                     "parameters": s.params.iter().map(|p| default_of(p, &defaults)).collect::<Vec<_>>(),
                     "summary": s.summary,
+                    "audit_reference": s.audit_reference,
                 })
             })
             .collect();
@@ -50,6 +52,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         "name", "guarantee", "parameters (defaults)"
     )?;
     for s in REGISTRY {
+        if s.audit_reference {
+            continue;
+        }
         let params: Vec<_> = s.params.iter().map(|p| default_of(p, &defaults)).collect();
         let params = if params.is_empty() {
             "-".to_string()
@@ -60,6 +65,21 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             out,
             "{:<13} {:<36} {:<32} {}",
             s.name, s.guarantee, params, s.summary
+        )?;
+    }
+    writeln!(
+        out,
+        "\nAudit references (deliberately not eps-DP; not part of `all`, for `recsel audit`):"
+    )?;
+    for s in REGISTRY.iter().filter(|s| s.audit_reference) {
+        let params: Vec<_> = s.params.iter().map(|p| default_of(p, &defaults)).collect();
+        writeln!(
+            out,
+            "{:<13} {:<36} {:<32} {}",
+            s.name,
+            s.guarantee,
+            params.join(" "),
+            s.summary
         )?;
     }
     writeln!(

@@ -12,46 +12,13 @@ use std::sync::Arc;
 
 use polars::prelude::*;
 
-use super::{csr_from_pairs, Dataset, RawInteractions};
-use crate::data::preprocess::{preprocess, PreprocessConfig};
-use crate::data::split::{split, SplitConfig};
-use crate::data::synthetic::{self, SyntheticShape};
+pub use super::descriptor::Format;
+use super::descriptor::{Descriptor, Protocol};
+use super::preprocess::preprocess;
+use super::split::split;
+use super::synthetic::{self, SyntheticShape};
+use super::{csr_from_pairs, select_rows, Dataset, RawInteractions};
 use crate::{Error, Result};
-
-/// File formats recsel reads (`--format`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
-    /// MovieLens `ratings.csv` (or Kaggle's `rating.csv`): `userId,movieId,rating,timestamp`.
-    MovieLens,
-    /// Netflix Prize `combined_data_N.txt`: `MovieID:` lines, then `CustomerID,Rating,Date`.
-    Netflix,
-    /// LightGCN text: a directory with `train.txt` and `test.txt`, lines `user item item …`.
-    LightGcn,
-    /// Any CSV with a header; columns named by [`Columns`].
-    Csv,
-    /// Any Parquet file; columns named by [`Columns`].
-    Parquet,
-}
-
-impl Format {
-    /// Parses a `--format` value.
-    pub fn parse(name: &str) -> Result<Self> {
-        Ok(match name {
-            "movielens" => Format::MovieLens,
-            "netflix" => Format::Netflix,
-            "lightgcn" => Format::LightGcn,
-            "csv" => Format::Csv,
-            "parquet" => Format::Parquet,
-            _ => {
-                return Err(Error::UnknownName {
-                    kind: "format",
-                    name: name.to_string(),
-                    valid: "movielens, netflix, lightgcn, csv, parquet".into(),
-                })
-            }
-        })
-    }
-}
 
 /// The named datasets of the paper (`--dataset`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -133,7 +100,8 @@ fn missing(what: &Path, help: &str) -> Error {
     ))
 }
 
-/// Loads, preprocesses (SPEC §5.2) and splits (§5.3) a data source into a [`Dataset`].
+/// Loads, preprocesses (docs/protocol.md, "Preprocessing") and splits ("Split") a data source into a
+/// [`Dataset`]. The data set's [`Descriptor`] decides which preprocessing and split apply.
 pub fn load_dataset(source: &DataSource, seed: u64) -> Result<Dataset> {
     match source {
         DataSource::Named { dataset, data_dir } => match dataset {
@@ -141,13 +109,8 @@ pub fn load_dataset(source: &DataSource, seed: u64) -> Result<Dataset> {
                 let dir = data_dir.join("ml20m");
                 let file = find_movielens_file(&dir)
                     .ok_or_else(|| missing(&dir.join("ratings.csv"), ML20M_HELP))?;
-                let raw = load_movielens(&file)?;
-                from_ratings(
-                    "ml20m",
-                    raw,
-                    &PreprocessConfig::movielens(),
-                    &SplitConfig::movielens(seed),
-                )
+                let d = Descriptor::new("ml20m", Some(Format::MovieLens), Protocol::MovieLens);
+                from_records(d, load_movielens(&file)?, seed)
             }
             NamedDataset::Netflix => {
                 let dir = data_dir.join("netflix");
@@ -155,13 +118,8 @@ pub fn load_dataset(source: &DataSource, seed: u64) -> Result<Dataset> {
                 if files.is_empty() {
                     return Err(missing(&dir.join("combined_data_1.txt"), NETFLIX_HELP));
                 }
-                let raw = load_netflix(&files)?;
-                from_ratings(
-                    "netflix",
-                    raw,
-                    &PreprocessConfig::movielens(),
-                    &SplitConfig::netflix(seed),
-                )
+                let d = Descriptor::new("netflix", Some(Format::Netflix), Protocol::Netflix);
+                from_records(d, load_netflix(&files)?, seed)
             }
             NamedDataset::AmazonBook => {
                 let dir = data_dir.join("amazon-book");
@@ -173,14 +131,12 @@ pub fn load_dataset(source: &DataSource, seed: u64) -> Result<Dataset> {
                 load_lightgcn(&dir, "amazon-book")
             }
             NamedDataset::Synthetic(shape) => {
-                let raw = synthetic::generate(*shape, seed);
-                let name = format!("synthetic-{}", shape.name());
-                from_ratings(
-                    &name,
-                    raw,
-                    &PreprocessConfig::none(),
-                    &SplitConfig::synthetic(*shape, seed),
-                )
+                let d = Descriptor::new(
+                    format!("synthetic-{}", shape.name()),
+                    None,
+                    Protocol::Synthetic(*shape),
+                );
+                from_records(d, synthetic::generate(*shape, seed), seed)
             }
         },
         DataSource::Path {
@@ -203,13 +159,8 @@ pub fn load_dataset(source: &DataSource, seed: u64) -> Result<Dataset> {
                     } else {
                         path.clone()
                     };
-                    let raw = load_movielens(&file)?;
-                    from_ratings(
-                        &name,
-                        raw,
-                        &PreprocessConfig::movielens(),
-                        &SplitConfig::movielens(seed),
-                    )
+                    let d = Descriptor::new(name, Some(*format), Protocol::MovieLens);
+                    from_records(d, load_movielens(&file)?, seed)
                 }
                 Format::Netflix => {
                     let files = if path.is_dir() {
@@ -220,13 +171,8 @@ pub fn load_dataset(source: &DataSource, seed: u64) -> Result<Dataset> {
                     if files.is_empty() {
                         return Err(missing(&path.join("combined_data_1.txt"), NETFLIX_HELP));
                     }
-                    let raw = load_netflix(&files)?;
-                    from_ratings(
-                        &name,
-                        raw,
-                        &PreprocessConfig::movielens(),
-                        &SplitConfig::netflix(seed),
-                    )
+                    let d = Descriptor::new(name, Some(*format), Protocol::Netflix);
+                    from_records(d, load_netflix(&files)?, seed)
                 }
                 Format::LightGcn => {
                     let dir = if path.is_dir() {
@@ -247,26 +193,24 @@ pub fn load_dataset(source: &DataSource, seed: u64) -> Result<Dataset> {
                         )
                     })?;
                     let raw = load_table(path, *format, &cols)?;
-                    let pre = if cols.rating.is_some() {
-                        PreprocessConfig::movielens()
-                    } else {
-                        PreprocessConfig::min_user_only()
-                    };
-                    from_ratings(&name, raw, &pre, &SplitConfig::movielens(seed))
+                    from_records(
+                        Descriptor::new(name, Some(*format), Protocol::Table),
+                        raw,
+                        seed,
+                    )
                 }
             }
         }
     }
 }
 
-fn from_ratings(
-    name: &str,
-    raw: RawInteractions,
-    pre: &PreprocessConfig,
-    sp: &SplitConfig,
-) -> Result<Dataset> {
-    let matrix = preprocess(&raw, pre)?;
-    split(name, &matrix, sp)
+/// Preprocesses and splits records as the descriptor's protocol says.
+fn from_records(descriptor: Descriptor, raw: RawInteractions, seed: u64) -> Result<Dataset> {
+    let matrix = preprocess(&raw, &descriptor.preprocess(raw.ratings.is_some()))?;
+    let split_cfg = descriptor
+        .split(seed)
+        .expect("record-based protocols have a split");
+    split(descriptor, &matrix, &split_cfg)
 }
 
 fn find_movielens_file(dir: &Path) -> Option<PathBuf> {
@@ -643,7 +587,7 @@ pub fn load_lightgcn(dir: &Path, name: &str) -> Result<Dataset> {
     let test_input = select_rows(&train_m, &test_users);
     let test_target = select_rows(&test_m, &test_users);
     let ds = Dataset {
-        name: name.to_string(),
+        descriptor: Descriptor::new(name, Some(Format::LightGcn), Protocol::LightGcn),
         train: train_m,
         test_input,
         test_target,
@@ -652,19 +596,4 @@ pub fn load_lightgcn(dir: &Path, name: &str) -> Result<Dataset> {
     };
     ds.validate()?;
     Ok(ds)
-}
-
-/// The rows `rows` of a CSR matrix, in that order.
-pub fn select_rows(m: &super::Csr, rows: &[usize]) -> super::Csr {
-    let mut indptr = Vec::with_capacity(rows.len() + 1);
-    indptr.push(0usize);
-    let mut indices = Vec::new();
-    for &r in rows {
-        if let Some(row) = m.outer_view(r) {
-            indices.extend_from_slice(row.indices());
-        }
-        indptr.push(indices.len());
-    }
-    let data = vec![1.0f32; indices.len()];
-    super::Csr::new((rows.len(), m.cols()), indptr, indices, data)
 }

@@ -2,14 +2,16 @@
 //! interactions generated to the shape of the paper's datasets.
 //!
 //! A record travels `load` → [`RawInteractions`] (one row per rating line, ids compacted to codes) →
-//! [`preprocess`] (rating filter, binarise, duplicate pairs once, minimum user activity) →
-//! [`split`] → [`Dataset`] (the CSR matrices a model is fitted and evaluated on).
+//! [`preprocess()`] (rating filter, binarise, duplicate pairs once, minimum user activity) →
+//! [`split()`] → [`Dataset`] (the CSR matrices a model is fitted and evaluated on).
 
+pub mod descriptor;
 pub mod load;
 pub mod preprocess;
 pub mod split;
 pub mod synthetic;
 
+pub use descriptor::{Descriptor, Protocol};
 pub use load::{load_dataset, DataSource, Format, NamedDataset};
 pub use preprocess::{preprocess, PreprocessConfig};
 pub use split::{split, SplitConfig};
@@ -59,6 +61,21 @@ impl RawInteractions {
             item_ids: item_ids.iter().map(|v| v.to_string()).collect(),
         }
     }
+}
+
+/// The rows `rows` of a CSR matrix, in that order.
+pub fn select_rows(m: &Csr, rows: &[usize]) -> Csr {
+    let mut indptr = Vec::with_capacity(rows.len() + 1);
+    indptr.push(0usize);
+    let mut indices = Vec::new();
+    for &r in rows {
+        if let Some(row) = m.outer_view(r) {
+            indices.extend_from_slice(row.indices());
+        }
+        indptr.push(indices.len());
+    }
+    let data = vec![1.0f32; indices.len()];
+    Csr::new((rows.len(), m.cols()), indptr, indices, data)
 }
 
 /// Maps arbitrary integer ids to dense codes `0..k` in increasing id order.
@@ -112,8 +129,8 @@ pub fn csr_from_pairs(rows: usize, cols: usize, pairs: &mut [(u32, u32)]) -> Csr
 /// The matrices one fit-and-evaluate run works on (SPEC §5.3–5.5).
 #[derive(Debug, Clone)]
 pub struct Dataset {
-    /// Name for reports (`ml20m`, `ml-1m-implicit`, `synthetic-small`, …).
-    pub name: String,
+    /// Name, source format and protocol (whose defaults apply to this data).
+    pub descriptor: Descriptor,
     /// Rows the model is fitted on (training users), items as columns.
     pub train: Csr,
     /// Input rows of the test users (what the model scores from).
@@ -127,6 +144,11 @@ pub struct Dataset {
 }
 
 impl Dataset {
+    /// Name for reports (`ml20m`, `ml-1m-implicit`, `synthetic-small`, …).
+    pub fn name(&self) -> &str {
+        &self.descriptor.name
+    }
+
     /// Number of item columns.
     pub fn n_items(&self) -> usize {
         self.train.cols()
@@ -161,7 +183,7 @@ impl Dataset {
         {
             return Err(Error::Invalid(format!(
                 "dataset '{}' is inconsistent: train {}x{}, test input {}x{}, test target {}x{}, {} item ids",
-                self.name,
+                self.name(),
                 self.train.rows(),
                 n,
                 self.test_input.rows(),

@@ -8,7 +8,7 @@ use rand_chacha::ChaCha8Rng;
 
 use super::preprocess::Interactions;
 use super::synthetic::SyntheticShape;
-use super::{Csr, Dataset};
+use super::{select_rows, Csr, Dataset, Descriptor};
 use crate::Result;
 
 /// Split settings.
@@ -59,7 +59,7 @@ impl SplitConfig {
 }
 
 /// Splits preprocessed interactions into a [`Dataset`].
-pub fn split(name: &str, data: &Interactions, cfg: &SplitConfig) -> Result<Dataset> {
+pub fn split(descriptor: Descriptor, data: &Interactions, cfg: &SplitConfig) -> Result<Dataset> {
     let n_users = data.matrix.rows();
     // Keep at least 80% of the users for training on small data.
     let (n_test, n_val) = if cfg.test_users + cfg.validation_users > n_users / 5 {
@@ -75,7 +75,7 @@ pub fn split(name: &str, data: &Interactions, cfg: &SplitConfig) -> Result<Datas
     test_users.sort_unstable();
     let mut train_users: Vec<usize> = order[(n_test + n_val).min(n_users)..].to_vec();
     train_users.sort_unstable();
-    let train = super::load::select_rows(&data.matrix, &train_users);
+    let train = select_rows(&data.matrix, &train_users);
 
     let n_items = data.matrix.cols();
     let (mut ip, mut ii) = (vec![0usize], Vec::new());
@@ -104,7 +104,7 @@ pub fn split(name: &str, data: &Interactions, cfg: &SplitConfig) -> Result<Datas
     let test_input = Csr::new((test_users.len(), n_items), ip, ii.clone(), ones(ii.len()));
     let test_target = Csr::new((test_users.len(), n_items), tp, ti.clone(), ones(ti.len()));
     let ds = Dataset {
-        name: name.to_string(),
+        descriptor,
         train,
         test_input,
         test_target,

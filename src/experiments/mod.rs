@@ -1,4 +1,4 @@
-//! Experiments of seed 001: synthetic scenarios 1–8 and the correlation sweep (SPEC §4), the share
+//! Experiments of seed 001: synthetic scenarios 1–8 and the correlation sweep (docs/experiments.md), the share
 //! sweep of fig 18, the two-candidate grids (figs 3, 15–17), and the pipeline files that regenerate
 //! each figure.
 
@@ -18,7 +18,7 @@ use crate::stats::Chooser;
 use scenarios::{Dataset, Scenario, ScenarioSet, CORR_T};
 use synthetic::{CorrRow, MseRow};
 
-/// Configuration of a synthetic run. `Default` is SPEC §4; a pipeline's `[synth]` table overrides
+/// Configuration of a synthetic run. `Default` is docs/experiments.md; a pipeline's `[synth]` table overrides
 /// any field, and the resolved copy written beside the results has every field filled in.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -27,7 +27,7 @@ pub struct SynthConfig {
     pub scenarios: Vec<ScenarioSet>,
     /// `all` or a comma-separated list of mechanism names.
     pub mechanisms: String,
-    /// The ε grid (SPEC §4: 0.01 to 16, log-spaced).
+    /// The ε grid (docs/experiments.md: 0.01 to 16, log-spaced).
     pub epsilons: Vec<f64>,
     /// Number of candidates k.
     pub k: usize,
@@ -55,7 +55,7 @@ pub struct SynthConfig {
     pub seed: u64,
 }
 
-/// SPEC §4's ε grid, 0.01 to 16 log-spaced: `10^(−2 + i/5)` for i = 0..15 rounded to three
+/// docs/experiments.md's ε grid, 0.01 to 16 log-spaced: `10^(−2 + i/5)` for i = 0..15 rounded to three
 /// significant digits (0.01, 0.0158, …, 0.1, …, 1, …, 10), then 16 (ratio 1.6 ≈ 10^0.2). The
 /// decades 0.01, 0.1, 1 and 10 lie exactly on the grid, so tables can be compared across runs.
 pub fn default_epsilons() -> Vec<f64> {
@@ -102,6 +102,7 @@ impl SynthConfig {
             eta: self.eta,
             c: self.c,
             chooser: self.chooser,
+            ..MechParams::default()
         }
     }
 
@@ -212,7 +213,7 @@ pub fn synth_work_units(cfg: &SynthConfig) -> Result<u64> {
         .sum())
 }
 
-/// Runs the synthetic experiment of `cfg` (SPEC §2–4).
+/// Runs the synthetic experiment of `cfg` (docs/experiments.md and docs/mechanisms.md).
 pub fn run_synth(cfg: &SynthConfig, progress: &(dyn Fn(u64) + Sync)) -> Result<SynthResults> {
     cfg.validate()?;
     let specs = cfg.mechanism_specs()?;

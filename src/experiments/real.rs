@@ -16,9 +16,11 @@ use std::path::{Path, PathBuf};
 use rayon::prelude::*;
 use serde::Serialize;
 
+use crate::data::Dataset;
 use crate::error::{Error, Result};
+use crate::io::write_atomic;
 use crate::mechanisms::{self, MechParams, Mechanism, Problem, Selector};
-use crate::report::write_atomic;
+use crate::model::{self, Model, ModelParams};
 use crate::rng::{name_id, Draws, NoiseMode, SecureRng, Streams};
 use crate::scoring::{top_candidates, Sensitivities, UserScorer};
 use crate::stats::{pearson, spearman, weighted_correlation};
@@ -462,4 +464,55 @@ pub fn spearman_summary(rows: &[UserRow]) -> SpearmanSummary {
         },
         share_positive: v.iter().filter(|&&x| x > 0.0).count() as f64 / n.max(1) as f64,
     }
+}
+
+/// Fingerprint of what the scores of a run depend on: the data and the model hyperparameters. A
+/// resumed run must match it (see [`ChunkStore::open`]).
+pub fn source_fingerprint(data: &Dataset, params: &ModelParams) -> String {
+    let text = serde_json::to_string(params).expect("parameters serialise");
+    let mut h = data.fingerprint();
+    for b in text.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
+
+/// The model saved in `dir` if it was fitted on `data` with `params`, else a fresh fit, saved
+/// there. `log` receives one line per decision and fitting stage.
+pub fn model_for(
+    dir: &Path,
+    data: &Dataset,
+    params: &ModelParams,
+    log: &dyn Fn(&str),
+) -> Result<Model> {
+    if dir.join("model.json").exists() {
+        match model::io::load(dir, Some(data.fingerprint())) {
+            Ok((m, meta)) if meta.params == *params => {
+                log(&format!("using the saved model in {}", dir.display()));
+                return Ok(m);
+            }
+            Ok(_) => log(&format!(
+                "the model in {} has other hyperparameters; fitting a new one",
+                dir.display()
+            )),
+            Err(e) => log(&format!(
+                "not using the model in {}: {e}; fitting a new one",
+                dir.display()
+            )),
+        }
+    } else {
+        log(&format!("no saved model in {}; fitting one", dir.display()));
+    }
+    let (m, report) = model::fit(&data.train, params, &|s| log(&format!("fit: {s} …")))?;
+    log(&format!("fitted in {:.1} s", report.total_seconds()));
+    model::io::save(
+        dir,
+        &m,
+        params,
+        data.name(),
+        data.fingerprint(),
+        &data.item_ids,
+    )?;
+    Ok(m)
 }

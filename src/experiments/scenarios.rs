@@ -38,7 +38,12 @@ pub enum Scenario {
     /// The correlation sweep at this t (seed 001 fig 10).
     Corr(f64),
     /// Fig 18: scenario 1, 2 or 3 with this share of high scores.
-    Share { base: u8, share: f64 },
+    Share {
+        /// The base scenario (1, 2 or 3).
+        base: u8,
+        /// Share of candidates in the high-score group.
+        share: f64,
+    },
 }
 
 impl Scenario {

@@ -136,7 +136,12 @@ impl CombinedGem {
                 value: self.c,
             });
         }
-        Ok((c, SecureEpsilon { num: total.num - c.num }))
+        Ok((
+            c,
+            SecureEpsilon {
+                num: total.num - c.num,
+            },
+        ))
     }
 
     fn prepare_cgem(&self, problem: &Problem<'_>, many: bool) -> PreparedCgem {

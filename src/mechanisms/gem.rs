@@ -267,7 +267,11 @@ pub fn transformed_scores_exact_naive(q: &[i64], d: &[u64], t_num: i64) -> Resul
 /// [`transformed_scores_exact_naive`].
 pub fn transformed_scores_exact(q: &[i64], d: &[u64], t_num: i64) -> Result<Vec<i64>> {
     let s = shifted_exact(q, d, t_num)?;
-    let mut pts: Vec<(i128, i128)> = d.iter().zip(&s).map(|(&x, &y)| (i128::from(x), y)).collect();
+    let mut pts: Vec<(i128, i128)> = d
+        .iter()
+        .zip(&s)
+        .map(|(&x, &y)| (i128::from(x), y))
+        .collect();
     pts.sort_unstable();
     let mut hull: Vec<(i128, i128)> = Vec::new();
     for p in pts {
@@ -278,7 +282,8 @@ pub fn transformed_scores_exact(q: &[i64], d: &[u64], t_num: i64) -> Result<Vec<
             }
         }
         while hull.len() >= 2 {
-            let o = orient_exact(hull[hull.len() - 2], hull[hull.len() - 1], p).ok_or_else(overflow)?;
+            let o =
+                orient_exact(hull[hull.len() - 2], hull[hull.len() - 1], p).ok_or_else(overflow)?;
             if o >= 0 {
                 hull.pop();
             } else {

@@ -1,4 +1,4 @@
-//! Private selection mechanisms (SPEC §1).
+//! Private selection mechanisms (docs/mechanisms.md).
 //!
 //! Every mechanism is built from [`MechParams`] by a validating constructor (STYLE.md, after linfa's
 //! `ParamGuard` and OpenDP's constructors): once built, it never re-checks its parameters. A
@@ -129,9 +129,15 @@ impl<'a> Problem<'a> {
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Guarantee {
     /// ε-DP (pure) with this ε; 0 for a mechanism that ignores its input.
-    Pure { epsilon: f64 },
+    Pure {
+        /// The ε.
+        epsilon: f64,
+    },
     /// (k − 1)·ε-DP for k candidates, with this per-candidate ε (`rnmh-laplace`).
-    PerCandidate { epsilon: f64 },
+    PerCandidate {
+        /// The per-candidate ε.
+        epsilon: f64,
+    },
     /// No differential privacy guarantee for any ε (`rnmh`).
     NotPrivate,
 }
@@ -170,7 +176,7 @@ pub trait Prepared: Send + Sync {
 
 /// A private selection mechanism with validated parameters.
 pub trait Mechanism: Send + Sync + fmt::Debug {
-    /// The registry name (SPEC §1).
+    /// The registry name (docs/mechanisms.md).
     fn name(&self) -> &'static str;
 
     /// The total privacy parameter ε it was built with.
@@ -276,6 +282,8 @@ pub struct MechParams {
     pub c: f64,
     /// Correlation `cgem` uses.
     pub chooser: Chooser,
+    /// Number of draws T of the audit reference `bot-exp`, ≥ 1.
+    pub draws: u64,
 }
 
 impl Default for MechParams {
@@ -287,6 +295,7 @@ impl Default for MechParams {
             eta: 0.0,
             c: 0.6,
             chooser: Chooser::Spearman,
+            draws: 10,
         }
     }
 }
@@ -364,6 +373,9 @@ pub struct MechanismSpec {
     pub params: &'static [&'static str],
     /// One-line description.
     pub summary: &'static str,
+    /// An audit reference: a mechanism that is deliberately not ε-DP, kept to show that
+    /// `recsel audit` catches a real violation. Not part of `all`.
+    pub audit_reference: bool,
     build: fn(&MechParams) -> Result<Box<dyn Mechanism>>,
 }
 
@@ -386,7 +398,8 @@ fn boxed<M: Mechanism + 'static>(m: Result<M>) -> Result<Box<dyn Mechanism>> {
     m.map(|m| Box::new(m) as Box<dyn Mechanism>)
 }
 
-/// Every mechanism, in the order of SPEC §1. The single source of names for the CLI and the docs.
+/// Every mechanism, in the order of docs/mechanisms.md, then the audit references. The single
+/// source of names for the CLI and the docs.
 pub static REGISTRY: &[MechanismSpec] = &[
     MechanismSpec {
         name: "rnm",
@@ -394,6 +407,7 @@ pub static REGISTRY: &[MechanismSpec] = &[
         private: true,
         params: &[],
         summary: "Report Noisy Max: argmax q_a + Exp(mean 2*Delta/eps), Delta = max sensitivity",
+        audit_reference: false,
         build: |p| boxed(NoisyMax::new(Noise::Exponential, false, p.epsilon)),
     },
     MechanismSpec {
@@ -402,6 +416,7 @@ pub static REGISTRY: &[MechanismSpec] = &[
         private: true,
         params: &[],
         summary: "permute-and-flip (McKenna-Sheldon 2020); same distribution as rnm",
+        audit_reference: false,
         build: |p| boxed(PermuteAndFlip::new(p.epsilon)),
     },
     MechanismSpec {
@@ -410,6 +425,7 @@ pub static REGISTRY: &[MechanismSpec] = &[
         private: true,
         params: &[],
         summary: "exponential mechanism: P(a) proportional to exp(eps*q_a/(2*Delta))",
+        audit_reference: false,
         build: |p| boxed(ExponentialMechanism::new(p.epsilon)),
     },
     MechanismSpec {
@@ -418,6 +434,7 @@ pub static REGISTRY: &[MechanismSpec] = &[
         private: true,
         params: &[],
         summary: "argmax q_a + Lap(2*Delta/eps)",
+        audit_reference: false,
         build: |p| boxed(NoisyMax::new(Noise::Laplace, false, p.epsilon)),
     },
     MechanismSpec {
@@ -426,6 +443,7 @@ pub static REGISTRY: &[MechanismSpec] = &[
         private: false,
         params: &[],
         summary: "heterogeneous RNM: argmax q_a + Exp(mean 2*Delta_a/eps); NOT DP for any eps",
+        audit_reference: false,
         build: |p| boxed(NoisyMax::new(Noise::Exponential, true, p.epsilon)),
     },
     MechanismSpec {
@@ -434,6 +452,7 @@ pub static REGISTRY: &[MechanismSpec] = &[
         private: true,
         params: &[],
         summary: "heterogeneous Laplace noisy max: argmax q_a + Lap(Delta_a/eps)",
+        audit_reference: false,
         build: |p| boxed(NoisyMax::new(Noise::Laplace, true, p.epsilon)),
     },
     MechanismSpec {
@@ -443,6 +462,7 @@ pub static REGISTRY: &[MechanismSpec] = &[
         params: &["gamma"],
         summary: "random stopping RS_gamma (Liu-Talwar): K ~ Geometric(gamma) uniform draws, \
                   each q_a + Lap(3*Delta_a/eps), best recorded",
+        audit_reference: false,
         build: |p| {
             boxed(RandomStopping::new(
                 StoppingRule::Geometric,
@@ -459,6 +479,7 @@ pub static REGISTRY: &[MechanismSpec] = &[
         params: &["gamma", "eta"],
         summary: "improved random stopping (Papernot-Steinke): K ~ truncated negative binomial, \
                   noise Lap((2+eta)*Delta_a/eps)",
+        audit_reference: false,
         build: |p| {
             boxed(RandomStopping::new(
                 StoppingRule::TruncatedNegBinomial,
@@ -470,11 +491,12 @@ pub static REGISTRY: &[MechanismSpec] = &[
     },
     MechanismSpec {
         name: "rs-exp",
-        guarantee: "not private (reference for audits)",
-        private: false,
+        guarantee: "eps-DP",
+        private: true,
         params: &["gamma"],
-        summary: "RS_gamma with Exp(mean 3*Delta_a/eps) instead of Laplace noise; NOT DP \
-                  (seed 001 appendix B)",
+        summary: "RS_gamma with one-sided Exp(mean 3*Delta_a/eps) noise; eps-DP (seed 001 \
+                  appendix B's proof of the contrary is wrong, docs/mechanisms.md)",
+        audit_reference: false,
         build: |p| {
             boxed(RandomStopping::new(
                 StoppingRule::GeometricExponentialNoise,
@@ -490,6 +512,7 @@ pub static REGISTRY: &[MechanismSpec] = &[
         private: true,
         params: &["beta"],
         summary: "generalised exponential mechanism (Raskhodnikova-Smith), t = 2 ln(k/beta)/eps",
+        audit_reference: false,
         build: |p| boxed(Gem::new(GemVariant::Gem, p.epsilon, p.beta)),
     },
     MechanismSpec {
@@ -498,6 +521,7 @@ pub static REGISTRY: &[MechanismSpec] = &[
         private: true,
         params: &["beta"],
         summary: "modified GEM, t = -2 ln(k/beta)/eps",
+        audit_reference: false,
         build: |p| boxed(Gem::new(GemVariant::Modified, p.epsilon, p.beta)),
     },
     MechanismSpec {
@@ -507,6 +531,7 @@ pub static REGISTRY: &[MechanismSpec] = &[
         params: &["beta", "c", "chooser"],
         summary: "combined GEM: randomised-response bit [corr(q, Delta) >= 0] with c*eps, \
                   then mgem (bit 1) or gem (bit 0) with (1-c)*eps",
+        audit_reference: false,
         build: |p| boxed(CombinedGem::new(p.epsilon, p.beta, p.c, p.chooser)),
     },
     MechanismSpec {
@@ -515,6 +540,7 @@ pub static REGISTRY: &[MechanismSpec] = &[
         private: true,
         params: &[],
         summary: "k-randomised response: the argmax with probability e^eps/(e^eps+k-1)",
+        audit_reference: false,
         build: |p| boxed(KRandomizedResponse::new(p.epsilon)),
     },
     MechanismSpec {
@@ -523,7 +549,36 @@ pub static REGISTRY: &[MechanismSpec] = &[
         private: true,
         params: &[],
         summary: "uniform over the k candidates (ignores scores)",
+        audit_reference: false,
         build: |p| boxed(UniformRandom::new(p.epsilon)),
+    },
+    MechanismSpec {
+        name: "bot-exp",
+        guarantee: "not private (audit reference)",
+        private: false,
+        params: &["draws"],
+        summary: "best of T uniform draws with Exp(mean 3*Delta_a/eps) noise and no random \
+                  stopping; NOT DP: loss ln[(1+p)^T - p^T], p = 1 - e^(-eps/3)",
+        audit_reference: true,
+        build: |p| boxed(RandomStopping::best_of(p.epsilon, p.draws)),
+    },
+    MechanismSpec {
+        name: "rs-exp-m1",
+        guarantee: "claims eps-DP; is 3*eps-DP",
+        private: false,
+        params: &["gamma"],
+        summary: "rs-exp with noise multiplier 1 instead of 3 while claiming eps: the audit \
+                  must report a violation",
+        audit_reference: true,
+        build: |p| {
+            boxed(RandomStopping::miscalibrated(
+                StoppingRule::GeometricExponentialNoise,
+                p.epsilon,
+                p.gamma,
+                0.0,
+                1.0,
+            ))
+        },
     },
 ];
 
@@ -553,10 +608,11 @@ pub fn build(name: &str, params: &MechParams) -> Result<Box<dyn Mechanism>> {
     spec(name)?.build(params)
 }
 
-/// Parses `all` or a comma-separated list of names into registry entries, in the given order.
+/// Parses `all` (every mechanism but the audit references) or a comma-separated list of names
+/// into registry entries, in the given order.
 pub fn parse_list(list: &str) -> Result<Vec<&'static MechanismSpec>> {
     if list.trim() == "all" {
-        return Ok(REGISTRY.iter().collect());
+        return Ok(REGISTRY.iter().filter(|s| !s.audit_reference).collect());
     }
     let mut out = Vec::new();
     for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {

@@ -27,9 +27,9 @@ use crate::mechanisms::{
     argmax_random_ties, check_epsilon, no_secure_path, Grid, Guarantee, Mechanism, Prepared,
     Problem, SecureEpsilon,
 };
-use crate::stats::exact::FRACTION_BITS;
 use crate::rng::Rng;
 use crate::stats::distributions::{exp1, laplace1};
+use crate::stats::exact::FRACTION_BITS;
 
 /// The noise family of a noisy-max mechanism.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -170,9 +170,9 @@ impl Mechanism for NoisyMax {
         let eps = SecureEpsilon::new(self.noise_epsilon)?;
         let grid = Grid::new(problem);
         Ok(match self.noise {
-            Noise::Exponential => Box::new(SecurePermuteFlip(ExpWeights::new(
-                &grid.q, grid.d_max, eps,
-            ))),
+            Noise::Exponential => {
+                Box::new(SecurePermuteFlip(ExpWeights::new(&grid.q, grid.d_max, eps)))
+            }
             Noise::Laplace => {
                 // Rate ε'/(2D): s = E, t = 2·2^32·D.
                 let t = noise_scales(&vec![grid.d_max; grid.q.len()], 2u128 << FRACTION_BITS);

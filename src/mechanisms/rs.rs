@@ -1,4 +1,4 @@
-//! Random stopping (SPEC §1: `rs`, `rs-tnb`; seed 001 appendix B: `rs-exp`).
+//! Random stopping (docs/mechanisms.md, "Random stopping") and its audit references.
 //!
 //! Repeat: draw a candidate a uniformly from all k (with replacement), record `q_a + noise_a`, and
 //! stop after K draws; output the best recorded candidate (ties uniformly at random).
@@ -7,7 +7,9 @@
 //! |---|---|---|---|
 //! | `rs` (RS_γ, Liu & Talwar 2019, seed 001 Algorithm 1) | Geometric(γ) on {1, 2, …} | Lap(3Δ_a/ε) | ε-DP |
 //! | `rs-tnb` (Papernot & Steinke 2022) | truncated negative binomial `D_{η,γ}` | Lap((2+η)Δ_a/ε) | ε-DP |
-//! | `rs-exp` (seed 001 appendix B) | Geometric(γ) | Exp(mean 3Δ_a/ε) | **not DP**; a reference for audits |
+//! | `rs-exp` | Geometric(γ) | Exp(mean 3Δ_a/ε) | ε-DP (seed 001 appendix B claims otherwise; its proof is wrong — docs/mechanisms.md) |
+//! | `bot-exp` (audit reference) | fixed T | Exp(mean 3Δ_a/ε) | **not DP**: without random stopping the loss is `ln[(1+p)^T − p^T]` |
+//! | `rs-exp-m1` (audit reference) | Geometric(γ) | Exp(mean Δ_a/ε) | claims ε-DP, is only 3ε-DP |
 //!
 //! Cost per selection: K noise draws, with E(K) = 1/γ for `rs`.
 //!
@@ -18,15 +20,15 @@
 
 use rand::Rng as _;
 
-use crate::error::Result;
-use crate::mechanisms::secure::{
-    noise_scales, ExactNoise, SecurePrepared, SecureRandomStopping,
+use crate::error::{Error, Result};
+use crate::mechanisms::secure::{noise_scales, ExactNoise, SecurePrepared, SecureRandomStopping};
+use crate::mechanisms::{
+    check_epsilon, no_secure_path, Grid, Guarantee, Mechanism, Prepared, Problem, SecureEpsilon,
 };
-use crate::mechanisms::{check_epsilon, Grid, Guarantee, Mechanism, Prepared, Problem, SecureEpsilon};
-use crate::rng::SecureRng;
-use crate::stats::exact::{ExactStopping, FRACTION_BITS};
 use crate::rng::Rng;
+use crate::rng::SecureRng;
 use crate::stats::distributions::{exp1, laplace1, Geometric1, TruncatedNegBinomial};
+use crate::stats::exact::{ExactStopping, FRACTION_BITS};
 
 /// How the number of draws K is chosen, and with it the noise.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,14 +37,17 @@ pub enum StoppingRule {
     Geometric,
     /// `rs-tnb`: K ~ D_{η,γ}, Laplace noise with multiplier 2 + η.
     TruncatedNegBinomial,
-    /// `rs-exp`: K ~ Geometric(γ), *exponential* noise with multiplier 3 (not DP).
+    /// `rs-exp`: K ~ Geometric(γ), *exponential* noise with multiplier 3 (ε-DP).
     GeometricExponentialNoise,
+    /// `bot-exp`: a fixed number T of draws, exponential noise with multiplier 3 (not DP).
+    FixedExponentialNoise,
 }
 
 #[derive(Debug, Clone, Copy)]
 enum Stopping {
     Geometric(Geometric1),
     Tnb(TruncatedNegBinomial),
+    Fixed(u64),
 }
 
 /// A random-stopping mechanism with validated ε, γ and η.
@@ -51,29 +56,94 @@ pub struct RandomStopping {
     rule: StoppingRule,
     epsilon: f64,
     stopping: Stopping,
-    /// Noise scale multiplier m in `Lap(m Δ_a / ε)`.
+    /// Noise scale multiplier m in `Lap(m Δ_a / ε)` (or `Exp(mean m Δ_a / ε)`).
     multiplier: f64,
+    /// Registry name.
+    name: &'static str,
+    /// The guarantee claimed.
+    guarantee: Guarantee,
 }
 
 impl RandomStopping {
-    /// Validates ε (finite, > 0), γ (in (0, 1]) and, for `rs-tnb`, η (> −1).
+    /// Validates ε (finite, > 0), γ (in (0, 1]) and, for `rs-tnb`, η (> −1). For
+    /// [`StoppingRule::FixedExponentialNoise`] use [`RandomStopping::best_of`].
     pub fn new(rule: StoppingRule, epsilon: f64, gamma: f64, eta: f64) -> Result<Self> {
         check_epsilon(epsilon)?;
-        let (stopping, multiplier) = match rule {
-            StoppingRule::Geometric | StoppingRule::GeometricExponentialNoise => {
-                (Stopping::Geometric(Geometric1::new(gamma)?), 3.0)
+        let (stopping, multiplier, name) = match rule {
+            StoppingRule::Geometric => (Stopping::Geometric(Geometric1::new(gamma)?), 3.0, "rs"),
+            StoppingRule::GeometricExponentialNoise => {
+                (Stopping::Geometric(Geometric1::new(gamma)?), 3.0, "rs-exp")
             }
             StoppingRule::TruncatedNegBinomial => (
                 Stopping::Tnb(TruncatedNegBinomial::new(eta, gamma)?),
                 2.0 + eta,
+                "rs-tnb",
             ),
+            StoppingRule::FixedExponentialNoise => {
+                return Err(Error::Invalid(
+                    "bot-exp has a fixed number of draws: build it with RandomStopping::best_of"
+                        .into(),
+                ))
+            }
         };
         Ok(RandomStopping {
             rule,
             epsilon,
             stopping,
             multiplier,
+            name,
+            guarantee: Guarantee::Pure { epsilon },
         })
+    }
+
+    /// `bot-exp`, an audit reference that is **not** differentially private: the best of `draws`
+    /// uniform draws with `Exp(mean 3Δ_a/ε)` noise and no random stopping (docs/mechanisms.md,
+    /// "Random stopping"). Validates ε and `draws` ≥ 1.
+    pub fn best_of(epsilon: f64, draws: u64) -> Result<Self> {
+        check_epsilon(epsilon)?;
+        if draws == 0 {
+            return Err(Error::InvalidParameter {
+                name: "draws",
+                requirement: ">= 1",
+                value: 0.0,
+            });
+        }
+        Ok(RandomStopping {
+            rule: StoppingRule::FixedExponentialNoise,
+            epsilon,
+            stopping: Stopping::Fixed(draws),
+            multiplier: 3.0,
+            name: "bot-exp",
+            guarantee: Guarantee::NotPrivate,
+        })
+    }
+
+    /// An audit reference that *claims* ε-DP while scaling its noise by `multiplier` instead of
+    /// the rule's own (3, or 2 + η): `rs-exp` with multiplier 1 (`rs-exp-m1`) is only 3ε-DP, and
+    /// the audit must say so. Validates the parameters as [`RandomStopping::new`] and
+    /// `multiplier` (finite, > 0).
+    pub fn miscalibrated(
+        rule: StoppingRule,
+        epsilon: f64,
+        gamma: f64,
+        eta: f64,
+        multiplier: f64,
+    ) -> Result<Self> {
+        if !(multiplier.is_finite() && multiplier > 0.0) {
+            return Err(Error::InvalidParameter {
+                name: "noise multiplier",
+                requirement: "finite and > 0",
+                value: multiplier,
+            });
+        }
+        let mut m = Self::new(rule, epsilon, gamma, eta)?;
+        m.multiplier = multiplier;
+        m.name = if rule == StoppingRule::GeometricExponentialNoise && multiplier == 1.0 {
+            "rs-exp-m1"
+        } else {
+            "rs-miscalibrated"
+        };
+        Ok(m)
     }
 
     /// One draw of the number of repetitions K.
@@ -81,6 +151,7 @@ impl RandomStopping {
         match &self.stopping {
             Stopping::Geometric(g) => g.sample(rng),
             Stopping::Tnb(t) => t.sample(rng),
+            Stopping::Fixed(t) => *t,
         }
     }
 
@@ -92,16 +163,25 @@ impl RandomStopping {
 
     /// The secure path's exact stopping rule and noise multiplier m (as m·2^32).
     fn secure_stopping(&self) -> Result<(ExactStopping, u128)> {
-        let three = 3u128 << FRACTION_BITS;
-        Ok(match (&self.stopping, self.rule) {
-            (Stopping::Tnb(t), _) => {
+        Ok(match &self.stopping {
+            Stopping::Tnb(t) => {
                 let stop = ExactStopping::tnb(t.gamma(), t.eta())?;
                 let ExactStopping::TruncatedNegBinomial { eta_num, .. } = stop else {
                     unreachable!("tnb() builds the truncated negative binomial")
                 };
-                (stop, ((2i128 << FRACTION_BITS) + i128::from(eta_num)) as u128)
+                (
+                    stop,
+                    ((2i128 << FRACTION_BITS) + i128::from(eta_num)) as u128,
+                )
             }
-            (Stopping::Geometric(g), _) => (ExactStopping::Geometric { gamma: g.gamma() }, three),
+            // Multiplier 3 (`rs`, `rs-exp`) or 1 (the mis-calibrated audit reference `rs-exp-m1`,
+            // which keeps its miscalibration on the secure path): exact in 2^32 units.
+            Stopping::Geometric(g) => (
+                ExactStopping::Geometric { gamma: g.gamma() },
+                (self.multiplier * 2f64.powi(FRACTION_BITS as i32)) as u128,
+            ),
+            // `bot-exp` claims no DP: no secure path.
+            Stopping::Fixed(_) => return Err(no_secure_path(self.name)),
         })
     }
 
@@ -113,7 +193,9 @@ impl RandomStopping {
             t: noise_scales(&grid.d, mult),
             q: grid.q,
             s: u128::from(eps.num),
-            noise: if self.rule == StoppingRule::GeometricExponentialNoise {
+            noise: if self.rule != StoppingRule::Geometric
+                && self.rule != StoppingRule::TruncatedNegBinomial
+            {
                 ExactNoise::Geometric
             } else {
                 ExactNoise::Laplace
@@ -152,7 +234,10 @@ impl PreparedRs<'_> {
     fn sample_counting(&self, rng: &mut Rng) -> (usize, u64) {
         let k = self.scores.len();
         let draws = self.mech.draw_k(rng);
-        let exponential = self.mech.rule == StoppingRule::GeometricExponentialNoise;
+        let exponential = matches!(
+            self.mech.rule,
+            StoppingRule::GeometricExponentialNoise | StoppingRule::FixedExponentialNoise
+        );
         let (mut best, mut best_index, mut ties) = (f64::NEG_INFINITY, 0usize, 0u64);
         for _ in 0..draws {
             let a = rng.random_range(0..k);
@@ -185,11 +270,7 @@ impl Prepared for PreparedRs<'_> {
 
 impl Mechanism for RandomStopping {
     fn name(&self) -> &'static str {
-        match self.rule {
-            StoppingRule::Geometric => "rs",
-            StoppingRule::TruncatedNegBinomial => "rs-tnb",
-            StoppingRule::GeometricExponentialNoise => "rs-exp",
-        }
+        self.name
     }
 
     fn epsilon(&self) -> f64 {
@@ -197,12 +278,7 @@ impl Mechanism for RandomStopping {
     }
 
     fn guarantee(&self) -> Guarantee {
-        match self.rule {
-            StoppingRule::GeometricExponentialNoise => Guarantee::NotPrivate,
-            _ => Guarantee::Pure {
-                epsilon: self.epsilon,
-            },
-        }
+        self.guarantee
     }
 
     fn prepare<'a>(&'a self, problem: &Problem<'a>) -> Box<dyn Prepared + 'a> {

@@ -114,11 +114,7 @@ impl Grid {
         let q = problem
             .scores()
             .iter()
-            .map(|&x| {
-                scale_pow2(x, -e)
-                    .floor()
-                    .clamp(-SCORE_CLAMP, SCORE_CLAMP) as i64
-            })
+            .map(|&x| scale_pow2(x, -e).floor().clamp(-SCORE_CLAMP, SCORE_CLAMP) as i64)
             .collect();
         let d: Vec<u64> = problem
             .sensitivities()

@@ -43,6 +43,8 @@ fn cholesky_failed(e: impl std::fmt::Debug) -> Error {
     ))
 }
 
+/// A fill-reducing ordering of the symmetric matrix whose lower triangle is `lower` (approximate
+/// minimum degree, faer): returns the permutation and its inverse.
 pub fn amd_ordering(lower: &SparseCols) -> Result<(Vec<usize>, Vec<usize>)> {
     let n = lower.n;
     let col_ptr = u32_col_ptr(lower)?;

@@ -10,7 +10,7 @@
 //! no extra dependency. Every file is written to a temporary name and renamed into place, weight
 //! files first and `model.json` last, so a crash never leaves a directory that looks complete.
 
-use crate::report::write_atomic;
+use crate::io::write_atomic;
 use std::path::{Path, PathBuf};
 
 use super::sansa::{Sansa, SparseWeights};

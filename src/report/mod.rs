@@ -3,6 +3,7 @@
 //! then renamed — so an interrupted run never leaves a half-written table behind.
 
 pub mod plot;
+pub mod select;
 pub mod table;
 
 use std::path::{Path, PathBuf};
@@ -10,32 +11,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-
-/// A hidden temporary path beside `path` (same folder, so the rename is atomic), keeping its
-/// extension.
-pub(crate) fn temp_path(path: &Path) -> PathBuf {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let ext = path
-        .extension()
-        .map(|e| format!(".{}", e.to_string_lossy()))
-        .unwrap_or_default();
-    path.with_file_name(format!(".{name}.tmp-{}{ext}", std::process::id()))
-}
-
-/// Writes `bytes` to `path` atomically (temporary file + rename).
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let tmp = temp_path(path);
-    std::fs::write(&tmp, bytes).map_err(|e| Error::io(&tmp, e))?;
-    std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
-}
-
-/// Creates `dir` and its parents.
-pub fn ensure_dir(dir: &Path) -> Result<()> {
-    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))
-}
+use crate::io::{ensure_dir, write_atomic};
 
 /// The resolved configuration of a run: the command, every parameter with defaults filled in, the
 /// seed (inside `config`) and the crate version.

@@ -15,8 +15,8 @@ use crate::error::{Error, Result};
 use crate::experiments::scenarios::{Dataset, Scenario};
 use crate::experiments::synthetic::{CorrRow, MseRow};
 use crate::experiments::twocand::{HgRow, Panel};
+use crate::io::write_atomic;
 use crate::mechanisms;
-use crate::report::write_atomic;
 
 type Area<'a> = DrawingArea<BitMapBackend<'a>, Shift>;
 

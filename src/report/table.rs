@@ -7,7 +7,7 @@ use polars::prelude::*;
 use crate::error::{Error, Result};
 use crate::experiments::synthetic::{CorrRow, MseRow};
 use crate::experiments::twocand::HgRow;
-use crate::report::write_atomic;
+use crate::io::write_atomic;
 
 /// One typed column.
 #[derive(Debug, Clone)]

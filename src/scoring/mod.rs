@@ -8,7 +8,9 @@ use std::collections::BinaryHeap;
 use rayon::prelude::*;
 use serde::Serialize;
 
+use crate::data::Csr;
 use crate::error::{Error, Result};
+use crate::model::{Model, Scratch};
 
 /// Anything that scores every item for one user: a fitted model with its users' input rows.
 pub trait UserScorer: Sync {
@@ -24,6 +26,40 @@ pub trait UserScorer: Sync {
     fn excluded(&self, user: usize) -> &[u32];
     /// Scores of every item for `user` into `out` (length `n_items`).
     fn score(&self, user: usize, out: &mut [f64], scratch: &mut Self::Scratch);
+}
+
+/// A fitted model scoring users from their input rows (one row per user, the items they have).
+#[derive(Debug, Clone, Copy)]
+pub struct ModelScorer<'a> {
+    model: &'a Model,
+    input: &'a Csr,
+}
+
+impl<'a> ModelScorer<'a> {
+    /// Scores the users of `input` (users × items, the items each user has) with `model`.
+    pub fn new(model: &'a Model, input: &'a Csr) -> Self {
+        ModelScorer { model, input }
+    }
+}
+
+impl UserScorer for ModelScorer<'_> {
+    type Scratch = Scratch;
+    fn n_users(&self) -> usize {
+        self.input.rows()
+    }
+    fn n_items(&self) -> usize {
+        self.model.n_items()
+    }
+    fn scratch(&self) -> Scratch {
+        Scratch::new(self.model.n_items())
+    }
+    fn excluded(&self, user: usize) -> &[u32] {
+        let r = self.input.indptr().outer_inds_sz(user);
+        &self.input.indices()[r]
+    }
+    fn score(&self, user: usize, out: &mut [f64], scratch: &mut Scratch) {
+        self.model.score_into(self.excluded(user), out, scratch);
+    }
 }
 
 /// Settings of the sensitivity computation.
