@@ -44,7 +44,7 @@ impl SecureEpsilon {
     /// `⌊ε·2^32⌋/2^32`, capped at 2^12. Errors when ε < 2^−32 (nothing of it is left on the grid).
     pub fn new(epsilon: f64) -> Result<Self> {
         let scaled = (epsilon * 2f64.powi(FRACTION_BITS as i32)).floor();
-        if !(scaled >= 1.0) {
+        if scaled.is_nan() || scaled < 1.0 {
             return Err(Error::InvalidParameter {
                 name: "epsilon",
                 requirement: "at least 2^-32 in secure mode",
