@@ -188,6 +188,9 @@ fn cdf(law: NoiseLaw, z: f64, b: f64) -> f64 {
     }
 }
 
+/// The derivative of a stopping time's probability generating function.
+type Pgf = dyn Fn(f64) -> f64;
+
 /// Output law of random stopping with stopping-time pgf derivative `dpgf` (P(K = j)·j summed
 /// against z^(j−1)): `P(o) = ∫ (1/k) f_o(x − q_o) Φ'(G(x)) dx`, G the mean noisy-value cdf
 /// (Simpson's rule).
@@ -233,7 +236,7 @@ fn secure_random_stopping_matches_its_laws() {
         ..MechParams::default()
     };
     let eps = 1.0;
-    let cases: [(&str, f64, NoiseLaw, &dyn Fn(f64) -> f64); 3] = [
+    let cases: [(&str, f64, NoiseLaw, &Pgf); 3] = [
         ("rs", 3.0, NoiseLaw::Laplace, &geo),
         ("rs-exp", 3.0, NoiseLaw::Exponential, &geo),
         ("rs-tnb", 2.0, NoiseLaw::Laplace, &log),
