@@ -4,8 +4,12 @@
 # (LightGCN convention, hits/|T|) of both, and the ratios recsel / reference.
 # Goals (issue 4): fit time ratio <= 1/3, memory ratio <= 0.5, Recall@20 within 2% relative.
 #
-# Usage: CARGO_TARGET_DIR=... benches/sansa_compare.sh [--synthetic] [--exact-large]
+# Usage: CARGO_TARGET_DIR=... benches/sansa_compare.sh [--synthetic] [--exact-large] [--before BIN]
 #   DATA=../shared/data  VENV=/tmp/sansa-ref  CARGO_TARGET_DIR=...  override the defaults.
+#   --before BIN also fits every row with another recsel binary (e.g. one built from an older
+#   commit) in the same run, alternating with this one, and prints this build's time, memory and
+#   Recall@20 relative to it. REPEAT=N (default 1) fits each row N times with both and keeps the
+#   median time and memory (the machine may be shared).
 #   --synthetic also fits the ml20m- and netflix-shaped synthetic data with recsel (time, memory).
 #   --exact-large adds `exact` on amazon-book-kgat and gowalla (the reference's CHOLMOD did not finish
 #   in 220 s / 700 s there, ANCHORS.md; stopped after REF_TIMEOUT seconds).
@@ -16,13 +20,15 @@ ANCHOR=${ANCHOR:-$ROOT/../shared/anchors/sansa_anchor.py}
 VENV=${VENV:-/tmp/sansa-ref}
 OUT=${OUT:-/tmp/sansa-compare}
 mkdir -p "$OUT"
-SYNTHETIC=0; EXACT_LARGE=""
-for a in "$@"; do
-  case "$a" in
+SYNTHETIC=0; EXACT_LARGE=""; BEFORE=""; REPEAT=${REPEAT:-1}
+while [ $# -gt 0 ]; do
+  case "$1" in
     --synthetic) SYNTHETIC=1 ;;
     --exact-large) EXACT_LARGE=$'amazon-book-kgat exact 200 0.0005\ngowalla exact 200 0.0005' ;;
-    *) echo "unknown option $a" >&2; exit 2 ;;
+    --before) BEFORE=$2; shift; [ -x "$BEFORE" ] || { echo "--before: $BEFORE is not executable" >&2; exit 2; } ;;
+    *) echo "unknown option $1" >&2; exit 2 ;;
   esac
+  shift
 done
 
 if ! "$VENV/bin/python" -c "import sansa" 2>/dev/null; then
@@ -55,12 +61,22 @@ run_reference() { # dir method l2 density [ease]
   timeout "${REF_TIMEOUT:-900}" "$VENV/bin/python" "$OUT/reference.py" "$ANCHOR" "$@" 2>/dev/null || echo '{}'
 }
 
-run_recsel() { # dir method l2 density
-  "$RECSEL" fit --format lightgcn --path "$1" --method "$2" --l2 "$3" --density "$4" --json 2>/dev/null
+run_recsel() { # binary dir method l2 density
+  "$1" fit --format lightgcn --path "$2" --method "$3" --l2 "$4" --density "$5" --json 2>/dev/null
+}
+
+# REPEAT fits with this build (and alternately with --before): one JSON object per line.
+run_both() { # dir method l2 density
+  : > "$OUT/now.jsonl"; : > "$OUT/before.jsonl"
+  for _ in $(seq "$REPEAT"); do
+    [ -n "$BEFORE" ] && run_recsel "$BEFORE" "$@" >> "$OUT/before.jsonl"
+    run_recsel "$RECSEL" "$@" >> "$OUT/now.jsonl"
+  done
 }
 
 printf '%-18s %-7s %6s %8s | %9s %9s %7s | %9s %9s %7s | %7s %7s %7s\n' \
   dataset method l2 density "recsel s" "ref s" "ratio" "recsel MB" "ref MB" "ratio" "R@20" "ref" "rel"
+[ -n "$BEFORE" ] && BEFORE_ROWS=$OUT/before-rows.txt && : > "$BEFORE_ROWS"
 while read -r ds method l2 dens; do
   [ -z "$ds" ] && continue
   dir="$DATA/$ds"
@@ -68,18 +84,27 @@ while read -r ds method l2 dens; do
     refm=$method; [ "$method" = exact ] && refm=cholmod
     ref=$(run_reference "$dir" "$refm" "$l2" "$dens")
   fi
-  ours=$(run_recsel "$dir" "$method" "$l2" "$dens")
-  echo "$ours" > "$OUT/recsel-$ds-$method.json"; echo "$ref" > "$OUT/ref-$ds-$method.json"
-  python3 - "$ds" "$method" "$l2" "$dens" "$ours" "$ref" <<'PY'
-import json, sys
-ds, m, l2, d, a, b = sys.argv[1:]
-a = json.loads(a); b = json.loads(b or '{}')
-fa, ma, ra = a['fit_seconds'], a['peak_rss_mb'], a['recall20_lightgcn']
+  run_both "$dir" "$method" "$l2" "$dens"
+  cp "$OUT/now.jsonl" "$OUT/recsel-$ds-$method.jsonl"; echo "$ref" > "$OUT/ref-$ds-$method.json"
+  python3 - "$ds" "$method" "$l2" "$dens" "$OUT/now.jsonl" "$ref" "$OUT/before.jsonl" "${BEFORE_ROWS:-}" <<'PY'
+import json, statistics, sys
+ds, m, l2, d, now, b, before, before_rows = sys.argv[1:]
+runs = lambda f: [json.loads(x) for x in open(f) if x.strip()]
+def summary(rs):  # median time and memory over the repeats; recall is deterministic
+    return (statistics.median(r['fit_seconds'] for r in rs), statistics.median(r['peak_rss_mb'] for r in rs),
+            rs[0]['recall20_lightgcn'])
+fa, ma, ra = summary(runs(now))
+b = json.loads(b or '{}')
 fb, mb, rb = b.get('fit_s'), b.get('peak_rss_mb'), b.get('recall20')
 r = lambda x, y: f"{x / y:7.3f}" if y else "    n/a"
 print(f"{ds:<18} {m:<7} {l2:>6} {d:>8} | {fa:9.2f} {fb if fb is not None else 'n/a':>9} {r(fa, fb)} | "
       f"{ma:9.0f} {mb if mb is not None else 'n/a':>9} {r(ma, mb)} | {ra:7.4f} {rb if rb is not None else 'n/a':>7} "
       f"{(f'{(ra - rb) / rb:+7.2%}' if rb else '    n/a')}")
+if before_rows:
+    fo, mo, ro = summary(runs(before))
+    with open(before_rows, 'a') as f:
+        f.write(f"{ds:<18} {m:<7} {l2:>6} {d:>8} | {fa:8.2f} {fo:8.2f} {fa / fo:7.3f} | {ma:8.0f} {mo:8.0f} "
+                f"{ma / mo:7.3f} | {ra:7.4f} {ro:7.4f} {(ra - ro) / ro:+7.2%}\n")
 PY
 done <<CFG
 ml-1m-implicit exact 200 0.05
@@ -89,6 +114,14 @@ gowalla icf 20 0.0005
 amazon-book-kgat icf 20 0.0005
 $EXACT_LARGE
 CFG
+
+if [ -n "$BEFORE" ]; then
+  echo
+  echo "this build versus --before $BEFORE (median of $REPEAT fit(s) each, alternating)"
+  printf '%-18s %-7s %6s %8s | %8s %8s %7s | %8s %8s %7s | %7s %7s %7s\n' \
+    dataset method l2 density "now s" "before s" "ratio" "now MB" "before" "ratio" "R@20" "before" "rel"
+  cat "$BEFORE_ROWS"
+fi
 
 if [ "$SYNTHETIC" = 1 ]; then
   echo

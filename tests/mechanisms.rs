@@ -134,7 +134,8 @@ fn gem_family_with_equal_sensitivities_is_rnm_at_half_epsilon() {
 }
 
 /// `cgem` is the mixture of mGEM and GEM at (1 − c)ε, weighted by randomised response on the sign
-/// of the correlation. Its exact distribution follows from the two transformed-score vectors.
+/// of the correlation. Its exact distribution follows from the two transformed-score vectors
+/// (unequal sensitivities).
 #[test]
 fn cgem_is_the_randomised_response_mixture() {
     let eps = 2.0;
@@ -144,8 +145,9 @@ fn cgem_is_the_randomised_response_mixture() {
         let p_truth = 1.0 / (1.0 + (-c * eps).exp());
         let t = 2.0 * (Q.len() as f64 / beta).ln() / eps_g;
         let ones = [1.0; 5];
-        let g = recsel::mechanisms::gem::transformed_scores(&Q, &D, t);
-        let m = recsel::mechanisms::gem::transformed_scores(&Q, &D, -t);
+        // The transform by its O(k²) definition, written out in the test (not the library's).
+        let g = crate::laws::gem_transform_by_definition(&Q, &D, t);
+        let m = crate::laws::gem_transform_by_definition(&Q, &D, -t);
         let pg = rnm_exact(&g, &ones, eps_g);
         let pm = rnm_exact(&m, &ones, eps_g);
         // Spearman(Q, D) > 0 here, so the true bit is 1 → mgem with probability p_truth.

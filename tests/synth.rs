@@ -142,9 +142,30 @@ fn correlations_have_the_designed_signs() {
 #[test]
 fn sensitivities_are_the_percentile_range_and_scores_are_clipped() {
     let data = Streams::new(9).derive(1);
-    for (scenario, lo_p) in [(Scenario::Numbered(5), 10.0), (Scenario::Numbered(8), 5.0)] {
-        let d = scenarios::generate(scenario, 100, 1000, &data).unwrap();
+    let n = 1000usize;
+    // Linear-interpolated percentile p of n sorted draws x_0 ≤ … ≤ x_{n−1} lies between x_j and
+    // x_{j+1}, j = ⌊p/100 · (n − 1)⌋ (strictly inside for continuous draws when p/100 · (n − 1) is
+    // not an integer, as for every p here). Clipping to [p_lo, p_hi] therefore sets exactly
+    // j_lo + 1 values to the new minimum p_lo and n − 1 − j_hi values to the new maximum p_hi:
+    // 100 each for (p10, p90) with n = 1000, 50 each for (p5, p95).
+    let clipped = |p: f64, upper: bool| {
+        let j = (p / 100.0 * (n - 1) as f64).floor() as usize;
+        if upper {
+            n - 1 - j
+        } else {
+            j + 1
+        }
+    };
+    for (scenario, lo_p, hi_p) in [
+        (Scenario::Numbered(5), 10.0, 90.0),
+        (Scenario::Numbered(8), 5.0, 95.0),
+    ] {
+        let d = scenarios::generate(scenario, 100, n, &data).unwrap();
         assert_eq!(d.sens.len(), 100);
+        let (want_lo, want_hi) = (clipped(lo_p, false), clipped(hi_p, true));
+        // Power: the other scenario's percentiles would clip another number of values.
+        let other = if lo_p == 10.0 { 5.0 } else { 10.0 };
+        assert_ne!(want_lo, clipped(other, false));
         for a in 0..d.k {
             let col: Vec<f64> = (0..d.trials).map(|i| d.row(i)[a]).collect();
             let (min, max) = col
@@ -155,9 +176,18 @@ fn sensitivities_are_the_percentile_range_and_scores_are_clipped() {
             // Clipping to [p_lo, p_hi] makes the range of the clipped column exactly Δ.
             assert!(
                 ((max - min) - d.sens[a]).abs() < 1e-9 * d.sens[a].max(1.0),
-                "{scenario} candidate {a}: range {} vs Δ {} (p{lo_p})",
+                "{scenario} candidate {a}: range {} vs Δ {} (p{lo_p}..p{hi_p})",
                 max - min,
                 d.sens[a]
+            );
+            // ... and the clip points are the p_lo and p_hi percentiles: exactly the number of
+            // values those percentiles cut off sit at each end.
+            let at_min = col.iter().filter(|&&v| v == min).count();
+            let at_max = col.iter().filter(|&&v| v == max).count();
+            assert_eq!(
+                (at_min, at_max),
+                (want_lo, want_hi),
+                "{scenario} candidate {a}: values at the clip points, expected p{lo_p}/p{hi_p}"
             );
         }
     }
@@ -308,7 +338,7 @@ fn every_pipeline_file_parses_and_validates() {
         seen.push(stem);
     }
     seen.sort();
-    let mut want: Vec<String> = [2, 3, 8, 10, 12, 15, 16, 17, 18]
+    let mut want: Vec<String> = [2, 3, 8, 10, 12, 14, 15, 16, 17, 18]
         .iter()
         .map(|n| format!("fig{n}"))
         .chain(["fig13_ml20m", "fig13_netflix", "fig13_amazon_book"].map(String::from))

@@ -151,12 +151,54 @@ pub struct DataArgs {
     /// Item column of a csv/parquet file.
     #[arg(long, value_name = "NAME")]
     pub item_col: Option<String>,
-    /// Rating column of a csv/parquet file (then ratings >= 4 are kept).
+    /// Rating column of a csv/parquet file (then ratings >= 4 are kept, see --min-rating).
     #[arg(long, value_name = "NAME")]
     pub rating_col: Option<String>,
+    /// Field separator of a csv file: one character, or `\t` / `tab` for tab-separated files.
+    #[arg(long, value_name = "C", default_value = ",")]
+    pub delimiter: String,
+    /// Keep ratings >= R, or `none` to keep every record (implicit data such as clicks).
+    /// Default: 4 when the data has ratings (the paper's preprocessing).
+    #[arg(long, value_name = "R|none")]
+    pub min_rating: Option<String>,
+    /// Keep users with at least N distinct items (default 5; 0 keeps everyone).
+    #[arg(long, value_name = "N")]
+    pub min_user_items: Option<usize>,
+    /// Number of test users (default: 10,000, or 40,000 for Netflix; a tenth of the users on
+    /// small data).
+    #[arg(long, value_name = "N")]
+    pub test_users: Option<usize>,
 }
 
 impl DataArgs {
+    /// The preprocessing and split options given on the command line.
+    pub fn load_options(&self) -> anyhow::Result<recsel::data::LoadOptions> {
+        let delimiter = match self.delimiter.as_str() {
+            "\\t" | "\t" | "tab" => b'\t',
+            d if d.len() == 1 && d.is_ascii() => d.as_bytes()[0],
+            d => bail!("--delimiter must be one ASCII character, \\t or tab, got '{d}'"),
+        };
+        let min_rating = match self.min_rating.as_deref() {
+            None => None,
+            Some("none") => Some(None),
+            Some(r) => {
+                let v: f32 = r.trim().parse().with_context(|| {
+                    format!("--min-rating must be a number or 'none', got '{r}'")
+                })?;
+                if !v.is_finite() {
+                    bail!("--min-rating must be finite, got '{r}'");
+                }
+                Some(Some(v))
+            }
+        };
+        Ok(recsel::data::LoadOptions {
+            delimiter,
+            min_rating,
+            min_user_items: self.min_user_items,
+            test_users: self.test_users,
+        })
+    }
+
     /// The data source these options name.
     pub fn source(&self) -> anyhow::Result<recsel::data::DataSource> {
         use recsel::data::load::Columns;
@@ -194,28 +236,57 @@ impl DataArgs {
     }
 }
 
-/// Model hyperparameters (shared by `fit` and `select`).
+/// Model hyperparameters (shared by `fit` and `select`). A named data set of the paper defaults to
+/// the paper's settings for it; other data to exact, λ = 200, density 0.01.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ModelArgs {
-    /// Model: exact (SANSA, sparse Cholesky), icf (SANSA, incomplete Cholesky), ease (dense), popular.
-    #[arg(long, default_value = "exact", value_name = "METHOD")]
-    pub method: String,
-    /// L2 regularisation λ (SANSA paper: 600 MovieLens, 1200 Netflix, 20 Amazon-Book with icf).
-    #[arg(long, default_value_t = 200.0, value_name = "λ")]
-    pub l2: f64,
-    /// Target density of each SANSA weight factor, in (0, 1].
-    #[arg(long, default_value_t = 0.01, value_name = "D")]
-    pub density: f64,
+    /// Model: exact (SANSA, sparse Cholesky), icf (SANSA, incomplete Cholesky), ease (dense),
+    /// popular [default: the paper's for a named data set, else exact].
+    #[arg(long, value_name = "METHOD")]
+    pub method: Option<String>,
+    /// L2 regularisation λ [default: the paper's for a named data set (600 MovieLens 20M,
+    /// 1200 Netflix, 20 Amazon-Book), else 200].
+    #[arg(long, value_name = "λ")]
+    pub l2: Option<f64>,
+    /// Target density of each SANSA weight factor, in (0, 1] [default: the paper's for a named
+    /// data set (0.005 MovieLens 20M and Netflix, 5e-5 Amazon-Book), else 0.01].
+    #[arg(long, value_name = "D")]
+    pub density: Option<f64>,
 }
 
 impl ModelArgs {
-    /// Validated model parameters.
-    pub fn params(&self) -> anyhow::Result<recsel::model::ModelParams> {
-        let method = recsel::model::Method::parse(&self.method)?;
-        Ok(recsel::model::ModelParams::new(
-            method,
-            self.l2,
-            self.density,
-        )?)
+    /// Validated model parameters: the options given, the rest from the data set's paper
+    /// settings (when it has them) or the generic defaults. Says on stderr which settings were
+    /// used and where each default came from.
+    pub fn params(
+        &self,
+        data: &recsel::data::Descriptor,
+    ) -> anyhow::Result<recsel::model::ModelParams> {
+        let paper = data.paper_model;
+        let method = self
+            .method
+            .clone()
+            .unwrap_or_else(|| paper.map_or("exact", |p| p.method).to_string());
+        let l2 = self.l2.unwrap_or(paper.map_or(200.0, |p| p.l2));
+        let density = self.density.unwrap_or(paper.map_or(0.01, |p| p.density));
+        let origin = match paper {
+            Some(p) if self.method.is_none() || self.l2.is_none() || self.density.is_none() => {
+                format!(
+                    "defaults not given on the command line are the paper's ({})",
+                    p.source
+                )
+            }
+            Some(p) => format!(
+                "all given on the command line; the paper used {} λ={} density={} ({})",
+                p.method, p.l2, p.density, p.source
+            ),
+            None => "defaults: exact, λ=200, density=0.01".to_string(),
+        };
+        eprintln!(
+            "recsel: model for {}: {method}, λ={l2}, density={density} ({origin})",
+            data.name
+        );
+        let method = recsel::model::Method::parse(&method)?;
+        Ok(recsel::model::ModelParams::new(method, l2, density)?)
     }
 }

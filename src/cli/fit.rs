@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::Context;
-use recsel::data::load_dataset;
+use recsel::data::load_dataset_with;
 use recsel::eval::{evaluate, Metrics};
 use recsel::model::{self, Method, ModelParams};
 
@@ -76,15 +76,16 @@ fn print_metrics(out: &mut impl Write, label: &str, m: &Metrics) -> std::io::Res
 
 /// Runs `recsel fit`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let params = args.model.params()?;
-    let method = params.method;
     let src = args.data.source()?;
+    let load_opts = args.data.load_options()?;
     let quiet = args.json;
     let progress = |stage: &str| eprintln!("[fit] {stage} …");
 
     let t = Instant::now();
     progress("loading data");
-    let data = load_dataset(&src, args.seed).context("loading the data")?;
+    let data = load_dataset_with(&src, args.seed, &load_opts).context("loading the data")?;
+    let params = args.model.params(&data.descriptor)?;
+    let method = params.method;
     let load_s = t.elapsed().as_secs_f64();
     eprintln!(
         "[fit] {}: {} training users, {} items, {} training interactions, {} test users ({load_s:.2} s)",
@@ -133,8 +134,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let map = obj.as_object_mut().expect("object");
         map.insert("dataset".into(), data.name().to_string().into());
         map.insert("method".into(), method.name().into());
-        map.insert("l2".into(), args.model.l2.into());
-        map.insert("density".into(), args.model.density.into());
+        map.insert("l2".into(), params.l2.into());
+        map.insert("density".into(), params.density.into());
         map.insert("seed".into(), args.seed.into());
         map.insert("items".into(), data.n_items().into());
         map.insert("train_users".into(), data.train.rows().into());
@@ -166,8 +167,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             "{} on {}: λ = {}, density = {}, {} items",
             method.name(),
             data.name(),
-            args.model.l2,
-            args.model.density,
+            params.l2,
+            params.density,
             data.n_items()
         )?;
         print_metrics(&mut out, "model", &metrics)?;

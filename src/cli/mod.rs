@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod audit;
+mod bandit;
 mod common;
 mod mechanisms;
 mod run;
@@ -39,13 +40,15 @@ enum Command {
     /// Fit SANSA, EASE or the most-popular baseline and report Recall/nDCG.
     Fit(fit::Args),
     /// Private selection for every test user: MSE per mechanism and ε, per-user correlations.
-    Select(select::Args),
+    Select(Box<select::Args>),
     /// Synthetic experiments of seed 001 (scenarios 1-8, correlation and share sweeps).
     Synth(synth::Args),
     /// Two-candidate head-to-head heatmaps of seed 001 (figures 3, 15, 16, 17).
     Twocand(twocand::Args),
     /// Regenerate a figure from its pipeline file (pipelines/<fig>.toml).
     Run(run::Args),
+    /// Bandit under distribution shift: private learners against UCB and Thompson (figure 14).
+    Bandit(bandit::Args),
 }
 
 /// Parses the command line and runs the chosen subcommand.
@@ -62,9 +65,10 @@ pub fn main() -> anyhow::Result<ExitCode> {
         Command::Sample(a) => sample::run(a),
         Command::Audit(a) => audit::run(a),
         Command::Fit(args) => fit::run(args),
-        Command::Select(a) => select::run(a),
+        Command::Select(a) => select::run(*a),
         Command::Synth(a) => synth::run(a),
         Command::Twocand(a) => twocand::run(a),
         Command::Run(a) => run::run(a),
+        Command::Bandit(a) => bandit::run(a),
     }
 }

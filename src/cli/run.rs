@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use recsel::experiments::pipeline::Pipeline;
 
 /// Run a pipeline file: one TOML file per figure with an output folder and a [synth],
-/// [twocand] or [select] table (unknown keys are errors).
+/// [twocand], [select] or [bandit] table (unknown keys are errors).
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Example:\n  recsel run pipelines/fig2.toml\n  \
     recsel run pipelines/fig3.toml --out /tmp/fig3 --check\n  \
@@ -49,6 +49,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         None => None,
     };
     if args.check {
+        if let Some(sel) = &select {
+            super::select::check(sel).map_err(|e| {
+                anyhow::anyhow!(
+                    "{}: the [select] table cannot run: {e:#}",
+                    args.file.display()
+                )
+            })?;
+        }
         println!(
             "{}: {} ({}) is valid",
             args.file.display(),
@@ -58,10 +66,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     eprintln!("recsel: {} — {}", p.figure, p.description);
-    match (&p.synth, &p.twocand, select) {
-        (Some(s), _, _) => super::synth::execute(s, &out, args.json),
-        (_, Some(t), _) => super::twocand::execute(t, &out, args.json),
-        (_, _, Some(a)) => super::select::run(a),
+    match (&p.synth, &p.twocand, select, &p.bandit) {
+        (Some(s), _, _, _) => super::synth::execute(s, &out, args.json),
+        (_, Some(t), _, _) => super::twocand::execute(t, &out, args.json),
+        (_, _, Some(a), _) => super::select::run(a),
+        (_, _, _, Some(b)) => super::bandit::execute(b, &out, args.json),
         _ => unreachable!("validated: exactly one table"),
     }
 }

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::Context;
-use recsel::data::load_dataset;
+use recsel::data::load_dataset_with;
 use recsel::experiments::real::{self, ChunkStore, SelectConfig, PAPER_EPSILONS};
 use recsel::mechanisms::{self, MechParams};
 use recsel::report::select::{write_select, SelectResults, SelectRun};
@@ -88,10 +88,26 @@ pub fn parse(argv: &[String]) -> Result<Args, clap::Error> {
     <Select as clap::Parser>::try_parse_from(full).map(|s| s.args)
 }
 
+/// Validates the arguments without running: the data can be read (files and columns exist), the
+/// mechanisms and ε grid are valid (`recsel run --check`).
+pub fn check(args: &Args) -> anyhow::Result<()> {
+    let src = args.data.source()?;
+    let opts = args.data.load_options()?;
+    recsel::data::load::check_source(&src, &opts)?;
+    mechanisms::parse_list(&args.mech)?;
+    if let Some(e) = &args.eps {
+        for eps in parse_f64_list("--eps", e)? {
+            recsel::mechanisms::build("rnm", &MechParams::default().with_epsilon(eps))
+                .with_context(|| format!("--eps {e}"))?;
+        }
+    }
+    Ok(())
+}
+
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let start = Instant::now();
     let src = args.data.source()?;
-    let params = args.model.params()?;
+    let load_opts = args.data.load_options()?;
     let specs = mechanisms::parse_list(&args.mech)?;
     let names: Vec<String> = specs
         .iter()
@@ -105,7 +121,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         None => PAPER_EPSILONS.to_vec(),
     };
     eprintln!("[select] loading data");
-    let data = load_dataset(&src, args.data_seed).context("loading the data")?;
+    let data = load_dataset_with(&src, args.data_seed, &load_opts).context("loading the data")?;
+    let params = args.model.params(&data.descriptor)?;
     let out = args
         .out
         .clone()
@@ -119,6 +136,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         gamma: data.descriptor.gamma(),
         ..MechParams::default()
     })?;
+    eprintln!(
+        "[select] random stopping γ = {} ({}), GEM β = {}",
+        mech_params.gamma,
+        if args.opts.gamma.is_some() {
+            "given"
+        } else {
+            "the paper's for this data set"
+        },
+        mech_params.beta
+    );
     let seed = match args.seed {
         Some(s) => s,
         None if args.secure => 0, // unused: the secure path has no seed

@@ -61,8 +61,45 @@ pub enum Protocol {
     Table,
 }
 
+/// The model settings a paper used for a data set (docs/sansa.md, "Hyperparameters").
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PaperModel {
+    /// `exact` or `icf`.
+    pub method: &'static str,
+    /// L2 regularisation λ.
+    pub l2: f64,
+    /// Target density of the SANSA factors.
+    pub density: f64,
+    /// Where the settings come from.
+    pub source: &'static str,
+}
+
+impl PaperModel {
+    /// MovieLens 20M in seed 001's figure 13 (SANSA exact, λ = 600, density 5·10⁻³).
+    pub const ML20M: PaperModel = PaperModel {
+        method: "exact",
+        l2: 600.0,
+        density: 0.005,
+        source: "seed 001 fig 13 / SANSA paper, MovieLens 20M",
+    };
+    /// Netflix (SANSA exact, λ = 1200, density 5·10⁻³).
+    pub const NETFLIX: PaperModel = PaperModel {
+        method: "exact",
+        l2: 1200.0,
+        density: 0.005,
+        source: "seed 001 fig 13 / SANSA paper, Netflix",
+    };
+    /// Amazon-Book in the LightGCN split (SANSA icf, λ = 20, density 5·10⁻⁵).
+    pub const AMAZON_BOOK: PaperModel = PaperModel {
+        method: "icf",
+        l2: 20.0,
+        density: 5e-5,
+        source: "SANSA paper, Amazon-Book",
+    };
+}
+
 /// A data set's name, source format and protocol.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Descriptor {
     /// Name for reports and default output folders (`ml20m`, `ml-1m-implicit`, `synthetic-small`).
     pub name: String,
@@ -70,16 +107,26 @@ pub struct Descriptor {
     pub format: Option<Format>,
     /// The protocol whose defaults apply.
     pub protocol: Protocol,
+    /// The paper's model settings for this data set, for the named data sets of the paper (and
+    /// synthetic data shaped like them); `None` for a user's own data.
+    pub paper_model: Option<PaperModel>,
 }
 
 impl Descriptor {
-    /// A descriptor.
+    /// A descriptor without paper model settings.
     pub fn new(name: impl Into<String>, format: Option<Format>, protocol: Protocol) -> Self {
         Descriptor {
             name: name.into(),
             format,
             protocol,
+            paper_model: None,
         }
+    }
+
+    /// This descriptor with the paper's model settings.
+    pub fn with_paper_model(mut self, model: PaperModel) -> Self {
+        self.paper_model = Some(model);
+        self
     }
 
     /// The paper's stopping probability γ of the random-stopping mechanisms for this data set

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use polars::prelude::*;
 
 pub use super::descriptor::Format;
-use super::descriptor::{Descriptor, Protocol};
+use super::descriptor::{Descriptor, PaperModel, Protocol};
 use super::preprocess::preprocess;
 use super::split::split;
 use super::synthetic::{self, SyntheticShape};
@@ -63,6 +63,40 @@ pub struct Columns {
     pub rating: Option<String>,
 }
 
+/// Options a user sets on top of a protocol's defaults (docs/protocol.md, "Data sets"): the
+/// field separator of a CSV file, the rating cut-off (or none, for implicit data), the minimum
+/// number of items per user and the number of test users. `None` keeps the protocol's value.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoadOptions {
+    /// Field separator of `--format csv` files (default `,`).
+    pub delimiter: u8,
+    /// Rating cut-off: `Some(Some(r))` keeps ratings ≥ r, `Some(None)` keeps every record
+    /// (implicit data such as clicks), `None` the protocol's (4 when there is a rating column).
+    pub min_rating: Option<Option<f32>>,
+    /// Keep users with at least this many distinct items (protocol: 5).
+    pub min_user_items: Option<usize>,
+    /// Number of test users (and as many validation users where the protocol has them).
+    pub test_users: Option<usize>,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        LoadOptions {
+            delimiter: b',',
+            min_rating: None,
+            min_user_items: None,
+            test_users: None,
+        }
+    }
+}
+
+impl LoadOptions {
+    /// Whether any preprocessing or split option is set.
+    fn overrides_protocol(&self) -> bool {
+        self.min_rating.is_some() || self.min_user_items.is_some() || self.test_users.is_some()
+    }
+}
+
 /// Where the interactions come from.
 #[derive(Debug, Clone)]
 pub enum DataSource {
@@ -103,14 +137,39 @@ fn missing(what: &Path, help: &str) -> Error {
 /// Loads, preprocesses (docs/protocol.md, "Preprocessing") and splits ("Split") a data source into a
 /// [`Dataset`]. The data set's [`Descriptor`] decides which preprocessing and split apply.
 pub fn load_dataset(source: &DataSource, seed: u64) -> Result<Dataset> {
+    load_dataset_with(source, seed, &LoadOptions::default())
+}
+
+/// [`load_dataset`] with a user's [`LoadOptions`] on top of the protocol's defaults. Options that
+/// do not apply (preprocessing or split options for LightGCN files, which carry their own split)
+/// are errors rather than silently ignored.
+pub fn load_dataset_with(source: &DataSource, seed: u64, opts: &LoadOptions) -> Result<Dataset> {
+    let lightgcn = matches!(
+        source,
+        DataSource::Named {
+            dataset: NamedDataset::AmazonBook,
+            ..
+        } | DataSource::Path {
+            format: Format::LightGcn,
+            ..
+        }
+    );
+    if lightgcn && opts.overrides_protocol() {
+        return Err(Error::Invalid(
+            "--min-rating, --min-user-items and --test-users do not apply to LightGCN files: \
+             they carry their own train/test split and are not preprocessed"
+                .into(),
+        ));
+    }
     match source {
         DataSource::Named { dataset, data_dir } => match dataset {
             NamedDataset::Ml20m => {
                 let dir = data_dir.join("ml20m");
                 let file = find_movielens_file(&dir)
                     .ok_or_else(|| missing(&dir.join("ratings.csv"), ML20M_HELP))?;
-                let d = Descriptor::new("ml20m", Some(Format::MovieLens), Protocol::MovieLens);
-                from_records(d, load_movielens(&file)?, seed)
+                let d = Descriptor::new("ml20m", Some(Format::MovieLens), Protocol::MovieLens)
+                    .with_paper_model(PaperModel::ML20M);
+                from_records(d, load_movielens(&file)?, seed, opts)
             }
             NamedDataset::Netflix => {
                 let dir = data_dir.join("netflix");
@@ -118,8 +177,9 @@ pub fn load_dataset(source: &DataSource, seed: u64) -> Result<Dataset> {
                 if files.is_empty() {
                     return Err(missing(&dir.join("combined_data_1.txt"), NETFLIX_HELP));
                 }
-                let d = Descriptor::new("netflix", Some(Format::Netflix), Protocol::Netflix);
-                from_records(d, load_netflix(&files)?, seed)
+                let d = Descriptor::new("netflix", Some(Format::Netflix), Protocol::Netflix)
+                    .with_paper_model(PaperModel::NETFLIX);
+                from_records(d, load_netflix(&files)?, seed, opts)
             }
             NamedDataset::AmazonBook => {
                 let dir = data_dir.join("amazon-book");
@@ -128,15 +188,23 @@ pub fn load_dataset(source: &DataSource, seed: u64) -> Result<Dataset> {
                         return Err(missing(&dir.join(f), AMAZON_HELP));
                     }
                 }
-                load_lightgcn(&dir, "amazon-book")
+                let mut ds = load_lightgcn(&dir, "amazon-book")?;
+                ds.descriptor = ds.descriptor.with_paper_model(PaperModel::AMAZON_BOOK);
+                Ok(ds)
             }
             NamedDataset::Synthetic(shape) => {
-                let d = Descriptor::new(
+                let mut d = Descriptor::new(
                     format!("synthetic-{}", shape.name()),
                     None,
                     Protocol::Synthetic(*shape),
                 );
-                from_records(d, synthetic::generate(*shape, seed), seed)
+                // Data shaped like a paper data set gets that data set's model settings.
+                d.paper_model = match shape {
+                    SyntheticShape::Small => None,
+                    SyntheticShape::Ml20m => Some(PaperModel::ML20M),
+                    SyntheticShape::Netflix => Some(PaperModel::NETFLIX),
+                };
+                from_records(d, synthetic::generate(*shape, seed), seed, opts)
             }
         },
         DataSource::Path {
@@ -160,7 +228,7 @@ pub fn load_dataset(source: &DataSource, seed: u64) -> Result<Dataset> {
                         path.clone()
                     };
                     let d = Descriptor::new(name, Some(*format), Protocol::MovieLens);
-                    from_records(d, load_movielens(&file)?, seed)
+                    from_records(d, load_movielens(&file)?, seed, opts)
                 }
                 Format::Netflix => {
                     let files = if path.is_dir() {
@@ -172,7 +240,7 @@ pub fn load_dataset(source: &DataSource, seed: u64) -> Result<Dataset> {
                         return Err(missing(&path.join("combined_data_1.txt"), NETFLIX_HELP));
                     }
                     let d = Descriptor::new(name, Some(*format), Protocol::Netflix);
-                    from_records(d, load_netflix(&files)?, seed)
+                    from_records(d, load_netflix(&files)?, seed, opts)
                 }
                 Format::LightGcn => {
                     let dir = if path.is_dir() {
@@ -192,24 +260,144 @@ pub fn load_dataset(source: &DataSource, seed: u64) -> Result<Dataset> {
                             "--format csv/parquet needs --user-col and --item-col".into(),
                         )
                     })?;
-                    let raw = load_table(path, *format, &cols)?;
-                    from_records(
-                        Descriptor::new(name, Some(*format), Protocol::Table),
-                        raw,
-                        seed,
-                    )
+                    let raw = load_table_with(path, *format, &cols, opts.delimiter)?;
+                    let d = Descriptor::new(name, Some(*format), Protocol::Table);
+                    from_records(d, raw, seed, opts)
                 }
             }
         }
     }
 }
 
-/// Preprocesses and splits records as the descriptor's protocol says.
-fn from_records(descriptor: Descriptor, raw: RawInteractions, seed: u64) -> Result<Dataset> {
-    let matrix = preprocess(&raw, &descriptor.preprocess(raw.ratings.is_some()))?;
-    let split_cfg = descriptor
+/// Checks, without loading the data, that `source` can be read: the files exist, and a CSV or
+/// Parquet table has the named columns (`recsel run --check`). Errors say what is missing where.
+pub fn check_source(source: &DataSource, opts: &LoadOptions) -> Result<()> {
+    let exists = |p: &Path, help: &str| {
+        if p.exists() {
+            Ok(())
+        } else {
+            Err(missing(p, help))
+        }
+    };
+    match source {
+        DataSource::Named { dataset, data_dir } => match dataset {
+            NamedDataset::Ml20m => {
+                let dir = data_dir.join("ml20m");
+                find_movielens_file(&dir)
+                    .map(|_| ())
+                    .ok_or_else(|| missing(&dir.join("ratings.csv"), ML20M_HELP))
+            }
+            NamedDataset::Netflix => {
+                let dir = data_dir.join("netflix");
+                if netflix_files(&dir).is_empty() {
+                    return Err(missing(&dir.join("combined_data_1.txt"), NETFLIX_HELP));
+                }
+                Ok(())
+            }
+            NamedDataset::AmazonBook => {
+                let dir = data_dir.join("amazon-book");
+                exists(&dir.join("train.txt"), AMAZON_HELP)?;
+                exists(&dir.join("test.txt"), AMAZON_HELP)
+            }
+            NamedDataset::Synthetic(_) => Ok(()),
+        },
+        DataSource::Path {
+            format,
+            path,
+            columns,
+        } => {
+            if !path.exists() {
+                return Err(Error::Invalid(format!("{} does not exist", path.display())));
+            }
+            match format {
+                Format::MovieLens if path.is_dir() => find_movielens_file(path)
+                    .map(|_| ())
+                    .ok_or_else(|| missing(&path.join("ratings.csv"), ML20M_HELP)),
+                Format::Netflix if path.is_dir() && netflix_files(path).is_empty() => {
+                    Err(missing(&path.join("combined_data_1.txt"), NETFLIX_HELP))
+                }
+                Format::LightGcn => {
+                    let dir = if path.is_dir() {
+                        path.clone()
+                    } else {
+                        path.parent().unwrap_or(Path::new(".")).to_path_buf()
+                    };
+                    exists(&dir.join("train.txt"), "a LightGCN directory has train.txt")?;
+                    exists(&dir.join("test.txt"), "a LightGCN directory has test.txt")
+                }
+                Format::Csv | Format::Parquet => {
+                    let cols = columns.as_ref().ok_or_else(|| {
+                        Error::Invalid("csv/parquet input needs user and item columns".into())
+                    })?;
+                    let header: Vec<String> = if *format == Format::Csv {
+                        use std::io::BufRead;
+                        let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+                        let mut line = String::new();
+                        std::io::BufReader::new(file)
+                            .read_line(&mut line)
+                            .map_err(|e| Error::io(path, e))?;
+                        line.trim_end_matches(['\r', '\n'])
+                            .split(char::from(opts.delimiter))
+                            .map(|h| h.trim().trim_matches('"').to_string())
+                            .collect()
+                    } else {
+                        let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+                        let schema = ParquetReader::new(file)
+                            .schema()
+                            .map_err(|e| polars_error(path, e))?;
+                        schema.iter_names().map(|n| n.to_string()).collect()
+                    };
+                    let wanted = [Some(&cols.user), Some(&cols.item), cols.rating.as_ref()];
+                    for name in wanted.into_iter().flatten() {
+                        if !header.iter().any(|h| h == name) {
+                            return Err(Error::Parse {
+                                context: format!("{} header", path.display()),
+                                message: format!(
+                                    "no column '{name}' (columns: {}; separator {:?})",
+                                    header.join(", "),
+                                    char::from(opts.delimiter)
+                                ),
+                            });
+                        }
+                    }
+                    Ok(())
+                }
+                _ => Ok(()),
+            }
+        }
+    }
+}
+
+/// Preprocesses and splits records as the descriptor's protocol says, with the user's options on
+/// top.
+fn from_records(
+    descriptor: Descriptor,
+    raw: RawInteractions,
+    seed: u64,
+    opts: &LoadOptions,
+) -> Result<Dataset> {
+    let mut pre = descriptor.preprocess(raw.ratings.is_some());
+    if let Some(cut) = opts.min_rating {
+        pre.min_rating = cut;
+    }
+    if let Some(n) = opts.min_user_items {
+        pre.min_user_interactions = n;
+    }
+    let matrix = preprocess(&raw, &pre)?;
+    let mut split_cfg = descriptor
         .split(seed)
         .expect("record-based protocols have a split");
+    if let Some(n) = opts.test_users {
+        if n == 0 {
+            return Err(Error::Invalid(
+                "--test-users must be at least 1, got 0".into(),
+            ));
+        }
+        if split_cfg.validation_users > 0 {
+            split_cfg.validation_users = n;
+        }
+        split_cfg.test_users = n;
+    }
     split(descriptor, &matrix, &split_cfg)
 }
 
@@ -241,7 +429,7 @@ fn polars_error(path: &Path, e: PolarsError) -> Error {
     }
 }
 
-fn read_polars(path: &Path, format: Format, columns: &[&str]) -> Result<DataFrame> {
+fn read_polars(path: &Path, format: Format, columns: &[&str], delimiter: u8) -> Result<DataFrame> {
     let projection: Arc<[PlSmallStr]> = columns.iter().map(|c| PlSmallStr::from_str(c)).collect();
     match format {
         Format::Parquet => {
@@ -253,6 +441,7 @@ fn read_polars(path: &Path, format: Format, columns: &[&str]) -> Result<DataFram
         }
         _ => CsvReadOptions::default()
             .with_has_header(true)
+            .map_parse_options(|o| o.with_separator(delimiter))
             .with_columns(Some(projection))
             .with_infer_schema_length(Some(10_000))
             .try_into_reader_with_file_path(Some(path.to_path_buf()))
@@ -264,7 +453,8 @@ fn read_polars(path: &Path, format: Format, columns: &[&str]) -> Result<DataFram
 /// Finds the first line of a headed CSV whose field count differs from the header's or whose
 /// `numeric` columns do not parse as numbers. Used to turn a polars failure into a message naming
 /// the line.
-fn locate_csv_problem(path: &Path, numeric: &[&str]) -> Result<Option<Error>> {
+fn locate_csv_problem(path: &Path, numeric: &[&str], delimiter: u8) -> Result<Option<Error>> {
+    let sep = char::from(delimiter);
     use std::io::BufRead;
     let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
     let mut lines = std::io::BufReader::new(file).lines();
@@ -278,7 +468,7 @@ fn locate_csv_problem(path: &Path, numeric: &[&str]) -> Result<Option<Error>> {
             )))
         }
     };
-    let names: Vec<&str> = header.trim_end_matches('\r').split(',').collect();
+    let names: Vec<&str> = header.trim_end_matches('\r').split(sep).collect();
     let mut idx = Vec::new();
     for n in numeric {
         match names.iter().position(|h| h.trim_matches('"') == *n) {
@@ -299,13 +489,13 @@ fn locate_csv_problem(path: &Path, numeric: &[&str]) -> Result<Option<Error>> {
         if content.is_empty() {
             continue;
         }
-        let fields: Vec<&str> = content.split(',').collect();
+        let fields: Vec<&str> = content.split(sep).collect();
         if fields.len() != names.len() {
             return Ok(Some(parse_error(
                 path,
                 line_no,
                 format!(
-                    "expected {} comma-separated fields, found {}: {content:?}",
+                    "expected {} fields separated by {sep:?}, found {}: {content:?}",
                     names.len(),
                     fields.len()
                 ),
@@ -362,7 +552,7 @@ fn float_column(df: &DataFrame, name: &str) -> Option<Vec<f32>> {
 /// Reads MovieLens `ratings.csv` / Kaggle `rating.csv` (columns `userId`, `movieId`, `rating`).
 pub fn load_movielens(path: &Path) -> Result<RawInteractions> {
     let cols = ["userId", "movieId", "rating"];
-    let df = read_polars(path, Format::MovieLens, &cols);
+    let df = read_polars(path, Format::MovieLens, &cols, b',');
     let parsed = df.ok().and_then(|df| {
         Some((
             int_column(&df, "userId")?,
@@ -373,7 +563,7 @@ pub fn load_movielens(path: &Path) -> Result<RawInteractions> {
     match parsed {
         Some((u, i, r)) => Ok(RawInteractions::from_raw_ids(&u, &i, Some(r))),
         None => Err(
-            locate_csv_problem(path, &cols)?.unwrap_or_else(|| Error::Parse {
+            locate_csv_problem(path, &cols, b',')?.unwrap_or_else(|| Error::Parse {
                 context: path.display().to_string(),
                 message: "could not read columns userId, movieId, rating as numbers".into(),
             }),
@@ -383,16 +573,26 @@ pub fn load_movielens(path: &Path) -> Result<RawInteractions> {
 
 /// Reads a generic CSV or Parquet table. Id columns may be integers or strings.
 pub fn load_table(path: &Path, format: Format, cols: &Columns) -> Result<RawInteractions> {
+    load_table_with(path, format, cols, b',')
+}
+
+/// [`load_table`] with another field separator for CSV files (e.g. `b'\t'`).
+pub fn load_table_with(
+    path: &Path,
+    format: Format,
+    cols: &Columns,
+    delimiter: u8,
+) -> Result<RawInteractions> {
     let mut names = vec![cols.user.as_str(), cols.item.as_str()];
     if let Some(r) = &cols.rating {
         names.push(r.as_str());
     }
-    let df = match read_polars(path, format, &names) {
+    let df = match read_polars(path, format, &names, delimiter) {
         Ok(df) => df,
         Err(e) => {
             if format == Format::Csv {
                 let numeric: Vec<&str> = cols.rating.iter().map(|s| s.as_str()).collect();
-                if let Some(located) = locate_csv_problem(path, &numeric)? {
+                if let Some(located) = locate_csv_problem(path, &numeric, delimiter)? {
                     return Err(located);
                 }
             }
@@ -439,7 +639,7 @@ pub fn load_table(path: &Path, format: Format, cols: &Columns) -> Result<RawInte
     let (items, item_ids) = ids(&cols.item)?;
     let ratings = match &cols.rating {
         Some(r) => Some(float_column(&df, r).ok_or_else(|| {
-            locate_csv_problem(path, &[r.as_str()])
+            locate_csv_problem(path, &[r.as_str()], delimiter)
                 .ok()
                 .flatten()
                 .unwrap_or_else(|| Error::Parse {

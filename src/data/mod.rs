@@ -11,8 +11,8 @@ pub mod preprocess;
 pub mod split;
 pub mod synthetic;
 
-pub use descriptor::{Descriptor, Protocol};
-pub use load::{load_dataset, DataSource, Format, NamedDataset};
+pub use descriptor::{Descriptor, PaperModel, Protocol};
+pub use load::{load_dataset, load_dataset_with, DataSource, Format, LoadOptions, NamedDataset};
 pub use preprocess::{preprocess, PreprocessConfig};
 pub use split::{split, SplitConfig};
 

@@ -93,10 +93,19 @@ pub fn preprocess(raw: &RawInteractions, cfg: &PreprocessConfig) -> Result<Inter
         }
     }
     if pairs.is_empty() {
+        let cut = match cfg.min_rating {
+            Some(r) => format!("ratings >= {r}"),
+            None => "every rating".to_string(),
+        };
+        let hint = if cfg.min_rating.is_some() {
+            "; for implicit data (clicks, no ratings) pass --min-rating none"
+        } else {
+            ""
+        };
         return Err(Error::Invalid(format!(
-            "no interaction left after preprocessing ({} records read; filter: rating >= {:?}, users with >= {} items)",
+            "no interaction left after preprocessing ({} records read; kept {cut}, users with >= {} \
+             items){hint}",
             raw.len(),
-            cfg.min_rating,
             cfg.min_user_interactions
         )));
     }

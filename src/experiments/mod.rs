@@ -2,6 +2,7 @@
 //! sweep of fig 18, the two-candidate grids (figs 3, 15–17), and the pipeline files that regenerate
 //! each figure.
 
+pub mod bandit;
 pub mod pipeline;
 pub mod real;
 pub mod scenarios;

@@ -5,7 +5,7 @@
 //! description = "Scenarios 1-3"
 //! out = "out/fig2"
 //!
-//! [synth]            # or [twocand] or [select]; every key optional, defaults of SPEC §4
+//! [synth]            # or [twocand], [select] or [bandit]; every key optional, defaults of SPEC §4
 //! scenario = "1"
 //! ```
 //!
@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::experiments::bandit::BanditConfig;
 use crate::experiments::select_pipeline::SelectPipeline;
 use crate::experiments::twocand::TwocandConfig;
 use crate::experiments::SynthConfig;
@@ -38,6 +39,8 @@ pub struct Pipeline {
     pub twocand: Option<TwocandConfig>,
     /// Real-data private selection (figs 13, 21).
     pub select: Option<SelectPipeline>,
+    /// Bandit under distribution shift (fig 14).
+    pub bandit: Option<BanditConfig>,
 }
 
 impl Pipeline {
@@ -60,14 +63,17 @@ impl Pipeline {
         Self::parse(&text, &path.display().to_string())
     }
 
-    /// Exactly one of `[synth]`, `[twocand]` and `[select]`, each valid.
+    /// Exactly one of `[synth]`, `[twocand]`, `[select]` and `[bandit]`, each valid.
     pub fn validate(&self) -> Result<()> {
-        match (&self.synth, &self.twocand, &self.select) {
-            (Some(s), None, None) => s.validate(),
-            (None, Some(t), None) => t.validate(),
-            (None, None, Some(r)) => r.validate(),
+        match (&self.synth, &self.twocand, &self.select, &self.bandit) {
+            (Some(s), None, None, None) => s.validate(),
+            (None, Some(t), None, None) => t.validate(),
+            (None, None, Some(r), None) => r.validate(),
+            (None, None, None, Some(b)) => b.validate(),
             _ => Err(Error::Invalid(
-                "a pipeline needs exactly one of the tables [synth], [twocand] and [select]".into(),
+                "a pipeline needs exactly one of the tables [synth], [twocand], [select] and \
+                 [bandit]"
+                    .into(),
             )),
         }
     }

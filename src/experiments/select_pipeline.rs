@@ -23,6 +23,22 @@ pub struct SelectPipeline {
     pub format: Option<String>,
     /// File or directory to read with `format`.
     pub path: Option<PathBuf>,
+    /// User column of a csv/parquet `path`.
+    pub user_col: Option<String>,
+    /// Item column of a csv/parquet `path`.
+    pub item_col: Option<String>,
+    /// Rating column of a csv/parquet `path`.
+    pub rating_col: Option<String>,
+    /// Field separator of a csv `path` (one character, or `\t`).
+    pub delimiter: Option<String>,
+    /// Keep ratings ≥ this, or `"none"` for implicit data.
+    pub min_rating: Option<RatingCut>,
+    /// Keep users with at least this many items.
+    pub min_user_items: Option<usize>,
+    /// Number of test users.
+    pub test_users: Option<usize>,
+    /// Directory of the saved model to use or create.
+    pub model_dir: Option<PathBuf>,
     /// Seed of the split and of synthetic data.
     pub data_seed: Option<u64>,
     /// Model: exact, icf, ease, popular.
@@ -55,6 +71,16 @@ pub struct SelectPipeline {
     pub seed: Option<u64>,
     /// ε of the per-user scatter plot.
     pub scatter_eps: Option<f64>,
+}
+
+/// A rating cut-off in a pipeline file: a number, or the word `"none"` (keep every record).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum RatingCut {
+    /// Keep ratings ≥ this.
+    Value(f64),
+    /// `"none"`.
+    Word(String),
 }
 
 impl SelectPipeline {
@@ -91,6 +117,30 @@ impl SelectPipeline {
         }
         if let Some(v) = &self.path {
             push("path", d(v));
+        }
+        for (flag, v) in [
+            ("user-col", &self.user_col),
+            ("item-col", &self.item_col),
+            ("rating-col", &self.rating_col),
+            ("delimiter", &self.delimiter),
+        ] {
+            if let Some(v) = v {
+                push(flag, v.clone());
+            }
+        }
+        match &self.min_rating {
+            Some(RatingCut::Value(r)) => push("min-rating", format!("{r}")),
+            Some(RatingCut::Word(w)) => push("min-rating", w.clone()),
+            None => {}
+        }
+        if let Some(v) = self.min_user_items {
+            push("min-user-items", v.to_string());
+        }
+        if let Some(v) = self.test_users {
+            push("test-users", v.to_string());
+        }
+        if let Some(v) = &self.model_dir {
+            push("model-dir", d(v));
         }
         let num = |x: f64| format!("{x}");
         if let Some(v) = self.data_seed {

@@ -5,7 +5,7 @@
 use faer::linalg::solvers::DenseSolveCore;
 use faer::{Mat, Side};
 
-use super::sparse::SparseCols;
+use super::sparse::{Cols, SparseMat};
 use crate::{Error, Result};
 
 /// A fitted dense EASE model: `b[j * n + k] = B[j, k]`.
@@ -41,8 +41,8 @@ pub fn check_fits(n: usize) -> Result<()> {
 }
 
 /// Fits EASE from the lower triangle of `XᵀX`.
-pub fn fit_ease(gram_lower: &SparseCols, l2: f64) -> Result<Ease> {
-    let n = gram_lower.n;
+pub fn fit_ease(gram_lower: &SparseMat, l2: f64) -> Result<Ease> {
+    let n = gram_lower.cols();
     check_fits(n)?;
     let mut g = Mat::<f64>::zeros(n, n);
     for j in 0..n {

@@ -19,22 +19,21 @@ use faer::sparse::linalg::SupernodalThreshold;
 use faer::sparse::{SparseColMatRef, SymbolicSparseColMatRef};
 use faer::{Par, Side};
 
-use super::sparse::{Accumulator, SparseCols};
+use super::sparse::{Accumulator, Cols, SparseMat};
 use crate::{Error, Result};
 
-fn u32_col_ptr(m: &SparseCols) -> Result<Vec<u32>> {
+/// faer's sparse types take column pointers and row indices of one index type: the boundary
+/// conversion of sprs's `usize` column pointers to `u32` (once per factorisation).
+fn u32_col_ptr(m: &SparseMat) -> Result<Vec<u32>> {
     if m.nnz() >= u32::MAX as usize {
         return Err(Error::Invalid(format!(
             "{} stored entries exceed the 32-bit index range",
             m.nnz()
         )));
     }
-    Ok(m.col_ptr.iter().map(|&p| p as u32).collect())
+    Ok(m.indptr().raw_storage().iter().map(|&p| p as u32).collect())
 }
 
-/// Approximate minimum degree ordering of the symmetric matrix whose lower triangle is given
-/// (faer orders the pattern of `A + Aᵀ`); returns (fwd, inv) with
-/// `permuted[a, b] = original[fwd[a], fwd[b]]`.
 /// The error of a Cholesky factorisation that broke down (XᵀX + λI not numerically positive
 /// definite).
 fn cholesky_failed(e: impl std::fmt::Debug) -> Error {
@@ -44,11 +43,12 @@ fn cholesky_failed(e: impl std::fmt::Debug) -> Error {
 }
 
 /// A fill-reducing ordering of the symmetric matrix whose lower triangle is `lower` (approximate
-/// minimum degree, faer): returns the permutation and its inverse.
-pub fn amd_ordering(lower: &SparseCols) -> Result<(Vec<usize>, Vec<usize>)> {
-    let n = lower.n;
+/// minimum degree, faer; it orders the pattern of `A + Aᵀ`): returns (fwd, inv) with
+/// `permuted[a, b] = original[fwd[a], fwd[b]]`.
+pub fn amd_ordering(lower: &SparseMat) -> Result<(Vec<usize>, Vec<usize>)> {
+    let n = lower.cols();
     let col_ptr = u32_col_ptr(lower)?;
-    let sym = SymbolicSparseColMatRef::<u32>::new_checked(n, n, &col_ptr, None, &lower.row);
+    let sym = SymbolicSparseColMatRef::<u32>::new_checked(n, n, &col_ptr, None, lower.indices());
     let mut fwd = vec![0u32; n];
     let mut inv = vec![0u32; n];
     let req = faer::sparse::linalg::amd::order_scratch::<u32>(n, lower.nnz());
@@ -72,10 +72,10 @@ pub fn amd_ordering(lower: &SparseCols) -> Result<(Vec<usize>, Vec<usize>)> {
 /// diagonal and about `budget` off-diagonal entries largest in `|L_ij / L_jj|` (the unit factor of
 /// `L D Lᵀ`) are extracted — SANSA's global pruning, done without materialising the full factor.
 /// Returns the factor and the number of entries of the full factor.
-pub fn exact_cholesky(a_lower: &SparseCols, keep: Option<usize>) -> Result<(SparseCols, usize)> {
-    let n = a_lower.n;
+pub fn exact_cholesky(a_lower: &SparseMat, keep: Option<usize>) -> Result<(SparseMat, usize)> {
+    let n = a_lower.cols();
     let col_ptr = u32_col_ptr(a_lower)?;
-    let sym = SymbolicSparseColMatRef::<u32>::new_checked(n, n, &col_ptr, None, &a_lower.row);
+    let sym = SymbolicSparseColMatRef::<u32>::new_checked(n, n, &col_ptr, None, a_lower.indices());
     let params = CholeskySymbolicParams {
         supernodal_flop_ratio_threshold: SupernodalThreshold::FORCE_SUPERNODAL,
         ..Default::default()
@@ -91,7 +91,7 @@ pub fn exact_cholesky(a_lower: &SparseCols, keep: Option<usize>) -> Result<(Spar
     let par = Par::rayon(0);
     let req = symbolic.factorize_numeric_llt_scratch::<f64>(par, Default::default());
     let mut buf = MemBuffer::new(req);
-    let a = SparseColMatRef::new(sym, &a_lower.val);
+    let a = SparseColMatRef::new(sym, a_lower.data());
     symbolic
         .factorize_numeric_llt(
             &mut values,
@@ -145,7 +145,7 @@ fn extract_pruned(
     n: usize,
     visit: &dyn Fn(EntrySink<'_>),
     keep: Option<usize>,
-) -> (SparseCols, usize) {
+) -> (SparseMat, usize) {
     let mut full_nnz = 0usize;
     let threshold = match keep {
         None => None,
@@ -192,17 +192,13 @@ fn extract_pruned(
         counts[j + 1] += counts[j];
     }
     let nnz = counts[n];
-    let mut out = SparseCols {
-        n,
-        col_ptr: counts.clone(),
-        row: vec![0u32; nnz],
-        val: vec![0.0; nnz],
-    };
-    let mut next = counts;
+    let mut row = vec![0u32; nnz];
+    let mut val = vec![0.0f64; nnz];
+    let mut next = counts.clone();
     visit(&mut |j, i, v, ljj| {
         if keep_entry(j, i, v, ljj) {
-            out.row[next[j]] = i;
-            out.val[next[j]] = v;
+            row[next[j]] = i;
+            val[next[j]] = v;
             next[j] += 1;
         }
     });
@@ -210,20 +206,21 @@ fn extract_pruned(
         full_nnz = nnz;
     }
     for j in 0..n {
-        let (a, b) = (out.col_ptr[j], out.col_ptr[j + 1]);
-        if !out.row[a..b].windows(2).all(|w| w[0] < w[1]) {
-            let mut e: Vec<(u32, f64)> = out.row[a..b]
+        let (a, b) = (counts[j], counts[j + 1]);
+        if !row[a..b].windows(2).all(|w| w[0] < w[1]) {
+            let mut e: Vec<(u32, f64)> = row[a..b]
                 .iter()
                 .copied()
-                .zip(out.val[a..b].iter().copied())
+                .zip(val[a..b].iter().copied())
                 .collect();
             e.sort_unstable_by_key(|x| x.0);
             for (k, (r, v)) in e.into_iter().enumerate() {
-                out.row[a + k] = r;
-                out.val[a + k] = v;
+                row[a + k] = r;
+                val[a + k] = v;
             }
         }
     }
+    let out = SparseMat::new_csc((n, n), counts, row, val);
     (out, full_nnz)
 }
 
@@ -231,9 +228,9 @@ fn extract_pruned(
 /// factor fills in completely anyway): one n×n matrix factorised in place by faer's blocked
 /// kernel, then the same pruned extraction as [`exact_cholesky`]. Consumes the sparse matrix so
 /// that both never coexist for long.
-pub fn dense_cholesky(a_lower: SparseCols, keep: Option<usize>) -> Result<(SparseCols, usize)> {
+pub fn dense_cholesky(a_lower: SparseMat, keep: Option<usize>) -> Result<(SparseMat, usize)> {
     use faer::linalg::cholesky::llt::factor::{cholesky_in_place, cholesky_in_place_scratch};
-    let n = a_lower.n;
+    let n = a_lower.cols();
     let mut m = faer::Mat::<f64>::zeros(n, n);
     for j in 0..n {
         let (r, v) = a_lower.col(j);
@@ -271,7 +268,7 @@ pub fn dense_cholesky(a_lower: SparseCols, keep: Option<usize>) -> Result<(Spars
 /// Column j is computed left-looking; its candidate entries all update the remaining diagonal, then
 /// only the largest `(max_nnz − nnz_so_far)/(n − j)` in magnitude are kept. On breakdown (a
 /// non-positive pivot) the factorization restarts with the diagonal shifted by `1e-3·2^r`.
-pub fn incomplete_cholesky(a_lower: &SparseCols, max_nnz: usize) -> Result<SparseCols> {
+pub fn incomplete_cholesky(a_lower: &SparseMat, max_nnz: usize) -> Result<SparseMat> {
     let mut shift = 0.0;
     for r in 0..40 {
         if let Some(l) = try_icf(a_lower, max_nnz, shift) {
@@ -285,8 +282,8 @@ pub fn incomplete_cholesky(a_lower: &SparseCols, max_nnz: usize) -> Result<Spars
     ))
 }
 
-fn try_icf(a: &SparseCols, max_nnz: usize, shift: f64) -> Option<SparseCols> {
-    let n = a.n;
+fn try_icf(a: &SparseMat, max_nnz: usize, shift: f64) -> Option<SparseMat> {
+    let n = a.cols();
     let none = usize::MAX;
     let mut diag: Vec<f64> = (0..n)
         .map(|j| {
@@ -298,8 +295,9 @@ fn try_icf(a: &SparseCols, max_nnz: usize, shift: f64) -> Option<SparseCols> {
             }
         })
         .collect();
-    let mut l = SparseCols {
-        n,
+    // The factor grows column by column (read back while it grows), so it is built in plain
+    // vectors and handed to sprs at the end.
+    let mut l = Growing {
         col_ptr: vec![0],
         row: Vec::new(),
         val: Vec::new(),
@@ -372,19 +370,23 @@ fn try_icf(a: &SparseCols, max_nnz: usize, shift: f64) -> Option<SparseCols> {
             head[r] = j;
         }
     }
-    Some(l)
+    Some(SparseMat::new_csc((n, n), l.col_ptr, l.row, l.val))
+}
+
+/// A compressed-column factor under construction (ICF).
+struct Growing {
+    col_ptr: Vec<usize>,
+    row: Vec<u32>,
+    val: Vec<f64>,
 }
 
 /// Converts `L Lᵀ` to `L̃ D L̃ᵀ` with unit `L̃`: divides column j by `L_jj`; returns `d_j = L_jj²`.
-pub fn to_unit_ldl(l: &mut SparseCols) -> Vec<f64> {
-    let mut d = vec![0.0; l.n];
-    for j in 0..l.n {
-        let (a, b) = (l.col_ptr[j], l.col_ptr[j + 1]);
-        let ljj = l.val[a];
+pub fn to_unit_ldl(l: &mut SparseMat) -> Vec<f64> {
+    let mut d = vec![0.0; l.cols()];
+    for (j, mut col) in l.outer_iterator_mut().enumerate() {
+        let ljj = col.data()[0];
         d[j] = ljj * ljj;
-        for v in &mut l.val[a..b] {
-            *v /= ljj;
-        }
+        col.map_inplace(|v| v / ljj);
     }
     d
 }

@@ -1,14 +1,19 @@
 //! The Gram matrix `XᵀX` of a binary user × item matrix (SPEC §6), lower triangle, computed in
 //! parallel over item columns: column j sums the rows of the users who have item j. The diagonal
 //! entry of every column is stored, first.
+//!
+//! Hand-written rather than sprs's product `Xᵀ · X` (`&xt * &x`): sprs forms the full symmetric
+//! product on one thread (its parallel product needs the `multi_thread` feature) and would then be
+//! cut to the lower triangle; `cargo bench --bench sparse_kernels -- gram` measures both (README,
+//! "Design notes").
 
 use rayon::prelude::*;
 
-use super::sparse::SparseCols;
+use super::sparse::{from_columns, SparseMat};
 use crate::data::Csr;
 
-/// Lower triangle (with diagonal) of `XᵀX` as compressed columns.
-pub fn gram_lower(x: &Csr) -> SparseCols {
+/// Lower triangle (with diagonal) of `XᵀX` as a CSC matrix.
+pub fn gram_lower(x: &Csr) -> SparseMat {
     let n = x.cols();
     let xt = x.transpose_view().to_csr(); // item × user
     let cols: Vec<(Vec<u32>, Vec<f64>)> = (0..n)
@@ -45,5 +50,5 @@ pub fn gram_lower(x: &Csr) -> SparseCols {
             },
         )
         .collect();
-    SparseCols::from_columns(n, cols)
+    from_columns(n, cols)
 }

@@ -6,9 +6,11 @@
 //!   with `scipy.sparse.load_npz` and scores `(x @ W.T) @ W_r`;
 //! * EASE: `b.npy` (dense `B`, row-major); most-popular: `popularity.npy`.
 //!
-//! `.npz` files are plain zip archives of `.npy` arrays (stored, not compressed), written here with
-//! no extra dependency. Every file is written to a temporary name and renamed into place, weight
-//! files first and `model.json` last, so a crash never leaves a directory that looks complete.
+//! `.npy` arrays are encoded and decoded by `npyz`, `.npz` archives by `zip` (recsel writes stored
+//! entries; it reads stored and deflated ones, so `scipy.sparse.save_npz`'s default compressed
+//! files load too), checksums by `crc32fast`. Every file is written to a temporary name and renamed
+//! into place, weight files first and `model.json` last, so a crash never leaves a directory that
+//! looks complete.
 
 use crate::io::write_atomic;
 use std::path::{Path, PathBuf};
@@ -53,31 +55,11 @@ pub struct ModelMeta {
 }
 
 // ---------------------------------------------------------------------------------------------
-// CRC-32, .npy and stored .zip
+// .npy arrays (npyz) inside .npz zip archives (zip), as numpy and scipy write them
 
-/// CRC-32 (IEEE 802.3, as in zip and gzip).
+/// CRC-32 (IEEE 802.3, as in zip and gzip) of a weight file, recorded in `model.json`.
 pub fn crc32(bytes: &[u8]) -> u32 {
-    static TABLE: std::sync::OnceLock<[u32; 256]> = std::sync::OnceLock::new();
-    let table = TABLE.get_or_init(|| {
-        let mut t = [0u32; 256];
-        for (i, e) in t.iter_mut().enumerate() {
-            let mut c = i as u32;
-            for _ in 0..8 {
-                c = if c & 1 != 0 {
-                    0xEDB8_8320 ^ (c >> 1)
-                } else {
-                    c >> 1
-                };
-            }
-            *e = c;
-        }
-        t
-    });
-    let mut c = !0u32;
-    for &b in bytes {
-        c = table[((c ^ b as u32) & 0xff) as usize] ^ (c >> 8);
-    }
-    !c
+    crc32fast::hash(bytes)
 }
 
 /// A typed array for `.npy` files.
@@ -93,202 +75,144 @@ pub enum NpyArray {
     Bytes(Vec<u8>),
 }
 
-/// Serialises one array as `.npy` version 1.0 (1-D unless `Bytes`).
+/// Serialises one array as `.npy` (1-D unless `Bytes`, which is a scalar byte string).
 pub fn npy_bytes(a: &NpyArray) -> Vec<u8> {
-    let (descr, shape, payload): (String, String, Vec<u8>) = match a {
-        NpyArray::F64(v) => (
-            "<f8".into(),
-            format!("({},)", v.len()),
-            v.iter().flat_map(|x| x.to_le_bytes()).collect(),
-        ),
-        NpyArray::I32(v) => (
-            "<i4".into(),
-            format!("({},)", v.len()),
-            v.iter().flat_map(|x| x.to_le_bytes()).collect(),
-        ),
-        NpyArray::I64(v) => (
-            "<i8".into(),
-            format!("({},)", v.len()),
-            v.iter().flat_map(|x| x.to_le_bytes()).collect(),
-        ),
-        NpyArray::Bytes(b) => (format!("|S{}", b.len()), "()".into(), b.clone()),
+    use npyz::WriterBuilder;
+    fn write<T: npyz::AutoSerialize + Copy>(v: &[T]) -> std::io::Result<Vec<u8>> {
+        let mut out = Vec::new();
+        let mut w = npyz::WriteOptions::new()
+            .default_dtype()
+            .shape(&[v.len() as u64])
+            .writer(&mut out)
+            .begin_nd()?;
+        w.extend(v.iter().copied())?;
+        w.finish()?;
+        Ok(out)
+    }
+    let written = match a {
+        NpyArray::F64(v) => write(v),
+        NpyArray::I32(v) => write(v),
+        NpyArray::I64(v) => write(v),
+        NpyArray::Bytes(b) => (|| {
+            let mut out = Vec::new();
+            let dtype = npyz::DType::Plain(
+                format!("|S{}", b.len())
+                    .parse::<npyz::TypeStr>()
+                    .expect("valid type string"),
+            );
+            let mut w = npyz::WriteOptions::<[u8]>::new()
+                .dtype(dtype)
+                .shape(&[])
+                .writer(&mut out)
+                .begin_nd()?;
+            w.push(b)?;
+            w.finish()?;
+            Ok(out)
+        })(),
     };
-    let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
-    // magic (6) + version (2) + length (2) + header, padded with spaces to a multiple of 64, ending in \n.
-    let total = 10 + header.len() + 1;
-    header.push_str(&" ".repeat((64 - total % 64) % 64));
-    header.push('\n');
-    let mut out = Vec::with_capacity(10 + header.len() + payload.len());
-    out.extend_from_slice(b"\x93NUMPY\x01\x00");
-    out.extend_from_slice(&(header.len() as u16).to_le_bytes());
-    out.extend_from_slice(header.as_bytes());
-    out.extend_from_slice(&payload);
-    out
+    // Writing into a Vec cannot fail; the dtypes above are all serialisable.
+    written.expect("serialising an array into memory")
 }
 
 fn corrupt(path: &Path, what: impl std::fmt::Display) -> Error {
     Error::Invalid(format!("corrupt model file {}: {what}", path.display()))
 }
 
-/// Parses a `.npy` file written by [`npy_bytes`] (little-endian, C order).
+/// Parses a `.npy` array of one of the dtypes of [`NpyArray`] (any byte order numpy writes;
+/// `float32` data is widened to `float64`, `|S` arrays are read as one byte string).
 pub fn parse_npy(path: &Path, bytes: &[u8]) -> Result<NpyArray> {
-    if bytes.len() < 10 || &bytes[..6] != b"\x93NUMPY" {
-        return Err(corrupt(path, "not a .npy array"));
-    }
-    let hlen = u16::from_le_bytes([bytes[8], bytes[9]]) as usize;
-    let header = std::str::from_utf8(
-        bytes
-            .get(10..10 + hlen)
-            .ok_or_else(|| corrupt(path, "truncated .npy header"))?,
-    )
-    .map_err(|_| corrupt(path, "bad .npy header"))?;
-    let data = &bytes[10 + hlen..];
-    let descr = header
-        .split("'descr': '")
-        .nth(1)
-        .and_then(|s| s.split('\'').next())
-        .ok_or_else(|| corrupt(path, "no descr in .npy header"))?;
-    let chunks = |w: usize| -> Result<std::slice::ChunksExact<'_, u8>> {
-        if data.len() % w != 0 {
-            return Err(corrupt(
-                path,
-                "array data length is not a multiple of the item size",
-            ));
+    let npy = npyz::NpyFile::new(bytes).map_err(|e| corrupt(path, format!(".npy header: {e}")))?;
+    let bad = |e: std::io::Error| corrupt(path, format!(".npy data: {e}"));
+    let npy = match npy.try_data::<f64>() {
+        Ok(r) => {
+            return Ok(NpyArray::F64(
+                r.collect::<std::io::Result<_>>().map_err(bad)?,
+            ))
         }
-        Ok(data.chunks_exact(w))
+        Err(npy) => npy,
     };
-    Ok(match descr {
-        "<f8" => NpyArray::F64(
-            chunks(8)?
-                .map(|c| f64::from_le_bytes(c.try_into().unwrap()))
-                .collect(),
-        ),
-        "<i4" => NpyArray::I32(
-            chunks(4)?
-                .map(|c| i32::from_le_bytes(c.try_into().unwrap()))
-                .collect(),
-        ),
-        "<i8" => NpyArray::I64(
-            chunks(8)?
-                .map(|c| i64::from_le_bytes(c.try_into().unwrap()))
-                .collect(),
-        ),
-        d if d.starts_with("|S") => NpyArray::Bytes(data.to_vec()),
-        d => return Err(corrupt(path, format!("unsupported dtype {d}"))),
-    })
+    let npy = match npy.try_data::<f32>() {
+        Ok(r) => {
+            let v: Vec<f32> = r.collect::<std::io::Result<_>>().map_err(bad)?;
+            return Ok(NpyArray::F64(v.into_iter().map(f64::from).collect()));
+        }
+        Err(npy) => npy,
+    };
+    let npy = match npy.try_data::<i32>() {
+        Ok(r) => {
+            return Ok(NpyArray::I32(
+                r.collect::<std::io::Result<_>>().map_err(bad)?,
+            ))
+        }
+        Err(npy) => npy,
+    };
+    let npy = match npy.try_data::<i64>() {
+        Ok(r) => {
+            return Ok(NpyArray::I64(
+                r.collect::<std::io::Result<_>>().map_err(bad)?,
+            ))
+        }
+        Err(npy) => npy,
+    };
+    match npy.try_data::<Vec<u8>>() {
+        Ok(r) => Ok(NpyArray::Bytes(
+            r.collect::<std::io::Result<Vec<Vec<u8>>>>()
+                .map_err(bad)?
+                .concat(),
+        )),
+        Err(npy) => Err(corrupt(
+            path,
+            format!("unsupported dtype {}", npy.dtype().descr()),
+        )),
+    }
 }
 
-/// A zip archive with stored (uncompressed) entries.
-pub fn zip_stored(entries: &[(&str, Vec<u8>)]) -> Result<Vec<u8>> {
-    let mut out = Vec::new();
-    let mut central = Vec::new();
-    // DOS date 1980-01-01 00:00 (fixed, so files are reproducible).
-    let (time, date) = (0u16, (1 << 5) | 1u16);
+/// A `.npz` archive of `(name, .npy bytes)` entries. Entries are stored uncompressed (fast to write
+/// and read; numpy and scipy read stored and deflated entries alike); entries of 4 GiB or more get
+/// zip64 records.
+pub fn write_npz(entries: &[(&str, Vec<u8>)]) -> Result<Vec<u8>> {
+    let zip_err = |e: zip::result::ZipError| Error::Invalid(format!("writing a .npz archive: {e}"));
+    let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
     for (name, data) in entries {
-        if data.len() >= u32::MAX as usize || out.len() >= u32::MAX as usize {
-            return Err(Error::Invalid(
-                "model weights exceed 4 GiB, too large for a .npz file".into(),
-            ));
-        }
-        let crc = crc32(data);
-        let offset = out.len() as u32;
-        let mut local = Vec::new();
-        local.extend_from_slice(&0x0403_4b50u32.to_le_bytes());
-        local.extend_from_slice(&20u16.to_le_bytes()); // version needed
-        local.extend_from_slice(&0u16.to_le_bytes()); // flags
-        local.extend_from_slice(&0u16.to_le_bytes()); // method: stored
-        local.extend_from_slice(&time.to_le_bytes());
-        local.extend_from_slice(&date.to_le_bytes());
-        local.extend_from_slice(&crc.to_le_bytes());
-        local.extend_from_slice(&(data.len() as u32).to_le_bytes());
-        local.extend_from_slice(&(data.len() as u32).to_le_bytes());
-        local.extend_from_slice(&(name.len() as u16).to_le_bytes());
-        local.extend_from_slice(&0u16.to_le_bytes());
-        local.extend_from_slice(name.as_bytes());
-        out.extend_from_slice(&local);
-        out.extend_from_slice(data);
-        central.extend_from_slice(&0x0201_4b50u32.to_le_bytes());
-        central.extend_from_slice(&20u16.to_le_bytes()); // version made by
-        central.extend_from_slice(&20u16.to_le_bytes());
-        central.extend_from_slice(&0u16.to_le_bytes());
-        central.extend_from_slice(&0u16.to_le_bytes());
-        central.extend_from_slice(&time.to_le_bytes());
-        central.extend_from_slice(&date.to_le_bytes());
-        central.extend_from_slice(&crc.to_le_bytes());
-        central.extend_from_slice(&(data.len() as u32).to_le_bytes());
-        central.extend_from_slice(&(data.len() as u32).to_le_bytes());
-        central.extend_from_slice(&(name.len() as u16).to_le_bytes());
-        // extra length, comment length, disk number, internal (2 bytes each), external attributes (4).
-        central.extend_from_slice(&[0u8; 12]);
-        central.extend_from_slice(&offset.to_le_bytes());
-        central.extend_from_slice(name.as_bytes());
+        // No `time` feature: every entry carries the fixed DOS date 1980-01-01, so files are
+        // reproducible.
+        let options = zip::write::SimpleFileOptions::default()
+            .compression_method(zip::CompressionMethod::Stored)
+            .large_file(data.len() as u64 >= u32::MAX as u64);
+        zip.start_file(*name, options).map_err(zip_err)?;
+        std::io::Write::write_all(&mut zip, data)
+            .map_err(|e| Error::Invalid(format!("writing a .npz archive: {e}")))?;
     }
-    let cd_offset = out.len() as u32;
-    out.extend_from_slice(&central);
-    out.extend_from_slice(&0x0605_4b50u32.to_le_bytes());
-    out.extend_from_slice(&[0u8; 4]); // disk numbers
-    out.extend_from_slice(&(entries.len() as u16).to_le_bytes());
-    out.extend_from_slice(&(entries.len() as u16).to_le_bytes());
-    out.extend_from_slice(&(central.len() as u32).to_le_bytes());
-    out.extend_from_slice(&cd_offset.to_le_bytes());
-    out.extend_from_slice(&0u16.to_le_bytes());
-    Ok(out)
+    Ok(zip.finish().map_err(zip_err)?.into_inner())
 }
 
-/// Reads the stored entries of a zip archive written by [`zip_stored`] (checks each CRC).
-pub fn unzip_stored(path: &Path, bytes: &[u8]) -> Result<Vec<(String, Vec<u8>)>> {
-    let mut out = Vec::new();
-    let mut p = 0usize;
-    let u16_at = |p: usize| -> Result<u16> {
-        bytes
-            .get(p..p + 2)
-            .map(|b| u16::from_le_bytes([b[0], b[1]]))
-            .ok_or_else(|| corrupt(path, "truncated zip"))
-    };
-    let u32_at = |p: usize| -> Result<u32> {
-        bytes
-            .get(p..p + 4)
-            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-            .ok_or_else(|| corrupt(path, "truncated zip"))
-    };
-    while u32_at(p)? == 0x0403_4b50 {
-        if u16_at(p + 8)? != 0 {
-            return Err(corrupt(
-                path,
-                "compressed zip entries are not supported (recsel writes stored entries)",
-            ));
-        }
-        let crc = u32_at(p + 14)?;
-        let size = u32_at(p + 18)? as usize;
-        let name_len = u16_at(p + 26)? as usize;
-        let extra_len = u16_at(p + 28)? as usize;
-        let name_start = p + 30;
-        let data_start = name_start + name_len + extra_len;
-        let name = bytes
-            .get(name_start..name_start + name_len)
-            .ok_or_else(|| corrupt(path, "truncated zip"))?;
-        let data = bytes
-            .get(data_start..data_start + size)
-            .ok_or_else(|| corrupt(path, "truncated zip entry"))?;
-        if crc32(data) != crc {
-            return Err(corrupt(
-                path,
-                format!(
-                    "checksum mismatch in entry {}",
-                    String::from_utf8_lossy(name)
-                ),
-            ));
-        }
-        out.push((String::from_utf8_lossy(name).into_owned(), data.to_vec()));
-        p = data_start + size;
+/// Reads every entry of a `.npz` (zip) archive — stored or deflated, as numpy writes with `savez`
+/// and `savez_compressed` and scipy with `save_npz` — checking each entry's CRC-32.
+pub fn read_npz(path: &Path, bytes: &[u8]) -> Result<Vec<(String, Vec<u8>)>> {
+    use std::io::Read;
+    let mut zip = zip::ZipArchive::new(std::io::Cursor::new(bytes))
+        .map_err(|e| corrupt(path, format!("not a readable zip archive: {e}")))?;
+    let mut out = Vec::with_capacity(zip.len());
+    for i in 0..zip.len() {
+        let mut entry = zip
+            .by_index(i)
+            .map_err(|e| corrupt(path, format!("zip entry {i}: {e}")))?;
+        let name = entry.name().to_string();
+        let mut data = Vec::with_capacity(entry.size() as usize);
+        // Reading to the end makes zip verify the entry's CRC-32.
+        entry
+            .read_to_end(&mut data)
+            .map_err(|e| corrupt(path, format!("entry {name}: {e}")))?;
+        out.push((name, data));
     }
     Ok(out)
 }
 
-/// Serialises a CSR matrix as a scipy `.npz` (`format`, `shape`, `data`, `indices`, `indptr`).
+/// Serialises a sparse matrix in scipy's `save_npz` layout (`format`, `shape`, `data`, `indices`,
+/// `indptr`) as CSR, with 32-bit indices when they fit (as scipy does).
 pub fn csr_npz(m: &SparseWeights) -> Result<Vec<u8>> {
     let csr = if m.is_csr() { m.clone() } else { m.to_csr() };
-    let small = csr.nnz() < i32::MAX as usize;
+    let small = csr.nnz() < i32::MAX as usize && csr.cols() < i32::MAX as usize;
     let idx = |v: Vec<usize>| {
         if small {
             NpyArray::I32(v.iter().map(|&x| x as i32).collect())
@@ -297,8 +221,8 @@ pub fn csr_npz(m: &SparseWeights) -> Result<Vec<u8>> {
         }
     };
     let indices = idx(csr.indices().iter().map(|&x| x as usize).collect());
-    let indptr = idx(csr.indptr().raw_storage().to_vec());
-    zip_stored(&[
+    let indptr = idx(csr.indptr().to_proper().to_vec());
+    write_npz(&[
         ("format.npy", npy_bytes(&NpyArray::Bytes(b"csr".to_vec()))),
         (
             "shape.npy",
@@ -324,9 +248,10 @@ fn as_usize(path: &Path, a: &NpyArray) -> Result<Vec<usize>> {
     }
 }
 
-/// Reads a CSR `.npz` written by [`csr_npz`] (or by scipy with `compressed=False`).
+/// Reads a sparse matrix saved by [`csr_npz`] or by scipy's `save_npz` (CSR or CSC, compressed or
+/// not, float64 or float32 data, 32- or 64-bit indices); sprs checks the structure.
 pub fn read_csr_npz(path: &Path, bytes: &[u8]) -> Result<SparseWeights> {
-    let entries = unzip_stored(path, bytes)?;
+    let entries = read_npz(path, bytes)?;
     let get = |name: &str| -> Result<NpyArray> {
         let (_, data) = entries
             .iter()
@@ -334,23 +259,37 @@ pub fn read_csr_npz(path: &Path, bytes: &[u8]) -> Result<SparseWeights> {
             .ok_or_else(|| corrupt(path, format!("missing array {name}")))?;
         parse_npy(path, data)
     };
-    if get("format.npy")? != NpyArray::Bytes(b"csr".to_vec()) {
-        return Err(corrupt(path, "not a CSR matrix"));
-    }
+    let format = match get("format.npy")? {
+        NpyArray::Bytes(f) => f,
+        _ => return Err(corrupt(path, "format is not a byte string")),
+    };
     let shape = as_usize(path, &get("shape.npy")?)?;
     let NpyArray::F64(data) = get("data.npy")? else {
-        return Err(corrupt(path, "data is not float64"));
+        return Err(corrupt(path, "data is not float64 or float32"));
     };
-    let indices: Vec<u32> = as_usize(path, &get("indices.npy")?)?
+    let indices = as_usize(path, &get("indices.npy")?)?
         .into_iter()
-        .map(|x| x as u32)
-        .collect();
+        .map(|x| u32::try_from(x).map_err(|_| corrupt(path, format!("index {x} exceeds 32 bits"))))
+        .collect::<Result<Vec<u32>>>()?;
     let indptr = as_usize(path, &get("indptr.npy")?)?;
     if shape.len() != 2 {
         return Err(corrupt(path, "shape must have two entries"));
     }
-    SparseWeights::try_new((shape[0], shape[1]), indptr, indices, data)
-        .map_err(|e| corrupt(path, format!("invalid CSR structure: {e:?}")))
+    let shape = (shape[0], shape[1]);
+    let m = match &format[..] {
+        b"csr" => SparseWeights::try_new(shape, indptr, indices, data),
+        b"csc" => SparseWeights::try_new_csc(shape, indptr, indices, data),
+        f => {
+            return Err(corrupt(
+                path,
+                format!(
+                    "sparse format {:?} is not supported (csr or csc)",
+                    String::from_utf8_lossy(f)
+                ),
+            ))
+        }
+    };
+    m.map_err(|e| corrupt(path, format!("invalid sparse structure: {e:?}")))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -451,7 +390,7 @@ pub fn load(dir: &Path, expect_fingerprint: Option<u64>) -> Result<(Model, Model
             Model::Sansa(Sansa {
                 n,
                 w: w.to_csc(),
-                w_r,
+                w_r: w_r.to_csr(),
             })
         }
         super::Method::Ease => {

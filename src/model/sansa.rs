@@ -6,18 +6,16 @@
 
 use std::time::Instant;
 
-use rayon::prelude::*;
-
 use super::factor::{
     amd_ordering, dense_cholesky, exact_cholesky, incomplete_cholesky, to_unit_ldl,
 };
-use super::sparse::SparseCols;
+use super::sparse::{permute_lower, prune_global, symmetric_col_sq_norms, SparseMat};
 use super::umr::{umr_inverse, UmrConfig};
 use super::{FitReport, Method};
 use crate::Result;
 
-/// Sparse weight matrix (`f64` values, `u32` indices).
-pub type SparseWeights = sprs::CsMatI<f64, u32, usize>;
+/// Sparse weight matrix (`f64` values, `u32` indices): the fitting pipeline's [`SparseMat`].
+pub type SparseWeights = SparseMat;
 
 /// A fitted SANSA model. Scores of a user row `x` are `(x Wᵀ) W_r`, which equals EASE's
 /// `x·B − x` (SPEC §6 step 4); seen items are masked by the caller.
@@ -31,64 +29,24 @@ pub struct Sansa {
     pub w_r: SparseWeights,
 }
 
-/// Adds `shift` to the diagonal of a lower-triangular matrix, inserting missing diagonal entries.
-pub fn add_diagonal(lower: &SparseCols, shift: f64) -> SparseCols {
-    let cols = (0..lower.n)
-        .map(|j| {
-            let (r, v) = lower.col(j);
-            let (mut r, mut v) = (r.to_vec(), v.to_vec());
-            if r.first() == Some(&(j as u32)) {
-                v[0] += shift;
-            } else {
-                r.insert(0, j as u32);
-                v.insert(0, shift);
-            }
-            (r, v)
-        })
-        .collect();
-    SparseCols::from_columns(lower.n, cols)
-}
-
-/// Scales a lower-triangular symmetric matrix `A` to `S A S` with `s_j = 1/sqrt(‖A_{:,j}‖₂)`
-/// (column norms of the full symmetric matrix), the symmetric scaling SANSA applies before ICF.
-pub fn scale_symmetric(lower: &SparseCols, full: &SparseCols) -> SparseCols {
-    let s: Vec<f64> = (0..full.n)
-        .map(|j| {
-            let norm = full.col(j).1.iter().map(|x| x * x).sum::<f64>().sqrt();
-            if norm > 0.0 {
-                1.0 / norm.sqrt()
-            } else {
-                1.0
-            }
-        })
-        .collect();
-    let mut out = lower.clone();
-    for j in 0..out.n {
-        let (a, b) = (out.col_ptr[j], out.col_ptr[j + 1]);
-        for p in a..b {
-            out.val[p] *= s[j] * s[out.row[p] as usize];
-        }
-    }
-    out
-}
-
 /// Adds `shift` to the diagonal, which must be stored first in every column (as
 /// [`gram_lower`](super::gram::gram_lower) does).
-pub fn add_diagonal_in_place(lower: &mut SparseCols, shift: f64) {
-    for j in 0..lower.n {
-        let p = lower.col_ptr[j];
-        assert!(
-            lower.col_ptr[j + 1] > p && lower.row[p] as usize == j,
-            "diagonal entry of column {j} missing"
-        );
-        lower.val[p] += shift;
+pub fn add_diagonal_in_place(lower: &mut SparseMat, shift: f64) {
+    for (j, mut col) in lower.outer_iterator_mut().enumerate() {
+        let (i, v) = col
+            .iter_mut()
+            .next()
+            .expect("every column stores its diagonal");
+        assert!(i == j, "diagonal entry of column {j} missing");
+        *v += shift;
     }
 }
 
-/// In-place version of [`scale_symmetric`].
-pub fn scale_symmetric_in_place(lower: &mut SparseCols) {
-    let s: Vec<f64> = lower
-        .symmetric_col_sq_norms()
+/// Scales a lower-triangular symmetric matrix `A` in place to `S A S` with
+/// `s_j = 1/sqrt(‖A_{:,j}‖₂)` (column norms of the full symmetric matrix), the symmetric scaling
+/// SANSA applies before ICF.
+pub fn scale_symmetric_in_place(lower: &mut SparseMat) {
+    let s: Vec<f64> = symmetric_col_sq_norms(lower)
         .iter()
         .map(|&sq| {
             if sq > 0.0 {
@@ -98,17 +56,16 @@ pub fn scale_symmetric_in_place(lower: &mut SparseCols) {
             }
         })
         .collect();
-    for j in 0..lower.n {
-        let (a, b) = (lower.col_ptr[j], lower.col_ptr[j + 1]);
-        for p in a..b {
-            lower.val[p] *= s[j] * s[lower.row[p] as usize];
+    for (j, mut col) in lower.outer_iterator_mut().enumerate() {
+        for (i, v) in col.iter_mut() {
+            *v *= s[j] * s[i];
         }
     }
 }
 
 /// Fits SANSA from the lower triangle of `XᵀX` (without λ). `progress` is told each stage's name.
 pub fn fit_sansa(
-    gram_lower: SparseCols,
+    gram_lower: SparseMat,
     method: Method,
     l2: f64,
     density: f64,
@@ -116,7 +73,7 @@ pub fn fit_sansa(
     report: &mut FitReport,
     progress: &dyn Fn(&str),
 ) -> Result<Sansa> {
-    let n = gram_lower.n;
+    let n = gram_lower.cols();
     let max_nnz = ((density * n as f64 * n as f64).round() as usize).max(n);
 
     progress("ordering (AMD)");
@@ -130,7 +87,7 @@ pub fn fit_sansa(
     }
     add_diagonal_in_place(&mut a, l2);
     let (fwd, inv) = amd_ordering(&a)?;
-    let a_perm = a.permute_lower(&inv);
+    let a_perm = permute_lower(a, &inv);
     report.stage("ordering", t);
 
     let t = Instant::now();
@@ -162,7 +119,7 @@ pub fn fit_sansa(
     report.factor_nnz = full_nnz;
     if method != Method::Icf {
         // Exact count (ties at the threshold may have kept a few more).
-        l.prune_global(max_nnz.saturating_sub(n));
+        prune_global(&mut l, max_nnz.saturating_sub(n));
     }
     report.stage("factorization", t);
 
@@ -180,39 +137,30 @@ pub fn fit_sansa(
     Ok(model)
 }
 
-/// Builds `W` and `W_r` from `K ≈ L⁻¹` (permuted order), `D` and the ordering (SPEC §6 step 4).
-pub fn assemble(k: &SparseCols, d: &[f64], fwd: &[usize], inv: &[usize]) -> Sansa {
-    let n = k.n;
-    // Column j of W is column inv[j] of K.
-    let mut indptr = Vec::with_capacity(n + 1);
-    indptr.push(0usize);
-    let mut indices = Vec::with_capacity(k.nnz());
-    let mut data = Vec::with_capacity(k.nnz());
-    for j in 0..n {
-        let (r, v) = k.col(inv[j]);
-        indices.extend_from_slice(r);
-        data.extend_from_slice(v);
-        indptr.push(indices.len());
-    }
+/// Builds `W` and `W_r` from `K ≈ L⁻¹` (permuted order), `D` and the ordering (SPEC §6 step 4):
+/// `W = K·Π` is sprs's column permutation (column j of W is column `inv[j]` of K), `W_r` is sprs's
+/// CSC → CSR conversion of the scaled copy.
+pub fn assemble(k: &SparseMat, d: &[f64], fwd: &[usize], inv: &[usize]) -> Sansa {
+    let n = k.cols();
     let _ = fwd;
+    let perm = sprs::PermOwnedI::new(inv.iter().map(|&i| i as u32).collect());
+    let w = sprs::permute_cols(k.view(), perm.view());
     // diag_j = Σ_m W_mj² / d_m (the diagonal of P ≈ Wᵀ D⁻¹ W).
-    let diag: Vec<f64> = (0..n)
-        .into_par_iter()
-        .map(|j| {
-            (indptr[j]..indptr[j + 1])
-                .map(|p| data[p] * data[p] / d[indices[p] as usize])
-                .sum()
-        })
+    let diag: Vec<f64> = w
+        .outer_iterator()
+        .map(|col| col.iter().map(|(m, &v)| v * v / d[m]).sum())
         .collect();
-    let mut data_r = data.clone();
-    for j in 0..n {
-        for p in indptr[j]..indptr[j + 1] {
-            data_r[p] = data[p] / d[indices[p] as usize] * (-1.0 / diag[j]);
+    let mut w_r = w.clone();
+    for (j, mut col) in w_r.outer_iterator_mut().enumerate() {
+        for (m, v) in col.iter_mut() {
+            *v = *v / d[m] * (-1.0 / diag[j]);
         }
     }
-    let w = SparseWeights::new_csc((n, n), indptr.clone(), indices.clone(), data);
-    let w_r = SparseWeights::new_csc((n, n), indptr, indices, data_r).to_csr();
-    Sansa { n, w, w_r }
+    Sansa {
+        n,
+        w,
+        w_r: w_r.to_csr(),
+    }
 }
 
 impl Sansa {

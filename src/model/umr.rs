@@ -12,7 +12,7 @@
 
 use rayon::prelude::*;
 
-use super::sparse::{Accumulator, SparseCols};
+use super::sparse::{from_columns, prune_global, Accumulator, Cols, SparseMat};
 
 /// UMR settings (the reference uses 3 scans and 10 finetune steps).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -36,7 +36,7 @@ impl Default for UmrConfig {
 }
 
 /// `y = L v` for a sparse vector `v`, into the accumulator.
-fn lower_times(l: &SparseCols, rows: &[u32], vals: &[f64], acc: &mut Accumulator) {
+fn lower_times(l: &SparseMat, rows: &[u32], vals: &[f64], acc: &mut Accumulator) {
     for (&c, &v) in rows.iter().zip(vals) {
         let (lr, lv) = l.col(c as usize);
         for (&i, &x) in lr.iter().zip(lv) {
@@ -46,15 +46,15 @@ fn lower_times(l: &SparseCols, rows: &[u32], vals: &[f64], acc: &mut Accumulator
 }
 
 /// Puts `L k_j − e_j` (the negated residual of column j) into `acc`, unsorted.
-fn neg_residual_into(l: &SparseCols, k: &SparseCols, j: usize, acc: &mut Accumulator) {
+fn neg_residual_into(l: &SparseMat, k: &SparseMat, j: usize, acc: &mut Accumulator) {
     let (kr, kv) = k.col(j);
     lower_times(l, kr, kv, acc);
     acc.add(j as u32, -1.0);
 }
 
 /// Magnitude of the `budget`-th largest off-diagonal entry of K (0 when K has fewer).
-fn global_threshold(k: &SparseCols, budget: usize) -> f64 {
-    let mut mags: Vec<f64> = (0..k.n)
+fn global_threshold(k: &SparseMat, budget: usize) -> f64 {
+    let mut mags: Vec<f64> = (0..k.cols())
         .flat_map(|j| {
             let (r, v) = k.col(j);
             r.iter()
@@ -80,13 +80,8 @@ struct Work {
 
 /// One minimal-residual update of the selected columns; updated columns keep their diagonal and
 /// the entries at least `keep_above` in magnitude.
-fn update_columns(
-    l: &SparseCols,
-    k: &SparseCols,
-    selected: &[usize],
-    keep_above: f64,
-) -> SparseCols {
-    let n = k.n;
+fn update_columns(l: &SparseMat, k: &SparseMat, selected: &[usize], keep_above: f64) -> SparseMat {
+    let n = k.cols();
     let updates: Vec<(usize, Vec<u32>, Vec<f64>)> = selected
         .par_iter()
         .map_init(
@@ -148,15 +143,19 @@ fn update_columns(
     for (j, r, v) in updates {
         cols[j] = (r, v);
     }
-    SparseCols::from_columns(n, cols)
+    from_columns(n, cols)
 }
 
-/// Squared residual norms of all columns.
-fn residual_norms(l: &SparseCols, k: &SparseCols) -> Vec<f64> {
-    (0..k.n)
+/// Squared residual norms `‖e_j − L k_j‖²` of all columns of K.
+///
+/// Column by column with a reused dense accumulator, in parallel, rather than through sprs's
+/// product `&l * &k` (which forms all of `LK` on one thread before any norm is taken):
+/// `cargo bench --bench sparse_kernels -- residual` measures both (README, "Design notes").
+pub fn residual_norms(l: &SparseMat, k: &SparseMat) -> Vec<f64> {
+    (0..k.cols())
         .into_par_iter()
         .map_init(
-            || Accumulator::new(k.n),
+            || Accumulator::new(k.cols()),
             |acc, j| {
                 neg_residual_into(l, k, j, acc);
                 acc.drain_sq_norm()
@@ -166,12 +165,12 @@ fn residual_norms(l: &SparseCols, k: &SparseCols) -> Vec<f64> {
 }
 
 /// Recomputes the squared residual norms of the columns marked in `changed`.
-fn update_norms(l: &SparseCols, k: &SparseCols, changed: &[bool], norms: &mut [f64]) {
-    let cols: Vec<usize> = (0..k.n).filter(|&j| changed[j]).collect();
+fn update_norms(l: &SparseMat, k: &SparseMat, changed: &[bool], norms: &mut [f64]) {
+    let cols: Vec<usize> = (0..k.cols()).filter(|&j| changed[j]).collect();
     let fresh: Vec<f64> = cols
         .par_iter()
         .map_init(
-            || Accumulator::new(k.n),
+            || Accumulator::new(k.cols()),
             |acc, &j| {
                 neg_residual_into(l, k, j, acc);
                 acc.drain_sq_norm()
@@ -185,10 +184,10 @@ fn update_norms(l: &SparseCols, k: &SparseCols, changed: &[bool], norms: &mut [f
 
 /// One UMR step on `selected` columns, then re-sparsification; only the residual norms of columns
 /// that changed are recomputed.
-fn step(l: &SparseCols, k: &mut SparseCols, selected: &[usize], budget: usize, norms: &mut [f64]) {
+fn step(l: &SparseMat, k: &mut SparseMat, selected: &[usize], budget: usize, norms: &mut [f64]) {
     let tau = global_threshold(k, budget);
     *k = update_columns(l, k, selected, tau);
-    let mut changed = k.prune_global(budget);
+    let mut changed = prune_global(k, budget);
     for &j in selected {
         changed[j] = true;
     }
@@ -199,33 +198,45 @@ fn step(l: &SparseCols, k: &mut SparseCols, selected: &[usize], budget: usize, n
 /// of sparse forward substitutions at most).
 const EXACT_START_WORK: f64 = 4e9;
 
+/// Column `j` of `L⁻¹` for a unit lower-triangular CSC `l`: forward substitution on `e_j`,
+/// starting at row j and skipping zeros, so the cost is the work on the nonzeros of the result
+/// only. Off-diagonal entries go to `entries`; `x` (length n, all zero) is left all zero.
+///
+/// Hand-written rather than sprs's `linalg::trisolve::lsolve_csc_dense_rhs`, which visits every
+/// column of L for every right-hand side; `cargo bench --bench sparse_kernels -- solve` measures
+/// both (README, "Design notes").
+pub fn unit_lower_solve(l: &SparseMat, j: usize, x: &mut [f64], entries: &mut Vec<(u32, f64)>) {
+    let n = l.cols();
+    x[j] = 1.0;
+    for i in j..n {
+        let xi = x[i];
+        if xi != 0.0 {
+            x[i] = 0.0;
+            if i != j {
+                entries.push((i as u32, xi));
+            }
+            let (r, v) = l.col(i);
+            for (&row, &val) in r.iter().zip(v) {
+                if row as usize != i {
+                    x[row as usize] -= val * xi;
+                }
+            }
+        }
+    }
+}
+
 /// Columns of `L⁻¹` by sparse forward substitution, each cut to its `cap` largest off-diagonal
 /// entries, then pruned globally to `budget`: the best sparse starting point when it is cheap (small
 /// or dense item sets, where `2I − L` is a poor start and UMR scans are slow).
-fn pruned_exact_inverse(l: &SparseCols, cap: usize, budget: usize) -> SparseCols {
-    let n = l.n;
+fn pruned_exact_inverse(l: &SparseMat, cap: usize, budget: usize) -> SparseMat {
+    let n = l.cols();
     let cols: Vec<(Vec<u32>, Vec<f64>)> = (0..n)
         .into_par_iter()
         .map_init(
             || vec![0.0f64; n],
             |x, j| {
-                x[j] = 1.0;
-                let mut entries: Vec<(u32, f64)> = Vec::new();
-                for i in j..n {
-                    let xi = x[i];
-                    if xi != 0.0 {
-                        x[i] = 0.0;
-                        if i != j {
-                            entries.push((i as u32, xi));
-                        }
-                        let (r, v) = l.col(i);
-                        for (&row, &val) in r.iter().zip(v) {
-                            if row as usize != i {
-                                x[row as usize] -= val * xi;
-                            }
-                        }
-                    }
-                }
+                let mut entries = Vec::new();
+                unit_lower_solve(l, j, x, &mut entries);
                 if entries.len() > cap {
                     entries.select_nth_unstable_by(cap, |a, b| b.1.abs().total_cmp(&a.1.abs()));
                     entries.truncate(cap);
@@ -236,15 +247,15 @@ fn pruned_exact_inverse(l: &SparseCols, cap: usize, budget: usize) -> SparseCols
             },
         )
         .collect();
-    let mut k = SparseCols::from_columns(n, cols);
-    k.prune_global(budget);
+    let mut k = from_columns(n, cols);
+    prune_global(&mut k, budget);
     k
 }
 
 /// Approximate inverse of the unit lower-triangular `l` with at most `max_nnz` entries (diagonal
 /// included). Returns K and the final mean squared residual column norm.
-pub fn umr_inverse(l: &SparseCols, max_nnz: usize, cfg: UmrConfig) -> (SparseCols, f64) {
-    let n = l.n;
+pub fn umr_inverse(l: &SparseMat, max_nnz: usize, cfg: UmrConfig) -> (SparseMat, f64) {
+    let n = l.cols();
     let budget = max_nnz.saturating_sub(n);
     if (n as f64) * (l.nnz() as f64) <= EXACT_START_WORK {
         // Start from the pruned exact inverse; only finetune steps remain to do.
@@ -252,19 +263,12 @@ pub fn umr_inverse(l: &SparseCols, max_nnz: usize, cfg: UmrConfig) -> (SparseCol
         let mut norms = residual_norms(l, &k);
         return finetune(l, k, budget, &mut norms, cfg);
     }
-    // K = 2I − L.
-    let mut k = l.clone();
-    for j in 0..n {
-        let (a, b) = (k.col_ptr[j], k.col_ptr[j + 1]);
-        for p in a..b {
-            k.val[p] = if k.row[p] as usize == j {
-                2.0 - k.val[p]
-            } else {
-                -k.val[p]
-            };
-        }
-    }
-    k.prune_global(budget);
+    // K = 2I − L (sprs's sparse difference).
+    let mut two_i = SparseMat::eye_csc(n);
+    two_i.scale(2.0);
+    let mut k = &two_i - l;
+    drop(two_i);
+    prune_global(&mut k, budget);
     let mut norms = residual_norms(l, &k);
     let mut mean = norms.iter().sum::<f64>() / n.max(1) as f64;
     for s in 0..cfg.scans {
@@ -285,13 +289,13 @@ pub fn umr_inverse(l: &SparseCols, max_nnz: usize, cfg: UmrConfig) -> (SparseCol
 
 /// Finetune steps on the worst tenth of the columns, until the target or stagnation.
 fn finetune(
-    l: &SparseCols,
-    mut k: SparseCols,
+    l: &SparseMat,
+    mut k: SparseMat,
     budget: usize,
     norms: &mut [f64],
     cfg: UmrConfig,
-) -> (SparseCols, f64) {
-    let n = k.n;
+) -> (SparseMat, f64) {
+    let n = k.cols();
     let mut mean = norms.iter().sum::<f64>() / n.max(1) as f64;
     for _ in 0..cfg.finetune_steps {
         if mean < cfg.target_residual {

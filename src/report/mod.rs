@@ -2,6 +2,7 @@
 //! TOML) and PNG plots. Every file is written atomically — to a temporary file in the same folder,
 //! then renamed — so an interrupted run never leaves a half-written table behind.
 
+pub mod bandit;
 pub mod plot;
 pub mod select;
 pub mod table;

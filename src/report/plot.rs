@@ -18,9 +18,9 @@ use crate::experiments::twocand::{HgRow, Panel};
 use crate::io::write_atomic;
 use crate::mechanisms;
 
-type Area<'a> = DrawingArea<BitMapBackend<'a>, Shift>;
+pub(crate) type Area<'a> = DrawingArea<BitMapBackend<'a>, Shift>;
 
-const FONT: &str = "sans-serif";
+pub(crate) const FONT: &str = "sans-serif";
 
 fn fonts() {
     static ONCE: Once = Once::new();
@@ -33,7 +33,7 @@ fn fonts() {
     });
 }
 
-fn err(e: impl std::fmt::Debug) -> Error {
+pub(crate) fn err(e: impl std::fmt::Debug) -> Error {
     Error::Invalid(format!("drawing a plot: {e:?}"))
 }
 
@@ -367,7 +367,11 @@ fn corr_caption(corr: &[CorrRow], scenario: &str) -> String {
 
 /// Draws into an RGB buffer, encodes it as PNG (best compression, adaptive filters) and writes it
 /// atomically to `path`.
-fn render(path: &Path, size: (u32, u32), draw: impl FnOnce(&Area<'_>) -> Result<()>) -> Result<()> {
+pub(crate) fn render(
+    path: &Path,
+    size: (u32, u32),
+    draw: impl FnOnce(&Area<'_>) -> Result<()>,
+) -> Result<()> {
     fonts();
     let mut buf = vec![255u8; size.0 as usize * size.1 as usize * 3];
     {

@@ -190,4 +190,33 @@ mod tests {
         assert!((weighted_correlation(&q, &d) - pearson(&q, &d)).abs() < 1e-12);
         assert_eq!(weighted_correlation(&[1.0; 3], &[1.0, 2.0, 3.0]), 0.0);
     }
+
+    /// Bucketing with unequal weights, worked out by hand (docs/mechanisms.md, "Correlations").
+    ///
+    /// q = (0, 1, 2, 3.5, 9, 10), Δ = (1, 2, 4, 1, 3, 6). [q_min, q_max] = [0, 10] in 5 buckets of
+    /// width 2: [0, 2) holds 0 and 1; [2, 4) holds 2 (on the boundary: the upper bucket) and 3.5;
+    /// [8, 10] (the last, closed) holds 9 and 10. Bucket maxima of Δ: 2, 4, 6, so
+    /// w = (1/2, 1, 1, 1/4, 1/2, 1), Σw = 17/4.
+    /// Weighted means: q̄ = (0 + 1 + 2 + 7/8 + 9/2 + 10) / (17/4) = 147/34,
+    /// Δ̄ = (1/2 + 2 + 4 + 1/4 + 3/2 + 6) / (17/4) = 57/17.
+    /// Weighted sums: Σw(q−q̄)(Δ−Δ̄) = 387/17, Σw(q−q̄)² = 1175/17, Σw(Δ−Δ̄)² = 229/17,
+    /// so ρ_w = 387 / √(1175 · 229) = 387 / √269075 = 0.746060918416630.
+    #[test]
+    fn weighted_correlation_buckets_by_hand() {
+        let q = [0.0, 1.0, 2.0, 3.5, 9.0, 10.0];
+        let d = [1.0, 2.0, 4.0, 1.0, 3.0, 6.0];
+        let want = 387.0 / 269_075f64.sqrt();
+        assert!((want - 0.746_060_918_416_630).abs() < 1e-15);
+        let got = weighted_correlation(&q, &d);
+        assert!((got - want).abs() < 1e-14, "{got} vs {want}");
+        // Power: the unweighted Pearson (0.6866) and the weights with q = 2 put in the lower bucket
+        // (w = (1/4, 1/2, 1, 1, 1/2, 1): 0.6592) are far from it.
+        let lower = weighted_pearson(&q, &d, &[0.25, 0.5, 1.0, 1.0, 0.5, 1.0]);
+        for wrong in [pearson(&q, &d), lower] {
+            assert!((got - wrong).abs() > 0.05, "{got} vs wrong {wrong}");
+        }
+        // Scores shifted and scaled keep the buckets, hence the weights and ρ_w.
+        let q2: Vec<f64> = q.iter().map(|v| 3.0 * v - 7.0).collect();
+        assert!((weighted_correlation(&q2, &d) - want).abs() < 1e-14);
+    }
 }
