@@ -6,13 +6,15 @@
 # Usage: CARGO_TARGET_DIR=... benches/select_real.sh [DATASET ...]
 #   DATASET in amazon-book-kgat (default), gowalla, ml-1m-implicit; DATA=../shared/data overrides.
 #   Results go to $OUT/<dataset> (default /tmp/recsel-select); every run starts over (--force).
+#   EXTRA="--secure" runs the secure path (docs/secure.md) instead of seeded streams (no --seed).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 DATA=${DATA:-$ROOT/../shared/data}
 OUT=${OUT:-/tmp/recsel-select}
 [ -d "$DATA" ] || { echo "SKIPPED: $DATA not found (the shared data sets)" >&2; exit 0; }
 (cd "$ROOT" && cargo build --release -j 2 >&2)
-RECSEL="${CARGO_TARGET_DIR:-$ROOT/target}/release/recsel"
+# RECSEL=path overrides the binary (a shared CARGO_TARGET_DIR may hold another checkout's build).
+RECSEL="${RECSEL:-${CARGO_TARGET_DIR:-$ROOT/target}/release/recsel}"
 sets=("$@")
 [ ${#sets[@]} -gt 0 ] || sets=(amazon-book-kgat)
 printf "%-18s %-28s %10s %10s %10s %10s\n" dataset model users "sens s" "select s" "peak MB"
@@ -23,7 +25,9 @@ for d in "${sets[@]}"; do
     ml-1m-implicit) model=(--method exact --l2 200 --density 0.05) ;;
     *) echo "unknown data set $d" >&2; exit 2 ;;
   esac
-  json=$("$RECSEL" select --format lightgcn --path "$DATA/$d" "${model[@]}" --seed 1 --force \
+  # shellcheck disable=SC2086
+  if [ -n "${EXTRA:-}" ]; then seed=(); else seed=(--seed 1); fi
+  json=$("$RECSEL" select --format lightgcn --path "$DATA/$d" "${model[@]}" "${seed[@]}" ${EXTRA:-} --force \
     --out "$OUT/$d" --json 2> "$OUT-$d.log")
   python3 - "$d" "${model[*]}" "$json" <<'PY'
 import json, sys

@@ -5,6 +5,11 @@
 //! and each trial starts 2^36 words apart inside that stream. The key derivation is injective, so two
 //! different tuples never share a stream, and a result depends only on its tuple — never on the
 //! number of threads or the order in which work is scheduled.
+//!
+//! The secure mode ([`NoiseMode::Secure`], `--secure`) replaces all of this with [`SecureRng`]:
+//! ChaCha20 keyed from OS entropy, with no seed at all.
+
+use std::fmt;
 
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -84,6 +89,186 @@ impl Streams {
         rng.set_stream(user);
         rng.set_word_pos(u128::from(trial) << TRIAL_SPACING_WORDS);
         rng
+    }
+}
+
+/// Where a run's randomness comes from: the one switch between experiments and releases
+/// (`--secure`), carried by every runner's configuration and passed down to the mechanisms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NoiseMode {
+    /// Seeded ChaCha8 streams and floating-point noise: reproducible and fast (experiments).
+    #[default]
+    Fast,
+    /// An OS-seeded ChaCha20 generator and exact discrete noise on a power-of-two grid, no seed
+    /// (releases; `docs/secure.md`).
+    Secure,
+}
+
+impl NoiseMode {
+    /// `Secure` when `secure`, else `Fast`.
+    pub fn from_flag(secure: bool) -> Self {
+        if secure {
+            NoiseMode::Secure
+        } else {
+            NoiseMode::Fast
+        }
+    }
+
+    /// Whether this is the secure mode.
+    pub fn is_secure(self) -> bool {
+        self == NoiseMode::Secure
+    }
+}
+
+/// The generator of the secure path: ChaCha20 (a cryptographic stream cipher) that exposes only
+/// exact integer and bit draws. It deliberately does not implement `rand::RngCore`, so none of the
+/// floating-point samplers of [`crate::stats::distributions`] (which take [`Rng`]) can be called
+/// with it: the secure path is separated from the float path by type (`docs/secure.md`).
+///
+/// The float samplers take the seeded generator …
+///
+/// ```
+/// let mut rng = recsel::rng::Streams::new(1).stream(0, 0, 0, 0);
+/// let _ = recsel::stats::distributions::exp1(&mut rng);
+/// ```
+///
+/// … and the secure generator cannot be passed to them (this example must fail to compile):
+///
+/// ```compile_fail
+/// let mut rng = recsel::rng::SecureRng::from_seed_insecure(1);
+/// let _ = recsel::stats::distributions::exp1(&mut rng);
+/// ```
+///
+/// nor to anything generic over `rand::RngCore` (such as every `rand_distr` distribution):
+///
+/// ```compile_fail
+/// use rand::Rng as _;
+/// let mut rng = recsel::rng::SecureRng::from_seed_insecure(1);
+/// let _: f64 = rng.random();
+/// ```
+pub struct SecureRng {
+    inner: rand_chacha::ChaCha20Rng,
+    /// Unused random bits, consumed from the low end.
+    bits: u64,
+    /// How many bits of `bits` are still unused.
+    left: u32,
+}
+
+impl fmt::Debug for SecureRng {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Never print the generator's state.
+        f.write_str("SecureRng { .. }")
+    }
+}
+
+impl SecureRng {
+    /// A generator keyed from the operating system's entropy (`getrandom`). This is the only
+    /// constructor a release may use: there is no seed, so nobody can predict the noise.
+    pub fn from_os() -> crate::error::Result<Self> {
+        let inner = rand_chacha::ChaCha20Rng::try_from_os_rng().map_err(|e| {
+            crate::error::Error::Invalid(format!("cannot read OS entropy for --secure: {e}"))
+        })?;
+        Ok(SecureRng {
+            inner,
+            bits: 0,
+            left: 0,
+        })
+    }
+
+    /// A generator keyed from `seed` — **predictable, never for a release**. It lets the tests and
+    /// benchmarks run the exact samplers of the secure path reproducibly.
+    pub fn from_seed_insecure(seed: u64) -> Self {
+        let mut key = [0u8; 32];
+        key[..8].copy_from_slice(&mix64(seed).to_le_bytes());
+        key[8..16].copy_from_slice(&mix64(seed ^ 0x5345_4355_5245).to_le_bytes());
+        key[16..24].copy_from_slice(&0x7265_6373_656c_0002u64.to_le_bytes());
+        Self::from_key(key)
+    }
+
+    fn from_key(key: [u8; 32]) -> Self {
+        SecureRng {
+            inner: rand_chacha::ChaCha20Rng::from_seed(key),
+            bits: 0,
+            left: 0,
+        }
+    }
+
+    /// 64 uniform random bits.
+    #[inline]
+    pub fn next_u64(&mut self) -> u64 {
+        use rand::RngCore as _;
+        self.inner.next_u64()
+    }
+
+    /// One fair random bit.
+    #[inline]
+    pub fn bit(&mut self) -> bool {
+        if self.left == 0 {
+            self.bits = self.next_u64();
+            self.left = 64;
+        }
+        let b = self.bits & 1 == 1;
+        self.bits >>= 1;
+        self.left -= 1;
+        b
+    }
+
+    /// A uniform integer in `0..n` (n ≥ 1), exactly: Lemire's multiply-shift with rejection of
+    /// the biased low products, so every value has probability exactly 1/n.
+    #[inline]
+    pub fn below(&mut self, n: u64) -> u64 {
+        debug_assert!(n > 0);
+        let threshold = n.wrapping_neg() % n; // 2^64 mod n
+        loop {
+            let m = u128::from(self.next_u64()) * u128::from(n);
+            if (m as u64) >= threshold {
+                return (m >> 64) as u64;
+            }
+        }
+    }
+
+    /// A uniform integer in `0..n` (n ≥ 1) for 128-bit n, exactly (rejection from the smallest
+    /// power of two ≥ n).
+    #[inline]
+    pub fn below_u128(&mut self, n: u128) -> u128 {
+        debug_assert!(n > 0);
+        if n <= u128::from(u64::MAX) {
+            return u128::from(self.below(n as u64));
+        }
+        let bits = 128 - (n - 1).leading_zeros();
+        let mask = if bits == 128 {
+            u128::MAX
+        } else {
+            (1u128 << bits) - 1
+        };
+        loop {
+            let x = ((u128::from(self.next_u64()) << 64) | u128::from(self.next_u64())) & mask;
+            if x < n {
+                return x;
+            }
+        }
+    }
+}
+
+/// The random source of one worker of a runner: seeded streams (fast mode, one stream per
+/// (mechanism, ε index, user, trial)) or one OS-seeded secure generator (secure mode).
+#[derive(Debug)]
+pub enum Draws {
+    /// Fast mode: the streams of the run's seed.
+    Seeded(Streams),
+    /// Secure mode: this worker's generator.
+    Secure(Box<SecureRng>),
+}
+
+impl Draws {
+    /// The source of one worker for `mode`; `streams` is used only in fast mode. Fails only when
+    /// the OS has no entropy to give.
+    pub fn new(mode: NoiseMode, streams: Streams) -> crate::error::Result<Self> {
+        Ok(match mode {
+            NoiseMode::Fast => Draws::Seeded(streams),
+            NoiseMode::Secure => Draws::Secure(Box::new(SecureRng::from_os()?)),
+        })
     }
 }
 

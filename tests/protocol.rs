@@ -5,6 +5,7 @@
 
 use recsel::experiments::real::{self, SelectConfig};
 use recsel::mechanisms::MechParams;
+use recsel::rng::{Draws, NoiseMode, Streams};
 use recsel::scoring::{
     item_sensitivities, top_candidates, PercentileUsers, SensitivityConfig, UserScorer,
 };
@@ -81,6 +82,7 @@ fn config(clip: bool, population: PercentileUsers) -> SelectConfig {
         percentile_users: population,
         seed: 4,
         source_fingerprint: "protocol".into(),
+        noise: NoiseMode::Fast,
     }
 }
 
@@ -127,8 +129,11 @@ fn percentile_population_and_clipping_match_brute_force() {
             let cfg = config(clip, population);
             let mechs = cfg.build().unwrap();
             let mut buf = vec![0.0; 60];
+            let mut draws = Draws::Seeded(Streams::new(cfg.seed));
             for u in [0, 17, 333, 699] {
-                let row = real::run_user(&t, &s, &cfg, &mechs, u, &mut buf, &mut ()).unwrap();
+                let row = real::run_user(&t, &s, &cfg, &mechs, u, &mut buf, &mut (), &mut draws)
+                    .unwrap()
+                    .expect("the user has candidates");
                 let items = top_candidates(&t.scores[u], &t.excluded[u], cfg.top);
                 let q: Vec<f64> = items
                     .iter()

@@ -3,6 +3,7 @@
 
 use recsel::experiments::real::{self, ChunkStore, SelectConfig, CHUNK_USERS};
 use recsel::mechanisms::MechParams;
+use recsel::rng::{Draws, NoiseMode, Streams};
 use recsel::scoring::{item_sensitivities, top_candidates, SensitivityConfig, UserScorer};
 
 /// Scores from a fixed hash, with latent structure so correlations are not all zero.
@@ -74,6 +75,7 @@ fn config(trials: u32) -> SelectConfig {
         percentile_users: recsel::scoring::PercentileUsers::All,
         seed: 9,
         source_fingerprint: "test".into(),
+        noise: NoiseMode::Fast,
     }
 }
 
@@ -154,9 +156,32 @@ fn clipping_can_be_disabled() {
     cfg.mechanisms = vec!["random".into()];
     let mechs = cfg.build().unwrap();
     let mut buf = vec![0.0; 100];
-    let clipped = real::run_user(&scorer, &sens, &cfg, &mechs, 3, &mut buf, &mut ()).unwrap();
+    let mut draws = Draws::Seeded(Streams::new(cfg.seed));
+    let clipped = real::run_user(
+        &scorer,
+        &sens,
+        &cfg,
+        &mechs,
+        3,
+        &mut buf,
+        &mut (),
+        &mut draws,
+    )
+    .unwrap()
+    .unwrap();
     cfg.clip = false;
-    let raw = real::run_user(&scorer, &sens, &cfg, &mechs, 3, &mut buf, &mut ()).unwrap();
+    let raw = real::run_user(
+        &scorer,
+        &sens,
+        &cfg,
+        &mechs,
+        3,
+        &mut buf,
+        &mut (),
+        &mut draws,
+    )
+    .unwrap()
+    .unwrap();
     let top = top_candidates(&buf, scorer.excluded(3), cfg.top)[0] as usize;
     assert_eq!(raw.max_score, buf[top]);
     assert_eq!(clipped.max_score, sens.clip(top, buf[top]));

@@ -18,5 +18,6 @@ mod model;
 mod own_data;
 mod protocol;
 mod samplers;
+mod secure;
 mod select;
 mod synth;

@@ -13,6 +13,10 @@
 //! With probability at least 1 − α every reported ε_LB is below the ε the mechanism really spends on
 //! that pair, so `ε_LB > claimed ε` refutes the claim. An audit can refute a claim, never prove one:
 //! a mechanism that passes was merely not caught on these pairs with these samples.
+//!
+//! With [`NoiseMode::Secure`] the audit samples the secure path (`docs/secure.md`) from OS-seeded
+//! generators — not reproducible, by design — and holds it to its effective ε (ε rounded down onto
+//! the 2^−32 grid).
 
 pub mod pairs;
 
@@ -20,8 +24,8 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::mechanisms::{Mechanism, Problem};
-use crate::rng::{name_id, Streams};
+use crate::mechanisms::{Guarantee, Mechanism, Problem, Selector};
+use crate::rng::{name_id, Draws, NoiseMode, Streams};
 use crate::stats::hypothesis::{clopper_pearson_lower, clopper_pearson_upper};
 
 pub use pairs::{builtin_pairs, read_pairs, NeighbourPair};
@@ -35,8 +39,10 @@ pub struct AuditConfig {
     pub select_samples: u64,
     /// Total failure probability α of all bounds together.
     pub alpha: f64,
-    /// Seed of the random streams.
+    /// Seed of the random streams (unused in secure mode).
     pub seed: u64,
+    /// Which path of the mechanisms is audited.
+    pub noise: NoiseMode,
 }
 
 impl AuditConfig {
@@ -59,7 +65,14 @@ impl AuditConfig {
             select_samples: (samples / 5).max(100),
             alpha,
             seed,
+            noise: NoiseMode::Fast,
         })
+    }
+
+    /// These settings auditing the path of `noise`.
+    pub fn with_noise(mut self, noise: NoiseMode) -> Self {
+        self.noise = noise;
+        self
     }
 }
 
@@ -134,28 +147,29 @@ fn counts(
     n: u64,
     streams: &Streams,
     family: u32,
+    noise: NoiseMode,
 ) -> Result<Vec<u64>> {
     let problem = Problem::new(q, sens)?;
-    let prepared = mech.prepare_many(&problem);
+    let selector = Selector::new(mech, &problem, noise)?;
     let id = name_id(mech.name());
     const CHUNK: u64 = 4096;
-    Ok((0..n.div_ceil(CHUNK))
+    (0..n.div_ceil(CHUNK))
         .into_par_iter()
         .map(|c| {
             let mut out = vec![0u64; q.len()];
+            let mut draws = Draws::new(noise, *streams)?;
             for i in c * CHUNK..((c + 1) * CHUNK).min(n) {
-                let mut rng = streams.stream(id, family, i >> 32, i as u32);
-                out[prepared.sample(&mut rng)] += 1;
+                out[selector.sample(&mut draws, id, family, i >> 32, i as u32)] += 1;
             }
-            out
+            Ok(out)
         })
-        .reduce(
+        .try_reduce(
             || vec![0u64; q.len()],
             |mut a, b| {
                 a.iter_mut().zip(b).for_each(|(x, y)| *x += y);
-                a
+                Ok(a)
             },
-        ))
+        )
 }
 
 /// Audits `mech` on `pairs`. `progress` is called with the number of samples drawn after each
@@ -173,16 +187,27 @@ pub fn audit(
     let tests: usize = pairs.iter().map(|p| 2 * p.len()).sum();
     let level = config.alpha / (2.0 * tests as f64);
     let streams = Streams::new(config.seed);
-    let guarantee = mech.guarantee();
+    let guarantee = match (config.noise, mech.guarantee()) {
+        // The secure path is held to its effective ε.
+        (NoiseMode::Secure, Guarantee::Pure { .. }) => Guarantee::Pure {
+            epsilon: mech.secure_epsilon()?,
+        },
+        (NoiseMode::Secure, g) => {
+            mech.secure_epsilon()?;
+            g
+        }
+        (NoiseMode::Fast, g) => g,
+    };
     let mut results = Vec::new();
     let mut drawn = 0u64;
     for (i, pair) in pairs.iter().enumerate() {
         let fam = 4 * i as u32;
         let (n0, n) = (config.select_samples, config.samples);
-        let sel_a = counts(mech, &pair.q, &pair.sens, n0, &streams, fam)?;
-        let sel_b = counts(mech, &pair.q2, &pair.sens, n0, &streams, fam + 1)?;
-        let fresh_a = counts(mech, &pair.q, &pair.sens, n, &streams, fam + 2)?;
-        let fresh_b = counts(mech, &pair.q2, &pair.sens, n, &streams, fam + 3)?;
+        let mode = config.noise;
+        let sel_a = counts(mech, &pair.q, &pair.sens, n0, &streams, fam, mode)?;
+        let sel_b = counts(mech, &pair.q2, &pair.sens, n0, &streams, fam + 1, mode)?;
+        let fresh_a = counts(mech, &pair.q, &pair.sens, n, &streams, fam + 2, mode)?;
+        let fresh_b = counts(mech, &pair.q2, &pair.sens, n, &streams, fam + 3, mode)?;
         drawn += 2 * (n0 + n);
         progress(2 * (n0 + n));
         for (direction, sel_first, sel_second, first, second) in [

@@ -8,6 +8,7 @@ use std::time::Instant;
 use anyhow::Context;
 use recsel::audit::{self, AuditConfig, AuditReport};
 use recsel::mechanisms::{self, MechParams};
+use recsel::rng::NoiseMode;
 
 use super::common::{parse_f64_list, progress, streams, MechOpts};
 
@@ -18,7 +19,8 @@ use super::common::{parse_f64_list, progress, streams, MechOpts};
 #[command(
     after_help = "Example:\n  recsel audit --mech all --eps 1 --seed 1\n  \
     recsel audit --mech rnmh --eps 1 --samples 100000 --json\n  \
-    recsel audit --mech gem --eps 0.5 --pairs my_pairs.json\n\n\
+    recsel audit --mech gem --eps 0.5 --pairs my_pairs.json\n  \
+    recsel audit --mech all --eps 1 --secure\n\n\
     A pairs file is a JSON array of {\"label\": \"...\", \"sens\": [...], \"q\": [...], \"q2\": [...]}\n\
     with |q[a] - q2[a]| <= sens[a] for every candidate a."
 )]
@@ -53,8 +55,12 @@ pub struct Args {
     #[command(flatten)]
     opts: MechOpts,
     /// Seed of the random streams (default: OS entropy, reported on stderr).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "secure")]
     seed: Option<u64>,
+    /// Audit the secure path (exact discrete noise, OS-seeded ChaCha20, no seed) against its
+    /// effective ε; with `--mech all`, mechanisms without a secure path are left out.
+    #[arg(long)]
+    secure: bool,
     /// Print one JSON array of reports instead of tables.
     #[arg(long)]
     json: bool,
@@ -93,8 +99,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let params = args
         .opts
         .apply(MechParams::default().with_epsilon(args.eps))?;
-    let streams = streams(args.seed);
-    let config = AuditConfig::new(args.samples, args.alpha, streams.seed())?;
+    let mode = NoiseMode::from_flag(args.secure);
+    let streams = if mode.is_secure() {
+        // The secure path draws no seed; the built-in random pairs still need one.
+        recsel::rng::Streams::from_entropy()
+    } else {
+        streams(args.seed)
+    };
+    let config = AuditConfig::new(args.samples, args.alpha, streams.seed())?.with_noise(mode);
     let pairs = if args.pairs == "builtin" {
         let q = parse_f64_list("--scores", &args.scores)?;
         let d = parse_f64_list("--sens", &args.sens)?;
@@ -105,12 +117,27 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let per_mech = pairs.len() as u64 * 2 * (config.samples + config.select_samples);
     let bar = progress(per_mech * specs.len() as u64, "auditing");
     let start = Instant::now();
-    let mut reports = Vec::new();
+    let mut mechs = Vec::new();
     for spec in &specs {
         let mech = spec
             .build(&params)
             .with_context(|| format!("invalid parameters for {}", spec.name))?;
-        reports.push(audit::audit(&*mech, &pairs, &config, &|n| bar.inc(n))?);
+        if mode.is_secure() {
+            match mech.secure_epsilon() {
+                Ok(e) => super::common::announce_secure_for(spec.name, e),
+                Err(e) if args.mech.trim() == "all" => {
+                    eprintln!("recsel audit: leaving out {}: {e}", spec.name);
+                    bar.inc(per_mech);
+                    continue;
+                }
+                Err(e) => return Err(e).context(format!("--secure with {}", spec.name)),
+            }
+        }
+        mechs.push(mech);
+    }
+    let mut reports = Vec::new();
+    for mech in &mechs {
+        reports.push(audit::audit(&**mech, &pairs, &config, &|n| bar.inc(n))?);
     }
     bar.finish_and_clear();
     let secs = start.elapsed().as_secs_f64();

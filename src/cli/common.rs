@@ -77,6 +77,32 @@ pub fn seed_or_entropy(seed: Option<u64>) -> u64 {
     })
 }
 
+/// Says on stderr what `--secure` means for this run: no seed, OS entropy, and the exact ε.
+pub fn announce_secure(effective_epsilon: f64) {
+    eprintln!(
+        "recsel: --secure: exact discrete noise from an OS-seeded ChaCha20 generator (no seed; \
+         the run cannot be repeated); effective eps = {effective_epsilon} (eps rounded down \
+         onto the 2^-32 grid)"
+    );
+}
+
+/// Says on stderr once what `--secure` means for a run of several mechanisms.
+pub fn announce_secure_mode() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        eprintln!(
+            "recsel: --secure: exact discrete noise from OS-seeded ChaCha20 generators (no seed; \
+             the run cannot be repeated); every eps is rounded down onto the 2^-32 grid"
+        )
+    });
+}
+
+/// Like [`announce_secure`], one line per mechanism.
+pub fn announce_secure_for(name: &str, effective_epsilon: f64) {
+    announce_secure_mode();
+    eprintln!("recsel: --secure: {name}: effective eps = {effective_epsilon}");
+}
+
 /// Streams from `--seed`, or from OS entropy (see [`seed_or_entropy`]).
 pub fn streams(seed: Option<u64>) -> Streams {
     Streams::new(seed_or_entropy(seed))

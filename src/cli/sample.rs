@@ -6,8 +6,8 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use rayon::prelude::*;
-use recsel::mechanisms::{self, MechParams, Problem};
-use recsel::rng::name_id;
+use recsel::mechanisms::{self, MechParams, Problem, Selector};
+use recsel::rng::{name_id, Draws, NoiseMode};
 
 use super::common::{parse_f64_list, positive, progress, streams, MechOpts};
 
@@ -15,7 +15,8 @@ use super::common::{parse_f64_list, positive, progress, streams, MechOpts};
 #[derive(Debug, clap::Args)]
 #[command(
     after_help = "Example:\n  recsel sample --mech gem --eps 1 --scores 1,0.5,0 --sens 1,2,0.5 --n 100000 --seed 7\n  \
-    recsel sample --mech rs --gamma 0.05 --eps 0.5 --scores 3,1 --sens 1,1 --n 1000 --json"
+    recsel sample --mech rs --gamma 0.05 --eps 0.5 --scores 3,1 --sens 1,1 --n 1000 --json\n  \
+    recsel sample --mech gem --secure --eps 1 --scores 1,0.5,0 --sens 1,2,0.5 --n 100000"
 )]
 pub struct Args {
     /// Mechanism name (see `recsel mechanisms`).
@@ -36,8 +37,12 @@ pub struct Args {
     #[arg(long, value_name = "N")]
     n: u64,
     /// Seed of the random streams (default: OS entropy, reported on stderr).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "secure")]
     seed: Option<u64>,
+    /// Release-grade sampling: exact discrete noise on a power-of-two grid from an OS-seeded
+    /// ChaCha20 generator, no seed (docs/secure.md).
+    #[arg(long)]
+    secure: bool,
     /// Print exactly one JSON object {"mechanism","epsilon","n","counts","private"}.
     #[arg(long)]
     json: bool,
@@ -58,51 +63,73 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .build(&params)
         .with_context(|| format!("invalid parameters for {}", spec.name))?;
     let n = positive("--n", args.n)?;
-    let streams = streams(args.seed);
+    let mode = NoiseMode::from_flag(args.secure);
+    let effective = if mode.is_secure() {
+        let e = mech
+            .secure_epsilon()
+            .with_context(|| format!("--secure with {}", spec.name))?;
+        super::common::announce_secure(e);
+        Some(e)
+    } else {
+        None
+    };
+    let streams = if mode.is_secure() {
+        recsel::rng::Streams::new(0) // unused: the secure path has no seed
+    } else {
+        streams(args.seed)
+    };
     let id = name_id(spec.name);
-    let prepared = mech.prepare_many(&problem);
+    let selector = Selector::new(&*mech, &problem, mode)?;
     let chunks = n.div_ceil(CHUNK);
     let bar = progress(n, "sampling");
     let counts = (0..chunks)
         .into_par_iter()
-        .map(|c| {
+        .map(|c| -> recsel::Result<Vec<u64>> {
             let mut counts = vec![0u64; scores.len()];
             let (start, end) = (c * CHUNK, ((c + 1) * CHUNK).min(n));
+            // Fast mode: one independent stream per selection, so results do not depend on
+            // --threads. Secure mode: one OS-seeded generator per chunk.
+            let mut draws = Draws::new(mode, streams)?;
             for i in start..end {
-                // One independent stream per selection: results do not depend on --threads.
-                let mut rng = streams.stream(id, 0, i >> 32, i as u32);
-                counts[prepared.sample(&mut rng)] += 1;
+                counts[selector.sample(&mut draws, id, 0, i >> 32, i as u32)] += 1;
             }
             bar.inc(end - start);
-            counts
+            Ok(counts)
         })
-        .reduce(
+        .try_reduce(
             || vec![0u64; scores.len()],
             |mut a, b| {
                 a.iter_mut().zip(b).for_each(|(x, y)| *x += y);
-                a
+                Ok(a)
             },
-        );
+        )?;
     bar.finish_and_clear();
     let mut out = std::io::stdout().lock();
     if args.json {
-        let obj = serde_json::json!({
+        let mut obj = serde_json::json!({
             "mechanism": spec.name,
             "epsilon": args.eps,
             "n": n,
             "counts": counts,
             "private": mech.guarantee().is_private(),
         });
+        if let Some(e) = effective {
+            obj["secure"] = true.into();
+            obj["effective_epsilon"] = e.into();
+        }
         writeln!(out, "{obj}")?;
         return Ok(ExitCode::SUCCESS);
     }
     writeln!(
         out,
-        "{} at eps = {} ({}), {} selections",
+        "{} at eps = {} ({}), {} selections{}",
         spec.name,
         args.eps,
         mech.guarantee(),
-        n
+        n,
+        effective.map_or(String::new(), |e| format!(
+            ", secure mode (effective eps = {e})"
+        ))
     )?;
     writeln!(
         out,

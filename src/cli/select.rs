@@ -66,8 +66,12 @@ pub struct Args {
     #[command(flatten)]
     opts: MechOpts,
     /// Seed of the selection streams (default: the seed of a run being resumed, else OS entropy).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "secure")]
     seed: Option<u64>,
+    /// Release-grade selection: every mechanism's secure path (exact discrete noise, OS-seeded
+    /// ChaCha20, no seed; docs/secure.md). Mechanisms without one are left out of `--mech all`.
+    #[arg(long)]
+    secure: bool,
     /// Output directory (default out/select-<dataset>).
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
@@ -119,7 +123,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let src = args.data.source()?;
     let load_opts = args.data.load_options()?;
     let specs = mechanisms::parse_list(&args.mech)?;
-    let names: Vec<String> = specs.iter().map(|s| s.name.to_string()).collect();
+    let names: Vec<String> = specs
+        .iter()
+        .filter(|s| {
+            !(args.secure && args.mech == "all" && matches!(s.name, "rnmh" | "rnmh-laplace"))
+        })
+        .map(|s| s.name.to_string())
+        .collect();
     let epsilons = match &args.eps {
         Some(e) => parse_f64_list("--eps", e)?,
         None => PAPER_EPSILONS.to_vec(),
@@ -152,6 +162,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     );
     let seed = match args.seed {
         Some(s) => s,
+        None if args.secure => 0, // unused: the secure path has no seed
         None => match ChunkStore::stored_seed(&out) {
             Some(s) if !args.force => {
                 eprintln!("[select] resuming with seed {s} from {}", out.display());
@@ -170,7 +181,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         percentile_users: PercentileUsers::from_name(&args.percentile_users)?,
         seed,
         source_fingerprint: real::source_fingerprint(&data, &params),
+        noise: recsel::rng::NoiseMode::from_flag(args.secure),
     };
+    if args.secure {
+        super::common::announce_secure_mode();
+    }
     cfg.build()?; // validate before the long work
     let scorer = ModelScorer::new(&model, &data.test_input);
     eprintln!(

@@ -5,6 +5,10 @@
 //! `(q, Δ)`, each on its own random stream (user, mechanism, ε index, trial) — so results are
 //! bit-identical for any number of threads. Work is done in chunks of users written atomically to
 //! disk, so a long run can be interrupted and resumed without mixing configurations.
+//!
+//! With [`NoiseMode::Secure`] (`recsel select --secure`) every selection runs the mechanisms'
+//! secure path from OS-seeded generators (one per worker) instead of the seeded streams
+//! (`docs/secure.md`); the seed is then unused and the results are not reproducible.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -15,9 +19,9 @@ use serde::Serialize;
 use crate::data::Dataset;
 use crate::error::{Error, Result};
 use crate::io::write_atomic;
-use crate::mechanisms::{self, MechParams, Mechanism, Problem};
+use crate::mechanisms::{self, MechParams, Mechanism, Problem, Selector};
 use crate::model::{self, Model, ModelParams};
-use crate::rng::{name_id, Streams};
+use crate::rng::{name_id, Draws, NoiseMode, SecureRng, Streams};
 use crate::scoring::{top_candidates, PercentileUsers, Sensitivities, UserScorer};
 use crate::stats::{pearson, spearman, weighted_correlation};
 
@@ -46,6 +50,14 @@ pub struct SelectConfig {
     pub seed: u64,
     /// Fingerprint (hex) of the data and model the scores come from.
     pub source_fingerprint: String,
+    /// Float path with seeded streams, or the secure path (recorded only when secure, so the
+    /// configuration hash of fast runs is unchanged).
+    #[serde(skip_serializing_if = "is_fast")]
+    pub noise: NoiseMode,
+}
+
+fn is_fast(mode: &NoiseMode) -> bool {
+    !mode.is_secure()
 }
 
 impl SelectConfig {
@@ -66,7 +78,13 @@ impl SelectConfig {
                 let spec = mechanisms::spec(name)?;
                 self.epsilons
                     .iter()
-                    .map(|&e| spec.build(&self.params.with_epsilon(e)))
+                    .map(|&e| {
+                        let m = spec.build(&self.params.with_epsilon(e))?;
+                        if self.noise.is_secure() {
+                            m.secure_epsilon()?; // a secure path exists for this ε
+                        }
+                        Ok(m)
+                    })
                     .collect()
             })
             .collect()
@@ -105,7 +123,10 @@ pub struct UserRow {
     pub mse: Vec<f64>,
 }
 
-/// Runs every mechanism × ε × trial for one user; `None` if the user has no candidate.
+/// Runs every mechanism × ε × trial for one user, drawing from `draws` (of `cfg.noise`'s mode);
+/// `None` if the user has no candidate. Errors only on the secure path, for inputs beyond its
+/// exact 128-bit arithmetic.
+#[allow(clippy::too_many_arguments)]
 pub fn run_user<S: UserScorer>(
     scorer: &S,
     sens: &Sensitivities,
@@ -114,11 +135,12 @@ pub fn run_user<S: UserScorer>(
     user: usize,
     scores: &mut [f64],
     scratch: &mut S::Scratch,
-) -> Option<UserRow> {
+    draws: &mut Draws,
+) -> Result<Option<UserRow>> {
     scorer.score(user, scores, scratch);
     let items = top_candidates(scores, scorer.excluded(user), cfg.top);
     if items.is_empty() {
-        return None;
+        return Ok(None);
     }
     let q: Vec<f64> = items
         .iter()
@@ -132,19 +154,19 @@ pub fn run_user<S: UserScorer>(
         })
         .collect();
     let d: Vec<f64> = items.iter().map(|&j| sens.delta[j as usize]).collect();
-    let problem = Problem::new(&q, &d).ok()?;
+    let Ok(problem) = Problem::new(&q, &d) else {
+        return Ok(None);
+    };
     let qmax = problem.max_score();
-    let streams = Streams::new(cfg.seed);
     let mut mean_selected = Vec::with_capacity(mechs.len() * cfg.epsilons.len());
     let mut mse = Vec::with_capacity(mean_selected.capacity());
     for per_eps in mechs {
         for (e, mech) in per_eps.iter().enumerate() {
-            let prepared = mech.prepare_many(&problem);
+            let selector = Selector::new(&**mech, &problem, cfg.noise)?;
             let id = name_id(mech.name());
             let (mut sum, mut sq) = (0.0, 0.0);
             for t in 0..cfg.trials {
-                let mut rng = streams.stream(id, e as u32, user as u64, t);
-                let v = q[prepared.sample(&mut rng)];
+                let v = q[selector.sample(draws, id, e as u32, user as u64, t)];
                 sum += v;
                 sq += (v - qmax) * (v - qmax);
             }
@@ -152,7 +174,7 @@ pub fn run_user<S: UserScorer>(
             mse.push(sq / f64::from(cfg.trials));
         }
     }
-    Some(UserRow {
+    Ok(Some(UserRow {
         user: user as u64,
         candidates: q.len() as u32,
         spearman: spearman(&q, &d),
@@ -161,7 +183,7 @@ pub fn run_user<S: UserScorer>(
         max_score: qmax,
         mean_selected,
         mse,
-    })
+    }))
 }
 
 /// Column names of the per-user table.
@@ -325,6 +347,13 @@ pub fn run_all<S: UserScorer>(
     mut stop_after_chunks: Option<usize>,
 ) -> Result<(Vec<UserRow>, u64)> {
     let mechs = cfg.build()?;
+    if cfg.noise.is_secure() {
+        SecureRng::from_os()?; // fail now, not inside a worker, if the OS has no entropy
+    }
+    let draws = || {
+        Draws::new(cfg.noise, Streams::new(cfg.seed))
+            .expect("OS entropy was available when the run started")
+    };
     let cells = cfg.mechanisms.len() * cfg.epsilons.len();
     let header = user_header(cfg);
     let n = scorer.n_users();
@@ -347,10 +376,12 @@ pub fn run_all<S: UserScorer>(
             let computed: Vec<Option<UserRow>> = (start..end)
                 .into_par_iter()
                 .map_init(
-                    || (vec![0.0; scorer.n_items()], scorer.scratch()),
-                    |(buf, scratch), u| run_user(scorer, sens, cfg, &mechs, u, buf, scratch),
+                    || (vec![0.0; scorer.n_items()], scorer.scratch(), draws()),
+                    |(buf, scratch, dr), u| {
+                        run_user(scorer, sens, cfg, &mechs, u, buf, scratch, dr)
+                    },
                 )
-                .collect();
+                .collect::<Result<_>>()?;
             let done: Vec<UserRow> = computed.into_iter().flatten().collect();
             store.write(c, &header, &done)?;
             done

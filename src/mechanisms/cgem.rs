@@ -10,13 +10,22 @@
 //! The `bound` chooser is an extension: the bit is [mGEM's utility bound ≥ GEM's] at `ε_g`
 //! (`crate::stats::bounds`); it reads the data just like a correlation, so it pays the same
 //! randomised-response share `c·ε`.
+//!
+//! Secure path (`docs/secure.md`): the budget is split in integers on the 2^−32 grid, `E = ⌊ε·2^32⌋`,
+//! `E_c = ⌊cε·2^32⌋`, `E_g = E − E_c`, so the two parts add up to exactly ε' = E/2^32 ≤ ε. The
+//! correlation bit is a deterministic function of the input (computed as in the float path); it is
+//! released by exact randomised response with ε_c' and then the secure `mgem` or `gem` runs with
+//! ε_g'.
 
 use rand::Rng as _;
 
-use crate::error::Result;
-use crate::mechanisms::gem::{prepare_gem, GemVariant, PreparedGem};
-use crate::mechanisms::{check_epsilon, check_open_unit, Mechanism, Prepared, Problem};
-use crate::rng::Rng;
+use crate::error::{Error, Result};
+use crate::mechanisms::gem::{prepare_gem, prepare_gem_secure, GemVariant, PreparedGem};
+use crate::mechanisms::secure::{randomized_response, SecurePermuteFlip, SecurePrepared};
+use crate::mechanisms::{
+    check_epsilon, check_open_unit, Mechanism, Prepared, Problem, SecureEpsilon,
+};
+use crate::rng::{Rng, SecureRng};
 use crate::stats::Chooser;
 
 /// Combined GEM.
@@ -80,9 +89,70 @@ impl Mechanism for CombinedGem {
     fn prepare_many<'a>(&'a self, problem: &Problem<'a>) -> Box<dyn Prepared + 'a> {
         Box::new(self.prepare_cgem(problem, true))
     }
+
+    fn secure_epsilon(&self) -> Result<f64> {
+        let (c, g) = self.secure_split()?;
+        Ok(SecureEpsilon { num: c.num + g.num }.value())
+    }
+
+    fn prepare_secure<'a>(&'a self, problem: &Problem<'a>) -> Result<Box<dyn SecurePrepared + 'a>> {
+        let (eps_c, eps_g) = self.secure_split()?;
+        // The public shift uses the float ε_g of the fast path; the guarantee uses ε_g'.
+        let eps_g_float = self.epsilon * (1.0 - self.c);
+        // The bit is a deterministic function of the input (a correlation, or the bound rule),
+        // computed as on the float path; exact randomised response protects it.
+        let true_bit = self.chooser.mgem_bit(
+            problem.scores(),
+            problem.sensitivities(),
+            eps_g_float,
+            self.beta,
+        );
+        Ok(Box::new(SecureCgem {
+            true_bit,
+            eps_c,
+            gem: prepare_gem_secure(GemVariant::Gem, eps_g_float, eps_g, self.beta, problem)?,
+            mgem: prepare_gem_secure(GemVariant::Modified, eps_g_float, eps_g, self.beta, problem)?,
+        }))
+    }
+}
+
+struct SecureCgem {
+    true_bit: bool,
+    eps_c: SecureEpsilon,
+    gem: SecurePermuteFlip,
+    mgem: SecurePermuteFlip,
+}
+
+impl SecurePrepared for SecureCgem {
+    fn sample(&self, rng: &mut SecureRng) -> usize {
+        if randomized_response(rng, self.true_bit, self.eps_c) {
+            self.mgem.sample(rng)
+        } else {
+            self.gem.sample(rng)
+        }
+    }
 }
 
 impl CombinedGem {
+    /// The secure split of ε: (ε_c', ε_g') on the 2^−32 grid, summing to ⌊ε·2^32⌋/2^32.
+    fn secure_split(&self) -> Result<(SecureEpsilon, SecureEpsilon)> {
+        let total = SecureEpsilon::new(self.epsilon)?;
+        let c = SecureEpsilon::new(self.c * self.epsilon)?;
+        if c.num >= total.num {
+            return Err(Error::InvalidParameter {
+                name: "c",
+                requirement: "to leave part of epsilon for GEM on the secure 2^-32 grid",
+                value: self.c,
+            });
+        }
+        Ok((
+            c,
+            SecureEpsilon {
+                num: total.num - c.num,
+            },
+        ))
+    }
+
     fn prepare_cgem(&self, problem: &Problem<'_>, many: bool) -> PreparedCgem {
         let eps_g = self.epsilon * (1.0 - self.c);
         let true_bit =

@@ -4,11 +4,16 @@
 //! space shifted by the maximum, so no weight overflows and the maximiser always has weight 1 (the
 //! failure mode of diffprivlib's issue #107, ANCHORS.md). ε-DP. Cost: O(k) to prepare, then
 //! O(log k) per selection by inverting the cumulative weights.
+//!
+//! Secure path (`docs/secure.md`): rejection sampling on the grid scores — a uniform proposal
+//! accepted with exact probability exp(−ε'(Q_max − Q_a)/(2D)) — whose accepted candidate has
+//! exactly the softmax law; expected k/Σw ≤ k proposals.
 
 use rand::Rng as _;
 
 use crate::error::Result;
-use crate::mechanisms::{check_epsilon, Mechanism, Prepared, Problem};
+use crate::mechanisms::secure::{ExpWeights, SecureExponential, SecurePrepared};
+use crate::mechanisms::{check_epsilon, Grid, Mechanism, Prepared, Problem, SecureEpsilon};
 use crate::rng::Rng;
 
 /// The exponential mechanism.
@@ -65,6 +70,18 @@ impl Mechanism for ExponentialMechanism {
 
     fn epsilon(&self) -> f64 {
         self.epsilon
+    }
+
+    fn secure_epsilon(&self) -> Result<f64> {
+        Ok(SecureEpsilon::new(self.epsilon)?.value())
+    }
+
+    fn prepare_secure<'a>(&'a self, problem: &Problem<'a>) -> Result<Box<dyn SecurePrepared + 'a>> {
+        let eps = SecureEpsilon::new(self.epsilon)?;
+        let grid = Grid::new(problem);
+        Ok(Box::new(SecureExponential(ExpWeights::new(
+            &grid.q, grid.d_max, eps,
+        ))))
     }
 
     fn prepare<'a>(&'a self, problem: &Problem<'a>) -> Box<dyn Prepared + 'a> {

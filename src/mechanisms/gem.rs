@@ -20,12 +20,25 @@
 //! floating-point points; the value is then computed with the same expression as the O(k²) oracle
 //! [`transformed_scores_naive`], and the two agree to a few ulps. Cost: O(k log k) to prepare;
 //! then O(k) per selection, or, after [`Mechanism::prepare_many`], `rnm`'s thinning sampler on q'.
+//!
+//! # Secure path (`docs/secure.md`)
+//! On the grid (integer scores `Q_a`, integer sensitivities `D_a`) with the public shift rounded
+//! to `T = round(t·2^8)` (any public t keeps the guarantee), `S_a = 2^8·Q_a − T·D_a` are integers
+//! and the same hull and tangent search run on the integer points `(D_b, S_b)` with exact 128-bit
+//! orientation tests ([`transformed_scores_exact`]). The transformed score `q'_a = min_b (S_a −
+//! S_b)/(2^8(D_a + D_b))` is an exact rational with sensitivity 1; it is rounded down onto the
+//! 2^−20 grid, `Q''_a = ⌊2^20·q'_a⌋`, whose sensitivity is exactly 2^20 units — 1 is a multiple of
+//! the grid step, so this rounding costs nothing. Then permute-and-flip with exact acceptances
+//! (the law of `rnm`) with sensitivity 2^20 units and ε'.
 
 use robust::{orient2d, Coord};
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::mechanisms::rnm::ExpNoisyMax;
-use crate::mechanisms::{check_epsilon, check_open_unit, Mechanism, Prepared, Problem};
+use crate::mechanisms::secure::{ExpWeights, SecurePermuteFlip, SecurePrepared};
+use crate::mechanisms::{
+    check_epsilon, check_open_unit, Grid, Mechanism, Prepared, Problem, SecureEpsilon,
+};
 
 /// Which shift: GEM (`t > 0`) or modified GEM (`t < 0`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -188,6 +201,139 @@ fn upper_hull(x: &[f64], y: &[f64]) -> Vec<Coord<f64>> {
     hull
 }
 
+/// The public shift on the 2^−8 grid of the secure path.
+pub const SHIFT_BITS: u32 = 8;
+/// The secure transformed scores are multiples of 2^−20 (sensitivity 2^20 units).
+pub const TRANSFORM_BITS: u32 = 20;
+/// Secure transformed scores are clamped below at −2^60 units (acceptance probability below
+/// e^−128 at every ε' on the grid; clamping never increases a difference).
+const TRANSFORM_FLOOR: i128 = -(1i128 << 60);
+
+fn overflow() -> Error {
+    Error::Invalid(
+        "secure GEM: scores, sensitivities and the shift span too many binary orders of magnitude \
+         for exact 128-bit arithmetic"
+            .into(),
+    )
+}
+
+/// Exact integer orientation sign of (a, b, c): > 0 counter-clockwise. `None` on overflow.
+fn orient_exact(a: (i128, i128), b: (i128, i128), c: (i128, i128)) -> Option<i32> {
+    let l = (b.0 - a.0).checked_mul(c.1.checked_sub(a.1)?)?;
+    let r = (b.1.checked_sub(a.1)?).checked_mul(c.0 - a.0)?;
+    Some(l.cmp(&r) as i32)
+}
+
+/// The integer points `S_a = 2^8·Q_a − T·D_a` of the secure transform.
+fn shifted_exact(q: &[i64], d: &[u64], t_num: i64) -> Result<Vec<i128>> {
+    q.iter()
+        .zip(d)
+        .map(|(&q, &d)| {
+            i128::from(t_num)
+                .checked_mul(i128::from(d))
+                .and_then(|td| (i128::from(q) << SHIFT_BITS).checked_sub(td))
+                .ok_or_else(overflow)
+        })
+        .collect()
+}
+
+/// `⌊2^20 (S_a − S_b) / (2^8 (D_a + D_b))⌋`, clamped below at −2^60.
+fn rounded_ratio(sa: i128, sb: i128, da: u64, db: u64) -> Result<i128> {
+    let num = (sa - sb)
+        .checked_mul(1i128 << (TRANSFORM_BITS - SHIFT_BITS))
+        .ok_or_else(overflow)?;
+    let den = i128::from(da) + i128::from(db);
+    Ok(num.div_euclid(den).max(TRANSFORM_FLOOR))
+}
+
+/// The secure transformed scores `Q''_a = ⌊2^20 q'_a⌋ ≤ 0` by the O(k²) definition, in exact
+/// integer arithmetic: the test oracle of [`transformed_scores_exact`]. `t_num` = round(t·2^8).
+pub fn transformed_scores_exact_naive(q: &[i64], d: &[u64], t_num: i64) -> Result<Vec<i64>> {
+    let s = shifted_exact(q, d, t_num)?;
+    (0..s.len())
+        .map(|a| {
+            let mut m = i128::MAX;
+            for b in 0..s.len() {
+                m = m.min(rounded_ratio(s[a], s[b], d[a], d[b])?);
+            }
+            Ok(m.min(0) as i64)
+        })
+        .collect()
+}
+
+/// The secure transformed scores in O(k log k): the upper hull of the integer points
+/// `(D_b, S_b)` and a binary tangent search from `(−D_a, S_a)`, every orientation test exact in
+/// 128-bit integers (an error, never a wrong answer, if a product would overflow). Equals
+/// [`transformed_scores_exact_naive`].
+pub fn transformed_scores_exact(q: &[i64], d: &[u64], t_num: i64) -> Result<Vec<i64>> {
+    let s = shifted_exact(q, d, t_num)?;
+    let mut pts: Vec<(i128, i128)> = d
+        .iter()
+        .zip(&s)
+        .map(|(&x, &y)| (i128::from(x), y))
+        .collect();
+    pts.sort_unstable();
+    let mut hull: Vec<(i128, i128)> = Vec::new();
+    for p in pts {
+        if let Some(&last) = hull.last() {
+            if last.0 == p.0 {
+                // Sorted by (x, y): the later point of equal abscissa is the higher one.
+                hull.pop();
+            }
+        }
+        while hull.len() >= 2 {
+            let o =
+                orient_exact(hull[hull.len() - 2], hull[hull.len() - 1], p).ok_or_else(overflow)?;
+            if o >= 0 {
+                hull.pop();
+            } else {
+                break;
+            }
+        }
+        hull.push(p);
+    }
+    (0..s.len())
+        .map(|a| {
+            let p = (-i128::from(d[a]), s[a]);
+            let (mut lo, mut hi) = (0usize, hull.len() - 1);
+            while lo < hi {
+                let mid = (lo + hi) / 2;
+                if orient_exact(p, hull[mid], hull[mid + 1]).ok_or_else(overflow)? > 0 {
+                    lo = mid + 1;
+                } else {
+                    hi = mid;
+                }
+            }
+            let v = hull[lo];
+            let m = rounded_ratio(s[a], v.1, d[a], v.0 as u64)?;
+            Ok(m.min(0) as i64)
+        })
+        .collect()
+}
+
+/// GEM's secure precomputation for `variant` at the grid ε `eps` (shared with `cgem`); `epsilon`
+/// is the float ε that defines the public shift t.
+pub(crate) fn prepare_gem_secure(
+    variant: GemVariant,
+    epsilon: f64,
+    eps: SecureEpsilon,
+    beta: f64,
+    problem: &Problem<'_>,
+) -> Result<SecurePermuteFlip> {
+    let grid = Grid::new(problem);
+    let t = shift(variant, epsilon, beta, problem.len());
+    let t_scaled = (t * f64::from(1u32 << SHIFT_BITS)).round();
+    if t_scaled.abs() > 2f64.powi(62) {
+        return Err(overflow());
+    }
+    let transformed = transformed_scores_exact(&grid.q, &grid.d, t_scaled as i64)?;
+    Ok(SecurePermuteFlip(ExpWeights::new(
+        &transformed,
+        1u64 << TRANSFORM_BITS,
+        eps,
+    )))
+}
+
 /// GEM's selection: `rnm` with sensitivity 1 on the transformed scores.
 pub(crate) type PreparedGem = ExpNoisyMax;
 
@@ -234,6 +380,21 @@ impl Mechanism for Gem {
             problem,
             true,
         ))
+    }
+
+    fn secure_epsilon(&self) -> Result<f64> {
+        Ok(SecureEpsilon::new(self.epsilon)?.value())
+    }
+
+    fn prepare_secure<'a>(&'a self, problem: &Problem<'a>) -> Result<Box<dyn SecurePrepared + 'a>> {
+        let eps = SecureEpsilon::new(self.epsilon)?;
+        Ok(Box::new(prepare_gem_secure(
+            self.variant,
+            self.epsilon,
+            eps,
+            self.beta,
+            problem,
+        )?))
     }
 }
 

@@ -4,11 +4,15 @@
 //! probability `1 / (e^ε + k − 1)`; it needs no sensitivities. ε-DP. The probabilities are computed
 //! as `1 / (1 + (k−1) e^{−ε})` so a huge ε does not overflow. Tied maxima: the "true argmax" is one
 //! of them chosen uniformly. Cost: O(k) to find the argmax set, O(1) per selection.
+//!
+//! Secure path (`docs/secure.md`): the argmax set of the exact scores (no grid is needed: krr uses
+//! no sensitivity), and the randomised response by rejection with exact Bernoulli(e^{−ε'}).
 
 use rand::Rng as _;
 
 use crate::error::Result;
-use crate::mechanisms::{check_epsilon, Mechanism, Prepared, Problem};
+use crate::mechanisms::secure::{SecureKrr, SecurePrepared};
+use crate::mechanisms::{check_epsilon, Mechanism, Prepared, Problem, SecureEpsilon};
 use crate::rng::Rng;
 
 /// k-randomised response.
@@ -59,6 +63,18 @@ impl Mechanism for KRandomizedResponse {
 
     fn epsilon(&self) -> f64 {
         self.epsilon
+    }
+
+    fn secure_epsilon(&self) -> Result<f64> {
+        Ok(SecureEpsilon::new(self.epsilon)?.value())
+    }
+
+    fn prepare_secure<'a>(&'a self, problem: &Problem<'a>) -> Result<Box<dyn SecurePrepared + 'a>> {
+        Ok(Box::new(SecureKrr {
+            k: problem.len(),
+            argmax: problem.argmax_set(),
+            eps: SecureEpsilon::new(self.epsilon)?,
+        }))
     }
 
     fn prepare<'a>(&'a self, problem: &Problem<'a>) -> Box<dyn Prepared + 'a> {

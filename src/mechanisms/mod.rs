@@ -9,6 +9,11 @@
 //! Work that depends only on (scores, sensitivities, ε) — GEM's transformed scores, the exponential
 //! mechanism's cumulative weights — is done once in [`Mechanism::prepare`]; repeated trials on the
 //! same problem then only call [`Prepared::sample`].
+//!
+//! Every mechanism that claims ε-DP also has a *secure path* ([`Mechanism::prepare_secure`],
+//! `--secure`, `docs/secure.md`): exact discrete noise on a power-of-two grid, drawn from an
+//! OS-seeded [`crate::rng::SecureRng`]. Runners choose between the two with one value,
+//! [`NoiseMode`], through [`Selector`].
 
 use std::fmt;
 
@@ -16,7 +21,7 @@ use rand::Rng as _;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::rng::Rng;
+use crate::rng::{Draws, NoiseMode, Rng};
 use crate::stats::Chooser;
 
 mod cgem;
@@ -27,6 +32,7 @@ mod pf;
 mod random;
 mod rnm;
 pub mod rs;
+pub mod secure;
 
 pub use cgem::CombinedGem;
 pub use em::ExponentialMechanism;
@@ -36,6 +42,7 @@ pub use pf::PermuteAndFlip;
 pub use random::UniformRandom;
 pub use rnm::{Noise, NoisyMax};
 pub use rs::{RandomStopping, StoppingRule};
+pub use secure::{Grid, SecureEpsilon, SecurePrepared};
 
 /// A selection problem: scores `q_a` and sensitivities `Δ_a > 0` of k ≥ 1 candidates, validated once.
 #[derive(Debug, Clone, Copy)]
@@ -195,6 +202,67 @@ pub trait Mechanism: Send + Sync + fmt::Debug {
     /// One selection on `problem`.
     fn select(&self, problem: &Problem<'_>, rng: &mut Rng) -> usize {
         self.prepare(problem).sample(rng)
+    }
+
+    /// The ε the secure path guarantees: ε rounded down onto the 2^−32 grid (0 for `random`),
+    /// never above [`Mechanism::epsilon`]. An error for a mechanism without a secure path (those
+    /// that claim no ε-DP: `rnmh`, `rnmh-laplace`) or an ε below 2^−32; runners call it when they
+    /// validate a secure run, before any work.
+    fn secure_epsilon(&self) -> Result<f64> {
+        Err(no_secure_path(self.name()))
+    }
+
+    /// The secure path's precomputation (`docs/secure.md`): the problem on the power-of-two grid
+    /// and exact samplers that draw only integers and bits from a [`crate::rng::SecureRng`].
+    fn prepare_secure<'a>(&'a self, problem: &Problem<'a>) -> Result<Box<dyn SecurePrepared + 'a>> {
+        let _ = problem;
+        Err(no_secure_path(self.name()))
+    }
+}
+
+/// The error of a mechanism without a secure path.
+pub(crate) fn no_secure_path(name: &str) -> Error {
+    Error::Invalid(format!(
+        "mechanism '{name}' has no secure path (--secure): it does not claim epsilon-DP"
+    ))
+}
+
+/// A prepared mechanism in one of the two modes: what runners hold while they draw many
+/// selections from one problem.
+pub enum Selector<'a> {
+    /// The float path ([`Mechanism::prepare_many`]).
+    Fast(Box<dyn Prepared + 'a>),
+    /// The secure path ([`Mechanism::prepare_secure`]).
+    Secure(Box<dyn SecurePrepared + 'a>),
+}
+
+impl<'a> Selector<'a> {
+    /// Prepares `mech` on `problem` for many selections in `mode`.
+    pub fn new(mech: &'a dyn Mechanism, problem: &Problem<'a>, mode: NoiseMode) -> Result<Self> {
+        Ok(match mode {
+            NoiseMode::Fast => Selector::Fast(mech.prepare_many(problem)),
+            NoiseMode::Secure => Selector::Secure(mech.prepare_secure(problem)?),
+        })
+    }
+
+    /// One selection. In fast mode it draws from the stream of (`mech_id`, `eps_index`, `user`,
+    /// `trial`) of the seeded `draws`; in secure mode from the worker's secure generator (the
+    /// stream coordinates are unused). Panics if `draws` is of the other mode (a runner bug).
+    pub fn sample(
+        &self,
+        draws: &mut Draws,
+        mech_id: u32,
+        eps_index: u32,
+        user: u64,
+        trial: u32,
+    ) -> usize {
+        match (self, draws) {
+            (Selector::Fast(p), Draws::Seeded(streams)) => {
+                p.sample(&mut streams.stream(mech_id, eps_index, user, trial))
+            }
+            (Selector::Secure(p), Draws::Secure(rng)) => p.sample(rng),
+            _ => panic!("Selector and Draws of different noise modes"),
+        }
     }
 }
 

@@ -4,11 +4,15 @@
 //! `exp(ε (q_a − q_max) / (2Δ))`; a maximiser is always accepted, so it stops after at most k visits.
 //! ε-DP, and identical in distribution to `rnm` with exponential noise (Ding et al. 2021).
 //! Cost per selection: O(k) worst case, fewer visits when ε is small.
+//!
+//! Secure path (`docs/secure.md`): the same visits on the grid scores, each acceptance an exact
+//! Bernoulli(exp(−ε'(Q_max − Q_a)/(2D))).
 
 use rand::Rng as _;
 
 use crate::error::Result;
-use crate::mechanisms::{check_epsilon, Mechanism, Prepared, Problem};
+use crate::mechanisms::secure::{ExpWeights, SecurePermuteFlip, SecurePrepared};
+use crate::mechanisms::{check_epsilon, Grid, Mechanism, Prepared, Problem, SecureEpsilon};
 use crate::rng::Rng;
 
 /// Permute-and-flip.
@@ -56,6 +60,18 @@ impl Mechanism for PermuteAndFlip {
 
     fn epsilon(&self) -> f64 {
         self.epsilon
+    }
+
+    fn secure_epsilon(&self) -> Result<f64> {
+        Ok(SecureEpsilon::new(self.epsilon)?.value())
+    }
+
+    fn prepare_secure<'a>(&'a self, problem: &Problem<'a>) -> Result<Box<dyn SecurePrepared + 'a>> {
+        let eps = SecureEpsilon::new(self.epsilon)?;
+        let grid = Grid::new(problem);
+        Ok(Box::new(SecurePermuteFlip(ExpWeights::new(
+            &grid.q, grid.d_max, eps,
+        ))))
     }
 
     fn prepare<'a>(&'a self, problem: &Problem<'a>) -> Box<dyn Prepared + 'a> {

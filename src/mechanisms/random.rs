@@ -1,9 +1,11 @@
 //! Uniformly random choice (SPEC §1, `random`): the baseline every private mechanism should beat.
-//! It ignores the scores, so it is 0-DP. Cost: O(1) per selection.
+//! It ignores the scores, so it is 0-DP. Cost: O(1) per selection. Secure path: an exact uniform
+//! integer from the secure generator.
 
 use rand::Rng as _;
 
 use crate::error::Result;
+use crate::mechanisms::secure::{SecurePrepared, SecureUniform};
 use crate::mechanisms::{check_epsilon, Guarantee, Mechanism, Prepared, Problem};
 use crate::rng::Rng;
 
@@ -43,6 +45,14 @@ impl Mechanism for UniformRandom {
 
     fn guarantee(&self) -> Guarantee {
         Guarantee::Pure { epsilon: 0.0 }
+    }
+
+    fn secure_epsilon(&self) -> Result<f64> {
+        Ok(0.0)
+    }
+
+    fn prepare_secure<'a>(&'a self, problem: &Problem<'a>) -> Result<Box<dyn SecurePrepared + 'a>> {
+        Ok(Box::new(SecureUniform(problem.len())))
     }
 
     fn prepare<'a>(&'a self, problem: &Problem<'a>) -> Box<dyn Prepared + 'a> {

@@ -13,13 +13,23 @@
 //! [`Mechanism::prepare_many`], an exact thinning sampler in descending score order
 //! ([`SortedNoisyMax`]): O(k log k) once per problem, then typically far fewer than k random draws
 //! per selection.
+//!
+//! Secure path (`docs/secure.md`), for the two ε-DP variants only: `rnm` samples exactly the law
+//! of report-noisy-max with exponential noise on the grid scores, through permute-and-flip with
+//! exact acceptances (the two laws are identical); `rnm-laplace` adds exact discrete Laplace noise
+//! of rate ε'/(2D) in grid units and breaks ties uniformly at random.
 
 use crate::error::Result;
+use crate::mechanisms::secure::{
+    noise_scales, ExactNoise, ExpWeights, SecureNoisyMax, SecurePermuteFlip, SecurePrepared,
+};
 use crate::mechanisms::{
-    argmax_random_ties, check_epsilon, Guarantee, Mechanism, Prepared, Problem,
+    argmax_random_ties, check_epsilon, no_secure_path, Grid, Guarantee, Mechanism, Prepared,
+    Problem, SecureEpsilon,
 };
 use crate::rng::Rng;
 use crate::stats::distributions::{exp1, laplace1};
+use crate::stats::exact::FRACTION_BITS;
 
 /// The noise family of a noisy-max mechanism.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -142,6 +152,37 @@ impl Mechanism for NoisyMax {
             noise: self.noise,
             scale,
             scales,
+        })
+    }
+
+    fn secure_epsilon(&self) -> Result<f64> {
+        if self.heterogeneous {
+            return Err(no_secure_path(self.name()));
+        }
+        Ok(SecureEpsilon::new(self.epsilon)?.value())
+    }
+
+    fn prepare_secure<'a>(&'a self, problem: &Problem<'a>) -> Result<Box<dyn SecurePrepared + 'a>> {
+        if self.heterogeneous {
+            return Err(no_secure_path(self.name()));
+        }
+        // A mis-calibrated audit variant scales its secure noise for `noise_epsilon` too.
+        let eps = SecureEpsilon::new(self.noise_epsilon)?;
+        let grid = Grid::new(problem);
+        Ok(match self.noise {
+            Noise::Exponential => {
+                Box::new(SecurePermuteFlip(ExpWeights::new(&grid.q, grid.d_max, eps)))
+            }
+            Noise::Laplace => {
+                // Rate ε'/(2D): s = E, t = 2·2^32·D.
+                let t = noise_scales(&vec![grid.d_max; grid.q.len()], 2u128 << FRACTION_BITS);
+                Box::new(SecureNoisyMax {
+                    q: grid.q,
+                    s: u128::from(eps.num),
+                    t,
+                    noise: ExactNoise::Laplace,
+                })
+            }
         })
     }
 

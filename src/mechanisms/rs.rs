@@ -12,13 +12,23 @@
 //! | `rs-exp-m1` (audit reference) | Geometric(γ) | Exp(mean Δ_a/ε) | claims ε-DP, is only 3ε-DP |
 //!
 //! Cost per selection: K noise draws, with E(K) = 1/γ for `rs`.
+//!
+//! Secure path (`docs/secure.md`), for all three: K from an exact sampler (Bernoulli(γ) trials with
+//! the dyadic γ; for `rs-tnb` exact rejection from geometric proposals, η rounded toward zero onto
+//! the 2^−32 grid), uniform candidates as exact integers, and discrete Laplace (`rs`, `rs-tnb`) or
+//! one-sided geometric (`rs-exp`) noise of rate ε'/(m·D_a) in grid units.
 
 use rand::Rng as _;
 
 use crate::error::{Error, Result};
-use crate::mechanisms::{check_epsilon, Guarantee, Mechanism, Prepared, Problem};
+use crate::mechanisms::secure::{noise_scales, ExactNoise, SecurePrepared, SecureRandomStopping};
+use crate::mechanisms::{
+    check_epsilon, no_secure_path, Grid, Guarantee, Mechanism, Prepared, Problem, SecureEpsilon,
+};
 use crate::rng::Rng;
+use crate::rng::SecureRng;
 use crate::stats::distributions::{exp1, laplace1, Geometric1, TruncatedNegBinomial};
+use crate::stats::exact::{ExactStopping, FRACTION_BITS};
 
 /// How the number of draws K is chosen, and with it the noise.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -151,6 +161,59 @@ impl RandomStopping {
         prepared.sample_counting(rng)
     }
 
+    /// The secure path's exact stopping rule and noise multiplier m (as m·2^32).
+    fn secure_stopping(&self) -> Result<(ExactStopping, u128)> {
+        Ok(match &self.stopping {
+            Stopping::Tnb(t) => {
+                let stop = ExactStopping::tnb(t.gamma(), t.eta())?;
+                let ExactStopping::TruncatedNegBinomial { eta_num, .. } = stop else {
+                    unreachable!("tnb() builds the truncated negative binomial")
+                };
+                (
+                    stop,
+                    ((2i128 << FRACTION_BITS) + i128::from(eta_num)) as u128,
+                )
+            }
+            // Multiplier 3 (`rs`, `rs-exp`) or 1 (the mis-calibrated audit reference `rs-exp-m1`,
+            // which keeps its miscalibration on the secure path): exact in 2^32 units.
+            Stopping::Geometric(g) => (
+                ExactStopping::Geometric { gamma: g.gamma() },
+                (self.multiplier * 2f64.powi(FRACTION_BITS as i32)) as u128,
+            ),
+            // `bot-exp` claims no DP: no secure path.
+            Stopping::Fixed(_) => return Err(no_secure_path(self.name)),
+        })
+    }
+
+    fn prepare_secure_rs(&self, problem: &Problem<'_>) -> Result<SecureRandomStopping> {
+        let eps = SecureEpsilon::new(self.epsilon)?;
+        let (stopping, mult) = self.secure_stopping()?;
+        let grid = Grid::new(problem);
+        Ok(SecureRandomStopping {
+            t: noise_scales(&grid.d, mult),
+            q: grid.q,
+            s: u128::from(eps.num),
+            noise: if self.rule != StoppingRule::Geometric
+                && self.rule != StoppingRule::TruncatedNegBinomial
+            {
+                ExactNoise::Geometric
+            } else {
+                ExactNoise::Laplace
+            },
+            stopping,
+        })
+    }
+
+    /// One secure selection that also reports the K it used (for tests of the exact stopping
+    /// distribution).
+    pub fn select_secure_counting(
+        &self,
+        problem: &Problem<'_>,
+        rng: &mut SecureRng,
+    ) -> Result<(usize, u64)> {
+        Ok(self.prepare_secure_rs(problem)?.sample_counting(rng))
+    }
+
     fn prepare_rs<'a>(&'a self, problem: &Problem<'a>) -> PreparedRs<'a> {
         let c = self.multiplier / self.epsilon;
         PreparedRs {
@@ -220,5 +283,14 @@ impl Mechanism for RandomStopping {
 
     fn prepare<'a>(&'a self, problem: &Problem<'a>) -> Box<dyn Prepared + 'a> {
         Box::new(self.prepare_rs(problem))
+    }
+
+    fn secure_epsilon(&self) -> Result<f64> {
+        self.secure_stopping()?;
+        Ok(SecureEpsilon::new(self.epsilon)?.value())
+    }
+
+    fn prepare_secure<'a>(&'a self, problem: &Problem<'a>) -> Result<Box<dyn SecurePrepared + 'a>> {
+        Ok(Box::new(self.prepare_secure_rs(problem)?))
     }
 }

@@ -20,8 +20,13 @@ pub struct ChiSquare {
 const MIN_EXPECTED: f64 = 5.0;
 
 fn chi_square_p(statistic: f64, dof: usize) -> f64 {
-    if dof == 0 {
+    // A statistic of exactly 0 (observed = expected in every cell) is the best possible fit; the
+    // incomplete gamma function is undefined at 0.
+    if dof == 0 || statistic <= 0.0 {
         return 1.0;
+    }
+    if statistic == f64::INFINITY {
+        return 0.0;
     }
     gamma_ur(dof as f64 / 2.0, statistic / 2.0)
 }

@@ -1,9 +1,10 @@
-//! Shared numerics: samplers, percentiles, correlations, utility bounds and the hypothesis tests used
-//! to check them.
+//! Shared numerics: samplers (floating-point in [`distributions`], exact in [`exact`]),
+//! percentiles, correlations, utility bounds and the hypothesis tests used to check them.
 
 pub mod bounds;
 pub mod correlation;
 pub mod distributions;
+pub mod exact;
 pub mod hypothesis;
 pub mod percentile;
 

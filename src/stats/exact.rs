@@ -1,0 +1,272 @@
+//! Exact samplers of the secure path (`docs/secure.md`): every draw is a function of uniform random
+//! *integers and bits* from a [`SecureRng`], with rational or dyadic parameters, so the output law
+//! is exactly the stated one — no floating-point arithmetic touches the randomness (Mironov, CCS
+//! 2012, shows how floating-point Laplace samplers leak).
+//!
+//! The building blocks follow Canonne, Kamath and Steinke (NeurIPS 2020, "The discrete Gaussian for
+//! differential privacy"): Bernoulli(exp(−x)) for rational x by their Algorithm 1, and the discrete
+//! Laplace and geometric distributions with rational scale by their Algorithm 2.
+
+use crate::error::{Error, Result};
+use crate::rng::SecureRng;
+
+/// Bernoulli(num/den), exactly: a uniform integer below `den` compared with `num`. `den ≥ 1`;
+/// `num ≥ den` is certain success.
+#[inline]
+pub fn bernoulli_ratio(rng: &mut SecureRng, num: u128, den: u128) -> bool {
+    if num >= den {
+        return true;
+    }
+    if num == 0 {
+        return false;
+    }
+    rng.below_u128(den) < num
+}
+
+/// Bernoulli(exp(−x)) for x = num/den in [0, 1] (Canonne–Kamath–Steinke Algorithm 1): draw
+/// Bernoulli(x/1), Bernoulli(x/2), … until the first failure; the number K of draws made is odd
+/// with probability exactly exp(−x).
+#[inline]
+fn bernoulli_exp_neg_unit(rng: &mut SecureRng, num: u128, den: u128) -> bool {
+    let mut k: u128 = 1;
+    // den·k saturates only after ~2^50 consecutive successes (probability below 1/2^50!).
+    while bernoulli_ratio(rng, num, den.saturating_mul(k)) {
+        k += 1;
+    }
+    k % 2 == 1
+}
+
+/// Bernoulli(exp(−num/den)), exactly, for any rational x = num/den ≥ 0 (`den ≥ 1`): ⌊x⌋
+/// independent Bernoulli(exp(−1)) draws (stopping at the first failure) and one Bernoulli(exp(−(x −
+/// ⌊x⌋))). Expected cost O(1) draws for every x.
+#[inline]
+pub fn bernoulli_exp_neg(rng: &mut SecureRng, num: u128, den: u128) -> bool {
+    let whole = num / den;
+    let frac = num % den;
+    let mut i = 0u128;
+    while i < whole {
+        if !bernoulli_exp_neg_unit(rng, 1, 1) {
+            return false;
+        }
+        i += 1;
+    }
+    bernoulli_exp_neg_unit(rng, frac, den)
+}
+
+/// Bernoulli(p) for a floating-point p, exactly: every finite f64 is a dyadic rational, and a
+/// uniform U in [0, 1) is compared with p one binary digit at a time (2 random bits on average).
+/// p ≤ 0 never succeeds, p ≥ 1 always does.
+pub fn bernoulli_dyadic(rng: &mut SecureRng, p: f64) -> bool {
+    if p.is_nan() || p <= 0.0 {
+        return false;
+    }
+    if p >= 1.0 {
+        return true;
+    }
+    // p = m · 2^(exp) with an integer mantissa m (53 bits, implicit bit included for normals).
+    let bits = p.to_bits();
+    let raw_exp = ((bits >> 52) & 0x7ff) as i64;
+    let frac = bits & ((1u64 << 52) - 1);
+    let (m, exp) = if raw_exp == 0 {
+        (frac, -1074i64)
+    } else {
+        (frac | (1u64 << 52), raw_exp - 1075)
+    };
+    // p = m / 2^e with e = −exp > 0; digit i ≥ 1 of p after the binary point is bit (e − i) of m.
+    let e = -exp;
+    for i in 1..=e {
+        let shift = e - i;
+        let pb = shift < 64 && (m >> shift) & 1 == 1;
+        let ub = rng.bit();
+        if ub != pb {
+            return pb; // U's digit 0 where p's is 1: U < p
+        }
+    }
+    false // U agrees with every digit of p, so U ≥ p
+}
+
+/// One draw of the number of Bernoulli(γ) trials up to and including the first success
+/// (Geometric(γ) on {1, 2, …}), each trial by [`bernoulli_dyadic`]. γ in (0, 1].
+pub fn geometric_trials(rng: &mut SecureRng, gamma: f64) -> u64 {
+    let mut k = 1u64;
+    while !bernoulli_dyadic(rng, gamma) {
+        k += 1;
+    }
+    k
+}
+
+/// One draw of X with `P(X = x) ∝ exp(−x/t)` on {0, 1, …} (`t ≥ 1` an integer): X = U + t·V with
+/// U uniform on {0..t−1} kept with probability exp(−U/t), and V the number of successes of
+/// Bernoulli(exp(−1)) before the first failure (Canonne–Kamath–Steinke Algorithm 2, steps 1–4).
+#[inline]
+fn geometric_scale(rng: &mut SecureRng, t: u128) -> u128 {
+    loop {
+        let u = rng.below_u128(t);
+        if !bernoulli_exp_neg(rng, u, t) {
+            continue;
+        }
+        let mut v = 0u128;
+        while bernoulli_exp_neg_unit(rng, 1, 1) {
+            v += 1;
+        }
+        return u + t * v;
+    }
+}
+
+/// One-sided discrete exponential (geometric) noise on {0, 1, …} with `P(G = g) ∝ exp(−g·s/t)`,
+/// s, t ≥ 1 integers: ⌊X/s⌋ for the X of scale t above.
+#[inline]
+pub fn discrete_geometric(rng: &mut SecureRng, s: u128, t: u128) -> u128 {
+    geometric_scale(rng, t) / s
+}
+
+/// Discrete Laplace noise on the integers with `P(Z = z) ∝ exp(−|z|·s/t)`, s, t ≥ 1 integers
+/// (Canonne–Kamath–Steinke Algorithm 2): a geometric magnitude with a fair sign, rejecting the
+/// negative zero.
+#[inline]
+pub fn discrete_laplace(rng: &mut SecureRng, s: u128, t: u128) -> i128 {
+    loop {
+        let y = discrete_geometric(rng, s, t);
+        let negative = rng.bit();
+        if negative && y == 0 {
+            continue;
+        }
+        return if negative { -(y as i128) } else { y as i128 };
+    }
+}
+
+/// Bits of the dyadic grid on which the secure path represents η of `rs-tnb` and ε
+/// (`docs/secure.md`): values are multiples of 2^−32.
+pub const FRACTION_BITS: u32 = 32;
+
+/// The exact stopping time of the secure random-stopping mechanisms (SPEC §1, `rs`, `rs-tnb`).
+#[derive(Debug, Clone, Copy)]
+pub enum ExactStopping {
+    /// Geometric(γ) on {1, 2, …} (`rs`, `rs-exp`).
+    Geometric {
+        /// Stopping probability, used exactly as the dyadic rational it is.
+        gamma: f64,
+    },
+    /// The truncated negative binomial `D_{η,γ}` of Papernot and Steinke, with η = `eta_num`/2^32.
+    TruncatedNegBinomial {
+        /// γ.
+        gamma: f64,
+        /// η · 2^32, > −2^32.
+        eta_num: i64,
+    },
+}
+
+impl ExactStopping {
+    /// `D_{η,γ}` with η rounded toward zero onto the 2^−32 grid (the mechanism then uses that η
+    /// everywhere, so its guarantee is the guarantee of `rs-tnb` with the rounded η). γ in (0, 1],
+    /// η > −1 finite.
+    pub fn tnb(gamma: f64, eta: f64) -> Result<Self> {
+        let scaled = (eta * f64::from(1u32 << 31) * 2.0).trunc();
+        if !(eta.is_finite() && eta > -1.0) || scaled.abs() > 2f64.powi(62) {
+            return Err(Error::InvalidParameter {
+                name: "eta",
+                requirement: "finite, > -1 and below 2^30 (secure mode)",
+                value: eta,
+            });
+        }
+        Ok(ExactStopping::TruncatedNegBinomial {
+            gamma,
+            eta_num: scaled as i64,
+        })
+    }
+
+    /// One draw of K.
+    pub fn sample(&self, rng: &mut SecureRng) -> u64 {
+        match *self {
+            ExactStopping::Geometric { gamma } => geometric_trials(rng, gamma),
+            ExactStopping::TruncatedNegBinomial { gamma, eta_num } => {
+                if gamma >= 1.0 {
+                    return 1;
+                }
+                if eta_num <= 0 {
+                    tnb_nonpositive(rng, gamma, eta_num)
+                } else {
+                    tnb_positive(rng, gamma, eta_num)
+                }
+            }
+        }
+    }
+}
+
+/// −1 < η ≤ 0. The logarithmic distribution (η = 0), `P(K = k) ∝ (1−γ)^k / k`, is Geometric(γ)
+/// thinned by Bernoulli(1/K); for η < 0 the target is the logarithmic law times
+/// `Π_{l=1}^{k−1}(1 + η/l) ≤ 1`, accepted as a product of exact rational Bernoullis (SPEC §1,
+/// `rs-tnb`; the same factorisation as the float sampler's rejection step).
+fn tnb_nonpositive(rng: &mut SecureRng, gamma: f64, eta_num: i64) -> u64 {
+    let one = 1u128 << FRACTION_BITS;
+    loop {
+        let k = geometric_trials(rng, gamma);
+        if rng.below(k) != 0 {
+            continue;
+        }
+        // Π_{l=1}^{k−1} (l·2^32 + η_num) / (l·2^32).
+        let mut accept = true;
+        let mut l = 1u64;
+        while accept && l < k && eta_num != 0 {
+            let den = u128::from(l) * one;
+            let num = (den as i128 + i128::from(eta_num)) as u128;
+            accept = bernoulli_ratio(rng, num, den);
+            l += 1;
+        }
+        if accept {
+            return k;
+        }
+    }
+}
+
+/// η > 0: the negative binomial NB(n, γ), n = ⌈η⌉ (a sum of n geometric failure counts), with 0
+/// rejected, is a proposal whose ratio to `D_{η,γ}` is proportional to
+/// `Π_{l=1}^{k−1}(l + η)/(l + n) ≤ 1` — accepted as a product of exact rational Bernoullis. For
+/// integer η every proposal is accepted (η = 1 is Geometric(γ)).
+fn tnb_positive(rng: &mut SecureRng, gamma: f64, eta_num: i64) -> u64 {
+    let one = 1i128 << FRACTION_BITS;
+    let n = (i128::from(eta_num) + one - 1) / one; // ⌈η⌉
+    loop {
+        let mut k = 0u64;
+        for _ in 0..n {
+            k += geometric_trials(rng, gamma) - 1;
+        }
+        if k == 0 {
+            continue;
+        }
+        let mut accept = true;
+        let mut l = 1u64;
+        while accept && l < k {
+            let num = i128::from(l) * one + i128::from(eta_num);
+            let den = (i128::from(l) + n) * one;
+            accept = bernoulli_ratio(rng, num as u128, den as u128);
+            l += 1;
+        }
+        if accept {
+            return k;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dyadic_bernoulli_edge_cases() {
+        let mut rng = SecureRng::from_seed_insecure(1);
+        assert!(!bernoulli_dyadic(&mut rng, 0.0));
+        assert!(bernoulli_dyadic(&mut rng, 1.0));
+        let n = 20_000;
+        let hits = (0..n).filter(|_| bernoulli_dyadic(&mut rng, 0.5)).count();
+        assert!((hits as f64 / n as f64 - 0.5).abs() < 0.02);
+    }
+
+    #[test]
+    fn exp_bernoulli_certain_at_zero() {
+        let mut rng = SecureRng::from_seed_insecure(2);
+        for _ in 0..1000 {
+            assert!(bernoulli_exp_neg(&mut rng, 0, 7));
+        }
+    }
+}
