@@ -12,7 +12,7 @@
 #   median time and memory (the machine may be shared).
 #   --synthetic also fits the ml20m- and netflix-shaped synthetic data with recsel (time, memory).
 #   --exact-large adds `exact` on amazon-book-kgat and gowalla (the reference's CHOLMOD did not finish
-#   in 220 s / 700 s there, ANCHORS.md; stopped after REF_TIMEOUT seconds).
+#   in 220 s / 700 s there, README, "SANSA versus the Python reference"; stopped after REF_TIMEOUT seconds).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 DATA=${DATA:-$ROOT/../shared/data}
@@ -32,7 +32,7 @@ while [ $# -gt 0 ]; do
 done
 
 if ! "$VENV/bin/python" -c "import sansa" 2>/dev/null; then
-  echo "installing the Python reference into $VENV (ANCHORS.md) ..." >&2
+  echo "installing the Python reference into $VENV (README, section 'SANSA versus the Python reference') ..." >&2
   apt-get install -y -qq libsuitesparse-dev >&2
   python3 -m venv "$VENV"
   "$VENV/bin/pip" install -q "numpy<2" "scipy<1.14" "cython<3" setuptools wheel >&2

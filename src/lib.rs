@@ -1,7 +1,7 @@
 //! recsel — differentially private top-1 recommendation.
 //!
 //! A recommender scores items for each user; a differentially private selection mechanism picks one
-//! item to show. The folders follow the path a record travels (STYLE.md):
+//! item to show. The folders follow the path a record travels (docs/ARCHITECTURE.md):
 //!
 //! * [`data`] — loaders, preprocessing, splits and synthetic interactions (docs/protocol.md, steps 1–3);
 //! * [`model`] — EASE and SANSA (docs/sansa.md), model files; [`eval`] — Recall and nDCG (docs/protocol.md, step 4);

@@ -1,4 +1,4 @@
-//! The `recsel` command: parse arguments, run, map errors to exit codes (STYLE.md: thin binary).
+//! The `recsel` command: parse arguments, run, map errors to exit codes (docs/ARCHITECTURE.md: thin binary).
 
 mod cli;
 

@@ -1,4 +1,4 @@
-//! Reproducible random streams (STYLE.md, "Randomness and reproducibility"; SPEC §5.8).
+//! Reproducible random streams (docs/ARCHITECTURE.md, "Randomness and reproducibility"; docs/protocol.md, step 8).
 //!
 //! One 64-bit seed gives an independent ChaCha8 stream for every (mechanism, ε index, user, trial):
 //! the key mixes the seed with the mechanism and ε index, the 64-bit ChaCha stream id is the user,

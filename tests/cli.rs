@@ -1,4 +1,4 @@
-//! The real binary on real arguments (STYLE.md, after ripgrep's CLI tests).
+//! The real binary on real arguments (docs/ARCHITECTURE.md, after ripgrep's CLI tests).
 
 use std::process::{Command, Output};
 

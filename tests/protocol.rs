@@ -1,4 +1,4 @@
-//! The real-data protocol options of issue 10 (SPEC §5.6): whose scores the per-item percentiles
+//! The real-data protocol options of issue 10 (docs/protocol.md, step 6): whose scores the per-item percentiles
 //! are taken over (`all` test users or those `without-item`) and whether candidate scores are
 //! clipped — each checked against a brute-force computation —, the per-run diagnostics, and the
 //! random scatter sample.

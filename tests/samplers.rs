@@ -1,4 +1,4 @@
-//! The stopping-time distributions of random stopping against their exact pmfs (SPEC §1), read off
+//! The stopping-time distributions of random stopping against their exact pmfs (docs/mechanisms.md), read off
 //! the mechanisms themselves, with power checks on γ.
 
 use rayon::prelude::*;
@@ -170,7 +170,7 @@ fn tnb_pmf_is_the_spec_product_formula() {
     }
 }
 
-/// The logarithmic case of the SPEC formula: `(1−γ)^k / (k ln(1/γ))`.
+/// The logarithmic case of the formula in docs/mechanisms.md: `(1−γ)^k / (k ln(1/γ))`.
 #[test]
 fn logarithmic_pmf_is_the_spec_formula() {
     let gamma: f64 = 0.0008;

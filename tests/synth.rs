@@ -1,4 +1,4 @@
-//! Synthetic experiments (issue 3; SPEC §2–4): the paper's findings with statistical margins,
+//! Synthetic experiments (issue 3; docs/experiments.md and docs/mechanisms.md): the paper's findings with statistical margins,
 //! data generation, determinism across thread counts, outputs, pipelines and the two-candidate
 //! closed form.
 
@@ -134,7 +134,7 @@ fn correlations_have_the_designed_signs() {
     assert!(sp("1", "all") > 0.9);
     assert!(sp("2", "all") < -0.9);
     assert!(sp("3", "all").abs() < 1e-12);
-    // Scenario 7: group 0 negatively, group 1 positively correlated (SPEC §4).
+    // Scenario 7: group 0 negatively, group 1 positively correlated (docs/experiments.md).
     assert!(sp("7", "group 0") < -0.9, "{}", sp("7", "group 0"));
     assert!(sp("7", "group 1") > 0.9, "{}", sp("7", "group 1"));
 }

@@ -1,4 +1,4 @@
-//! Integration tests: one binary (STYLE.md), one module per area.
+//! Integration tests: one binary (docs/ARCHITECTURE.md), one module per area.
 
 mod util;
 

@@ -2,7 +2,7 @@
 //!
 //! Every statistical test uses a fixed seed and rejects at p < 1e-6, so a correct implementation
 //! fails spuriously about once in a million runs; each also has a power check — the same test
-//! applied with ε (or γ) misstated by ±30% must reject (STYLE.md, after OpenDP and Tumult).
+//! applied with ε (or γ) misstated by ±30% must reject (docs/ARCHITECTURE.md, after OpenDP and Tumult).
 
 use rayon::prelude::*;
 use recsel::mechanisms::{Mechanism, Problem};

@@ -37,7 +37,7 @@ pub struct Args {
     /// Total failure probability of all bounds of one mechanism (Bonferroni-corrected).
     #[arg(long, value_name = "A", default_value_t = 0.01)]
     alpha: f64,
-    /// `builtin` (adversarial families around the base problem plus the SPEC §1 counterexamples)
+    /// `builtin` (adversarial families around the base problem plus the docs/mechanisms.md counterexamples)
     /// or a JSON file of pairs.
     #[arg(long, default_value = "builtin")]
     pairs: String,

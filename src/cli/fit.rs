@@ -1,5 +1,5 @@
 //! `recsel fit`: load a dataset, fit EASE or SANSA on the training users, evaluate on the test users
-//! (SPEC §5.1–5.4, §6) and optionally save the model.
+//! (docs/protocol.md, steps 1–4, §6) and optionally save the model.
 
 use std::io::Write;
 use std::path::PathBuf;

@@ -1,4 +1,4 @@
-//! Command-line interface: one file per subcommand (STYLE.md, xsv layout). Only the binary sees clap
+//! Command-line interface: one file per subcommand (docs/ARCHITECTURE.md, xsv layout). Only the binary sees clap
 //! and anyhow.
 
 mod fit;

@@ -10,7 +10,8 @@ use recsel::data::load_dataset_with;
 use recsel::experiments::real::{self, ChunkStore, SelectConfig, PAPER_EPSILONS};
 use recsel::mechanisms::{self, MechParams};
 use recsel::report::select::{
-    nearest_epsilon, scatter_points, write_select, SelectResults, SelectRun, SCATTER_USERS,
+    nearest_epsilon, scatter_points, summary_json, summary_text, write_select, SelectResults,
+    SelectRun, Timings,
 };
 use recsel::scoring::{
     item_sensitivities, ModelScorer, PercentileUsers, SensitivityConfig, UserScorer,
@@ -39,7 +40,7 @@ pub struct Args {
     data_seed: u64,
     #[command(flatten)]
     model: ModelArgs,
-    /// Mechanisms: `all` (the 13 of docs/mechanisms.md) or a comma-separated list.
+    /// Mechanisms: `all` (the 14 of docs/mechanisms.md) or a comma-separated list.
     #[arg(long, default_value = "all")]
     mech: String,
     /// ε grid, comma separated (default: 0.01,0.02,0.05,0.1,0.2,0.5,1,2,4,8,16).
@@ -105,15 +106,10 @@ pub fn parse(argv: &[String]) -> Result<Args, clap::Error> {
 /// Validates the arguments without running: the data can be read (files and columns exist), the
 /// mechanisms and ε grid are valid (`recsel run --check`).
 pub fn check(args: &Args) -> anyhow::Result<()> {
-    let src = args.data.source()?;
-    let opts = args.data.load_options()?;
-    recsel::data::load::check_source(&src, &opts)?;
+    recsel::data::load::check_source(&args.data.source()?, &args.data.load_options()?)?;
     mechanisms::parse_list(&args.mech)?;
-    if let Some(e) = &args.eps {
-        for eps in parse_f64_list("--eps", e)? {
-            recsel::mechanisms::build("rnm", &MechParams::default().with_epsilon(eps))
-                .with_context(|| format!("--eps {e}"))?;
-        }
+    for eps in parse_f64_list("--eps", args.eps.as_deref().unwrap_or("1"))? {
+        mechanisms::build("rnm", &MechParams::default().with_epsilon(eps)).context("--eps")?;
     }
     Ok(())
 }
@@ -123,12 +119,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let src = args.data.source()?;
     let load_opts = args.data.load_options()?;
     let specs = mechanisms::parse_list(&args.mech)?;
+    // `all` in secure mode: only the mechanisms with a secure path (not rnmh, rnmh-laplace).
+    let insecure = |n: &str| args.secure && args.mech == "all" && n.starts_with("rnmh");
     let names: Vec<String> = specs
         .iter()
-        .filter(|s| {
-            !(args.secure && args.mech == "all" && matches!(s.name, "rnmh" | "rnmh-laplace"))
-        })
-        .map(|s| s.name.to_string())
+        .filter(|s| !insecure(s.name))
+        .map(|s| s.name.into())
         .collect();
     let epsilons = match &args.eps {
         Some(e) => parse_f64_list("--eps", e)?,
@@ -150,16 +146,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         gamma: data.descriptor.gamma(),
         ..MechParams::default()
     })?;
-    eprintln!(
-        "[select] random stopping γ = {} ({}), GEM β = {}",
-        mech_params.gamma,
-        if args.opts.gamma.is_some() {
-            "given"
-        } else {
-            "the paper's for this data set"
-        },
-        mech_params.beta
-    );
+    let origin = ["the paper's for this data set", "given"][args.opts.gamma.is_some() as usize];
+    let (g, b) = (mech_params.gamma, mech_params.beta);
+    eprintln!("[select] random stopping γ = {g} ({origin}), GEM β = {b}");
     let seed = match args.seed {
         Some(s) => s,
         None if args.secure => 0, // unused: the secure path has no seed
@@ -212,15 +201,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let select_s = t.elapsed().as_secs_f64();
     // Diagnostics (docs/real-data.md): one more scoring pass over every user.
     let t = Instant::now();
-    let sample = real::random_sample(scorer.n_users(), SCATTER_USERS, cfg.seed);
-    let (counts, candidates) = real::candidate_pass(&scorer, &sens, &cfg, &sample);
-    let diagnostics = real::diagnostics(&cfg, &sens, sens_cfg.floor, &counts, candidates, &rows);
-    let rules = real::rule_table(&cfg, &rows, &counts);
+    let analysis = real::analyse(&scorer, &sens, sens_cfg.floor, &cfg, &rows);
     let diag_s = t.elapsed().as_secs_f64();
     let scatter_e = nearest_epsilon(&cfg, args.scatter_eps);
     let scatter = scatter_points(&cfg, &rows, scatter_e);
-    let spearman = real::spearman_summary(&rows);
-    let mse = real::mse_table(&cfg, &rows);
     let run = SelectRun {
         dataset: data.name(),
         data_seed: args.data_seed,
@@ -232,131 +216,32 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     let results = SelectResults {
         rows: &rows,
-        mse: &mse,
-        spearman: &spearman,
+        mse: &analysis.mse,
+        spearman: &analysis.spearman,
         user_ids: &data.test_user_ids,
         sens: &sens,
         item_ids: &data.item_ids,
-        counts: &counts,
-        diagnostics: &diagnostics,
-        rules: &rules,
+        counts: &analysis.counts,
+        diagnostics: &analysis.diagnostics,
+        rules: &analysis.rules,
     };
     let files = write_select(&out, &run, &results)
         .with_context(|| format!("writing the results into {}", out.display()))?;
-    let total_s = start.elapsed().as_secs_f64();
-    let peak = super::fit::peak_rss_mb().unwrap_or(f64::NAN);
+    let timings = Timings {
+        sensitivity_seconds: sens_s,
+        selection_seconds: select_s,
+        diagnostics_seconds: diag_s,
+        total_seconds: start.elapsed().as_secs_f64(),
+        peak_rss_mb: super::fit::peak_rss_mb().unwrap_or(f64::NAN),
+    };
     let mut stdout = std::io::stdout().lock();
     if args.json {
-        let obj = serde_json::json!({
-            "dataset": data.name(),
-            "users": rows.len(),
-            "users_without_candidates": skipped,
-            "mse": mse,
-            "spearman": spearman,
-            "seed": cfg.seed,
-            "clip": cfg.clip,
-            "percentile_users": cfg.percentile_users.name(),
-            "dp_release": cfg.clip,
-            "diagnostics": diagnostics,
-            "scatter": scatter.as_ref().map(|(p, left_out)| serde_json::json!({
-                "epsilon": cfg.epsilons[scatter_e],
-                "users_drawn": p.len() as u64 + left_out,
-                "users_shown": p.len(),
-                "users_left_out": left_out,
-            })),
-            "rules": rules,
-            "sensitivity_seconds": sens_s,
-            "selection_seconds": select_s,
-            "diagnostics_seconds": diag_s,
-            "total_seconds": total_s,
-            "peak_rss_mb": peak,
-            "out": out,
-        });
+        let obj = summary_json(&run, &results, scatter.as_ref(), scatter_e, &timings, &out);
         writeln!(stdout, "{obj}")?;
         return Ok(ExitCode::SUCCESS);
     }
-    writeln!(
-        stdout,
-        "{}: {} users ({} without candidates), {} trials, seed {}",
-        data.name(),
-        rows.len(),
-        skipped,
-        cfg.trials,
-        cfg.seed
-    )?;
-    let kind = if cfg.clip {
-        "scores clipped to each item's [p1, p99]: a DP release"
-    } else {
-        "scores NOT clipped (the paper's text): Delta_j estimates the spread, it is no bound; \
-         not a DP release (--clip makes one)"
-    };
-    writeln!(
-        stdout,
-        "{kind}; percentiles over {} test users",
-        if cfg.percentile_users == PercentileUsers::All {
-            "all"
-        } else {
-            "the item's non-owners among the"
-        }
-    )?;
-    writeln!(
-        stdout,
-        "Spearman(scores, sensitivities) per user: mean {:.3}, median {:.3}, {:.1}% positive, \
-         {} users negative",
-        spearman.mean,
-        spearman.median,
-        100.0 * spearman.share_positive,
-        diagnostics.users_negative_spearman
-    )?;
-    writeln!(
-        stdout,
-        "diagnostics: {:.2}% of {} candidate scores outside [p1, p99]; {:.2}% of items ({:.2}% of \
-         candidates) at the sensitivity floor",
-        100.0 * diagnostics.share_clipped,
-        diagnostics.candidate_scores,
-        100.0 * diagnostics.share_items_at_floor,
-        100.0 * diagnostics.share_candidates_at_floor
-    )?;
-    let q = |v: &[f64]| {
-        v.iter()
-            .map(|x| format!("{x:.3e}"))
-            .collect::<Vec<_>>()
-            .join(" ")
-    };
-    writeln!(
-        stdout,
-        "quantiles (min 1% 25% 50% 75% 99% max) of candidate scores: {}; of candidate \
-         sensitivities: {}; of item sensitivities: {}",
-        q(&diagnostics.score_quantiles),
-        q(&diagnostics.candidate_sensitivity_quantiles),
-        q(&diagnostics.item_sensitivity_quantiles)
-    )?;
-    if let Some((p, left_out)) = &scatter {
-        writeln!(
-            stdout,
-            "fig 13 d-f at eps = {}: {} random users drawn, {} shown, {left_out} left out (a mean \
-             selected score not positive)",
-            cfg.epsilons[scatter_e],
-            p.len() as u64 + left_out,
-            p.len()
-        )?;
-    }
-    write!(stdout, "\n{:<13}", "MSE")?;
-    for e in &cfg.epsilons {
-        write!(stdout, " {:>9}", format!("eps={e}"))?;
-    }
-    writeln!(stdout)?;
-    for (m, name) in cfg.mechanisms.iter().enumerate() {
-        write!(stdout, "{name:<13}")?;
-        for e in 0..cfg.epsilons.len() {
-            write!(stdout, " {:>9.3e}", mse[m * cfg.epsilons.len() + e].mse)?;
-        }
-        writeln!(stdout)?;
-    }
-    writeln!(
-        stdout,
-        "\nsensitivities {sens_s:.1} s, selection {select_s:.1} s, diagnostics {diag_s:.1} s, total {total_s:.1} s, peak memory {peak:.0} MB"
-    )?;
+    let text = summary_text(&run, &results, scatter.as_ref(), scatter_e, &timings);
+    write!(stdout, "{text}")?;
     for f in files {
         writeln!(stdout, "wrote {}", f.display())?;
     }

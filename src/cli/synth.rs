@@ -1,4 +1,4 @@
-//! `recsel synth`: the synthetic experiments of seed 001 §VI (SPEC §2–4) — scenarios 1–8, the
+//! `recsel synth`: the synthetic experiments of seed 001 §VI (docs/experiments.md and docs/mechanisms.md) — scenarios 1–8, the
 //! correlation sweep and the share sweep of fig 18 — as tidy tables and PNG plots.
 
 use std::io::Write;

@@ -1,4 +1,4 @@
-//! Loaders (SPEC §5.1).
+//! Loaders (docs/protocol.md, step 1).
 //!
 //! Tabular files (MovieLens `ratings.csv`, generic CSV and Parquet) are read with polars, projected
 //! to the needed columns. The Netflix Prize `combined_data_N.txt` files and LightGCN `train.txt` /
@@ -763,7 +763,7 @@ pub fn read_lightgcn_file(path: &Path) -> Result<Vec<(u32, u32)>> {
 
 /// Reads a LightGCN directory (`train.txt`, `test.txt`). Ids are used as they are (they are dense
 /// in the published files); every user with at least one test item is a test user, scored from
-/// their training row (SPEC §5.3, Amazon Books).
+/// their training row (docs/protocol.md, step 3, Amazon Books).
 pub fn load_lightgcn(dir: &Path, name: &str) -> Result<Dataset> {
     let mut train = read_lightgcn_file(&dir.join("train.txt"))?;
     let mut test = read_lightgcn_file(&dir.join("test.txt"))?;

@@ -1,4 +1,4 @@
-//! Interaction data: loaders (SPEC §5.1), preprocessing (§5.2), splits (§5.3) and synthetic
+//! Interaction data: loaders (docs/protocol.md, step 1), preprocessing (§5.2), splits (§5.3) and synthetic
 //! interactions generated to the shape of the paper's datasets.
 //!
 //! A record travels `load` → [`RawInteractions`] (one row per rating line, ids compacted to codes) →
@@ -126,7 +126,7 @@ pub fn csr_from_pairs(rows: usize, cols: usize, pairs: &mut [(u32, u32)]) -> Csr
     Csr::new((rows, cols), indptr, indices, data)
 }
 
-/// The matrices one fit-and-evaluate run works on (SPEC §5.3–5.5).
+/// The matrices one fit-and-evaluate run works on (docs/protocol.md, steps 3–5).
 #[derive(Debug, Clone)]
 pub struct Dataset {
     /// Name, source format and protocol (whose defaults apply to this data).

@@ -1,8 +1,8 @@
-//! Preprocessing as in SANSA's experiments (SPEC §5.2): keep ratings ≥ 4 and binarise (MovieLens,
+//! Preprocessing as in SANSA's experiments (docs/protocol.md, step 2): keep ratings ≥ 4 and binarise (MovieLens,
 //! Netflix), count duplicate (user, item) pairs once, keep users with ≥ 5 interactions, and drop the
 //! items no kept interaction mentions.
 
-// Index loops mirror the matrix formulas of SPEC §6 (column j, row i).
+// Index loops mirror the matrix formulas of docs/sansa.md (column j, row i).
 #![allow(clippy::needless_range_loop)]
 
 use super::{csr_from_pairs, Csr, RawInteractions};

@@ -1,4 +1,4 @@
-//! Test-user split (SPEC §5.3): a seeded random choice of test and validation users; each test
+//! Test-user split (docs/protocol.md, step 3): a seeded random choice of test and validation users; each test
 //! user's items are split 80% input / 20% held-out targets at random. The model is fitted on the
 //! remaining (training) users only; validation users are held out and not used by `fit`.
 

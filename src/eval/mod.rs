@@ -1,4 +1,4 @@
-//! Evaluation (SPEC §5.4–5.5): every test user with at least one target is scored from their input
+//! Evaluation (docs/protocol.md, steps 4–5): every test user with at least one target is scored from their input
 //! items, the input items are excluded, and the top of the ranking is compared with the targets.
 //!
 //! * SANSA convention: Recall@k = hits / min(k, |T|), nDCG@100 with IDCG over min(|T|, 100);

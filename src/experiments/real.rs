@@ -1,4 +1,4 @@
-//! The real-data private-selection experiment (SPEC §5.5–5.9, seed 001 §VIII, figure 13).
+//! The real-data private-selection experiment (docs/protocol.md, steps 5–9, seed 001 §VIII, figure 13).
 //!
 //! For every test user: score all items, drop the items the user has, keep the top candidates,
 //! clip their scores to the per-item percentile range, and run every mechanism × ε × trial on
@@ -25,7 +25,7 @@ use crate::rng::{name_id, Draws, NoiseMode, SecureRng, Streams};
 use crate::scoring::{top_candidates, PercentileUsers, Sensitivities, UserScorer};
 use crate::stats::{pearson, spearman, weighted_correlation};
 
-/// The ε grid of SPEC §5.8.
+/// The ε grid of docs/protocol.md, step 8.
 pub const PAPER_EPSILONS: [f64; 11] = [0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0];
 
 /// Fully resolved settings of one run; its hash keys the resumable chunks.
@@ -109,7 +109,7 @@ pub struct UserRow {
     pub user: u64,
     /// Number of candidates.
     pub candidates: u32,
-    /// Correlations of the candidates' scores and sensitivities (SPEC §3).
+    /// Correlations of the candidates' scores and sensitivities (docs/mechanisms.md, "Correlations").
     pub spearman: f64,
     /// Pearson correlation.
     pub pearson: f64,
@@ -413,7 +413,7 @@ pub struct MseRow {
     pub trials: u32,
 }
 
-/// The MSE table of SPEC §5.9 (fig 13 g–i).
+/// The MSE table of docs/protocol.md, step 9 (fig 13 g–i).
 pub fn mse_table(cfg: &SelectConfig, rows: &[UserRow]) -> Vec<MseRow> {
     let mut out = Vec::new();
     let ne = cfg.epsilons.len();
@@ -800,4 +800,49 @@ pub fn model_for(
         &data.item_ids,
     )?;
     Ok(m)
+}
+
+/// Users of the fig 13 d–f scatter sample and of the diagnostics' quantiles (seed 001 fig 13
+/// shows 10,000 random test users).
+pub const SCATTER_USERS: usize = 10_000;
+
+/// Everything a `select` run reports beyond its per-user rows (docs/protocol.md, step 9;
+/// docs/real-data.md): the MSE table, the Spearman summary, per-item candidate counts, the
+/// diagnostics and the rule table.
+#[derive(Debug, Clone)]
+pub struct Analysis {
+    /// MSE ± s.e. per mechanism and ε.
+    pub mse: Vec<MseRow>,
+    /// Distribution of the per-user Spearman correlations.
+    pub spearman: SpearmanSummary,
+    /// Per-item candidate counts (and the bound rule's bits per user).
+    pub counts: ItemCounts,
+    /// The run's diagnostics.
+    pub diagnostics: Diagnostics,
+    /// The Spearman and bound rules against the per-user winner of GEM and mGEM, per ε.
+    pub rules: Vec<RuleRow>,
+}
+
+/// Analyses the rows of a finished run: one more scoring pass over every user for the per-item
+/// candidate counts and the diagnostics (quantiles over [`SCATTER_USERS`] users drawn with the
+/// run's seed), then the MSE table, the Spearman summary and the rule table. `floor` is the
+/// sensitivity floor the run used. Every front end (CLI, Python, distributed runners) calls this.
+pub fn analyse<S: UserScorer>(
+    scorer: &S,
+    sens: &Sensitivities,
+    floor: f64,
+    cfg: &SelectConfig,
+    rows: &[UserRow],
+) -> Analysis {
+    let sample = random_sample(scorer.n_users(), SCATTER_USERS, cfg.seed);
+    let (counts, candidates) = candidate_pass(scorer, sens, cfg, &sample);
+    let diagnostics = diagnostics(cfg, sens, floor, &counts, candidates, rows);
+    let rules = rule_table(cfg, rows, &counts);
+    Analysis {
+        mse: mse_table(cfg, rows),
+        spearman: spearman_summary(rows),
+        counts,
+        diagnostics,
+        rules,
+    }
 }

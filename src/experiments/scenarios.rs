@@ -1,4 +1,4 @@
-//! Synthetic selection problems of seed 001 §VI (SPEC §4).
+//! Synthetic selection problems of seed 001 §VI (docs/experiments.md).
 //!
 //! A scenario gives every candidate a score distribution `P_a`. We draw `N` scores per candidate (one
 //! per trial), set `Δ_a = p90_a − p10_a` of those draws (numpy's linear percentiles), clip every draw
@@ -24,7 +24,7 @@ use crate::error::{Error, Result};
 use crate::rng::{name_id, Rng, Streams};
 use crate::stats::percentile_linear;
 
-/// Floor of a sensitivity whose percentile range is empty (SPEC §4).
+/// Floor of a sensitivity whose percentile range is empty (docs/experiments.md).
 pub const MIN_SENSITIVITY: f64 = 1e-6;
 
 /// The t values of the correlation sweep (seed 001 fig 10).
@@ -33,7 +33,7 @@ pub const CORR_T: [f64; 7] = [-5.0, -0.8, -0.3, 0.0, 0.3, 0.8, 5.0];
 /// One synthetic scenario.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Scenario {
-    /// Scenarios 1–8 of SPEC §4.
+    /// Scenarios 1–8 of docs/experiments.md.
     Numbered(u8),
     /// The correlation sweep at this t (seed 001 fig 10).
     Corr(f64),
@@ -276,7 +276,7 @@ fn scenario_id(s: &Scenario) -> u32 {
 }
 
 /// Scenario 1–3 (or its share variant): `n_high` candidates score 1, the rest −1, with the given
-/// sensitivities of SPEC §4.
+/// sensitivities of docs/experiments.md.
 fn bimodal(base: u8, k: usize, n_high: usize) -> (Vec<f64>, Vec<f64>) {
     let scores: Vec<f64> = (0..k)
         .map(|a| if a < n_high { 1.0 } else { -1.0 })

@@ -1,4 +1,4 @@
-//! The synthetic experiment (SPEC §2, §4): every mechanism at every ε on every trial of a scenario,
+//! The synthetic experiment (docs/mechanisms.md, "Error metric", §4): every mechanism at every ε on every trial of a scenario,
 //! MSE of `q_selected − max_a q_a` with its standard error.
 //!
 //! Work is split into (mechanism, ε, chunk of trials) items run in parallel; each item sums its
@@ -81,7 +81,7 @@ pub struct MseRow {
     pub trials: u64,
 }
 
-/// Correlations of a scenario's mean scores and sensitivities (SPEC §3).
+/// Correlations of a scenario's mean scores and sensitivities (docs/mechanisms.md, "Correlations").
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CorrRow {
     /// Scenario label.
@@ -92,7 +92,7 @@ pub struct CorrRow {
     pub spearman: f64,
     /// Pearson's correlation.
     pub pearson: f64,
-    /// The weighted correlation of SPEC §3.
+    /// The weighted correlation of docs/mechanisms.md, "Correlations".
     pub weighted: f64,
 }
 

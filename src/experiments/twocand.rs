@@ -1,8 +1,8 @@
-//! Two-candidate head-to-head grids (seed 001 §V-A, figures 3, 15, 16, 17; SPEC §4).
+//! Two-candidate head-to-head grids (seed 001 §V-A, figures 3, 15, 16, 17; docs/experiments.md).
 //!
 //! `q_1 = 0`, `q_2 = gap`, sensitivities `(Δ_1, Δ_2)` on a grid in `[0.1, 5]²`; in every cell we
 //! estimate `HG(RNM, M) = P[RNM ≠ a*] − P[M ≠ a*]` (positive when M is better) by Monte Carlo, and for
-//! `M = RNMH` also compute it exactly from the closed forms of SPEC §1:
+//! `M = RNMH` also compute it exactly from the closed forms of docs/mechanisms.md:
 //! `P_RNM(1) = ½ exp(−ε·gap/(2Δ))`, `P_RNMH(1) = exp(−ε·gap/(2Δ_1)) / (1 + Δ_2/Δ_1)`.
 
 use rayon::prelude::*;
@@ -174,13 +174,13 @@ pub struct HgRow {
     pub hg: f64,
     /// Its standard error.
     pub se: f64,
-    /// The exact HG(RNM, RNMH) of SPEC §1; NaN for other mechanisms.
+    /// The exact HG(RNM, RNMH) of docs/mechanisms.md; NaN for other mechanisms.
     pub hg_exact: f64,
     /// Trials per mechanism.
     pub trials: u64,
 }
 
-/// The exact `P_RNM(output 1) − P_RNMH(output 1)` on `q = (0, gap)` (SPEC §1).
+/// The exact `P_RNM(output 1) − P_RNMH(output 1)` on `q = (0, gap)` (docs/mechanisms.md).
 pub fn hg_rnmh_exact(epsilon: f64, gap: f64, d1: f64, d2: f64) -> f64 {
     let p_rnm = 0.5 * (-epsilon * gap / (2.0 * d1.max(d2))).exp();
     let p_rnmh = (-epsilon * gap / (2.0 * d1)).exp() / (1.0 + d2 / d1);

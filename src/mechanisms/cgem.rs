@@ -1,9 +1,9 @@
-//! Combined GEM (seed 001 Algorithm 2; SPEC §1, `cgem`).
+//! Combined GEM (seed 001 Algorithm 2; docs/mechanisms.md, `cgem`).
 //!
 //! Spend `ε_c = c·ε` on one bit `b = [corr(q, Δ) ≥ 0]`, released by 2-randomised response (the true
 //! bit with probability `e^{ε_c}/(e^{ε_c} + 1)`); then run `mgem` with `ε_g = ε − ε_c` if the
 //! released bit is 1, `gem` with `ε_g` otherwise. ε-DP by basic composition. The correlation is
-//! Spearman's by default; Pearson and the weighted correlation of SPEC §3 are options.
+//! Spearman's by default; Pearson and the weighted correlation of docs/mechanisms.md, "Correlations" are options.
 //! Cost: that of the correlation (O(k log k)) plus both GEM transforms to prepare, O(k) per
 //! selection.
 //!

@@ -1,8 +1,8 @@
-//! Exponential mechanism (McSherry & Talwar 2007; SPEC §1, `em`).
+//! Exponential mechanism (McSherry & Talwar 2007; docs/mechanisms.md, `em`).
 //!
 //! `P(a) ∝ exp(ε q_a / (2Δ))` — equivalently RNM with Gumbel noise. Weights are computed in log
 //! space shifted by the maximum, so no weight overflows and the maximiser always has weight 1 (the
-//! failure mode of diffprivlib's issue #107, ANCHORS.md). ε-DP. Cost: O(k) to prepare, then
+//! failure mode of diffprivlib's issue #107). ε-DP. Cost: O(k) to prepare, then
 //! O(log k) per selection by inverting the cumulative weights.
 //!
 //! Secure path (`docs/secure.md`): rejection sampling on the grid scores — a uniform proposal

@@ -1,4 +1,4 @@
-//! Generalised exponential mechanism and its modification (SPEC §1, `gem` and `mgem`).
+//! Generalised exponential mechanism and its modification (docs/mechanisms.md, `gem` and `mgem`).
 //!
 //! GEM (Raskhodnikova & Smith 2015): with `t = 2 ln(k/β)/ε`, shift every score by its sensitivity,
 //! `s_a = q_a − tΔ_a`, normalise pairwise,

@@ -1,4 +1,4 @@
-//! k-randomised response (SPEC §1, `krr`).
+//! k-randomised response (docs/mechanisms.md, `krr`).
 //!
 //! Outputs the true argmax with probability `e^ε / (e^ε + k − 1)` and each other candidate with
 //! probability `1 / (e^ε + k − 1)`; it needs no sensitivities. ε-DP. The probabilities are computed

@@ -1,6 +1,6 @@
 //! Private selection mechanisms (docs/mechanisms.md).
 //!
-//! Every mechanism is built from [`MechParams`] by a validating constructor (STYLE.md, after linfa's
+//! Every mechanism is built from [`MechParams`] by a validating constructor (docs/ARCHITECTURE.md, after linfa's
 //! `ParamGuard` and OpenDP's constructors): once built, it never re-checks its parameters. A
 //! selection runs on a [`Problem`] — scores and per-candidate sensitivities that were validated once
 //! — with a caller-supplied generator. Adding a mechanism is one file and one line in [`REGISTRY`];

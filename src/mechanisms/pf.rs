@@ -1,4 +1,4 @@
-//! Permute-and-flip (McKenna & Sheldon 2020; SPEC §1, `pf`).
+//! Permute-and-flip (McKenna & Sheldon 2020; docs/mechanisms.md, `pf`).
 //!
 //! Visit the candidates in a uniformly random order and accept candidate a with probability
 //! `exp(ε (q_a − q_max) / (2Δ))`; a maximiser is always accepted, so it stops after at most k visits.

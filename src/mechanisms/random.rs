@@ -1,4 +1,4 @@
-//! Uniformly random choice (SPEC §1, `random`): the baseline every private mechanism should beat.
+//! Uniformly random choice (docs/mechanisms.md, `random`): the baseline every private mechanism should beat.
 //! It ignores the scores, so it is 0-DP. Cost: O(1) per selection. Secure path: an exact uniform
 //! integer from the secure generator.
 

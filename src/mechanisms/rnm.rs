@@ -1,4 +1,4 @@
-//! Report Noisy Max and its variants (SPEC §1: `rnm`, `rnm-laplace`, `rnmh`, `rnmh-laplace`).
+//! Report Noisy Max and its variants (docs/mechanisms.md: `rnm`, `rnm-laplace`, `rnmh`, `rnmh-laplace`).
 //!
 //! `argmax_a q_a + Z_a` with independent noise:
 //!

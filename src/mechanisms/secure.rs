@@ -334,7 +334,7 @@ pub(crate) fn randomized_response(rng: &mut SecureRng, bit: bool, eps: SecureEps
     }
 }
 
-/// `k`-randomised response with ε' (SPEC §1, `krr`): the true argmax (uniform among tied maxima)
+/// `k`-randomised response with ε' (docs/mechanisms.md, `krr`): the true argmax (uniform among tied maxima)
 /// with probability `1/(1 + (k−1)e^{−ε'})`, every other candidate with the rest, uniformly — by
 /// rejection: propose the truth with weight 1 and each other candidate with weight e^{−ε'}.
 pub(crate) struct SecureKrr {

@@ -1,4 +1,4 @@
-//! Dense EASE (Steck 2019; SPEC §6): `G = XᵀX + λI`, `P = G⁻¹`, `B = I − P·diag(1/diag P)`,
+//! Dense EASE (Steck 2019; docs/sansa.md): `G = XᵀX + λI`, `P = G⁻¹`, `B = I − P·diag(1/diag P)`,
 //! scores `x·B` with a zero diagonal. Needs a dense items × items matrix: refused with a clear error
 //! when it would not fit in the available memory.
 

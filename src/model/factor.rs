@@ -1,4 +1,4 @@
-//! Sparse Cholesky factorizations of the (permuted) Gram matrix, SPEC §6 step 2.
+//! Sparse Cholesky factorizations of the (permuted) Gram matrix, docs/sansa.md, step 2.
 //!
 //! * [`exact_cholesky`]: faer's supernodal sparse Cholesky (pure Rust, parallel dense kernels inside
 //!   supernodes), converted to our column format;
@@ -6,7 +6,7 @@
 //!
 //! Both return the lower factor `L` of `A = L Lᵀ` with the diagonal as the first entry of each column.
 
-// Index loops mirror the matrix formulas of SPEC §6 (column j, row i).
+// Index loops mirror the matrix formulas of docs/sansa.md (column j, row i).
 #![allow(clippy::needless_range_loop)]
 
 use faer::dyn_stack::{MemBuffer, MemStack};
@@ -263,7 +263,7 @@ pub fn dense_cholesky(a_lower: SparseMat, keep: Option<usize>) -> Result<(Sparse
     Ok(extract_pruned(n, &visit, keep))
 }
 
-/// Lin–Moré incomplete Cholesky of a lower-triangular symmetric matrix (SPEC §6, `icf`).
+/// Lin–Moré incomplete Cholesky of a lower-triangular symmetric matrix (docs/sansa.md, `icf`).
 ///
 /// Column j is computed left-looking; its candidate entries all update the remaining diagonal, then
 /// only the largest `(max_nnz − nnz_so_far)/(n − j)` in magnitude are kept. On breakdown (a

@@ -1,4 +1,4 @@
-//! The Gram matrix `XᵀX` of a binary user × item matrix (SPEC §6), lower triangle, computed in
+//! The Gram matrix `XᵀX` of a binary user × item matrix (docs/sansa.md), lower triangle, computed in
 //! parallel over item columns: column j sums the rows of the users who have item j. The diagonal
 //! entry of every column is stored, first.
 //!

@@ -1,4 +1,4 @@
-//! Item-item models (SPEC §6): dense EASE, SANSA (`exact` and `icf`), and the most-popular baseline.
+//! Item-item models (docs/sansa.md): dense EASE, SANSA (`exact` and `icf`), and the most-popular baseline.
 //! All are fitted on the training rows of a [`Dataset`](crate::data::Dataset) and score a user from
 //! the items they have.
 

@@ -1,7 +1,7 @@
-//! SANSA (Spišák et al. 2023), SPEC §6: a sparse approximation of EASE's inverse Gram matrix as
+//! SANSA (Spišák et al. 2023), docs/sansa.md: a sparse approximation of EASE's inverse Gram matrix as
 //! `P ≈ Wᵀ D⁻¹ W`, with `W = K·Π` and `K ≈ L⁻¹` from a sparse `L D Lᵀ` of the permuted Gram matrix.
 
-// Index loops mirror the matrix formulas of SPEC §6 (column j, row i).
+// Index loops mirror the matrix formulas of docs/sansa.md (column j, row i).
 #![allow(clippy::needless_range_loop)]
 
 use std::time::Instant;
@@ -18,7 +18,7 @@ use crate::Result;
 pub type SparseWeights = SparseMat;
 
 /// A fitted SANSA model. Scores of a user row `x` are `(x Wᵀ) W_r`, which equals EASE's
-/// `x·B − x` (SPEC §6 step 4); seen items are masked by the caller.
+/// `x·B − x` (docs/sansa.md, step 4); seen items are masked by the caller.
 #[derive(Debug, Clone)]
 pub struct Sansa {
     /// Number of items.
@@ -137,7 +137,7 @@ pub fn fit_sansa(
     Ok(model)
 }
 
-/// Builds `W` and `W_r` from `K ≈ L⁻¹` (permuted order), `D` and the ordering (SPEC §6 step 4):
+/// Builds `W` and `W_r` from `K ≈ L⁻¹` (permuted order), `D` and the ordering (docs/sansa.md, step 4):
 /// `W = K·Π` is sprs's column permutation (column j of W is column `inv[j]` of K), `W_r` is sprs's
 /// CSC → CSR conversion of the scaled copy.
 pub fn assemble(k: &SparseMat, d: &[f64], fwd: &[usize], inv: &[usize]) -> Sansa {

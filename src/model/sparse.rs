@@ -6,7 +6,7 @@
 //! Why each kernel is hand-written rather than composed from sprs is measured in
 //! `benches/sparse_kernels.rs` and stated on the kernel (README, "Design notes").
 
-// Index loops mirror the matrix formulas of SPEC §6 (column j, row i).
+// Index loops mirror the matrix formulas of docs/sansa.md (column j, row i).
 #![allow(clippy::needless_range_loop)]
 
 use rayon::prelude::*;

@@ -1,5 +1,5 @@
 //! Approximate inverse of a unit lower-triangular matrix by UMR, uniform minimal residual
-//! (SPEC §6 step 3; Spišák et al. 2023).
+//! (docs/sansa.md, step 3; Spišák et al. 2023).
 //!
 //! Start from `K = 2I − L` (the first Neumann terms of `L⁻¹ = (I − (I − L))⁻¹`). The residual of
 //! column j is `r_j = e_j − L k_j`; a minimal-residual step `k_j += α_j r_j` with

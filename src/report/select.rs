@@ -11,15 +11,14 @@ use super::plot;
 use super::table::{Table, Values};
 use super::Resolved;
 use crate::error::Result;
+pub use crate::experiments::real::SCATTER_USERS;
 use crate::experiments::real::{
     random_sample, Diagnostics, ItemCounts, MseRow, RuleRow, SelectConfig, SpearmanSummary, UserRow,
 };
 use crate::experiments::synthetic::MseRow as PlotRow;
 use crate::model::ModelParams;
+use crate::scoring::PercentileUsers;
 use crate::scoring::Sensitivities;
-
-/// Users shown in the per-user scatter plot (seed 001 fig 13 shows 10,000 random test users).
-pub const SCATTER_USERS: usize = 10_000;
 
 /// Everything a `select` run depends on, recorded beside its results as `config.{json,toml}`.
 #[derive(Debug, Clone, Serialize)]
@@ -283,4 +282,167 @@ fn plots(out: &Path, run: &SelectRun<'_>, res: &SelectResults<'_>) -> Result<Vec
         }
     }
     Ok(files)
+}
+
+/// Wall-clock seconds of a run's stages, for the summary.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct Timings {
+    /// Per-item sensitivities.
+    pub sensitivity_seconds: f64,
+    /// Selection for every user.
+    pub selection_seconds: f64,
+    /// The analysis pass (diagnostics, rules).
+    pub diagnostics_seconds: f64,
+    /// The whole run.
+    pub total_seconds: f64,
+    /// Peak resident memory in MB (NaN where unknown).
+    pub peak_rss_mb: f64,
+}
+
+/// The human-readable summary of a `select` run: what kind of run it was (DP release or not), the
+/// Spearman summary and diagnostics, the fig 13 d–f sample, the MSE table and the timings.
+/// `scatter` is [`scatter_points`] at grid point `scatter_e`.
+pub fn summary_text(
+    run: &SelectRun<'_>,
+    res: &SelectResults<'_>,
+    scatter: Option<&(Vec<(f64, f64)>, u64)>,
+    scatter_e: usize,
+    t: &Timings,
+) -> String {
+    use std::fmt::Write as _;
+    let (cfg, d) = (run.select, res.diagnostics);
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{}: {} users ({} without candidates), {} trials, {}",
+        run.dataset,
+        run.users,
+        run.users_without_candidates,
+        cfg.trials,
+        if cfg.noise.is_secure() {
+            "secure mode (no seed)".to_string()
+        } else {
+            format!("seed {}", cfg.seed)
+        }
+    );
+    let kind = if cfg.clip {
+        "scores clipped to each item's [p1, p99]: a DP release"
+    } else {
+        "scores NOT clipped (the paper's text): Delta_j estimates the spread, it is no bound; \
+         not a DP release (--clip makes one)"
+    };
+    let _ = writeln!(
+        out,
+        "{kind}; percentiles over {} test users",
+        if cfg.percentile_users == PercentileUsers::All {
+            "all"
+        } else {
+            "the item's non-owners among the"
+        }
+    );
+    let _ = writeln!(
+        out,
+        "Spearman(scores, sensitivities) per user: mean {:.3}, median {:.3}, {:.1}% positive, \
+         {} users negative",
+        res.spearman.mean,
+        res.spearman.median,
+        100.0 * res.spearman.share_positive,
+        d.users_negative_spearman
+    );
+    let _ = writeln!(
+        out,
+        "diagnostics: {:.2}% of {} candidate scores outside [p1, p99]; {:.2}% of items ({:.2}% of \
+         candidates) at the sensitivity floor",
+        100.0 * d.share_clipped,
+        d.candidate_scores,
+        100.0 * d.share_items_at_floor,
+        100.0 * d.share_candidates_at_floor
+    );
+    let q = |v: &[f64]| {
+        v.iter()
+            .map(|x| format!("{x:.3e}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let _ = writeln!(
+        out,
+        "quantiles (min 1% 25% 50% 75% 99% max) of candidate scores: {}; of candidate \
+         sensitivities: {}; of item sensitivities: {}",
+        q(&d.score_quantiles),
+        q(&d.candidate_sensitivity_quantiles),
+        q(&d.item_sensitivity_quantiles)
+    );
+    if let Some((p, left_out)) = scatter {
+        let _ = writeln!(
+            out,
+            "fig 13 d-f at eps = {}: {} random users drawn, {} shown, {left_out} left out (a mean \
+             selected score not positive)",
+            cfg.epsilons[scatter_e],
+            p.len() as u64 + left_out,
+            p.len()
+        );
+    }
+    let _ = write!(out, "\n{:<13}", "MSE");
+    for e in &cfg.epsilons {
+        let _ = write!(out, " {:>9}", format!("eps={e}"));
+    }
+    let _ = writeln!(out);
+    for (m, name) in cfg.mechanisms.iter().enumerate() {
+        let _ = write!(out, "{name:<13}");
+        for e in 0..cfg.epsilons.len() {
+            let _ = write!(out, " {:>9.3e}", res.mse[m * cfg.epsilons.len() + e].mse);
+        }
+        let _ = writeln!(out);
+    }
+    let _ = writeln!(
+        out,
+        "\nsensitivities {:.1} s, selection {:.1} s, diagnostics {:.1} s, total {:.1} s, peak \
+         memory {:.0} MB",
+        t.sensitivity_seconds,
+        t.selection_seconds,
+        t.diagnostics_seconds,
+        t.total_seconds,
+        t.peak_rss_mb
+    );
+    out
+}
+
+/// The one JSON object `select --json` prints: the MSE table, the Spearman summary, the kind of
+/// run (`clip`, `percentile_users`, `dp_release`, `secure`), the diagnostics, the fig 13 d–f
+/// sample, the rule table, the timings and the output folder.
+pub fn summary_json(
+    run: &SelectRun<'_>,
+    res: &SelectResults<'_>,
+    scatter: Option<&(Vec<(f64, f64)>, u64)>,
+    scatter_e: usize,
+    t: &Timings,
+    out: &Path,
+) -> serde_json::Value {
+    let cfg = run.select;
+    serde_json::json!({
+        "dataset": run.dataset,
+        "users": run.users,
+        "users_without_candidates": run.users_without_candidates,
+        "mse": res.mse,
+        "spearman": res.spearman,
+        "seed": cfg.seed,
+        "secure": cfg.noise.is_secure(),
+        "clip": cfg.clip,
+        "percentile_users": cfg.percentile_users.name(),
+        "dp_release": cfg.clip,
+        "diagnostics": res.diagnostics,
+        "scatter": scatter.map(|(p, left_out)| serde_json::json!({
+            "epsilon": cfg.epsilons[scatter_e],
+            "users_drawn": p.len() as u64 + left_out,
+            "users_shown": p.len(),
+            "users_left_out": left_out,
+        })),
+        "rules": res.rules,
+        "sensitivity_seconds": t.sensitivity_seconds,
+        "selection_seconds": t.selection_seconds,
+        "diagnostics_seconds": t.diagnostics_seconds,
+        "total_seconds": t.total_seconds,
+        "peak_rss_mb": t.peak_rss_mb,
+        "out": out,
+    })
 }

@@ -1,4 +1,4 @@
-//! From model scores to selection problems (SPEC §5.5–5.7): per-item sensitivities from exact
+//! From model scores to selection problems (docs/protocol.md, steps 5–7): per-item sensitivities from exact
 //! percentiles computed without the users × items score matrix, clipping, and each user's top
 //! candidates.
 
@@ -28,7 +28,7 @@ pub trait UserScorer: Sync {
     fn score(&self, user: usize, out: &mut [f64], scratch: &mut Self::Scratch);
 }
 
-/// Whose scores an item's percentiles are taken over (SPEC §5.6; `docs/real-data.md`).
+/// Whose scores an item's percentiles are taken over (docs/protocol.md, step 6; `docs/real-data.md`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum PercentileUsers {
@@ -100,11 +100,11 @@ impl UserScorer for ModelScorer<'_> {
 /// Settings of the sensitivity computation.
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct SensitivityConfig {
-    /// Lower percentile (SPEC: 1).
+    /// Lower percentile (docs/protocol.md, step 6: 1).
     pub lower: f64,
-    /// Upper percentile (SPEC: 99).
+    /// Upper percentile (docs/protocol.md, step 6: 99).
     pub upper: f64,
-    /// Floor for a zero spread (SPEC: 1e-6).
+    /// Floor for a zero spread (docs/protocol.md, step 6: 1e-6).
     pub floor: f64,
     /// Whose scores count.
     pub population: PercentileUsers,
@@ -263,7 +263,7 @@ const ITEM_TILE: usize = 32;
 const USER_BLOCK: usize = 256;
 
 /// Exact per-item percentiles of the scores over the test users of `cfg.population` — all of
-/// them, or those who do not already have the item (SPEC §5.6) —, in memory proportional to items × (1% of users) rather than users × items: only
+/// them, or those who do not already have the item (docs/protocol.md, step 6) —, in memory proportional to items × (1% of users) rather than users × items: only
 /// the bottom and top tails of each item's scores are kept. Users are scored in parallel blocks;
 /// the tails are updated in parallel over item ranges, so the result does not depend on the
 /// number of threads. `progress` receives the number of users folded in after each block.

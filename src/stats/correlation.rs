@@ -1,4 +1,4 @@
-//! Correlation of scores and sensitivities (SPEC §3): Spearman, Pearson and the weighted correlation
+//! Correlation of scores and sensitivities (docs/mechanisms.md, "Correlations"): Spearman, Pearson and the weighted correlation
 //! of seed 001 appendix I. Used by `cgem` to choose between GEM and mGEM and by every experiment to
 //! describe a selection problem. A constant vector has correlation 0 by convention.
 
@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 
-/// Which correlation `cgem` uses (SPEC §1, `cgem`).
+/// Which correlation `cgem` uses (docs/mechanisms.md, `cgem`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Chooser {
@@ -15,7 +15,7 @@ pub enum Chooser {
     Spearman,
     /// Pearson's product-moment correlation.
     Pearson,
-    /// The weighted correlation of SPEC §3.
+    /// The weighted correlation of docs/mechanisms.md, "Correlations".
     Weighted,
     /// Not a correlation: mGEM when its utility bound at the GEM budget is at least GEM's
     /// ([`crate::stats::bounds`], seed 001 appendix J). An extension; the paper gives no numbers.
@@ -134,10 +134,10 @@ pub fn spearman(x: &[f64], y: &[f64]) -> f64 {
     pearson(&average_ranks(x), &average_ranks(y))
 }
 
-/// Number of score buckets of the weighted correlation (SPEC §3).
+/// Number of score buckets of the weighted correlation (docs/mechanisms.md, "Correlations").
 pub const WEIGHTED_BUCKETS: usize = 5;
 
-/// The weighted correlation of seed 001 appendix I (SPEC §3): `[q_min, q_max]` split into 5 equal
+/// The weighted correlation of seed 001 appendix I (docs/mechanisms.md, "Correlations"): `[q_min, q_max]` split into 5 equal
 /// buckets (the last closed); `w_a = Δ_a / max{Δ_b : b in a's bucket}`; then the weighted Pearson
 /// correlation of `q` and `Δ`.
 pub fn weighted_correlation(q: &[f64], sens: &[f64]) -> f64 {

@@ -1,4 +1,4 @@
-//! Exact samplers for the noise and stopping-time distributions of SPEC §1.
+//! Exact samplers for the noise and stopping-time distributions of docs/mechanisms.md.
 //!
 //! Every sampler takes the generator by `&mut` (the caller owns the stream) and validates its
 //! parameters once, in `new`.
@@ -47,7 +47,7 @@ fn check_gamma(gamma: f64) -> Result<()> {
 }
 
 /// Geometric distribution on {1, 2, …}: the number of Bernoulli(γ) trials up to and including the
-/// first success, `P(K = k) = (1 − γ)^{k−1} γ`. The stopping time of RS_γ (SPEC §1, `rs`).
+/// first success, `P(K = k) = (1 − γ)^{k−1} γ`. The stopping time of RS_γ (docs/mechanisms.md, `rs`).
 #[derive(Debug, Clone, Copy)]
 pub struct Geometric1 {
     gamma: f64,
@@ -91,7 +91,7 @@ impl Geometric1 {
 }
 
 /// Logarithmic (log-series) distribution with parameter p = 1 − γ on {1, 2, …}:
-/// `P(K = k) = (1 − γ)^k / (k ln(1/γ))`. The stopping time of improved RS with η = 0 (SPEC §1,
+/// `P(K = k) = (1 − γ)^k / (k ln(1/γ))`. The stopping time of improved RS with η = 0 (docs/mechanisms.md,
 /// `rs-tnb`). Sampled with Kemp's accelerated algorithm "LK" (Kemp 1981; Devroye 1986 §X.5), which
 /// is exact and O(1) expected time for every γ.
 #[derive(Debug, Clone, Copy)]
@@ -151,7 +151,7 @@ impl Logarithmic {
     }
 }
 
-/// Truncated negative binomial `D_{η,γ}` of Papernot & Steinke (2022) on {1, 2, …} (SPEC §1,
+/// Truncated negative binomial `D_{η,γ}` of Papernot & Steinke (2022) on {1, 2, …} (docs/mechanisms.md,
 /// `rs-tnb`): `P(K = k) = (1 − γ)^k / (γ^{−η} − 1) · Π_{l=0}^{k−1} (l + η)/(l + 1)` for η ≠ 0 and the
 /// logarithmic distribution for η = 0. Any η > −1 and γ in (0, 1].
 ///

@@ -139,7 +139,7 @@ pub fn discrete_laplace(rng: &mut SecureRng, s: u128, t: u128) -> i128 {
 /// (`docs/secure.md`): values are multiples of 2^−32.
 pub const FRACTION_BITS: u32 = 32;
 
-/// The exact stopping time of the secure random-stopping mechanisms (SPEC §1, `rs`, `rs-tnb`).
+/// The exact stopping time of the secure random-stopping mechanisms (docs/mechanisms.md, `rs`, `rs-tnb`).
 #[derive(Debug, Clone, Copy)]
 pub enum ExactStopping {
     /// Geometric(γ) on {1, 2, …} (`rs`, `rs-exp`).
@@ -195,7 +195,7 @@ impl ExactStopping {
 
 /// −1 < η ≤ 0. The logarithmic distribution (η = 0), `P(K = k) ∝ (1−γ)^k / k`, is Geometric(γ)
 /// thinned by Bernoulli(1/K); for η < 0 the target is the logarithmic law times
-/// `Π_{l=1}^{k−1}(1 + η/l) ≤ 1`, accepted as a product of exact rational Bernoullis (SPEC §1,
+/// `Π_{l=1}^{k−1}(1 + η/l) ≤ 1`, accepted as a product of exact rational Bernoullis (docs/mechanisms.md,
 /// `rs-tnb`; the same factorisation as the float sampler's rejection step).
 fn tnb_nonpositive(rng: &mut SecureRng, gamma: f64, eta_num: i64) -> u64 {
     let one = 1u128 << FRACTION_BITS;

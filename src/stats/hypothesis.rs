@@ -1,5 +1,5 @@
 //! Hypothesis tests and confidence bounds for checking samplers against exact distributions
-//! (STYLE.md, "Tests") and for the privacy audit: chi-square goodness of fit, chi-square homogeneity
+//! (docs/ARCHITECTURE.md, "Tests") and for the privacy audit: chi-square goodness of fit, chi-square homogeneity
 //! of two samples, and Clopper–Pearson bounds.
 
 use statrs::function::beta::beta_reg;

@@ -1,4 +1,4 @@
-//! Percentiles with numpy's default ("linear") interpolation (SPEC §4, §5.6).
+//! Percentiles with numpy's default ("linear") interpolation (docs/experiments.md, §5.6).
 
 /// The `p`-th percentile (0 ≤ p ≤ 100) of ascending-sorted `sorted`, numpy's `linear` method:
 /// position `h = (n − 1)·p/100`, interpolating between the order statistics around it.

@@ -1,4 +1,4 @@
-//! The bandit environment of seed 001 appendix H (SPEC §7; `docs/bandit.md`, "Setting"): k arms,
+//! The bandit environment of seed 001 appendix H (docs/bandit.md; `docs/bandit.md`, "Setting"): k arms,
 //! reward `N(m_a, σ_a²)` clipped to the reward range [0, 1], one set of (m, σ) before the shift and
 //! another after it.
 

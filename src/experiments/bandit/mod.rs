@@ -1,4 +1,4 @@
-//! Bandit under distribution shift (seed 001 §IX and appendix H, figure 14; SPEC §7). The setting,
+//! Bandit under distribution shift (seed 001 §IX and appendix H, figure 14; docs/bandit.md). The setting,
 //! every learner, the privacy accounting and the choices the paper leaves open are written out in
 //! `docs/bandit.md`; section names there are cited below.
 //!
@@ -7,7 +7,7 @@
 //! from its own random stream, so results do not depend on the number of threads. Private learners
 //! keep per-arm private reward sums ([`counter::HybridCounter`]), private per-arm sensitivities
 //! from exponential-mechanism quantiles over disjoint windows ([`quantile::EmQuantile`]), and select
-//! with a mechanism of the registry (SPEC §1).
+//! with a mechanism of the registry (docs/mechanisms.md).
 //!
 //! This module depends only on `mechanisms`, `stats`, `rng` and `error` (the experiment layer);
 //! tables and plots are assembled in `report::bandit`.
@@ -34,7 +34,7 @@ use quantile::EmQuantile;
 /// Label of the bandit's stream family ([`Streams::derive`]).
 const STREAM_LABEL: u64 = 0x6261_6e64_6974; // "bandit"
 
-/// Floor of a released sensitivity (as SPEC §4–5 floor constant candidates).
+/// Floor of a released sensitivity (as docs/experiments.md floor constant candidates).
 pub const SENS_FLOOR: f64 = 1e-6;
 
 /// The non-mechanism learners, in the order `all` lists them.
