@@ -243,11 +243,7 @@ pub fn load_dataset_with(source: &DataSource, seed: u64, opts: &LoadOptions) -> 
                     from_records(d, load_netflix(&files)?, seed, opts)
                 }
                 Format::LightGcn => {
-                    let dir = if path.is_dir() {
-                        path.clone()
-                    } else {
-                        path.parent().unwrap_or(Path::new(".")).to_path_buf()
-                    };
+                    let dir = lightgcn_dir(path);
                     let name = dir
                         .file_name()
                         .map(|s| s.to_string_lossy().into_owned())
@@ -317,11 +313,7 @@ pub fn check_source(source: &DataSource, opts: &LoadOptions) -> Result<()> {
                     Err(missing(&path.join("combined_data_1.txt"), NETFLIX_HELP))
                 }
                 Format::LightGcn => {
-                    let dir = if path.is_dir() {
-                        path.clone()
-                    } else {
-                        path.parent().unwrap_or(Path::new(".")).to_path_buf()
-                    };
+                    let dir = lightgcn_dir(path);
                     exists(&dir.join("train.txt"), "a LightGCN directory has train.txt")?;
                     exists(&dir.join("test.txt"), "a LightGCN directory has test.txt")
                 }
@@ -399,6 +391,15 @@ fn from_records(
         split_cfg.test_users = n;
     }
     split(descriptor, &matrix, &split_cfg)
+}
+
+/// The LightGCN directory `--path` names: the path itself, or the folder of a file in it.
+fn lightgcn_dir(path: &Path) -> PathBuf {
+    if path.is_dir() {
+        path.to_path_buf()
+    } else {
+        path.parent().unwrap_or(Path::new(".")).to_path_buf()
+    }
 }
 
 fn find_movielens_file(dir: &Path) -> Option<PathBuf> {
