@@ -8,6 +8,8 @@
 //! * [`scoring`] — per-item sensitivities without the score matrix, candidates (docs/protocol.md, steps 5–7);
 //! * [`mechanisms`] — every selection mechanism of docs/mechanisms.md behind one trait and one registry;
 //! * [`experiments`] — synthetic scenarios, two-candidate grids, the real-data runner, pipelines;
+//! * [`recommend`] — the release artifact and the `Recommender` that serves one private item per
+//!   user (docs/deployment.md);
 //! * [`report`] — tables (CSV, Parquet), resolved configurations, plots;
 //! * [`audit`] — empirical ε lower bounds;
 //! * [`stats`] — shared numerics: samplers, percentiles, correlations, hypothesis tests;
@@ -30,6 +32,7 @@ pub mod experiments;
 pub mod io;
 pub mod mechanisms;
 pub mod model;
+pub mod recommend;
 pub mod report;
 pub mod rng;
 pub mod scoring;

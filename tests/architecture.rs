@@ -15,7 +15,7 @@ const LAYERS: &[&[&str]] = &[
     &["data"],
     &["mechanisms", "model"],
     &["scoring", "eval"],
-    &["audit", "experiments"],
+    &["audit", "experiments", "recommend"],
     &["report"],
 ];
 

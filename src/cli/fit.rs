@@ -30,9 +30,15 @@ pub struct Args {
     /// Seed of the split and of synthetic data.
     #[arg(long, default_value_t = 42)]
     seed: u64,
-    /// Save the model into this directory (model.json, w.npz, w_r.npz).
+    /// Save the model into this directory (model.json, w.npz, w_r.npz) with its release artifact
+    /// (release.json, calibration.npz: per-item p1, p99 and Δ on calibration users;
+    /// docs/deployment.md).
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
+    /// Calibration users of the release artifact at most: the validation users, or the training
+    /// users when the split has none — never the test users.
+    #[arg(long, value_name = "N", default_value_t = recsel::recommend::release::DEFAULT_CALIBRATION_USERS)]
+    calibration_users: usize,
     /// Also evaluate the most-popular baseline.
     #[arg(long)]
     baseline: bool,
@@ -135,6 +141,24 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             &data.item_ids,
         )
         .with_context(|| format!("saving the model to {}", dir.display()))?;
+        progress("calibrating the release artifact");
+        let sens_cfg = recsel::scoring::SensitivityConfig::default();
+        let mut release = recsel::recommend::calibrate(
+            &model,
+            &params,
+            &data,
+            args.calibration_users,
+            &sens_cfg,
+            &|_| {},
+        )?;
+        release
+            .write(dir)
+            .with_context(|| format!("writing the release artifact to {}", dir.display()))?;
+        let c = &release.manifest.calibration;
+        eprintln!(
+            "[fit] release artifact: p1, p99 and Δ of {} items on {} {} users (not the test users)",
+            release.manifest.n_items, c.users, c.population
+        );
     }
     let peak = peak_rss_mb().unwrap_or(f64::NAN);
     let stdout = std::io::stdout();
@@ -198,7 +222,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             model.weights_density()
         )?;
         if let Some(dir) = &args.out {
-            writeln!(out, "model saved to {}", dir.display())?;
+            writeln!(out, "model and release artifact saved to {}", dir.display())?;
         }
     }
     Ok(ExitCode::SUCCESS)

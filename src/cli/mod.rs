@@ -12,6 +12,7 @@ mod bandit;
 mod bounds;
 mod common;
 mod mechanisms;
+mod recommend;
 mod run;
 mod sample;
 mod select;
@@ -44,6 +45,8 @@ enum Command {
     Fit(fit::Args),
     /// Private selection for every test user: MSE per mechanism and ε, per-user correlations.
     Select(Box<select::Args>),
+    /// One private recommendation per user from a model directory with a release artifact.
+    Recommend(Box<recommend::Args>),
     /// Synthetic experiments of seed 001 (scenarios 1-8, correlation and share sweeps).
     Synth(synth::Args),
     /// Two-candidate head-to-head heatmaps of seed 001 (figures 3, 15, 16, 17).
@@ -70,6 +73,7 @@ pub fn main() -> anyhow::Result<ExitCode> {
         Command::Bounds(a) => bounds::run(a),
         Command::Fit(args) => fit::run(args),
         Command::Select(a) => select::run(*a),
+        Command::Recommend(a) => recommend::run(*a),
         Command::Synth(a) => synth::run(a),
         Command::Twocand(a) => twocand::run(a),
         Command::Run(a) => run::run(a),

@@ -787,11 +787,13 @@ pub fn load_lightgcn(dir: &Path, name: &str) -> Result<Dataset> {
         .collect();
     let test_input = select_rows(&train_m, &test_users);
     let test_target = select_rows(&test_m, &test_users);
+    let validation = select_rows(&train_m, &[]);
     let ds = Dataset {
         descriptor: Descriptor::new(name, Some(Format::LightGcn), Protocol::LightGcn),
         train: train_m,
         test_input,
         test_target,
+        validation,
         item_ids: (0..n_items).map(|i| i.to_string()).collect(),
         test_user_ids: test_users.iter().map(|u| u.to_string()).collect(),
     };

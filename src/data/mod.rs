@@ -137,6 +137,10 @@ pub struct Dataset {
     pub test_input: Csr,
     /// Held-out target rows of the test users (same row order as `test_input`).
     pub test_target: Csr,
+    /// Full rows of the validation users: neither fitted on nor served, so a release calibrates
+    /// its per-item clip bounds and sensitivities on them (docs/deployment.md, "Calibration").
+    /// Empty when the split has none (small data, LightGCN files).
+    pub validation: Csr,
     /// Original identifier of each item column.
     pub item_ids: Vec<String>,
     /// Original identifier of each test user row.
@@ -180,6 +184,7 @@ impl Dataset {
             || self.test_target.cols() != n
             || self.item_ids.len() != n
             || self.test_input.rows() != self.test_target.rows()
+            || self.validation.cols() != n
         {
             return Err(Error::Invalid(format!(
                 "dataset '{}' is inconsistent: train {}x{}, test input {}x{}, test target {}x{}, {} item ids",

@@ -1,6 +1,7 @@
 //! Test-user split (docs/protocol.md, step 3): a seeded random choice of test and validation users; each test
 //! user's items are split 80% input / 20% held-out targets at random. The model is fitted on the
-//! remaining (training) users only; validation users are held out and not used by `fit`.
+//! remaining (training) users only; validation users are held out: `fit` does not use them, a
+//! release artifact calibrates its clip bounds on them (docs/deployment.md).
 
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
@@ -76,6 +77,10 @@ pub fn split(descriptor: Descriptor, data: &Interactions, cfg: &SplitConfig) -> 
     let mut train_users: Vec<usize> = order[(n_test + n_val).min(n_users)..].to_vec();
     train_users.sort_unstable();
     let train = select_rows(&data.matrix, &train_users);
+    let mut validation_users: Vec<usize> =
+        order[n_test.min(n_users)..(n_test + n_val).min(n_users)].to_vec();
+    validation_users.sort_unstable();
+    let validation = select_rows(&data.matrix, &validation_users);
 
     let n_items = data.matrix.cols();
     let (mut ip, mut ii) = (vec![0usize], Vec::new());
@@ -108,6 +113,7 @@ pub fn split(descriptor: Descriptor, data: &Interactions, cfg: &SplitConfig) -> 
         train,
         test_input,
         test_target,
+        validation,
         item_ids: data.item_ids.clone(),
         test_user_ids: test_users
             .iter()

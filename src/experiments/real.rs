@@ -22,7 +22,7 @@ use crate::io::write_atomic;
 use crate::mechanisms::{self, MechParams, Mechanism, Problem, Selector};
 use crate::model::{self, Model, ModelParams};
 use crate::rng::{name_id, Draws, NoiseMode, SecureRng, Streams};
-use crate::scoring::{top_candidates, PercentileUsers, Sensitivities, UserScorer};
+use crate::scoring::{top_candidates, Candidates, PercentileUsers, Sensitivities, UserScorer};
 use crate::stats::{pearson, spearman, weighted_correlation};
 
 /// The ε grid of docs/protocol.md, step 8.
@@ -138,22 +138,14 @@ pub fn run_user<S: UserScorer>(
     draws: &mut Draws,
 ) -> Result<Option<UserRow>> {
     scorer.score(user, scores, scratch);
-    let items = top_candidates(scores, scorer.excluded(user), cfg.top);
+    let Candidates {
+        items,
+        scores: q,
+        deltas: d,
+    } = Candidates::new(scores, scorer.excluded(user), sens, cfg.top, cfg.clip);
     if items.is_empty() {
         return Ok(None);
     }
-    let q: Vec<f64> = items
-        .iter()
-        .map(|&j| {
-            let s = scores[j as usize];
-            if cfg.clip {
-                sens.clip(j as usize, s)
-            } else {
-                s
-            }
-        })
-        .collect();
-    let d: Vec<f64> = items.iter().map(|&j| sens.delta[j as usize]).collect();
     let Ok(problem) = Problem::new(&q, &d) else {
         return Ok(None);
     };

@@ -5,6 +5,7 @@
 pub mod bandit;
 pub mod illustrations;
 pub mod plot;
+pub mod recommend;
 pub mod select;
 pub mod table;
 

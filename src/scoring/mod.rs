@@ -383,6 +383,50 @@ pub fn item_sensitivities<S: UserScorer>(
     out
 }
 
+/// One user's selection problem (docs/protocol.md, steps 5–7): the top candidates, best first,
+/// their scores — clipped to each item's `[lower, upper]` when `clip` (only then is Δ_j a bound;
+/// docs/deployment.md) — and their sensitivities. The real-data runner and the
+/// `crate::recommend::Recommender` both build their problems here.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Candidates {
+    /// Item indices, best (unclipped) score first.
+    pub items: Vec<u32>,
+    /// The scores the mechanism sees.
+    pub scores: Vec<f64>,
+    /// The sensitivities Δ_j.
+    pub deltas: Vec<f64>,
+}
+
+impl Candidates {
+    /// The `top` candidates of one user scored `scores` who has the items `excluded` (sorted).
+    pub fn new(
+        scores: &[f64],
+        excluded: &[u32],
+        sens: &Sensitivities,
+        top: usize,
+        clip: bool,
+    ) -> Self {
+        let items = top_candidates(scores, excluded, top);
+        let q = items
+            .iter()
+            .map(|&j| {
+                let s = scores[j as usize];
+                if clip {
+                    sens.clip(j as usize, s)
+                } else {
+                    s
+                }
+            })
+            .collect();
+        let d = items.iter().map(|&j| sens.delta[j as usize]).collect();
+        Candidates {
+            items,
+            scores: q,
+            deltas: d,
+        }
+    }
+}
+
 /// The `top` highest-scoring items not in `excluded` (sorted ascending), best first; ties by
 /// item index. Fewer when fewer items are left.
 pub fn top_candidates(scores: &[f64], excluded: &[u32], top: usize) -> Vec<u32> {

@@ -1,0 +1,300 @@
+//! The release artifact (docs/deployment.md, "The release artifact"): what a service needs beside
+//! the model to make private recommendations — per-item clip bounds `p1_j`, `p99_j` and
+//! sensitivities `Δ_j`, calibrated on users who are never served, with the item id map, the model's
+//! hyperparameters and the provenance in one versioned manifest.
+//!
+//! A model directory that holds a release has two more files:
+//!
+//! * `release.json` — the manifest ([`ReleaseManifest`]);
+//! * `calibration.npz` — four 1-D arrays over the item columns: `p1` and `p99` (`<f8`), `delta`
+//!   (`<f8`) and `count` (`<i8`, how many calibration scores each percentile was taken over).
+//!
+//! Both are written atomically, the arrays first and the manifest last, so a crash never leaves a
+//! directory that looks complete; the manifest records the CRC-32 of `model.json` and of the
+//! arrays, so a release cannot be served with a model it was not calibrated for.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::data::{select_rows, Csr, Dataset};
+use crate::error::{Error, Result};
+use crate::io::write_atomic;
+use crate::model::io::{crc32, npy_bytes, parse_npy, read_npz, write_npz, FileEntry, NpyArray};
+use crate::model::{Model, ModelParams};
+use crate::scoring::{item_sensitivities, ModelScorer, Sensitivities, SensitivityConfig};
+
+/// Version of the release layout.
+pub const RELEASE_VERSION: u32 = 1;
+/// The manifest's file name.
+pub const MANIFEST: &str = "release.json";
+/// The arrays' file name.
+pub const ARRAYS: &str = "calibration.npz";
+/// The manifest's `format` field.
+pub const FORMAT: &str = "recsel-release";
+/// Calibration users at most (docs/deployment.md, "Calibration").
+pub const DEFAULT_CALIBRATION_USERS: usize = 10_000;
+
+/// Who the per-item percentiles were computed on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Calibration {
+    /// `validation` (held-out users the model was not fitted on) or `train` (the training users,
+    /// when the split has no validation users). Never the served (test) users.
+    pub population: String,
+    /// Calibration users scored.
+    pub users: u64,
+    /// Lower percentile (1).
+    pub lower_percentile: f64,
+    /// Upper percentile (99).
+    pub upper_percentile: f64,
+    /// Sensitivity floor for a zero spread.
+    pub floor: f64,
+}
+
+/// Content of `release.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReleaseManifest {
+    /// Always [`FORMAT`].
+    pub format: String,
+    /// Layout version ([`RELEASE_VERSION`]).
+    pub format_version: u32,
+    /// recsel version that wrote it.
+    pub recsel_version: String,
+    /// Data set the model was fitted on.
+    pub dataset: String,
+    /// Fingerprint of the training data (as in `model.json`).
+    pub data_fingerprint: String,
+    /// The model's hyperparameters.
+    pub model_params: ModelParams,
+    /// `model.json` with its size and CRC-32: the model this release was calibrated for.
+    pub model_file: FileEntry,
+    /// Number of item columns.
+    pub n_items: usize,
+    /// Original id of each item column.
+    pub item_ids: Vec<String>,
+    /// Who the percentiles were computed on, and how.
+    pub calibration: Calibration,
+    /// The arrays file with its size and CRC-32.
+    pub files: Vec<FileEntry>,
+}
+
+/// A loaded (or freshly calibrated) release: the manifest and the per-item bounds.
+#[derive(Debug, Clone)]
+pub struct Release {
+    /// The manifest.
+    pub manifest: ReleaseManifest,
+    /// `p1_j`, `p99_j`, `Δ_j` and the score counts.
+    pub sens: Sensitivities,
+}
+
+/// The calibration users of `data`: its validation users if it has any, else its training users;
+/// at most `max_users` of them, taken at an even stride (no randomness: the choice is a pure
+/// function of the split). Returns the rows and the population's name.
+pub fn calibration_rows(data: &Dataset, max_users: usize) -> (Csr, &'static str) {
+    let (m, name) = if data.validation.rows() > 0 {
+        (&data.validation, "validation")
+    } else {
+        (&data.train, "train")
+    };
+    let n = m.rows();
+    let k = max_users.max(1).min(n);
+    let rows: Vec<usize> = (0..k).map(|i| i * n / k).collect();
+    (select_rows(m, &rows), name)
+}
+
+/// Computes the per-item bounds of `model` on the calibration users of `data` (never its test
+/// users, who stand for the served ones). `progress` receives users done.
+pub fn calibrate(
+    model: &Model,
+    params: &ModelParams,
+    data: &Dataset,
+    max_users: usize,
+    cfg: &SensitivityConfig,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<Release> {
+    let (rows, population) = calibration_rows(data, max_users);
+    if rows.rows() == 0 {
+        return Err(Error::Invalid(format!(
+            "data set '{}' has no validation or training users to calibrate on",
+            data.name()
+        )));
+    }
+    let scorer = ModelScorer::new(model, &rows);
+    let sens = item_sensitivities(&scorer, cfg, progress);
+    let manifest = ReleaseManifest {
+        format: FORMAT.into(),
+        format_version: RELEASE_VERSION,
+        recsel_version: env!("CARGO_PKG_VERSION").into(),
+        dataset: data.name().into(),
+        data_fingerprint: format!("{:016x}", data.fingerprint()),
+        model_params: *params,
+        model_file: FileEntry {
+            name: "model.json".into(),
+            bytes: 0,
+            crc32: 0,
+        },
+        n_items: model.n_items(),
+        item_ids: data.item_ids.clone(),
+        calibration: Calibration {
+            population: population.into(),
+            users: rows.rows() as u64,
+            lower_percentile: cfg.lower,
+            upper_percentile: cfg.upper,
+            floor: cfg.floor,
+        },
+        files: Vec::new(),
+    };
+    Ok(Release { manifest, sens })
+}
+
+fn corrupt(path: &Path, what: impl std::fmt::Display) -> Error {
+    Error::Invalid(format!("release file {}: {what}", path.display()))
+}
+
+impl Release {
+    /// Writes `calibration.npz` and then `release.json` into the model directory `dir`, which
+    /// must already hold the model's `model.json` (its checksum is recorded).
+    pub fn write(&mut self, dir: &Path) -> Result<()> {
+        let model_json = dir.join("model.json");
+        let bytes = std::fs::read(&model_json).map_err(|e| Error::io(&model_json, e))?;
+        self.manifest.model_file = FileEntry {
+            name: "model.json".into(),
+            bytes: bytes.len() as u64,
+            crc32: crc32(&bytes),
+        };
+        let s = &self.sens;
+        let counts: Vec<i64> = s.counts.iter().map(|&c| c as i64).collect();
+        let arrays = write_npz(&[
+            ("p1.npy", npy_bytes(&NpyArray::F64(s.lower.clone()))),
+            ("p99.npy", npy_bytes(&NpyArray::F64(s.upper.clone()))),
+            ("delta.npy", npy_bytes(&NpyArray::F64(s.delta.clone()))),
+            ("count.npy", npy_bytes(&NpyArray::I64(counts))),
+        ])?;
+        write_atomic(&dir.join(ARRAYS), &arrays)?;
+        self.manifest.files = vec![FileEntry {
+            name: ARRAYS.into(),
+            bytes: arrays.len() as u64,
+            crc32: crc32(&arrays),
+        }];
+        let json = serde_json::to_vec_pretty(&self.manifest)
+            .map_err(|e| Error::Invalid(format!("serialising {MANIFEST}: {e}")))?;
+        write_atomic(&dir.join(MANIFEST), &json)
+    }
+
+    /// Reads and checks the release in the model directory `dir`: format and version, the
+    /// checksums of `model.json` and of the arrays, array lengths and values (finite bounds,
+    /// `p1 ≤ p99`, `Δ > 0`). Errors name the file and the bad value.
+    pub fn read(dir: &Path) -> Result<Self> {
+        let path = dir.join(MANIFEST);
+        let text = std::fs::read(&path).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::NotFound {
+                Error::Invalid(format!(
+                    "{} not found: write a release with `recsel fit ... --out {}`",
+                    path.display(),
+                    dir.display()
+                ))
+            } else {
+                Error::io(&path, e)
+            }
+        })?;
+        let manifest: ReleaseManifest =
+            serde_json::from_slice(&text).map_err(|e| corrupt(&path, e))?;
+        if manifest.format != FORMAT || manifest.format_version != RELEASE_VERSION {
+            return Err(corrupt(
+                &path,
+                format!(
+                    "format '{}' version {} (this recsel reads '{FORMAT}' version {RELEASE_VERSION})",
+                    manifest.format, manifest.format_version
+                ),
+            ));
+        }
+        let check = |entry: &FileEntry| -> Result<Vec<u8>> {
+            let p = dir.join(&entry.name);
+            let bytes = std::fs::read(&p).map_err(|e| Error::io(&p, e))?;
+            let crc = crc32(&bytes);
+            if crc != entry.crc32 || bytes.len() as u64 != entry.bytes {
+                return Err(corrupt(
+                    &p,
+                    format!(
+                        "{} bytes with CRC-32 {crc:08x}, but {MANIFEST} records {} bytes with \
+                         {:08x}: the file changed after the release was written (refit, or \
+                         rewrite the release)",
+                        bytes.len(),
+                        entry.bytes,
+                        entry.crc32
+                    ),
+                ));
+            }
+            Ok(bytes)
+        };
+        check(&manifest.model_file)?;
+        let entry = manifest
+            .files
+            .iter()
+            .find(|f| f.name == ARRAYS)
+            .ok_or_else(|| corrupt(&path, format!("no entry for {ARRAYS}")))?;
+        let bytes = check(entry)?;
+        let apath = dir.join(ARRAYS);
+        let n = manifest.n_items;
+        if manifest.item_ids.len() != n {
+            return Err(corrupt(
+                &path,
+                format!("{} item ids for {n} items", manifest.item_ids.len()),
+            ));
+        }
+        let mut f64s = std::collections::HashMap::new();
+        let mut counts = None;
+        for (name, data) in read_npz(&apath, &bytes)? {
+            match parse_npy(&apath, &data)? {
+                NpyArray::F64(v) => {
+                    f64s.insert(name, v);
+                }
+                NpyArray::I64(v) if name == "count.npy" => {
+                    counts = Some(v.into_iter().map(|c| c.max(0) as u64).collect::<Vec<_>>())
+                }
+                _ => {
+                    return Err(corrupt(
+                        &apath,
+                        format!("entry {name} has an unexpected type"),
+                    ))
+                }
+            }
+        }
+        let mut take = |name: &str| -> Result<Vec<f64>> {
+            let v = f64s
+                .remove(name)
+                .ok_or_else(|| corrupt(&apath, format!("no array {name}")))?;
+            if v.len() != n {
+                return Err(corrupt(
+                    &apath,
+                    format!("{name} has {} values for {n} items", v.len()),
+                ));
+            }
+            Ok(v)
+        };
+        let (lower, upper, delta) = (take("p1.npy")?, take("p99.npy")?, take("delta.npy")?);
+        for j in 0..n {
+            let (lo, hi, d) = (lower[j], upper[j], delta[j]);
+            if !(lo.is_finite() && hi.is_finite() && lo <= hi && d.is_finite() && d > 0.0) {
+                return Err(corrupt(
+                    &apath,
+                    format!(
+                        "item {j} ('{}'): p1 = {lo}, p99 = {hi}, delta = {d} (need finite \
+                         p1 <= p99 and delta > 0)",
+                        manifest.item_ids[j]
+                    ),
+                ));
+            }
+        }
+        let counts = counts.unwrap_or_else(|| vec![0; n]);
+        Ok(Release {
+            manifest,
+            sens: Sensitivities {
+                lower,
+                upper,
+                delta,
+                counts,
+            },
+        })
+    }
+}
