@@ -17,6 +17,7 @@ mod metrics;
 mod model;
 mod own_data;
 mod protocol;
+mod recommend;
 mod samplers;
 mod secure;
 mod select;

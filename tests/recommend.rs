@@ -1,0 +1,374 @@
+//! `recsel recommend` end to end (docs/deployment.md, "Serving"): fit on synthetic data, write the
+//! release artifact, recommend for a users file.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use recsel::data::synthetic::SyntheticShape;
+use recsel::data::{load_dataset, DataSource, NamedDataset};
+use recsel::mechanisms::MechParams;
+use recsel::recommend::{RecommendConfig, Recommender};
+use recsel::rng::NoiseMode;
+
+fn recsel(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_recsel"))
+        .args(args)
+        .output()
+        .expect("run recsel")
+}
+
+fn ok(o: Output) -> Output {
+    assert!(
+        o.status.success(),
+        "recsel failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    o
+}
+
+/// (user, item) rows of a recommendations CSV, header checked.
+fn read_recs(path: &Path) -> Vec<(String, String)> {
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some("user,item"));
+    lines
+        .map(|l| {
+            let (u, i) = l.split_once(',').unwrap();
+            (u.to_string(), i.to_string())
+        })
+        .collect()
+}
+
+const TOP: usize = 50;
+
+/// The Must-show test of the recommend path: one item per user, never in the user's history,
+/// always among the user's top-`--top` candidates (recomputed through the library), identical for
+/// the same seed and different across seeds; the same users in jsonl and parquet give the same
+/// items as in csv (draws are keyed by user id, not file position); the secure path also picks
+/// from the candidates; a mechanism that is not ε-DP is refused.
+#[test]
+fn recommend_serves_one_private_item_per_user_from_its_candidates() {
+    let tmp = tempfile::tempdir().unwrap();
+    let model = tmp.path().join("model");
+    let m = model.to_str().unwrap();
+    ok(recsel(&[
+        "fit",
+        "--dataset",
+        "synthetic",
+        "--method",
+        "exact",
+        "--l2",
+        "200",
+        "--density",
+        "0.01",
+        "--out",
+        m,
+    ]));
+    for f in ["model.json", "release.json", "calibration.npz"] {
+        assert!(model.join(f).exists(), "fit --out wrote no {f}");
+    }
+    // The served users: 60 test users of the same split (the release was calibrated on others).
+    let data = load_dataset(
+        &DataSource::Named {
+            dataset: NamedDataset::Synthetic(SyntheticShape::Small),
+            data_dir: tmp.path().to_path_buf(),
+        },
+        42,
+    )
+    .unwrap();
+    let mut csv = String::from("user,item\n");
+    let mut jsonl = String::new();
+    let mut histories: Vec<(String, Vec<u32>)> = Vec::new();
+    for u in 0..60 {
+        let items: Vec<u32> = data.test_input.outer_view(u).unwrap().indices().to_vec();
+        let id = format!("u{u}");
+        let ids: Vec<&str> = items
+            .iter()
+            .map(|&j| data.item_ids[j as usize].as_str())
+            .collect();
+        for i in &ids {
+            csv.push_str(&format!("{id},{i}\n"));
+        }
+        jsonl.push_str(&serde_json::json!({ "user": id, "items": ids }).to_string());
+        jsonl.push('\n');
+        histories.push((id, items));
+    }
+    let users_csv = tmp.path().join("users.csv");
+    std::fs::write(&users_csv, csv).unwrap();
+    let users_jsonl = tmp.path().join("users.jsonl");
+    std::fs::write(&users_jsonl, jsonl).unwrap();
+    let top = TOP.to_string();
+    let run = |users: &Path, seed: &str, out: &str| -> std::path::PathBuf {
+        let out = tmp.path().join(out);
+        let o = ok(recsel(&[
+            "recommend",
+            "--model",
+            m,
+            "--mech",
+            "mgem",
+            "--eps",
+            "1",
+            "--top",
+            &top,
+            "--users",
+            users.to_str().unwrap(),
+            "--seed",
+            seed,
+            "--out",
+            out.to_str().unwrap(),
+        ]));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains("privacy: each recommended item is 1-DP (mgem"),
+            "{err}"
+        );
+        out
+    };
+    let a = read_recs(&run(&users_csv, "7", "a.csv"));
+    let b = read_recs(&run(&users_csv, "7", "b.csv"));
+    let c = read_recs(&run(&users_csv, "8", "c.csv"));
+    let j = read_recs(&run(&users_jsonl, "7", "j.csv"));
+    assert_eq!(a.len(), histories.len(), "one row per user");
+    let rec = Recommender::load(
+        &model,
+        &RecommendConfig::new(
+            "mgem",
+            MechParams {
+                epsilon: 1.0,
+                ..Default::default()
+            },
+            TOP,
+            NoiseMode::Fast,
+        ),
+    )
+    .unwrap();
+    let mut scratch = rec.scratch();
+    let check =
+        |recs: &[(String, String)], what: &str, scratch: &mut recsel::recommend::RecScratch| {
+            for ((user, item), (id, history)) in recs.iter().zip(&histories) {
+                assert_eq!(user, id, "{what}: users in input order");
+                let j = rec
+                    .item_index(item)
+                    .unwrap_or_else(|| panic!("{what}: unknown item {item}"));
+                assert!(
+                    !history.contains(&j),
+                    "{what}: {user} got {item}, which is in the history"
+                );
+                let cand = rec.candidates(history, scratch);
+                assert_eq!(cand.items.len(), TOP);
+                assert!(
+                    cand.items.contains(&j),
+                    "{what}: {user} got {item}, not among the top {TOP} candidates"
+                );
+            }
+        };
+    check(&a, "seed 7", &mut scratch);
+    check(&c, "seed 8", &mut scratch);
+    assert_eq!(a, b, "same seed, same recommendations");
+    assert_eq!(
+        a, j,
+        "jsonl and csv users files give the same recommendations"
+    );
+    let differ = a.iter().zip(&c).filter(|(x, y)| x.1 != y.1).count();
+    assert!(differ > 0, "seeds 7 and 8 gave identical recommendations");
+    // Power of the candidate check: the top-50 lists leave out most of the 1,500 items.
+    assert!(rec.n_items() > 10 * TOP);
+    // Parquet output of the secure path: items still from the candidates.
+    let out = tmp.path().join("s.parquet");
+    ok(recsel(&[
+        "recommend",
+        "--model",
+        m,
+        "--mech",
+        "cgem",
+        "--eps",
+        "0.5",
+        "--top",
+        &top,
+        "--users",
+        users_jsonl.to_str().unwrap(),
+        "--secure",
+        "--out",
+        out.to_str().unwrap(),
+    ]));
+    let back = tmp.path().join("s.csv");
+    {
+        use polars::prelude::{CsvWriter, ParquetReader, SerReader, SerWriter};
+        let mut df = ParquetReader::new(std::fs::File::open(&out).unwrap())
+            .finish()
+            .unwrap();
+        let mut buf = Vec::new();
+        CsvWriter::new(&mut buf).finish(&mut df).unwrap();
+        std::fs::write(&back, buf).unwrap();
+    }
+    check(&read_recs(&back), "secure cgem", &mut scratch);
+    // Not ε-DP at k = 50: refused without --allow-non-private.
+    let o = recsel(&[
+        "recommend",
+        "--model",
+        m,
+        "--mech",
+        "rnmh-laplace",
+        "--eps",
+        "1",
+        "--top",
+        &top,
+        "--history",
+        "1,2,3",
+        "--seed",
+        "1",
+    ]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("only 49-DP at top = 50"), "{err}");
+    ok(recsel(&[
+        "recommend",
+        "--model",
+        m,
+        "--mech",
+        "rnmh-laplace",
+        "--eps",
+        "1",
+        "--top",
+        &top,
+        "--history",
+        "1,2,3",
+        "--seed",
+        "1",
+        "--allow-non-private",
+    ]));
+}
+
+/// Bad users files are errors naming the file, the line and the value; a changed model file is
+/// caught by the release's checksum.
+#[test]
+fn recommend_names_bad_input() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("model");
+    recsel::recommend::example_release(&dir).unwrap();
+    let m = dir.to_str().unwrap();
+    let users = tmp.path().join("u.csv");
+    std::fs::write(&users, "user,item\na,1\na,2\nb,no-such-item\n").unwrap();
+    let o = recsel(&[
+        "recommend",
+        "--model",
+        m,
+        "--mech",
+        "gem",
+        "--eps",
+        "1",
+        "--users",
+        users.to_str().unwrap(),
+        "--seed",
+        "1",
+    ]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("u.csv line 4") && err.contains("'no-such-item'"),
+        "{err}"
+    );
+    let jl = tmp.path().join("u.jsonl");
+    std::fs::write(
+        &jl,
+        "{\"user\": \"a\", \"items\": [1, 2]}\n{\"user\": \"b\"}\n",
+    )
+    .unwrap();
+    let o = recsel(&[
+        "recommend",
+        "--model",
+        m,
+        "--mech",
+        "gem",
+        "--eps",
+        "1",
+        "--users",
+        jl.to_str().unwrap(),
+        "--seed",
+        "1",
+    ]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("u.jsonl line 2") && err.contains("no \"items\""),
+        "{err}"
+    );
+    // The good line alone works, on stdout as CSV.
+    std::fs::write(&jl, "{\"user\": \"a\", \"items\": [1, 2]}\n").unwrap();
+    let o = ok(recsel(&[
+        "recommend",
+        "--model",
+        m,
+        "--mech",
+        "gem",
+        "--eps",
+        "1",
+        "--users",
+        jl.to_str().unwrap(),
+        "--seed",
+        "1",
+    ]));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.starts_with("user,item\na,"), "{out}");
+    // A model file changed after the release was written.
+    let meta = dir.join("model.json");
+    let text = std::fs::read_to_string(&meta).unwrap();
+    std::fs::write(&meta, text.replacen("\"dataset\"", "\"dataset\" ", 1)).unwrap();
+    let o = recsel(&[
+        "recommend",
+        "--model",
+        m,
+        "--mech",
+        "gem",
+        "--eps",
+        "1",
+        "--history",
+        "1",
+        "--seed",
+        "1",
+    ]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("model.json") && err.contains("CRC-32"),
+        "{err}"
+    );
+}
+
+/// The README's library example is the doc test of `recsel::recommend` (which compiles and runs
+/// it), line for line without the doc test's hidden setup lines.
+#[test]
+fn readme_library_example_is_the_recommend_doc_test() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let readme = std::fs::read_to_string(format!("{root}/README.md")).unwrap();
+    let after = readme
+        .split("## Library")
+        .nth(1)
+        .expect("README has a Library section");
+    let block = after
+        .split("```rust\n")
+        .nth(1)
+        .and_then(|b| b.split("\n```").next())
+        .expect("a rust block in README's Library section");
+    let src = std::fs::read_to_string(format!("{root}/src/recommend/mod.rs")).unwrap();
+    let doc: Vec<&str> = src
+        .lines()
+        .take_while(|l| l.starts_with("//!"))
+        .map(|l| {
+            l.strip_prefix("//! ")
+                .unwrap_or(l.strip_prefix("//!").unwrap())
+        })
+        .collect();
+    let start = doc.iter().position(|l| *l == "```").unwrap() + 1;
+    let end = start + doc[start..].iter().position(|l| *l == "```").unwrap();
+    let visible: Vec<&str> = doc[start..end]
+        .iter()
+        .copied()
+        .filter(|l| !(l.starts_with("# ") || *l == "#"))
+        .collect();
+    let readme_lines: Vec<&str> = block.lines().collect();
+    assert_eq!(
+        readme_lines, visible,
+        "README's library example differs from the doc test in src/recommend/mod.rs"
+    );
+}
