@@ -187,3 +187,105 @@ fn clipping_can_be_disabled() {
     assert_eq!(clipped.max_score, sens.clip(top, buf[top]));
     assert!(clipped.max_score <= raw.max_score);
 }
+
+/// A scorer whose users' held-out item is their own best candidate, so hit@1 is the probability
+/// of picking the argmax.
+struct BestIsTarget {
+    inner: Hashed,
+    targets: Vec<Vec<u32>>,
+}
+
+impl UserScorer for BestIsTarget {
+    type Scratch = ();
+    fn n_users(&self) -> usize {
+        self.inner.users
+    }
+    fn n_items(&self) -> usize {
+        self.inner.items
+    }
+    fn scratch(&self) {}
+    fn excluded(&self, user: usize) -> &[u32] {
+        self.inner.excluded(user)
+    }
+    fn score(&self, user: usize, out: &mut [f64], s: &mut ()) {
+        self.inner.score(user, out, s)
+    }
+    fn targets(&self, user: usize) -> &[u32] {
+        &self.targets[user]
+    }
+}
+
+/// The utility columns a product owner reads (issue 17): hit@1 equals the exact probability of
+/// picking the held-out item (krr picks the argmax with probability e^ε/(e^ε + k − 1), random with
+/// 1/k — each rejects the other's value), random's MSE relative to random is 1, and the guarantee
+/// column states what `rnmh-laplace` really is at k = top ((k − 1)ε, so not ε-DP) while `rnm` is
+/// ε-DP; the advice names the Spearman rule's pick and warns about the non-private mechanism.
+#[test]
+fn hit_rate_relative_mse_and_guarantee_columns() {
+    let inner = Hashed::new(300, 200);
+    let mut buf = vec![0.0; inner.items];
+    let sens = item_sensitivities(&inner, &SensitivityConfig::default(), &|_| {});
+    let mut cfg = config(40);
+    cfg.mechanisms = ["krr", "random", "rnm", "rnmh-laplace"]
+        .map(String::from)
+        .to_vec();
+    cfg.epsilons = vec![1.0, 6.0];
+    // Clipping can create ties at the top; the argmax of the clipped scores is the target.
+    let targets = (0..inner.users)
+        .map(|u| {
+            inner.score(u, &mut buf, &mut ());
+            let c = recsel::scoring::Candidates::new(&buf, inner.excluded(u), &sens, cfg.top, true);
+            let best = (0..c.items.len())
+                .max_by(|&a, &b| c.scores[a].total_cmp(&c.scores[b]).then(b.cmp(&a)))
+                .unwrap();
+            vec![c.items[best]]
+        })
+        .collect();
+    let scorer = BestIsTarget { inner, targets };
+    let dir = tempfile::tempdir().unwrap();
+    let store = ChunkStore::open(dir.path(), &cfg, false).unwrap();
+    let (rows, _) = real::run_all(&scorer, &sens, &cfg, &store, &|_| {}, None).unwrap();
+    let table = real::mse_table(&cfg, &rows);
+    let row = |m: &str, e: f64| {
+        table
+            .iter()
+            .find(|r| r.mechanism == m && r.epsilon == e)
+            .unwrap()
+    };
+    let k = cfg.top as f64;
+    // Ties at the clipped top would make krr's argmax ambiguous; the hashed scores have none.
+    for e in [1.0f64, 6.0] {
+        let p_krr = e.exp() / (e.exp() + k - 1.0);
+        let (krr, random) = (row("krr", e), row("random", e));
+        assert!(
+            (krr.hit1 - p_krr).abs() < 4.0 * krr.hit1_se + 1e-9,
+            "krr hit@1 {} vs {p_krr}",
+            krr.hit1
+        );
+        assert!(
+            (random.hit1 - 1.0 / k).abs() < 4.0 * random.hit1_se,
+            "random hit@1 {}",
+            random.hit1
+        );
+        assert!(
+            (krr.hit1 - 1.0 / k).abs() > 4.0 * krr.hit1_se,
+            "hit@1 has no power at eps {e}"
+        );
+        assert!(
+            (random.relative_mse - 1.0).abs() < 4.0 * random.se / random.mse,
+            "{}",
+            random.relative_mse
+        );
+        assert!(row("rnm", e).private && row("rnm", e).guarantee == format!("{e}-DP"));
+        let h = row("rnmh-laplace", e);
+        assert!(!h.private);
+        assert_eq!(h.guarantee_epsilon, (k - 1.0) * e);
+        assert_eq!(h.guarantee, format!("{}-DP", (k - 1.0) * e));
+    }
+    let advice = real::advice(&cfg, &real::spearman_summary(&rows), &table);
+    assert!(advice[0].contains("-> "), "{advice:?}");
+    assert!(
+        advice.iter().any(|l| l.contains("measured, lowest MSE")),
+        "{advice:?}"
+    );
+}

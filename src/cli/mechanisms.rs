@@ -39,6 +39,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                     "private": s.private,
                     "parameters": s.params.iter().map(|p| default_of(p, &defaults)).collect::<Vec<_>>(),
                     "summary": s.summary,
+                    "use_when": s.use_when,
                     "audit_reference": s.audit_reference,
                 })
             })
@@ -48,8 +49,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     writeln!(
         out,
-        "{:<13} {:<36} {:<32} description",
-        "name", "guarantee", "parameters (defaults)"
+        "{:<13} {:<36} {:<32} {:<42} description",
+        "name", "guarantee", "parameters (defaults)", "use when"
     )?;
     for s in REGISTRY {
         if s.audit_reference {
@@ -63,8 +64,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         };
         writeln!(
             out,
-            "{:<13} {:<36} {:<32} {}",
-            s.name, s.guarantee, params, s.summary
+            "{:<13} {:<36} {:<32} {:<42} {}",
+            s.name, s.guarantee, params, s.use_when, s.summary
         )?;
     }
     writeln!(
@@ -75,10 +76,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let params: Vec<_> = s.params.iter().map(|p| default_of(p, &defaults)).collect();
         writeln!(
             out,
-            "{:<13} {:<36} {:<32} {}",
+            "{:<13} {:<36} {:<32} {:<42} {}",
             s.name,
             s.guarantee,
             params.join(" "),
+            s.use_when,
             s.summary
         )?;
     }

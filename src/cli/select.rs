@@ -176,7 +176,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         super::common::announce_secure_mode();
     }
     cfg.build()?; // validate before the long work
-    let scorer = ModelScorer::new(&model, &data.test_input);
+    let scorer = ModelScorer::new(&model, &data.test_input).with_targets(&data.test_target);
     eprintln!(
         "[select] {}: {} test users, {} items; {} mechanisms × {} ε × {} trials",
         data.name(),
@@ -199,8 +199,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let (rows, skipped) = real::run_all(&scorer, &sens, &cfg, &store, &|n| bar.inc(n), None)?;
     bar.finish_and_clear();
     let select_s = t.elapsed().as_secs_f64();
-    // Diagnostics (docs/real-data.md): one more scoring pass over every user.
-    let t = Instant::now();
+    let t = Instant::now(); // analysis (docs/real-data.md): one more pass over every user
     let analysis = real::analyse(&scorer, &sens, sens_cfg.floor, &cfg, &rows);
     let diag_s = t.elapsed().as_secs_f64();
     let scatter_e = nearest_epsilon(&cfg, args.scatter_eps);
@@ -224,6 +223,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         counts: &analysis.counts,
         diagnostics: &analysis.diagnostics,
         rules: &analysis.rules,
+        advice: &analysis.advice,
     };
     let files = write_select(&out, &run, &results)
         .with_context(|| format!("writing the results into {}", out.display()))?;

@@ -92,7 +92,9 @@ impl SelectConfig {
 
     /// FNV-1a hash of the resolved configuration.
     pub fn hash(&self) -> u64 {
-        let text = serde_json::to_string(self).expect("configuration serialises");
+        let mut text = serde_json::to_string(self).expect("configuration serialises");
+        // The chunk layout's version: chunks of another layout belong to another configuration.
+        text.push_str(CHUNK_LAYOUT);
         let mut h: u64 = 0xcbf2_9ce4_8422_2325;
         for b in text.bytes() {
             h ^= u64::from(b);
@@ -121,6 +123,12 @@ pub struct UserRow {
     pub mean_selected: Vec<f64>,
     /// Mean squared error `(q_selected − q_max)²` per (mechanism, ε), mechanism-major.
     pub mse: Vec<f64>,
+    /// The MSE a uniformly random choice has in expectation: the mean of `(q_a − q_max)²` over the
+    /// candidates (the denominator of the relative MSE).
+    pub random_mse: f64,
+    /// Share of the trials whose pick is one of the user's held-out items (hit@1), per
+    /// (mechanism, ε), mechanism-major; 0 for a scorer without targets.
+    pub hit: Vec<f64>,
 }
 
 /// Runs every mechanism × ε × trial for one user, drawing from `draws` (of `cfg.noise`'s mode);
@@ -150,20 +158,25 @@ pub fn run_user<S: UserScorer>(
         return Ok(None);
     };
     let qmax = problem.max_score();
+    let targets = scorer.targets(user);
     let mut mean_selected = Vec::with_capacity(mechs.len() * cfg.epsilons.len());
     let mut mse = Vec::with_capacity(mean_selected.capacity());
+    let mut hit = Vec::with_capacity(mean_selected.capacity());
     for per_eps in mechs {
         for (e, mech) in per_eps.iter().enumerate() {
             let selector = Selector::new(&**mech, &problem, cfg.noise)?;
             let id = name_id(mech.name());
-            let (mut sum, mut sq) = (0.0, 0.0);
+            let (mut sum, mut sq, mut hits) = (0.0, 0.0, 0u32);
             for t in 0..cfg.trials {
-                let v = q[selector.sample(draws, id, e as u32, user as u64, t)];
+                let a = selector.sample(draws, id, e as u32, user as u64, t);
+                let v = q[a];
                 sum += v;
                 sq += (v - qmax) * (v - qmax);
+                hits += u32::from(targets.binary_search(&items[a]).is_ok());
             }
             mean_selected.push(sum / f64::from(cfg.trials));
             mse.push(sq / f64::from(cfg.trials));
+            hit.push(f64::from(hits) / f64::from(cfg.trials));
         }
     }
     Ok(Some(UserRow {
@@ -175,6 +188,8 @@ pub fn run_user<S: UserScorer>(
         max_score: qmax,
         mean_selected,
         mse,
+        random_mse: q.iter().map(|v| (v - qmax) * (v - qmax)).sum::<f64>() / q.len() as f64,
+        hit,
     }))
 }
 
@@ -191,6 +206,12 @@ pub fn user_header(cfg: &SelectConfig) -> String {
             let _ = write!(h, ",mse_{m}_eps{e}");
         }
     }
+    h.push_str(",random_mse");
+    for m in &cfg.mechanisms {
+        for e in &cfg.epsilons {
+            let _ = write!(h, ",hit_{m}_eps{e}");
+        }
+    }
     h
 }
 
@@ -205,6 +226,10 @@ pub fn user_line(r: &UserRow) -> String {
     for v in r.mean_selected.iter().chain(&r.mse) {
         let _ = write!(s, ",{v}");
     }
+    let _ = write!(s, ",{}", r.random_mse);
+    for v in &r.hit {
+        let _ = write!(s, ",{v}");
+    }
     s
 }
 
@@ -214,10 +239,10 @@ fn parse_line(path: &Path, line_no: usize, line: &str, cells: usize) -> Result<U
         message: m,
     };
     let f: Vec<&str> = line.split(',').collect();
-    if f.len() != 6 + 2 * cells {
+    if f.len() != 7 + 3 * cells {
         return Err(bad(format!(
             "expected {} fields, found {}",
-            6 + 2 * cells,
+            7 + 3 * cells,
             f.len()
         )));
     }
@@ -239,9 +264,15 @@ fn parse_line(path: &Path, line_no: usize, line: &str, cells: usize) -> Result<U
         weighted: num(4)?,
         max_score: num(5)?,
         mean_selected: vals[..cells].to_vec(),
-        mse: vals[cells..].to_vec(),
+        mse: vals[cells..2 * cells].to_vec(),
+        random_mse: vals[2 * cells],
+        hit: vals[2 * cells + 1..].to_vec(),
     })
 }
+
+/// Version of the chunk files' columns (2: `random_mse` and the hit@1 cells), part of the
+/// configuration hash.
+const CHUNK_LAYOUT: &str = "chunks-v2";
 
 /// Users per resumable chunk.
 pub const CHUNK_USERS: usize = 256;
@@ -390,8 +421,13 @@ pub fn run_all<S: UserScorer>(
 pub struct MseRow {
     /// Mechanism name.
     pub mechanism: String,
-    /// Whether it is private.
+    /// Whether it is ε-DP at this row's ε for the run's k (= `top`): false for `rnmh` and for
+    /// `rnmh-laplace` at k > 2, which is only (k − 1)ε-DP.
     pub private: bool,
+    /// The guarantee it actually has at the run's k, in words (`1-DP`, `499-DP`, `not private`).
+    pub guarantee: String,
+    /// The ε of that guarantee (NaN, `null` in JSON, when not private).
+    pub guarantee_epsilon: f64,
     /// ε.
     pub epsilon: f64,
     /// Mean over users of each user's mean squared error.
@@ -403,30 +439,181 @@ pub struct MseRow {
     pub users: u64,
     /// Trials per user.
     pub trials: u32,
+    /// Hit@1: mean over users of the share of trials whose pick is a held-out item of the user.
+    pub hit1: f64,
+    /// Standard error of hit@1 over users.
+    pub hit1_se: f64,
+    /// MSE relative to a uniformly random choice among the same candidates: `mse` over the mean of
+    /// the users' expected random-choice MSE (1 = no better than random, 0 = always the best).
+    pub relative_mse: f64,
+}
+
+/// The guarantee `spec` has at `epsilon` for k candidates: (ε of the guarantee or NaN, words).
+pub fn actual_guarantee(
+    spec: &mechanisms::MechanismSpec,
+    params: &MechParams,
+    k: usize,
+) -> (f64, String) {
+    match spec.build(params).map(|m| m.guarantee().epsilon_for(k)) {
+        Ok(Some(e)) => (e, format!("{}-DP", (e * 1e9).round() / 1e9)),
+        Ok(None) => (f64::NAN, "not private".into()),
+        Err(e) => (f64::NAN, format!("invalid: {e}")),
+    }
+}
+
+/// Mean and standard error of `vals`.
+fn mean_se(vals: &[f64]) -> (f64, f64) {
+    let n = vals.len() as f64;
+    let mean = vals.iter().sum::<f64>() / n;
+    let var = vals.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / (n - 1.0).max(1.0);
+    (mean, (var / n).sqrt())
 }
 
 /// The MSE table of docs/protocol.md, step 9 (fig 13 g–i).
 pub fn mse_table(cfg: &SelectConfig, rows: &[UserRow]) -> Vec<MseRow> {
     let mut out = Vec::new();
     let ne = cfg.epsilons.len();
+    let random: f64 = rows.iter().map(|r| r.random_mse).sum::<f64>() / rows.len().max(1) as f64;
     for (m, name) in cfg.mechanisms.iter().enumerate() {
-        let private = mechanisms::spec(name).map(|s| s.private).unwrap_or(false);
+        let spec = mechanisms::spec(name);
         for (e, &eps) in cfg.epsilons.iter().enumerate() {
             let vals: Vec<f64> = rows.iter().map(|r| r.mse[m * ne + e]).collect();
-            let n = vals.len() as f64;
-            let mean = vals.iter().sum::<f64>() / n;
-            let var =
-                vals.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / (n - 1.0).max(1.0);
+            let (mean, se) = mean_se(&vals);
+            let hits: Vec<f64> = rows.iter().map(|r| r.hit[m * ne + e]).collect();
+            let (hit1, hit1_se) = mean_se(&hits);
+            let (g_eps, guarantee) = match spec {
+                Ok(s) => actual_guarantee(s, &cfg.params.with_epsilon(eps), cfg.top),
+                Err(_) => (f64::NAN, "unknown".into()),
+            };
             out.push(MseRow {
                 mechanism: name.clone(),
-                private,
+                private: g_eps <= eps * (1.0 + 1e-12),
+                guarantee,
+                guarantee_epsilon: g_eps,
                 epsilon: eps,
                 mse: mean,
-                se: (var / n).sqrt(),
+                se,
                 users: vals.len() as u64,
                 trials: cfg.trials,
+                hit1,
+                hit1_se,
+                relative_mse: mean / random,
             });
         }
+    }
+    out
+}
+
+/// A guarantee relative to the nominal ε, for tables: `eps`, `499*eps`, `0`, `not DP`.
+pub fn guarantee_label(row: &MseRow) -> String {
+    let g = row.guarantee_epsilon;
+    if g.is_nan() {
+        "not DP".into()
+    } else if g == 0.0 {
+        "0".into()
+    } else {
+        let r = g / row.epsilon;
+        if (r - 1.0).abs() < 1e-9 {
+            "eps".into()
+        } else {
+            format!("{}*eps", (r * 1e6).round() / 1e6)
+        }
+    }
+}
+
+/// Which mechanism to use on this data (docs/deployment.md, "Which mechanism for my data"): the
+/// Spearman rule applied to the per-user Spearman distribution, then what the run measured — per
+/// ε the ε-DP mechanism with the lowest MSE and its MSE relative to random choice — whether the
+/// rule's pick is within two standard errors of it, where randomised response applies
+/// (`e^ε ≥ 10k`), and any mechanism that measured better without being ε-DP. One line each.
+pub fn advice(cfg: &SelectConfig, spearman: &SpearmanSummary, mse: &[MseRow]) -> Vec<String> {
+    let mut out = Vec::new();
+    let share = spearman.share_positive;
+    let (pick, why) = if share >= 0.8 {
+        (
+            "mgem",
+            "mostly positive: high scores come with high sensitivities",
+        )
+    } else if share <= 0.2 {
+        (
+            "gem",
+            "mostly negative: high scores come with low sensitivities",
+        )
+    } else {
+        (
+            "cgem",
+            "mixed across users: a private bit picks gem or mgem per user",
+        )
+    };
+    out.push(format!(
+        "Spearman(scores, sensitivities) is positive for {:.0}% of users ({why}) -> {pick}",
+        100.0 * share
+    ));
+    let mut best_line = Vec::new();
+    let (mut near, mut compared) = (0, 0);
+    let mut unsafe_wins = Vec::new();
+    for &eps in &cfg.epsilons {
+        let at: Vec<&MseRow> = mse.iter().filter(|r| r.epsilon == eps).collect();
+        let Some(best) = at
+            .iter()
+            .filter(|r| r.private)
+            .min_by(|a, b| a.mse.total_cmp(&b.mse))
+        else {
+            continue;
+        };
+        best_line.push(format!(
+            "eps={eps} {} ({:.2} of random)",
+            best.mechanism, best.relative_mse
+        ));
+        if let Some(r) = at.iter().find(|r| r.mechanism == pick) {
+            compared += 1;
+            if r.mse <= best.mse + 2.0 * (r.se.hypot(best.se)) {
+                near += 1;
+            }
+        }
+        for r in at.iter().filter(|r| !r.private && r.mse < best.mse) {
+            unsafe_wins.push(format!("{} at eps={eps} ({})", r.mechanism, r.guarantee));
+        }
+    }
+    if !best_line.is_empty() {
+        out.push(format!(
+            "measured, lowest MSE among the eps-DP mechanisms: {}",
+            best_line.join(", ")
+        ));
+    }
+    if compared > 0 {
+        out.push(format!(
+            "{pick} is within 2 s.e. of that best at {near} of {compared} eps"
+        ));
+    }
+    let k = cfg.top as f64;
+    let krr_from = (10.0 * k).ln();
+    let krr_eps: Vec<String> = cfg
+        .epsilons
+        .iter()
+        .filter(|&&e| e >= krr_from)
+        .map(|e| e.to_string())
+        .collect();
+    out.push(if krr_eps.is_empty() {
+        format!(
+            "krr needs e^eps >> k: eps >= ln(10k) = {krr_from:.1} at k = {}; no eps of this run \
+             (fewer candidates, --top, lower that threshold)",
+            cfg.top
+        )
+    } else {
+        format!(
+            "e^eps >> k = {} at eps = {}: krr (the argmax with probability e^eps/(e^eps+k-1)) \
+             is worth comparing there",
+            cfg.top,
+            krr_eps.join(", ")
+        )
+    });
+    if !unsafe_wins.is_empty() {
+        out.push(format!(
+            "lower MSE but NOT eps-DP at k = {} (never deploy): {}",
+            cfg.top,
+            unsafe_wins.join(", ")
+        ));
     }
     out
 }
@@ -813,6 +1000,8 @@ pub struct Analysis {
     pub diagnostics: Diagnostics,
     /// The Spearman and bound rules against the per-user winner of GEM and mGEM, per ε.
     pub rules: Vec<RuleRow>,
+    /// Which mechanism for this data, one line each ([`advice`]).
+    pub advice: Vec<String>,
 }
 
 /// Analyses the rows of a finished run: one more scoring pass over every user for the per-item
@@ -830,11 +1019,15 @@ pub fn analyse<S: UserScorer>(
     let (counts, candidates) = candidate_pass(scorer, sens, cfg, &sample);
     let diagnostics = diagnostics(cfg, sens, floor, &counts, candidates, rows);
     let rules = rule_table(cfg, rows, &counts);
+    let mse = mse_table(cfg, rows);
+    let spearman = spearman_summary(rows);
+    let advice = advice(cfg, &spearman, &mse);
     Analysis {
-        mse: mse_table(cfg, rows),
-        spearman: spearman_summary(rows),
+        mse,
+        spearman,
         counts,
         diagnostics,
         rules,
+        advice,
     }
 }

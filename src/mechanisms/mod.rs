@@ -373,6 +373,8 @@ pub struct MechanismSpec {
     pub params: &'static [&'static str],
     /// One-line description.
     pub summary: &'static str,
+    /// When to choose it (docs/deployment.md, "Which mechanism for my data").
+    pub use_when: &'static str,
     /// An audit reference: a mechanism that is deliberately not ε-DP, kept to show that
     /// `recsel audit` catches a real violation. Not part of `all`.
     pub audit_reference: bool,
@@ -407,6 +409,7 @@ pub static REGISTRY: &[MechanismSpec] = &[
         private: true,
         params: &[],
         summary: "Report Noisy Max: argmax q_a + Exp(mean 2*Delta/eps), Delta = max sensitivity",
+        use_when: "a safe default; equal sensitivities",
         audit_reference: false,
         build: |p| boxed(NoisyMax::new(Noise::Exponential, false, p.epsilon)),
     },
@@ -416,6 +419,7 @@ pub static REGISTRY: &[MechanismSpec] = &[
         private: true,
         params: &[],
         summary: "permute-and-flip (McKenna-Sheldon 2020); same distribution as rnm",
+        use_when: "as rnm (the same distribution)",
         audit_reference: false,
         build: |p| boxed(PermuteAndFlip::new(p.epsilon)),
     },
@@ -425,6 +429,7 @@ pub static REGISTRY: &[MechanismSpec] = &[
         private: true,
         params: &[],
         summary: "exponential mechanism: P(a) proportional to exp(eps*q_a/(2*Delta))",
+        use_when: "as rnm (the same choice, in log space)",
         audit_reference: false,
         build: |p| boxed(ExponentialMechanism::new(p.epsilon)),
     },
@@ -434,6 +439,7 @@ pub static REGISTRY: &[MechanismSpec] = &[
         private: true,
         params: &[],
         summary: "argmax q_a + Lap(2*Delta/eps)",
+        use_when: "comparison only (rnm does better)",
         audit_reference: false,
         build: |p| boxed(NoisyMax::new(Noise::Laplace, false, p.epsilon)),
     },
@@ -443,6 +449,7 @@ pub static REGISTRY: &[MechanismSpec] = &[
         private: false,
         params: &[],
         summary: "heterogeneous RNM: argmax q_a + Exp(mean 2*Delta_a/eps); NOT DP for any eps",
+        use_when: "never: not private",
         audit_reference: false,
         build: |p| boxed(NoisyMax::new(Noise::Exponential, true, p.epsilon)),
     },
@@ -452,6 +459,7 @@ pub static REGISTRY: &[MechanismSpec] = &[
         private: true,
         params: &[],
         summary: "heterogeneous Laplace noisy max: argmax q_a + Lap(Delta_a/eps)",
+        use_when: "never: only (k-1)*eps-DP",
         audit_reference: false,
         build: |p| boxed(NoisyMax::new(Noise::Laplace, true, p.epsilon)),
     },
@@ -462,6 +470,7 @@ pub static REGISTRY: &[MechanismSpec] = &[
         params: &["gamma"],
         summary: "random stopping RS_gamma (Liu-Talwar): K ~ Geometric(gamma) uniform draws, \
                   each q_a + Lap(3*Delta_a/eps), best recorded",
+        use_when: "comparison (gem/mgem usually do better)",
         audit_reference: false,
         build: |p| {
             boxed(RandomStopping::new(
@@ -479,6 +488,7 @@ pub static REGISTRY: &[MechanismSpec] = &[
         params: &["gamma", "eta"],
         summary: "improved random stopping (Papernot-Steinke): K ~ truncated negative binomial, \
                   noise Lap((2+eta)*Delta_a/eps)",
+        use_when: "as rs, with less noise per draw",
         audit_reference: false,
         build: |p| {
             boxed(RandomStopping::new(
@@ -496,6 +506,7 @@ pub static REGISTRY: &[MechanismSpec] = &[
         params: &["gamma"],
         summary: "RS_gamma with one-sided Exp(mean 3*Delta_a/eps) noise; eps-DP (seed 001 \
                   appendix B's proof of the contrary is wrong, docs/mechanisms.md)",
+        use_when: "as rs, with one-sided noise",
         audit_reference: false,
         build: |p| {
             boxed(RandomStopping::new(
@@ -512,6 +523,7 @@ pub static REGISTRY: &[MechanismSpec] = &[
         private: true,
         params: &["beta"],
         summary: "generalised exponential mechanism (Raskhodnikova-Smith), t = 2 ln(k/beta)/eps",
+        use_when: "Spearman(q, Delta) mostly negative",
         audit_reference: false,
         build: |p| boxed(Gem::new(GemVariant::Gem, p.epsilon, p.beta)),
     },
@@ -521,6 +533,7 @@ pub static REGISTRY: &[MechanismSpec] = &[
         private: true,
         params: &["beta"],
         summary: "modified GEM, t = -2 ln(k/beta)/eps",
+        use_when: "Spearman(q, Delta) mostly positive",
         audit_reference: false,
         build: |p| boxed(Gem::new(GemVariant::Modified, p.epsilon, p.beta)),
     },
@@ -531,6 +544,7 @@ pub static REGISTRY: &[MechanismSpec] = &[
         params: &["beta", "c", "chooser"],
         summary: "combined GEM: randomised-response bit [corr(q, Delta) >= 0] with c*eps, \
                   then mgem (bit 1) or gem (bit 0) with (1-c)*eps",
+        use_when: "Spearman mixed or polarised across users",
         audit_reference: false,
         build: |p| boxed(CombinedGem::new(p.epsilon, p.beta, p.c, p.chooser)),
     },
@@ -540,6 +554,7 @@ pub static REGISTRY: &[MechanismSpec] = &[
         private: true,
         params: &[],
         summary: "k-randomised response: the argmax with probability e^eps/(e^eps+k-1)",
+        use_when: "e^eps >> k (large eps, few candidates)",
         audit_reference: false,
         build: |p| boxed(KRandomizedResponse::new(p.epsilon)),
     },
@@ -549,6 +564,7 @@ pub static REGISTRY: &[MechanismSpec] = &[
         private: true,
         params: &[],
         summary: "uniform over the k candidates (ignores scores)",
+        use_when: "the floor every mechanism must beat",
         audit_reference: false,
         build: |p| boxed(UniformRandom::new(p.epsilon)),
     },
@@ -559,6 +575,7 @@ pub static REGISTRY: &[MechanismSpec] = &[
         params: &["draws"],
         summary: "best of T uniform draws with Exp(mean 3*Delta_a/eps) noise and no random \
                   stopping; NOT DP: loss ln[(1+p)^T - p^T], p = 1 - e^(-eps/3)",
+        use_when: "audits only",
         audit_reference: true,
         build: |p| boxed(RandomStopping::best_of(p.epsilon, p.draws)),
     },
@@ -569,6 +586,7 @@ pub static REGISTRY: &[MechanismSpec] = &[
         params: &["gamma"],
         summary: "rs-exp with noise multiplier 1 instead of 3 while claiming eps: the audit \
                   must report a violation",
+        use_when: "audits only",
         audit_reference: true,
         build: |p| {
             boxed(RandomStopping::miscalibrated(

@@ -13,7 +13,8 @@ use super::Resolved;
 use crate::error::Result;
 pub use crate::experiments::real::SCATTER_USERS;
 use crate::experiments::real::{
-    random_sample, Diagnostics, ItemCounts, MseRow, RuleRow, SelectConfig, SpearmanSummary, UserRow,
+    self, random_sample, Diagnostics, ItemCounts, MseRow, RuleRow, SelectConfig, SpearmanSummary,
+    UserRow,
 };
 use crate::experiments::synthetic::MseRow as PlotRow;
 use crate::model::ModelParams;
@@ -60,6 +61,8 @@ pub struct SelectResults<'a> {
     pub diagnostics: &'a Diagnostics,
     /// The Spearman and bound rules against the per-user winner of GEM and mGEM, per ε.
     pub rules: &'a [RuleRow],
+    /// Which mechanism for this data ([`crate::experiments::real::advice`]).
+    pub advice: &'a [String],
 }
 
 /// The users of the fig 13 d–f scatter plot at grid point `e`: [`SCATTER_USERS`] rows drawn at
@@ -177,6 +180,14 @@ fn mse_table(dataset: &str, mse: &[MseRow]) -> Table {
             Values::Bool(mse.iter().map(|r| r.private).collect()),
         )
         .with(
+            "guarantee",
+            Values::Str(mse.iter().map(|r| r.guarantee.clone()).collect()),
+        )
+        .with(
+            "guarantee_epsilon",
+            Values::F64(mse.iter().map(|r| r.guarantee_epsilon).collect()),
+        )
+        .with(
             "epsilon",
             Values::F64(mse.iter().map(|r| r.epsilon).collect()),
         )
@@ -186,6 +197,15 @@ fn mse_table(dataset: &str, mse: &[MseRow]) -> Table {
         .with(
             "trials",
             Values::U64(mse.iter().map(|r| u64::from(r.trials)).collect()),
+        )
+        .with("hit1", Values::F64(mse.iter().map(|r| r.hit1).collect()))
+        .with(
+            "hit1_se",
+            Values::F64(mse.iter().map(|r| r.hit1_se).collect()),
+        )
+        .with(
+            "relative_mse",
+            Values::F64(mse.iter().map(|r| r.relative_mse).collect()),
         )
 }
 
@@ -382,17 +402,39 @@ pub fn summary_text(
             p.len()
         );
     }
-    let _ = write!(out, "\n{:<13}", "MSE");
-    for e in &cfg.epsilons {
-        let _ = write!(out, " {:>9}", format!("eps={e}"));
-    }
-    let _ = writeln!(out);
-    for (m, name) in cfg.mechanisms.iter().enumerate() {
-        let _ = write!(out, "{name:<13}");
-        for e in 0..cfg.epsilons.len() {
-            let _ = write!(out, " {:>9.3e}", res.mse[m * cfg.epsilons.len() + e].mse);
+    // The guarantee column: what each mechanism really is at this run's k (= top).
+    let grids: [(&str, fn(&MseRow) -> String); 3] = [
+        ("MSE", |r| format!("{:.3e}", r.mse)),
+        ("MSE/random", |r| format!("{:.3}", r.relative_mse)),
+        ("hit@1", |r| format!("{:.4}", r.hit1)),
+    ];
+    for (title, cell) in grids {
+        let _ = write!(out, "\n{title:<13} {:>12}", format!("guar. k={}", cfg.top));
+        for e in &cfg.epsilons {
+            let _ = write!(out, " {:>9}", format!("eps={e}"));
         }
         let _ = writeln!(out);
+        let ne = cfg.epsilons.len();
+        for (m, name) in cfg.mechanisms.iter().enumerate() {
+            let first = &res.mse[m * ne];
+            let _ = write!(out, "{name:<13} {:>12}", real::guarantee_label(first));
+            for e in 0..ne {
+                let _ = write!(out, " {:>9}", cell(&res.mse[m * ne + e]));
+            }
+            let _ = writeln!(out);
+        }
+    }
+    let _ = writeln!(
+        out,
+        "(hit@1: share of private picks that are one of the user's held-out items; MSE/random: \
+         1 = no better than a uniform choice among the candidates)"
+    );
+    let _ = writeln!(
+        out,
+        "\nadvice (docs/deployment.md, \"Which mechanism for my data\"):"
+    );
+    for line in res.advice {
+        let _ = writeln!(out, "  {line}");
     }
     let _ = writeln!(
         out,
@@ -438,6 +480,7 @@ pub fn summary_json(
             "users_left_out": left_out,
         })),
         "rules": res.rules,
+        "advice": res.advice,
         "sensitivity_seconds": t.sensitivity_seconds,
         "selection_seconds": t.selection_seconds,
         "diagnostics_seconds": t.diagnostics_seconds,

@@ -26,6 +26,12 @@ pub trait UserScorer: Sync {
     fn excluded(&self, user: usize) -> &[u32];
     /// Scores of every item for `user` into `out` (length `n_items`).
     fn score(&self, user: usize, out: &mut [f64], scratch: &mut Self::Scratch);
+    /// The user's held-out items (sorted), against which a private pick counts as a hit
+    /// (hit@1, docs/protocol.md, step 9); none by default.
+    fn targets(&self, user: usize) -> &[u32] {
+        let _ = user;
+        &[]
+    }
 }
 
 /// Whose scores an item's percentiles are taken over (docs/protocol.md, step 6; `docs/real-data.md`).
@@ -68,12 +74,23 @@ impl PercentileUsers {
 pub struct ModelScorer<'a> {
     model: &'a Model,
     input: &'a Csr,
+    targets: Option<&'a Csr>,
 }
 
 impl<'a> ModelScorer<'a> {
     /// Scores the users of `input` (users × items, the items each user has) with `model`.
     pub fn new(model: &'a Model, input: &'a Csr) -> Self {
-        ModelScorer { model, input }
+        ModelScorer {
+            model,
+            input,
+            targets: None,
+        }
+    }
+
+    /// The same scorer, with each user's held-out items (`targets`, rows as in `input`) for hit@1.
+    pub fn with_targets(mut self, targets: &'a Csr) -> Self {
+        self.targets = Some(targets);
+        self
     }
 }
 
@@ -94,6 +111,12 @@ impl UserScorer for ModelScorer<'_> {
     }
     fn score(&self, user: usize, out: &mut [f64], scratch: &mut Scratch) {
         self.model.score_into(self.excluded(user), out, scratch);
+    }
+    fn targets(&self, user: usize) -> &[u32] {
+        match self.targets {
+            Some(t) => &t.indices()[t.indptr().outer_inds_sz(user)],
+            None => &[],
+        }
     }
 }
 
