@@ -9,8 +9,6 @@
 //! OS-seeded ChaCha20 and the exact sampler). Criterion reports users per second as throughput.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use recsel::data::synthetic::SyntheticShape;
-use recsel::data::{load_dataset, DataSource, NamedDataset};
 use recsel::mechanisms::MechParams;
 use recsel::recommend::{RecommendConfig, Recommender};
 use recsel::rng::NoiseMode;
@@ -23,15 +21,7 @@ const TOP: usize = 500;
 fn recommend_throughput(c: &mut Criterion) {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("model");
-    recsel::recommend::example_release(&dir).unwrap();
-    let data = load_dataset(
-        &DataSource::Named {
-            dataset: NamedDataset::Synthetic(SyntheticShape::Small),
-            data_dir: tmp.path().to_path_buf(),
-        },
-        42,
-    )
-    .unwrap();
+    let data = recsel::recommend::example_release(&dir).unwrap();
     let rows = data.train.rows();
     let users: Vec<(String, Vec<u32>)> = (0..USERS)
         .map(|u| {

@@ -4,8 +4,6 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-use recsel::data::synthetic::SyntheticShape;
-use recsel::data::{load_dataset, DataSource, NamedDataset};
 use recsel::mechanisms::MechParams;
 use recsel::recommend::{RecommendConfig, Recommender};
 use recsel::rng::NoiseMode;
@@ -68,14 +66,7 @@ fn recommend_serves_one_private_item_per_user_from_its_candidates() {
         assert!(model.join(f).exists(), "fit --out wrote no {f}");
     }
     // The served users: 60 test users of the same split (the release was calibrated on others).
-    let data = load_dataset(
-        &DataSource::Named {
-            dataset: NamedDataset::Synthetic(SyntheticShape::Small),
-            data_dir: tmp.path().to_path_buf(),
-        },
-        42,
-    )
-    .unwrap();
+    let data = recsel::recommend::example_data().unwrap();
     let mut csv = String::from("user,item\n");
     let mut jsonl = String::new();
     let mut histories: Vec<(String, Vec<u32>)> = Vec::new();
@@ -247,92 +238,52 @@ fn recommend_names_bad_input() {
     let dir = tmp.path().join("model");
     recsel::recommend::example_release(&dir).unwrap();
     let m = dir.to_str().unwrap();
+    // `recsel recommend` with gem at eps 1, seed 1 and `input` (`--users FILE` or `--history`).
+    let run = |input: &[&str]| {
+        let mut args = vec![
+            "recommend",
+            "--model",
+            m,
+            "--mech",
+            "gem",
+            "--eps",
+            "1",
+            "--seed",
+            "1",
+        ];
+        args.extend_from_slice(input);
+        recsel(&args)
+    };
+    let fails = |input: &[&str], want: &[&str]| {
+        let o = run(input);
+        assert!(!o.status.success(), "{input:?} should fail");
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        for w in want {
+            assert!(err.contains(w), "{input:?}: no {w:?} in {err}");
+        }
+    };
     let users = tmp.path().join("u.csv");
     std::fs::write(&users, "user,item\na,1\na,2\nb,no-such-item\n").unwrap();
-    let o = recsel(&[
-        "recommend",
-        "--model",
-        m,
-        "--mech",
-        "gem",
-        "--eps",
-        "1",
-        "--users",
-        users.to_str().unwrap(),
-        "--seed",
-        "1",
-    ]);
-    assert!(!o.status.success());
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        err.contains("u.csv line 4") && err.contains("'no-such-item'"),
-        "{err}"
-    );
+    let users = users.to_str().unwrap();
+    fails(&["--users", users], &["u.csv line 4", "'no-such-item'"]);
     let jl = tmp.path().join("u.jsonl");
     std::fs::write(
         &jl,
         "{\"user\": \"a\", \"items\": [1, 2]}\n{\"user\": \"b\"}\n",
     )
     .unwrap();
-    let o = recsel(&[
-        "recommend",
-        "--model",
-        m,
-        "--mech",
-        "gem",
-        "--eps",
-        "1",
-        "--users",
-        jl.to_str().unwrap(),
-        "--seed",
-        "1",
-    ]);
-    assert!(!o.status.success());
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        err.contains("u.jsonl line 2") && err.contains("no \"items\""),
-        "{err}"
-    );
+    let jls = jl.to_str().unwrap();
+    fails(&["--users", jls], &["u.jsonl line 2", "no \"items\""]);
     // The good line alone works, on stdout as CSV.
     std::fs::write(&jl, "{\"user\": \"a\", \"items\": [1, 2]}\n").unwrap();
-    let o = ok(recsel(&[
-        "recommend",
-        "--model",
-        m,
-        "--mech",
-        "gem",
-        "--eps",
-        "1",
-        "--users",
-        jl.to_str().unwrap(),
-        "--seed",
-        "1",
-    ]));
+    let o = ok(run(&["--users", jls]));
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(out.starts_with("user,item\na,"), "{out}");
     // A model file changed after the release was written.
     let meta = dir.join("model.json");
     let text = std::fs::read_to_string(&meta).unwrap();
     std::fs::write(&meta, text.replacen("\"dataset\"", "\"dataset\" ", 1)).unwrap();
-    let o = recsel(&[
-        "recommend",
-        "--model",
-        m,
-        "--mech",
-        "gem",
-        "--eps",
-        "1",
-        "--history",
-        "1",
-        "--seed",
-        "1",
-    ]);
-    assert!(!o.status.success());
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        err.contains("model.json") && err.contains("CRC-32"),
-        "{err}"
-    );
+    fails(&["--history", "1"], &["model.json", "CRC-32"]);
 }
 
 /// The README's library example is the doc test of `recsel::recommend` (which compiles and runs

@@ -289,7 +289,7 @@ fn cli_writes_identical_tables_for_any_thread_count() {
         use polars::prelude::SerReader;
         polars::prelude::ParquetReader::new(file).finish().unwrap()
     };
-    assert_eq!(df.shape(), (3 * 4 * 2, 7));
+    assert_eq!(df.shape(), (3 * 4 * 2, 8));
     let names: Vec<String> = df
         .get_column_names()
         .iter()
@@ -301,6 +301,7 @@ fn cli_writes_identical_tables_for_any_thread_count() {
             "scenario",
             "mechanism",
             "private",
+            "guarantee",
             "epsilon",
             "mse",
             "se",
@@ -310,11 +311,11 @@ fn cli_writes_identical_tables_for_any_thread_count() {
     let csv = std::fs::read_to_string(out("1").join("synth.csv")).unwrap();
     assert_eq!(
         csv.lines().next().unwrap(),
-        "scenario,mechanism,private,epsilon,mse,se,trials"
+        "scenario,mechanism,private,guarantee,epsilon,mse,se,trials"
     );
     // 3 scenarios × 4 mechanisms × 2 ε.
     assert_eq!(csv.lines().count(), 1 + 3 * 4 * 2);
-    assert!(csv.contains(",rnmh,false,"));
+    assert!(csv.contains(",rnmh,false,not private,"));
     let cfg: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out("1").join("config.json")).unwrap()).unwrap();
     assert_eq!(cfg["config"]["seed"], 5);

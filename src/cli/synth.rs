@@ -177,7 +177,8 @@ fn print_summary(out: &mut impl Write, results: &SynthResults) -> anyhow::Result
     }
     writeln!(
         out,
-        "\n(* = not differentially private, shown for reference)"
+        "\n(* = not eps-DP at this k (rnmh: not private; rnmh-laplace: (k-1)*eps-DP), shown for \
+         reference)"
     )?;
     Ok(())
 }

@@ -69,8 +69,11 @@ pub struct MseRow {
     pub scenario: String,
     /// Mechanism name.
     pub mechanism: String,
-    /// Whether the mechanism claims differential privacy.
+    /// Whether the mechanism is ε-DP at this ε for the scenario's k (false for `rnmh`, and for
+    /// `rnmh-laplace` at k > 2: it is only (k − 1)ε-DP).
     pub private: bool,
+    /// The guarantee it actually has at the scenario's k (`1-DP`, `99-DP`, `not private`).
+    pub guarantee: String,
     /// Privacy parameter.
     pub epsilon: f64,
     /// Mean squared error of `q_selected − q_max` over the trials.
@@ -180,10 +183,15 @@ pub fn run_mse(
             for p in parts {
                 total.merge(p);
             }
+            let g = built_guarantee(&built, *m, *e, data.sens.len());
             MseRow {
                 scenario: data.scenario.label(),
                 mechanism: mechs[*m].name.to_string(),
-                private: mechs[*m].private,
+                private: g.is_some_and(|g| g <= eps[*e] * (1.0 + 1e-12)),
+                guarantee: match g {
+                    Some(g) => format!("{}-DP", (g * 1e9).round() / 1e9),
+                    None => "not private".into(),
+                },
                 epsilon: eps[*e],
                 mse: total.mean,
                 se: total.se(),
@@ -192,6 +200,20 @@ pub fn run_mse(
         })
         .collect();
     Ok(rows)
+}
+
+/// The ε of the guarantee of mechanism `m` at grid point `e` for k candidates (`None`: not
+/// private).
+fn built_guarantee(
+    built: &[(usize, usize, Box<dyn Mechanism>)],
+    m: usize,
+    e: usize,
+    k: usize,
+) -> Option<f64> {
+    built
+        .iter()
+        .find(|b| b.0 == m && b.1 == e)
+        .and_then(|b| b.2.guarantee().epsilon_for(k))
 }
 
 /// `n` log-spaced values from `lo` to `hi` inclusive.

@@ -245,6 +245,15 @@ impl<'a> Selector<'a> {
         })
     }
 
+    /// Prepares `mech` on `problem` for one selection in `mode` ([`Mechanism::prepare`] rather than
+    /// `prepare_many` in fast mode: cheaper when only one item is drawn, as when serving).
+    pub fn single(mech: &'a dyn Mechanism, problem: &Problem<'a>, mode: NoiseMode) -> Result<Self> {
+        Ok(match mode {
+            NoiseMode::Fast => Selector::Fast(mech.prepare(problem)),
+            NoiseMode::Secure => Selector::Secure(mech.prepare_secure(problem)?),
+        })
+    }
+
     /// One selection. In fast mode it draws from the stream of (`mech_id`, `eps_index`, `user`,
     /// `trial`) of the seeded `draws`; in secure mode from the worker's secure generator (the
     /// stream coordinates are unused). Panics if `draws` is of the other mode (a runner bug).

@@ -300,7 +300,7 @@ impl Recommender {
             return Ok(None);
         }
         let problem = Problem::new(&c.scores, &c.deltas)?;
-        let selector = Selector::new(&*self.mech, &problem, self.noise)?;
+        let selector = Selector::single(&*self.mech, &problem, self.noise)?;
         let a = selector.sample(draws, self.mech_id, 0, user, 0);
         Ok(Some(c.items[a]))
     }
@@ -342,19 +342,26 @@ impl Recommender {
     }
 }
 
-/// Writes a small model directory with a release for the documentation's example: SANSA fitted
-/// on the generated `synthetic` data, calibrated on its training users. Not for real use.
+/// The generated `synthetic` data (small shape, split seed 42) of the documentation's example,
+/// the tests and the benchmark.
 #[doc(hidden)]
-pub fn example_release(dir: &Path) -> Result<()> {
+pub fn example_data() -> Result<crate::data::Dataset> {
     use crate::data::synthetic::SyntheticShape;
     use crate::data::{load_dataset, DataSource, NamedDataset};
-    let data = load_dataset(
+    load_dataset(
         &DataSource::Named {
             dataset: NamedDataset::Synthetic(SyntheticShape::Small),
-            data_dir: dir.to_path_buf(),
+            data_dir: "data".into(),
         },
         42,
-    )?;
+    )
+}
+
+/// Writes a small model directory with a release for the documentation's example: SANSA fitted
+/// on [`example_data`], calibrated on its training users; returns the data. Not for real use.
+#[doc(hidden)]
+pub fn example_release(dir: &Path) -> Result<crate::data::Dataset> {
+    let data = example_data()?;
     let params = model::ModelParams::new(model::Method::Exact, 200.0, 0.01)?;
     let (m, _) = model::fit(&data.train, &params, &|_| {})?;
     model::io::save(
@@ -366,5 +373,6 @@ pub fn example_release(dir: &Path) -> Result<()> {
         &data.item_ids,
     )?;
     let cfg = crate::scoring::SensitivityConfig::default();
-    calibrate(&m, &params, &data, 2_000, &cfg, &|_| {})?.write(dir)
+    calibrate(&m, &params, &data, 2_000, &cfg, &|_| {})?.write(dir)?;
+    Ok(data)
 }

@@ -265,6 +265,7 @@ fn plots(out: &Path, run: &SelectRun<'_>, res: &SelectResults<'_>) -> Result<Vec
                 scenario: title.to_string(),
                 mechanism: r.mechanism.clone(),
                 private: r.private,
+                guarantee: r.guarantee.clone(),
                 epsilon: r.epsilon,
                 mse: r.mse,
                 se: r.se,
@@ -403,7 +404,8 @@ pub fn summary_text(
         );
     }
     // The guarantee column: what each mechanism really is at this run's k (= top).
-    let grids: [(&str, fn(&MseRow) -> String); 3] = [
+    type Cell = fn(&MseRow) -> String;
+    let grids: [(&str, Cell); 3] = [
         ("MSE", |r| format!("{:.3e}", r.mse)),
         ("MSE/random", |r| format!("{:.3}", r.relative_mse)),
         ("hit@1", |r| format!("{:.4}", r.hit1)),

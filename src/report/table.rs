@@ -85,7 +85,7 @@ impl Table {
     }
 }
 
-/// The tidy MSE table: scenario, mechanism, private, epsilon, mse, se, trials.
+/// The tidy MSE table: scenario, mechanism, private, guarantee, epsilon, mse, se, trials.
 pub fn mse_table(rows: &[MseRow]) -> Table {
     Table::default()
         .with(
@@ -99,6 +99,10 @@ pub fn mse_table(rows: &[MseRow]) -> Table {
         .with(
             "private",
             Values::Bool(rows.iter().map(|r| r.private).collect()),
+        )
+        .with(
+            "guarantee",
+            Values::Str(rows.iter().map(|r| r.guarantee.clone()).collect()),
         )
         .with(
             "epsilon",
