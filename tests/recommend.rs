@@ -110,7 +110,7 @@ fn recommend_serves_one_private_item_per_user_from_its_candidates() {
         ]));
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(
-            err.contains("privacy: each recommended item is 1-DP (mgem"),
+            err.contains("candidates is 1-DP (mgem) with respect to the user's history"),
             "{err}"
         );
         out

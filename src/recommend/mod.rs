@@ -198,8 +198,9 @@ impl Recommender {
         self.epsilon
     }
 
-    /// One line for people: mechanism, ε, what is protected, who the bounds were calibrated on,
-    /// and the randomness.
+    /// One line for people: mechanism, ε, what is protected and what is not (the candidate set;
+    /// docs/deployment.md, "What is protected"), who the bounds were calibrated on, and the
+    /// randomness.
     pub fn privacy_statement(&self) -> String {
         let c = &self.release.manifest.calibration;
         let guarantee = match self.epsilon {
@@ -207,10 +208,11 @@ impl Recommender {
             None => "NOT differentially private".into(),
         };
         format!(
-            "privacy: each recommended item is {guarantee} ({}, top {} candidates) with respect to \
-             the user's whole history; clip bounds and sensitivities fixed beforehand on {} {} \
-             users who are not served; n recommendations from one history spend n times that; \
-             noise: {}",
+            "privacy: the choice among each user's top {1} candidates is {guarantee} ({0}) with \
+             respect to the user's history, its scores clipped to bounds fixed beforehand on {2} \
+             {3} users who are not served; which items are candidates (the top {1} by score, the \
+             user's own items excluded) is not protected (docs/deployment.md); n recommendations \
+             from one history spend n times that; noise: {4}",
             self.mech.name(),
             self.top,
             c.users,
