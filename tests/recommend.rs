@@ -212,6 +212,28 @@ fn recommend_serves_one_private_item_per_user_from_its_candidates() {
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("only 49-DP at top = 50"), "{err}");
+    // Every item a candidate, the history included: the guarantee is user-level.
+    let o = ok(recsel(&[
+        "recommend",
+        "--model",
+        m,
+        "--mech",
+        "mgem",
+        "--eps",
+        "1",
+        "--top",
+        "100000",
+        "--include-history",
+        "--history",
+        "1,2,3",
+        "--seed",
+        "1",
+    ]));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("is 1-DP (mgem) with respect to the user's whole history"),
+        "{err}"
+    );
     ok(recsel(&[
         "recommend",
         "--model",

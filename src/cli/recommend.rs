@@ -73,6 +73,11 @@ pub struct Args {
     /// Accept a mechanism that is not ε-DP at this --top (rnmh, rnmh-laplace): reference runs only.
     #[arg(long)]
     allow_non_private: bool,
+    /// Let the user's own items be recommended too. With --top at least the number of items the
+    /// candidate list then no longer depends on the history and the guarantee is user-level
+    /// (docs/deployment.md, "What is protected, and what is not").
+    #[arg(long)]
+    include_history: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -87,6 +92,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         NoiseMode::from_flag(args.secure),
     );
     cfg.allow_non_private = args.allow_non_private;
+    cfg.exclude_history = !args.include_history;
     let rec = Recommender::load(&args.model, &cfg)
         .with_context(|| format!("loading the model in {}", args.model.display()))?;
     let seed = if args.secure {

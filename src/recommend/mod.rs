@@ -65,6 +65,10 @@ pub struct RecommendConfig {
     pub noise: NoiseMode,
     /// Accept a mechanism that is not ε-DP at this `top` (`rnmh`, `rnmh-laplace`).
     pub allow_non_private: bool,
+    /// Leave the user's own items out of the candidates (the default). With `false` and `top` at
+    /// least the number of items, the candidate list no longer depends on the history and the
+    /// guarantee is user-level (docs/deployment.md, "What is protected, and what is not").
+    pub exclude_history: bool,
 }
 
 impl RecommendConfig {
@@ -76,6 +80,7 @@ impl RecommendConfig {
             top,
             noise,
             allow_non_private: false,
+            exclude_history: true,
         }
     }
 }
@@ -99,6 +104,7 @@ pub struct Recommender {
     top: usize,
     noise: NoiseMode,
     epsilon: Option<f64>,
+    exclude_history: bool,
 }
 
 /// The stream key of a user id (FNV-1a): a user's seeded draws do not depend on where the user
@@ -179,6 +185,7 @@ impl Recommender {
             top: cfg.top,
             noise: cfg.noise,
             epsilon,
+            exclude_history: cfg.exclude_history,
         })
     }
 
@@ -207,14 +214,30 @@ impl Recommender {
             Some(e) => format!("{e}-DP"),
             None => "NOT differentially private".into(),
         };
+        let scope = if !self.exclude_history && self.top >= self.n_items() {
+            format!(
+                "each recommended item is {guarantee} ({}) with respect to the user's whole \
+                 history (every item is a candidate, the user's own included)",
+                self.mech.name()
+            )
+        } else {
+            format!(
+                "the choice among each user's top {} candidates is {guarantee} ({}) with respect \
+                 to the user's history, but which items are candidates (the top {} by score{}) is \
+                 not protected (docs/deployment.md)",
+                self.top,
+                self.mech.name(),
+                self.top,
+                if self.exclude_history {
+                    ", the user's own items excluded"
+                } else {
+                    ""
+                }
+            )
+        };
         format!(
-            "privacy: the choice among each user's top {1} candidates is {guarantee} ({0}) with \
-             respect to the user's history, its scores clipped to bounds fixed beforehand on {2} \
-             {3} users who are not served; which items are candidates (the top {1} by score, the \
-             user's own items excluded) is not protected (docs/deployment.md); n recommendations \
-             from one history spend n times that; noise: {4}",
-            self.mech.name(),
-            self.top,
+            "privacy: {scope}; scores clipped to bounds fixed beforehand on {} {} users who are \
+             not served; n recommendations from one history spend n times that; noise: {}",
             c.users,
             c.population,
             if self.noise.is_secure() {
@@ -277,9 +300,14 @@ impl Recommender {
         scratch.history.dedup();
         self.model
             .score_into(&scratch.history, &mut scratch.scores, &mut scratch.model);
+        let excluded: &[u32] = if self.exclude_history {
+            &scratch.history
+        } else {
+            &[]
+        };
         Candidates::new(
             &scratch.scores,
-            &scratch.history,
+            excluded,
             &self.release.sens,
             self.top,
             true,
