@@ -193,63 +193,37 @@ fn recommend_serves_one_private_item_per_user_from_its_candidates() {
         std::fs::write(&back, buf).unwrap();
     }
     check(&read_recs(&back), "secure cgem", &mut scratch);
+    // One history, mechanism `mech` at eps 1 with `extra` arguments.
+    let one = |mech: &str, extra: &[&str]| {
+        let mut args = vec![
+            "recommend",
+            "--model",
+            m,
+            "--mech",
+            mech,
+            "--eps",
+            "1",
+            "--history",
+            "1,2,3",
+            "--seed",
+            "1",
+        ];
+        args.extend_from_slice(extra);
+        recsel(&args)
+    };
     // Not ε-DP at k = 50: refused without --allow-non-private.
-    let o = recsel(&[
-        "recommend",
-        "--model",
-        m,
-        "--mech",
-        "rnmh-laplace",
-        "--eps",
-        "1",
-        "--top",
-        &top,
-        "--history",
-        "1,2,3",
-        "--seed",
-        "1",
-    ]);
+    let o = one("rnmh-laplace", &["--top", &top]);
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("only 49-DP at top = 50"), "{err}");
+    ok(one("rnmh-laplace", &["--top", &top, "--allow-non-private"]));
     // Every item a candidate, the history included: the guarantee is user-level.
-    let o = ok(recsel(&[
-        "recommend",
-        "--model",
-        m,
-        "--mech",
-        "mgem",
-        "--eps",
-        "1",
-        "--top",
-        "100000",
-        "--include-history",
-        "--history",
-        "1,2,3",
-        "--seed",
-        "1",
-    ]));
+    let o = ok(one("mgem", &["--top", "100000", "--include-history"]));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
         err.contains("is 1-DP (mgem) with respect to the user's whole history"),
         "{err}"
     );
-    ok(recsel(&[
-        "recommend",
-        "--model",
-        m,
-        "--mech",
-        "rnmh-laplace",
-        "--eps",
-        "1",
-        "--top",
-        &top,
-        "--history",
-        "1,2,3",
-        "--seed",
-        "1",
-        "--allow-non-private",
-    ]));
 }
 
 /// Bad users files are errors naming the file, the line and the value; a changed model file is
