@@ -2,6 +2,10 @@
 
 mod util;
 
+/// The example of a mechanism defined outside the crate, run by `plugins`.
+#[path = "../examples/custom_mechanism.rs"]
+mod custom_mechanism;
+
 mod architecture;
 mod audit;
 mod bandit;
@@ -16,6 +20,7 @@ mod mechanisms;
 mod metrics;
 mod model;
 mod own_data;
+mod plugins;
 mod protocol;
 mod samplers;
 mod secure;

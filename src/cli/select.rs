@@ -171,6 +171,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         seed,
         source_fingerprint: real::source_fingerprint(&data, &params),
         noise: recsel::rng::NoiseMode::from_flag(args.secure),
+        registry: Default::default(),
     };
     if args.secure {
         super::common::announce_secure_mode();

@@ -19,7 +19,7 @@ use serde::Serialize;
 use crate::data::Dataset;
 use crate::error::{Error, Result};
 use crate::io::write_atomic;
-use crate::mechanisms::{self, MechParams, Mechanism, Problem, Selector};
+use crate::mechanisms::{self, MechParams, Mechanism, Problem, Registry, Selector};
 use crate::model::{self, Model, ModelParams};
 use crate::rng::{name_id, Draws, NoiseMode, SecureRng, Streams};
 use crate::scoring::{top_candidates, PercentileUsers, Sensitivities, UserScorer};
@@ -54,6 +54,10 @@ pub struct SelectConfig {
     /// configuration hash of fast runs is unchanged).
     #[serde(skip_serializing_if = "is_fast")]
     pub noise: NoiseMode,
+    /// Where `mechanisms` are looked up: the built-ins by default, plus any mechanism the caller
+    /// registered (docs/extending.md). Not part of the hash: the names are.
+    #[serde(skip)]
+    pub registry: Registry,
 }
 
 fn is_fast(mode: &NoiseMode) -> bool {
@@ -72,10 +76,15 @@ impl SelectConfig {
         if self.top == 0 {
             return Err(Error::Invalid("top must be at least 1, got 0".into()));
         }
-        self.mechanisms
+        let specs = self
+            .mechanisms
             .iter()
-            .map(|name| {
-                let spec = mechanisms::spec(name)?;
+            .map(|name| self.registry.get(name))
+            .collect::<Result<Vec<_>>>()?;
+        mechanisms::check_extra_params(&specs, &self.params)?;
+        specs
+            .iter()
+            .map(|spec| {
                 self.epsilons
                     .iter()
                     .map(|&e| {
@@ -418,7 +427,7 @@ pub fn mse_table(cfg: &SelectConfig, rows: &[UserRow]) -> Vec<MseRow> {
     let mut out = Vec::new();
     let ne = cfg.epsilons.len();
     for (m, name) in cfg.mechanisms.iter().enumerate() {
-        let private = mechanisms::spec(name).map(|s| s.private).unwrap_or(false);
+        let private = cfg.registry.get(name).map(|s| s.private).unwrap_or(false);
         for (e, &eps) in cfg.epsilons.iter().enumerate() {
             let vals: Vec<f64> = rows.iter().map(|r| r.mse[m * ne + e]).collect();
             let n = vals.len() as f64;
