@@ -21,6 +21,7 @@ mod metrics;
 mod model;
 mod own_data;
 mod plugins;
+mod problems;
 mod protocol;
 mod samplers;
 mod secure;

@@ -10,8 +10,8 @@ use recsel::data::load_dataset_with;
 use recsel::experiments::real::{self, ChunkStore, SelectConfig, PAPER_EPSILONS};
 use recsel::mechanisms::{self, MechParams};
 use recsel::report::select::{
-    nearest_epsilon, scatter_points, summary_json, summary_text, write_select, SelectResults,
-    SelectRun, Timings,
+    dump_problems, nearest_epsilon, scatter_points, summary_json, summary_text, write_select,
+    SelectResults, SelectRun, Timings,
 };
 use recsel::scoring::{
     item_sensitivities, ModelScorer, PercentileUsers, SensitivityConfig, UserScorer,
@@ -79,6 +79,9 @@ pub struct Args {
     /// Directory of the saved model to use or create (default <out>/model).
     #[arg(long, value_name = "DIR")]
     model_dir: Option<PathBuf>,
+    /// Also write every user's problem (candidate ids, scores, Δ) to FILE.parquet and .csv.
+    #[arg(long, value_name = "FILE.parquet")]
+    dump_problems: Option<PathBuf>,
     /// Discard results of an earlier run in --out and start over.
     #[arg(long)]
     force: bool,
@@ -118,18 +121,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let start = Instant::now();
     let src = args.data.source()?;
     let load_opts = args.data.load_options()?;
-    let specs = mechanisms::parse_list(&args.mech)?;
-    // `all` in secure mode: only the mechanisms with a secure path (not rnmh, rnmh-laplace).
-    let insecure = |n: &str| args.secure && args.mech == "all" && n.starts_with("rnmh");
-    let names: Vec<String> = specs
-        .iter()
-        .filter(|s| !insecure(s.name))
-        .map(|s| s.name.into())
-        .collect();
-    let epsilons = match &args.eps {
-        Some(e) => parse_f64_list("--eps", e)?,
-        None => PAPER_EPSILONS.to_vec(),
-    };
+    let names = mechanisms::Registry::builtin().run_names(&args.mech, args.secure)?;
+    let eps = args.eps.as_deref().map(|e| parse_f64_list("--eps", e));
+    let epsilons = eps.unwrap_or_else(|| Ok(PAPER_EPSILONS.to_vec()))?;
     eprintln!("[select] loading data");
     let data = load_dataset_with(&src, args.data_seed, &load_opts).context("loading the data")?;
     let params = args.model.params(&data.descriptor)?;
@@ -194,6 +188,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     bar.finish_and_clear();
     let sens_s = t.elapsed().as_secs_f64();
     eprintln!("[select] item sensitivities in {sens_s:.1} s");
+    if let Some(p) = &args.dump_problems {
+        let files = dump_problems(p, &scorer, &sens, &cfg, &data)?;
+        eprintln!(
+            "[select] wrote {} and {}",
+            files[1].display(),
+            files[0].display()
+        );
+    }
     let store = ChunkStore::open(&out, &cfg, args.force)?;
     let bar = progress(scorer.n_users() as u64, "selecting");
     let t = Instant::now();

@@ -132,6 +132,80 @@ pub struct UserRow {
     pub mse: Vec<f64>,
 }
 
+/// One user's selection problem (docs/protocol.md, steps 5–7): the candidate items (best first),
+/// their scores (clipped when the run clips) and their sensitivities Δ_j.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UserProblem {
+    /// Candidate item indices (columns of the data set), best model score first.
+    pub items: Vec<u32>,
+    /// The candidates' scores q as the mechanisms see them.
+    pub scores: Vec<f64>,
+    /// The candidates' sensitivities Δ.
+    pub sens: Vec<f64>,
+}
+
+/// The problem [`run_user`] runs the mechanisms on for `user`; `None` if the user has no
+/// candidate (or no valid problem).
+pub fn user_problem<S: UserScorer>(
+    scorer: &S,
+    sens: &Sensitivities,
+    cfg: &SelectConfig,
+    user: usize,
+    scores: &mut [f64],
+    scratch: &mut S::Scratch,
+) -> Option<UserProblem> {
+    scorer.score(user, scores, scratch);
+    let items = top_candidates(scores, scorer.excluded(user), cfg.top);
+    if items.is_empty() {
+        return None;
+    }
+    let q: Vec<f64> = items
+        .iter()
+        .map(|&j| {
+            let s = scores[j as usize];
+            if cfg.clip {
+                sens.clip(j as usize, s)
+            } else {
+                s
+            }
+        })
+        .collect();
+    let d: Vec<f64> = items.iter().map(|&j| sens.delta[j as usize]).collect();
+    Problem::new(&q, &d).ok()?;
+    Some(UserProblem {
+        items,
+        scores: q,
+        sens: d,
+    })
+}
+
+/// Every user's problem, in user order, with the user's index (users without one are left out,
+/// as in the results). `progress` receives users done.
+pub fn all_problems<S: UserScorer>(
+    scorer: &S,
+    sens: &Sensitivities,
+    cfg: &SelectConfig,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Vec<(usize, UserProblem)> {
+    let n = scorer.n_users();
+    let mut out = Vec::with_capacity(n);
+    for start in (0..n).step_by(CHUNK_USERS) {
+        let end = (start + CHUNK_USERS).min(n);
+        let chunk: Vec<Option<(usize, UserProblem)>> = (start..end)
+            .into_par_iter()
+            .map_init(
+                || (vec![0.0; scorer.n_items()], scorer.scratch()),
+                |(buf, scratch), u| {
+                    user_problem(scorer, sens, cfg, u, buf, scratch).map(|p| (u, p))
+                },
+            )
+            .collect();
+        out.extend(chunk.into_iter().flatten());
+        progress((end - start) as u64);
+    }
+    out
+}
+
 /// Runs every mechanism × ε × trial for one user, drawing from `draws` (of `cfg.noise`'s mode);
 /// `None` if the user has no candidate. Errors only on the secure path, for inputs beyond its
 /// exact 128-bit arithmetic.
@@ -146,23 +220,12 @@ pub fn run_user<S: UserScorer>(
     scratch: &mut S::Scratch,
     draws: &mut Draws,
 ) -> Result<Option<UserRow>> {
-    scorer.score(user, scores, scratch);
-    let items = top_candidates(scores, scorer.excluded(user), cfg.top);
-    if items.is_empty() {
+    let Some(UserProblem {
+        scores: q, sens: d, ..
+    }) = user_problem(scorer, sens, cfg, user, scores, scratch)
+    else {
         return Ok(None);
-    }
-    let q: Vec<f64> = items
-        .iter()
-        .map(|&j| {
-            let s = scores[j as usize];
-            if cfg.clip {
-                sens.clip(j as usize, s)
-            } else {
-                s
-            }
-        })
-        .collect();
-    let d: Vec<f64> = items.iter().map(|&j| sens.delta[j as usize]).collect();
+    };
     let Ok(problem) = Problem::new(&q, &d) else {
         return Ok(None);
     };

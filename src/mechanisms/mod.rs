@@ -863,6 +863,25 @@ impl Registry {
     }
 }
 
+impl Registry {
+    /// The names a run of `list` uses, in order: [`Registry::parse_list`], except that `all` in
+    /// secure mode leaves out the mechanisms without a secure path (`rnmh`, `rnmh-laplace`: they
+    /// claim no ε-DP; docs/secure.md) instead of failing on them.
+    pub fn run_names(&self, list: &str, secure: bool) -> Result<Vec<String>> {
+        let has_secure_path = |s: &MechanismSpec| {
+            s.build(&MechParams::default())
+                .and_then(|m| m.secure_epsilon())
+                .is_ok()
+        };
+        Ok(self
+            .parse_list(list)?
+            .into_iter()
+            .filter(|s| !(secure && list.trim() == "all") || has_secure_path(s))
+            .map(|s| s.name.to_string())
+            .collect())
+    }
+}
+
 /// Checks that every extra parameter in `params` is declared by one of `specs` (a misspelt key
 /// would otherwise silently leave the default in place).
 pub fn check_extra_params(specs: &[&MechanismSpec], params: &MechParams) -> Result<()> {
