@@ -110,10 +110,8 @@ pub fn parse(argv: &[String]) -> Result<Args, clap::Error> {
 /// mechanisms and ε grid are valid (`recsel run --check`).
 pub fn check(args: &Args) -> anyhow::Result<()> {
     recsel::data::load::check_source(&args.data.source()?, &args.data.load_options()?)?;
-    mechanisms::parse_list(&args.mech)?;
-    for eps in parse_f64_list("--eps", args.eps.as_deref().unwrap_or("1"))? {
-        mechanisms::build("rnm", &MechParams::default().with_epsilon(eps)).context("--eps")?;
-    }
+    let eps = parse_f64_list("--eps", args.eps.as_deref().unwrap_or("1"))?;
+    real::check_grid(&args.mech, &eps).context("--mech or --eps")?;
     Ok(())
 }
 
@@ -127,10 +125,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     eprintln!("[select] loading data");
     let data = load_dataset_with(&src, args.data_seed, &load_opts).context("loading the data")?;
     let params = args.model.params(&data.descriptor)?;
-    let out = args
-        .out
-        .clone()
-        .unwrap_or_else(|| PathBuf::from(format!("out/select-{}", data.name())));
+    let default_out = PathBuf::from(format!("out/select-{}", data.name()));
+    let out = args.out.clone().unwrap_or(default_out);
     recsel::io::ensure_dir(&out)?;
     let model_dir = args.model_dir.clone().unwrap_or_else(|| out.join("model"));
     let model = real::model_for(&model_dir, &data, &params, &|s| eprintln!("[select] {s}"))
@@ -216,6 +212,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         scatter_eps: args.scatter_eps,
         users: rows.len(),
         users_without_candidates: skipped,
+        source: Some((&src, &load_opts, &model_dir)),
     };
     let results = SelectResults {
         rows: &rows,

@@ -111,6 +111,15 @@ impl SelectConfig {
     }
 }
 
+/// Validates a mechanism list and an ε grid before any data is read (`recsel run --check`).
+pub fn check_grid(mechanisms: &str, epsilons: &[f64]) -> Result<()> {
+    Registry::builtin().parse_list(mechanisms)?;
+    for &e in epsilons {
+        mechanisms::check_epsilon(e)?;
+    }
+    Ok(())
+}
+
 /// One user's results.
 #[derive(Debug, Clone, PartialEq)]
 pub struct UserRow {

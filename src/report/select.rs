@@ -10,12 +10,14 @@ use serde::Serialize;
 use super::plot;
 use super::table::{Table, Values};
 use super::Resolved;
+use crate::data::{DataSource, Format, LoadOptions, NamedDataset};
 use crate::error::Result;
 use crate::experiments::real::UserProblem;
 pub use crate::experiments::real::SCATTER_USERS;
 use crate::experiments::real::{
     random_sample, Diagnostics, ItemCounts, MseRow, RuleRow, SelectConfig, SpearmanSummary, UserRow,
 };
+use crate::experiments::select_pipeline::{RatingCut, SelectPipeline};
 use crate::experiments::synthetic::MseRow as PlotRow;
 use crate::model::ModelParams;
 use crate::scoring::PercentileUsers;
@@ -38,6 +40,102 @@ pub struct SelectRun<'a> {
     pub users: usize,
     /// Users left out because they had no candidate.
     pub users_without_candidates: u64,
+    /// Where the data came from, how it was loaded, and the model folder used: when given,
+    /// `config.{json,toml}` also records `pipeline`, the `[select]` table that reruns this run
+    /// (`recsel run DIR/config.toml`, docs/protocol.md, "Rerunning a run").
+    #[serde(skip)]
+    pub source: Option<(&'a DataSource, &'a LoadOptions, &'a Path)>,
+}
+
+/// The resolved configuration with the rerunnable `[select]` table.
+#[derive(Serialize)]
+struct WithPipeline<'a> {
+    #[serde(flatten)]
+    run: &'a SelectRun<'a>,
+    pipeline: SelectPipeline,
+}
+
+fn absolute(p: &Path) -> PathBuf {
+    std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf())
+}
+
+/// The `[select]` pipeline table that reruns `run` (every value resolved: nothing is left to a
+/// default that could change), reading the data from `source` as loaded with `load` and the model
+/// from `model_dir` (absolute paths, so the table runs from any working directory). A secure run's
+/// table runs the float path (a secure run has no seed to reproduce).
+pub fn rerun_table(
+    run: &SelectRun<'_>,
+    source: &DataSource,
+    load: &LoadOptions,
+    model_dir: &Path,
+) -> SelectPipeline {
+    let cfg = run.select;
+    let mut t = SelectPipeline::default();
+    match source {
+        DataSource::Named { dataset, data_dir } => {
+            t.dataset = Some(
+                match dataset {
+                    NamedDataset::Ml20m => "ml20m",
+                    NamedDataset::Netflix => "netflix",
+                    NamedDataset::AmazonBook => "amazon-book",
+                    NamedDataset::Synthetic(shape) => {
+                        t.shape = Some(shape.name().to_string());
+                        "synthetic"
+                    }
+                }
+                .to_string(),
+            );
+            if !matches!(dataset, NamedDataset::Synthetic(_)) {
+                t.data_dir = Some(absolute(data_dir));
+            }
+        }
+        DataSource::Path {
+            format,
+            path,
+            columns,
+        } => {
+            let f = match format {
+                Format::MovieLens => "movielens",
+                Format::Netflix => "netflix",
+                Format::LightGcn => "lightgcn",
+                Format::Csv => "csv",
+                Format::Parquet => "parquet",
+            };
+            t.format = Some(f.to_string());
+            t.path = Some(absolute(path));
+            if let Some(c) = columns {
+                t.user_col = Some(c.user.clone());
+                t.item_col = Some(c.item.clone());
+                t.rating_col = c.rating.clone();
+            }
+            if *format == Format::Csv {
+                t.delimiter = Some((load.delimiter as char).to_string());
+            }
+        }
+    }
+    t.min_rating = load.min_rating.map(|r| match r {
+        Some(v) => RatingCut::Value(f64::from(v)),
+        None => RatingCut::Word("none".into()),
+    });
+    t.min_user_items = load.min_user_items;
+    t.test_users = load.test_users;
+    t.model_dir = Some(absolute(model_dir));
+    t.data_seed = Some(run.data_seed);
+    t.method = Some(run.model.method.name().to_string());
+    t.l2 = Some(run.model.l2);
+    t.density = Some(run.model.density);
+    t.mechanisms = Some(cfg.mechanisms.join(","));
+    t.epsilons = Some(cfg.epsilons.clone());
+    t.trials = Some(cfg.trials);
+    t.top = Some(cfg.top);
+    t.clip = Some(cfg.clip);
+    t.percentile_users = Some(cfg.percentile_users.name().to_string());
+    let p = &cfg.params;
+    (t.gamma, t.beta, t.eta, t.c) = (Some(p.gamma), Some(p.beta), Some(p.eta), Some(p.c));
+    t.chooser = Some(p.chooser.name().to_string());
+    t.seed = Some(cfg.seed);
+    t.scatter_eps = Some(run.scatter_eps);
+    t
 }
 
 /// The results of a `select` run, as the runner returns them.
@@ -160,7 +258,14 @@ pub fn write_select(
         })?;
     crate::io::write_atomic(&p, format!("{text}\n").as_bytes())?;
     files.push(p);
-    files.extend(Resolved::new("select", run).write(out)?);
+    match run.source {
+        Some((source, load, model_dir)) => {
+            let pipeline = rerun_table(run, source, load, model_dir);
+            let with = WithPipeline { run, pipeline };
+            files.extend(Resolved::new("select", &with).write(out)?);
+        }
+        None => files.extend(Resolved::new("select", run).write(out)?),
+    }
     files.extend(plots(out, run, res)?);
     Ok(files)
 }
