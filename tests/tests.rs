@@ -6,6 +6,7 @@ mod util;
 #[path = "../examples/custom_mechanism.rs"]
 mod custom_mechanism;
 
+mod add_mech;
 mod architecture;
 mod audit;
 mod bandit;

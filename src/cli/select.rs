@@ -10,8 +10,8 @@ use recsel::data::load_dataset_with;
 use recsel::experiments::real::{self, ChunkStore, SelectConfig, PAPER_EPSILONS};
 use recsel::mechanisms::{self, MechParams};
 use recsel::report::select::{
-    dump_problems, nearest_epsilon, scatter_points, summary_json, summary_text, write_select,
-    SelectResults, SelectRun, Timings,
+    dump_problems, nearest_epsilon, scatter_points, summary_json, summary_text, write_paired,
+    write_select, SelectResults, SelectRun, Timings,
 };
 use recsel::scoring::{
     item_sensitivities, ModelScorer, PercentileUsers, SensitivityConfig, UserScorer,
@@ -34,7 +34,7 @@ const DEFAULT_DATA_SEED: u64 = 42;
 A run is resumable: rerunning the same command continues where it stopped; --force starts over.")]
 pub struct Args {
     #[command(flatten)]
-    data: DataArgs,
+    pub(super) data: DataArgs,
     /// Seed of the train/test split and of synthetic data (`recsel fit --seed`).
     #[arg(long, default_value_t = DEFAULT_DATA_SEED)]
     data_seed: u64,
@@ -42,10 +42,10 @@ pub struct Args {
     model: ModelArgs,
     /// Mechanisms: `all` (the 14 of docs/mechanisms.md) or a comma-separated list.
     #[arg(long, default_value = "all")]
-    mech: String,
+    pub(super) mech: String,
     /// ε grid, comma separated (default: 0.01,0.02,0.05,0.1,0.2,0.5,1,2,4,8,16).
     #[arg(long, value_name = "LIST")]
-    eps: Option<String>,
+    pub(super) eps: Option<String>,
     /// Trials per (user, mechanism, ε).
     #[arg(long, default_value_t = 50)]
     trials: u32,
@@ -82,6 +82,10 @@ pub struct Args {
     /// Also write every user's problem (candidate ids, scores, Δ) to FILE.parquet and .csv.
     #[arg(long, value_name = "FILE.parquet")]
     dump_problems: Option<PathBuf>,
+    /// Add these mechanisms to the finished run in --out (same options otherwise): runs only
+    /// them and reports their per-user MSE differences against the run's mechanisms.
+    #[arg(long, value_name = "LIST", conflicts_with = "force")]
+    add_mech: Option<String>,
     /// Discard results of an earlier run in --out and start over.
     #[arg(long)]
     force: bool,
@@ -92,27 +96,6 @@ pub struct Args {
     /// rules) instead of a table.
     #[arg(long)]
     json: bool,
-}
-
-/// Parses `recsel select` arguments (without program name and subcommand), as `recsel run` does
-/// for a pipeline's [select] table.
-pub fn parse(argv: &[String]) -> Result<Args, clap::Error> {
-    #[derive(clap::Parser)]
-    struct Select {
-        #[command(flatten)]
-        args: Args,
-    }
-    let full = std::iter::once("select".to_string()).chain(argv.iter().cloned());
-    <Select as clap::Parser>::try_parse_from(full).map(|s| s.args)
-}
-
-/// Validates the arguments without running: the data can be read (files and columns exist), the
-/// mechanisms and ε grid are valid (`recsel run --check`).
-pub fn check(args: &Args) -> anyhow::Result<()> {
-    recsel::data::load::check_source(&args.data.source()?, &args.data.load_options()?)?;
-    let eps = parse_f64_list("--eps", args.eps.as_deref().unwrap_or("1"))?;
-    real::check_grid(&args.mech, &eps).context("--mech or --eps")?;
-    Ok(())
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -192,10 +175,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             files[0].display()
         );
     }
-    let store = ChunkStore::open(&out, &cfg, args.force)?;
     let bar = progress(scorer.n_users() as u64, "selecting");
-    let t = Instant::now();
-    let (rows, skipped) = real::run_all(&scorer, &sens, &cfg, &store, &|n| bar.inc(n), None)?;
+    let (t, n_old, add) = (
+        Instant::now(),
+        cfg.mechanisms.len(),
+        args.add_mech.as_deref(),
+    );
+    let inc = |n| bar.inc(n);
+    let (cfg, rows, skipped) = real::run_or_add(&scorer, &sens, &cfg, &out, args.force, add, &inc)?;
     bar.finish_and_clear();
     let select_s = t.elapsed().as_secs_f64();
     // Diagnostics (docs/real-data.md): one more scoring pass over every user.
@@ -242,6 +229,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let text = summary_text(&run, &results, scatter.as_ref(), scatter_e, &timings);
     write!(stdout, "{text}")?;
+    if args.add_mech.is_some() {
+        write!(stdout, "{}", write_paired(&out, &cfg, &rows, n_old)?)?;
+    }
     for f in files {
         writeln!(stdout, "wrote {}", f.display())?;
     }

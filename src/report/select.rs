@@ -270,6 +270,58 @@ pub fn write_select(
     Ok(files)
 }
 
+/// After `recsel select --add-mech`: the per-user MSE differences of the added mechanisms (those
+/// after the first `n_old` of `cfg`) against each earlier one
+/// ([`crate::experiments::real::paired_differences`]), written as `paired.{csv,parquet}` in
+/// `out`; returns the table as text for the terminal.
+pub fn write_paired(
+    out: &Path,
+    cfg: &SelectConfig,
+    rows: &[UserRow],
+    n_old: usize,
+) -> Result<String> {
+    use std::fmt::Write as _;
+    let added = &cfg.mechanisms[n_old.min(cfg.mechanisms.len())..];
+    let paired = crate::experiments::real::paired_differences(cfg, rows, added);
+    let col = |f: fn(&crate::experiments::real::PairedRow) -> f64| {
+        Values::F64(paired.iter().map(f).collect())
+    };
+    Table::default()
+        .with(
+            "mechanism",
+            Values::Str(paired.iter().map(|p| p.mechanism.clone()).collect()),
+        )
+        .with(
+            "reference",
+            Values::Str(paired.iter().map(|p| p.reference.clone()).collect()),
+        )
+        .with("epsilon", col(|p| p.epsilon))
+        .with("mean_difference", col(|p| p.mean_difference))
+        .with("se", col(|p| p.se))
+        .with(
+            "users",
+            Values::U64(paired.iter().map(|p| p.users).collect()),
+        )
+        .write(out, "paired")?;
+    let mut t = String::from(
+        "\npaired per-user MSE differences (added - reference; negative: added is better)\n",
+    );
+    let _ = writeln!(
+        t,
+        "{:<13} {:<13} {:>8} {:>13} {:>11} {:>7}",
+        "added", "reference", "eps", "mean diff", "s.e.", "users"
+    );
+    for p in &paired {
+        let _ = writeln!(
+            t,
+            "{:<13} {:<13} {:>8} {:>13.6} {:>11.6} {:>7}",
+            p.mechanism, p.reference, p.epsilon, p.mean_difference, p.se, p.users
+        );
+    }
+    let _ = writeln!(t, "wrote {}", out.join("paired.csv").display());
+    Ok(t)
+}
+
 /// Computes every user's problem of `cfg` ([`crate::experiments::real::all_problems`]) and writes
 /// them with [`write_problems`]; returns the paths written.
 pub fn dump_problems<S: crate::scoring::UserScorer>(
