@@ -172,3 +172,34 @@ fn fig19_20_boxes_match_a_brute_force_recomputation() {
         assert!((b.p50 - med).abs() < 1e-12, "{} vs {med}", b.p50);
     }
 }
+
+/// `--svg` writes every plot also as SVG, drawn by the same code (vector text and lines), and
+/// leaves the PNG byte for byte as without it; without `--svg` there is no SVG.
+#[test]
+fn svg_flag_writes_vector_plots_beside_identical_pngs() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |out: &str, svg: bool| {
+        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_recsel"));
+        c.args(["synth", "--scenario", "1", "--mech", "rnm,gem,random"]);
+        c.args(["--trials", "300", "--seed", "3", "--out"]);
+        c.arg(dir.path().join(out));
+        if svg {
+            c.arg("--svg");
+        }
+        let o = c.output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        dir.path().join(out)
+    };
+    let (with, without) = (run("svg", true), run("png", false));
+    assert!(!without.join("scenario-1.svg").exists());
+    assert_eq!(
+        std::fs::read(with.join("scenario-1.png")).unwrap(),
+        std::fs::read(without.join("scenario-1.png")).unwrap()
+    );
+    let svg = std::fs::read_to_string(with.join("scenario-1.svg")).unwrap();
+    assert!(svg.starts_with("<svg ") && svg.trim_end().ends_with("</svg>"));
+    // Text is text (a font-independent vector file), lines are lines: not an embedded bitmap.
+    assert!(svg.contains("Scenario 1") && svg.matches("<text").count() > 10);
+    assert!(svg.contains("<polyline") || svg.contains("<path") || svg.contains("<line"));
+    assert!(!svg.contains("<image"));
+}
