@@ -203,3 +203,80 @@ fn svg_flag_writes_vector_plots_beside_identical_pngs() {
     assert!(svg.contains("<polyline") || svg.contains("<path") || svg.contains("<line"));
     assert!(!svg.contains("<image"));
 }
+
+/// The three fig 13 runs in one figure: `recsel run` of a fig13_* pipeline writes `fig13.png`
+/// beside the runs only once all three exist, and the values read back from each run's folder
+/// redraw that run's own Spearman and mGEM/GEM plots byte for byte.
+#[test]
+fn fig13_combined_figure_appears_when_the_three_runs_exist() {
+    use recsel::report::plot::{logratio_png, spearman_hist_png};
+    use recsel::report::select::fig13_column;
+    let dir = tempfile::tempdir().unwrap();
+    let recsel = |args: &[&str]| {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_recsel"))
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    };
+    let select = |name: &str| {
+        let out = dir.path().join(name);
+        recsel(&[
+            "select",
+            "--dataset",
+            "synthetic",
+            "--mech",
+            "rnm,gem,mgem,random",
+            "--eps",
+            "0.5,1",
+            "--trials",
+            "3",
+            "--top",
+            "40",
+            "--seed",
+            "4",
+            "--clip",
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+    };
+    let pipeline = dir.path().join("p.toml");
+    std::fs::write(
+        &pipeline,
+        format!(
+            "figure = \"fig13_netflix\"\nout = \"{}\"\n[select]\ndataset = \"synthetic\"\n\
+             mechanisms = \"rnm,gem,mgem,random\"\nepsilons = [0.5, 1.0]\ntrials = 3\ntop = 40\n\
+             seed = 5\nclip = true\n",
+            dir.path().join("fig13_netflix").display()
+        ),
+    )
+    .unwrap();
+    let combined = dir.path().join("fig13.png");
+    select("fig13_ml20m");
+    recsel(&["run", pipeline.to_str().unwrap()]);
+    assert!(!combined.exists(), "written with a run missing");
+    select("fig13_amazon_book");
+    recsel(&["run", pipeline.to_str().unwrap()]);
+    assert!(combined.exists());
+
+    let run = dir.path().join("fig13_netflix");
+    let c = fig13_column(&run).unwrap();
+    let redrawn = dir.path().join("redrawn.png");
+    spearman_hist_png(&redrawn, &c.title, &c.spearman, &c.summary).unwrap();
+    assert!(
+        std::fs::read(&redrawn).unwrap() == std::fs::read(run.join("fig13_spearman.png")).unwrap()
+    );
+    let (points, left_out, eps) = c.scatter.clone().unwrap();
+    logratio_png(&redrawn, &c.title, &points, left_out, eps).unwrap();
+    assert!(
+        std::fs::read(&redrawn).unwrap() == std::fs::read(run.join("fig13_logratio.png")).unwrap()
+    );
+    // Power: another run's values do not redraw this run's plot.
+    let other = fig13_column(&dir.path().join("fig13_ml20m")).unwrap();
+    let (points, left_out, eps) = other.scatter.unwrap();
+    logratio_png(&redrawn, &c.title, &points, left_out, eps).unwrap();
+    assert!(
+        std::fs::read(&redrawn).unwrap() != std::fs::read(run.join("fig13_logratio.png")).unwrap()
+    );
+    assert_eq!(c.mse.len(), 4 * 2);
+}

@@ -82,7 +82,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     match (&p.synth, &p.twocand, select, &p.bandit, &p.illustrate) {
         (Some(s), _, _, _, _) => super::synth::execute(s, &out, args.json),
         (_, Some(t), _, _, _) => super::twocand::execute(t, &out, args.json),
-        (_, _, Some(a), _, _) => super::select::run(a),
+        (_, _, Some(a), _, _) => {
+            let code = super::select::run(a)?;
+            // Seed 001's fig 13 as one image once its three runs exist beside this one.
+            let parent = out.parent().unwrap_or(std::path::Path::new("."));
+            if p.figure.starts_with("fig13_") {
+                if let Some(f) = recsel::report::select::write_fig13_combined(parent)? {
+                    eprintln!("recsel: the three fig 13 runs exist; wrote {}", f.display());
+                }
+            }
+            Ok(code)
+        }
         (_, _, _, Some(b), _) => super::bandit::execute(b, &out, args.json),
         (_, _, _, _, Some(i)) => {
             let written = recsel::report::write_illustrate(&out, i)?;

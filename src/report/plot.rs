@@ -784,6 +784,17 @@ pub fn spearman_hist_png(
     values: &[f64],
     summary: &crate::experiments::real::SpearmanSummary,
 ) -> Result<()> {
+    render(path, (760, 480), |root| {
+        spearman_panel(root, title, values, summary)
+    })
+}
+
+fn spearman_panel(
+    root: &Area<'_>,
+    title: &str,
+    values: &[f64],
+    summary: &crate::experiments::real::SpearmanSummary,
+) -> Result<()> {
     const BINS: usize = 40;
     let mut counts = [0u64; BINS];
     for &v in values.iter().filter(|v| v.is_finite()) {
@@ -792,7 +803,7 @@ pub fn spearman_hist_png(
     }
     let (mean, median, positive) = (summary.mean, summary.median, summary.share_positive);
     let ymax = counts.iter().copied().max().unwrap_or(1).max(1) as f64 * 1.1;
-    render(path, (760, 480), |root| {
+    {
         let mut chart = ChartBuilder::on(root)
             .caption(
                 format!(
@@ -823,7 +834,7 @@ pub fn spearman_hist_png(
             }))
             .map_err(err)?;
         Ok(())
-    })
+    }
 }
 
 /// Per user, log(mean selected score under mGEM / under GEM) against the user's Spearman
@@ -836,11 +847,23 @@ pub fn logratio_png(
     left_out: u64,
     eps: f64,
 ) -> Result<()> {
+    render(path, (760, 520), |root| {
+        logratio_panel(root, title, points, left_out, eps)
+    })
+}
+
+fn logratio_panel(
+    root: &Area<'_>,
+    title: &str,
+    points: &[(f64, f64)],
+    left_out: u64,
+    eps: f64,
+) -> Result<()> {
     let (ylo, yhi) = points
         .iter()
         .fold((0.0f64, 0.0f64), |(l, h), p| (l.min(p.1), h.max(p.1)));
     let pad = 0.05 * (yhi - ylo).max(1e-6);
-    render(path, (760, 520), |root| {
+    {
         let mut chart = ChartBuilder::on(root)
             .caption(
                 format!(
@@ -877,6 +900,52 @@ pub fn logratio_png(
             )
             .map_err(err)?;
         Ok(())
+    }
+}
+
+/// The mGEM/GEM scatter of fig 13 d–f: (Spearman, log ratio) points, users left out, ε.
+pub type Scatter = (Vec<(f64, f64)>, u64, f64);
+
+/// One data set's column of the combined figure 13 ([`fig13_combined_png`]).
+#[derive(Debug, Clone)]
+pub struct Fig13Column {
+    /// Data set name.
+    pub title: String,
+    /// Spearman correlation per user (fig 13 a–c).
+    pub spearman: Vec<f64>,
+    /// Their summary.
+    pub summary: crate::experiments::real::SpearmanSummary,
+    /// The mGEM/GEM scatter (fig 13 d–f): points, users left out, ε; `None` without gem/mgem.
+    pub scatter: Option<Scatter>,
+    /// MSE per mechanism and ε (fig 13 g–i).
+    pub mse: Vec<MseRow>,
+}
+
+/// Seed 001 figure 13 as one image: a column per data set, rows Spearman histogram, mGEM/GEM
+/// scatter and MSE against ε, with one mechanism legend at the right.
+pub fn fig13_combined_png(path: &Path, columns: &[Fig13Column]) -> Result<()> {
+    let n = columns.len().max(1) as u32;
+    render(path, (760 * n + 240, 480 + 520 + 560), |root| {
+        let (grid, legend) = root.split_horizontally(760 * n);
+        let (top, rest) = grid.split_vertically(480);
+        let (middle, bottom) = rest.split_vertically(520);
+        let (top, middle, bottom) = (
+            top.split_evenly((1, n as usize)),
+            middle.split_evenly((1, n as usize)),
+            bottom.split_evenly((1, n as usize)),
+        );
+        let mut all: Vec<&MseRow> = Vec::new();
+        for (i, c) in columns.iter().enumerate() {
+            spearman_panel(&top[i], &c.title, &c.spearman, &c.summary)?;
+            if let Some((points, left_out, eps)) = &c.scatter {
+                logratio_panel(&middle[i], &c.title, points, *left_out, *eps)?;
+            }
+            let refs: Vec<&MseRow> = c.mse.iter().collect();
+            let caption = format!("{}: MSE vs eps", c.title);
+            mse_panel(&bottom[i], &caption, &refs, &|r| r.epsilon, "epsilon", true)?;
+            all.extend(refs);
+        }
+        draw_legend(&legend, &mech_order(&all))
     })
 }
 
