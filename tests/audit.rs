@@ -132,7 +132,7 @@ fn rs_exp_appendix_b_loss_is_measured_and_below_epsilon() {
     let (exact, p_q) = appendix_b_loss(eps, gamma, 20.0, 3.0);
     assert!((exact - 0.608).abs() < 5e-4, "{exact}");
     let params = MechParams::default().with_epsilon(eps);
-    let lb = audit_against_exact("rs-exp", params, "rs-exp-appB", exact, p_q);
+    let lb = audit_against_exact("rs-exp", params.clone(), "rs-exp-appB", exact, p_q);
     let m = mechanisms::build("rs-exp", &params).unwrap();
     let r = audit::audit(&*m, &pair("rs-exp-appB"), &config(200_000, 16), &|_| {}).unwrap();
     assert_eq!(r.verdict(), "consistent", "ε_LB {lb}");
@@ -146,7 +146,7 @@ fn rs_exp_with_multiplier_one_is_a_violation() {
     let (exact, p_q) = appendix_b_loss(eps, gamma, 20.0, 1.0);
     assert!((exact - 1.759).abs() < 1e-3, "{exact}");
     let params = MechParams::default().with_epsilon(eps);
-    let lb = audit_against_exact("rs-exp-m1", params, "rs-exp-appB", exact, p_q);
+    let lb = audit_against_exact("rs-exp-m1", params.clone(), "rs-exp-appB", exact, p_q);
     assert!(lb > eps, "ε_LB {lb}");
     let m = mechanisms::build("rs-exp-m1", &params).unwrap();
     let r = audit::audit(&*m, &pair("rs-exp-appB"), &config(300_000, 17), &|_| {}).unwrap();
@@ -171,7 +171,7 @@ fn best_of_t_without_random_stopping_is_flagged() {
             ..MechParams::default().with_epsilon(eps)
         };
         let p_q = 0.5f64.powi(t as i32);
-        let lb = audit_against_exact("bot-exp", params, "bot-exp-2cand", exact, p_q);
+        let lb = audit_against_exact("bot-exp", params.clone(), "bot-exp-2cand", exact, p_q);
         assert!(lb > eps, "T={t}: ε_LB {lb}");
         let m = mechanisms::build("bot-exp", &params).unwrap();
         let r = audit::audit(&*m, &pair("bot-exp-2cand"), &config(200_000, 18), &|_| {}).unwrap();

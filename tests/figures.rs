@@ -172,3 +172,111 @@ fn fig19_20_boxes_match_a_brute_force_recomputation() {
         assert!((b.p50 - med).abs() < 1e-12, "{} vs {med}", b.p50);
     }
 }
+
+/// `--svg` writes every plot also as SVG, drawn by the same code (vector text and lines), and
+/// leaves the PNG byte for byte as without it; without `--svg` there is no SVG.
+#[test]
+fn svg_flag_writes_vector_plots_beside_identical_pngs() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |out: &str, svg: bool| {
+        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_recsel"));
+        c.args(["synth", "--scenario", "1", "--mech", "rnm,gem,random"]);
+        c.args(["--trials", "300", "--seed", "3", "--out"]);
+        c.arg(dir.path().join(out));
+        if svg {
+            c.arg("--svg");
+        }
+        let o = c.output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        dir.path().join(out)
+    };
+    let (with, without) = (run("svg", true), run("png", false));
+    assert!(!without.join("scenario-1.svg").exists());
+    assert_eq!(
+        std::fs::read(with.join("scenario-1.png")).unwrap(),
+        std::fs::read(without.join("scenario-1.png")).unwrap()
+    );
+    let svg = std::fs::read_to_string(with.join("scenario-1.svg")).unwrap();
+    assert!(svg.starts_with("<svg ") && svg.trim_end().ends_with("</svg>"));
+    // Text is text (a font-independent vector file), lines are lines: not an embedded bitmap.
+    assert!(svg.contains("Scenario 1") && svg.matches("<text").count() > 10);
+    assert!(svg.contains("<polyline") || svg.contains("<path") || svg.contains("<line"));
+    assert!(!svg.contains("<image"));
+}
+
+/// The three fig 13 runs in one figure: `recsel run` of a fig13_* pipeline writes `fig13.png`
+/// beside the runs only once all three exist, and the values read back from each run's folder
+/// redraw that run's own Spearman and mGEM/GEM plots byte for byte.
+#[test]
+fn fig13_combined_figure_appears_when_the_three_runs_exist() {
+    use recsel::report::plot::{logratio_png, spearman_hist_png};
+    use recsel::report::select::fig13_column;
+    let dir = tempfile::tempdir().unwrap();
+    let recsel = |args: &[&str]| {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_recsel"))
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    };
+    let select = |name: &str| {
+        let out = dir.path().join(name);
+        recsel(&[
+            "select",
+            "--dataset",
+            "synthetic",
+            "--mech",
+            "rnm,gem,mgem,random",
+            "--eps",
+            "0.5,1",
+            "--trials",
+            "3",
+            "--top",
+            "40",
+            "--seed",
+            "4",
+            "--clip",
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+    };
+    let pipeline = dir.path().join("p.toml");
+    std::fs::write(
+        &pipeline,
+        format!(
+            "figure = \"fig13_netflix\"\nout = \"{}\"\n[select]\ndataset = \"synthetic\"\n\
+             mechanisms = \"rnm,gem,mgem,random\"\nepsilons = [0.5, 1.0]\ntrials = 3\ntop = 40\n\
+             seed = 5\nclip = true\n",
+            dir.path().join("fig13_netflix").display()
+        ),
+    )
+    .unwrap();
+    let combined = dir.path().join("fig13.png");
+    select("fig13_ml20m");
+    recsel(&["run", pipeline.to_str().unwrap()]);
+    assert!(!combined.exists(), "written with a run missing");
+    select("fig13_amazon_book");
+    recsel(&["run", pipeline.to_str().unwrap()]);
+    assert!(combined.exists());
+
+    let run = dir.path().join("fig13_netflix");
+    let c = fig13_column(&run).unwrap();
+    let redrawn = dir.path().join("redrawn.png");
+    spearman_hist_png(&redrawn, &c.title, &c.spearman, &c.summary).unwrap();
+    assert!(
+        std::fs::read(&redrawn).unwrap() == std::fs::read(run.join("fig13_spearman.png")).unwrap()
+    );
+    let (points, left_out, eps) = c.scatter.clone().unwrap();
+    logratio_png(&redrawn, &c.title, &points, left_out, eps).unwrap();
+    assert!(
+        std::fs::read(&redrawn).unwrap() == std::fs::read(run.join("fig13_logratio.png")).unwrap()
+    );
+    // Power: another run's values do not redraw this run's plot.
+    let other = fig13_column(&dir.path().join("fig13_ml20m")).unwrap();
+    let (points, left_out, eps) = other.scatter.unwrap();
+    logratio_png(&redrawn, &c.title, &points, left_out, eps).unwrap();
+    assert!(
+        std::fs::read(&redrawn).unwrap() != std::fs::read(run.join("fig13_logratio.png")).unwrap()
+    );
+    assert_eq!(c.mse.len(), 4 * 2);
+}

@@ -211,7 +211,14 @@ impl RsCase {
             "{} eps={eps} gamma={} eta={}",
             self.name, self.params.gamma, self.params.eta
         );
-        let c = counts_with(&*mech(self.name, self.params), &Q, &D, self.n, seed, many);
+        let c = counts_with(
+            &*mech(self.name, self.params.clone()),
+            &Q,
+            &D,
+            self.n,
+            seed,
+            many,
+        );
         let law = |eps: f64, mult: f64, noise: Noise, stop: Stopping| {
             rs_exact(&Q, &D, eps, mult, noise, stop)
         };

@@ -83,6 +83,7 @@ fn config(clip: bool, population: PercentileUsers) -> SelectConfig {
         seed: 4,
         source_fingerprint: "protocol".into(),
         noise: NoiseMode::Fast,
+        registry: Default::default(),
     }
 }
 

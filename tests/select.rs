@@ -76,6 +76,7 @@ fn config(trials: u32) -> SelectConfig {
         seed: 9,
         source_fingerprint: "test".into(),
         noise: NoiseMode::Fast,
+        registry: Default::default(),
     }
 }
 

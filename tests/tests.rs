@@ -2,6 +2,11 @@
 
 mod util;
 
+/// The example of a mechanism defined outside the crate, run by `plugins`.
+#[path = "../examples/custom_mechanism.rs"]
+mod custom_mechanism;
+
+mod add_mech;
 mod architecture;
 mod audit;
 mod bandit;
@@ -16,6 +21,8 @@ mod mechanisms;
 mod metrics;
 mod model;
 mod own_data;
+mod plugins;
+mod problems;
 mod protocol;
 mod recommend;
 mod samplers;

@@ -18,6 +18,7 @@
 //! generators — not reproducible, by design — and holds it to its effective ε (ε rounded down onto
 //! the 2^−32 grid).
 
+pub mod conformance;
 pub mod pairs;
 
 use rayon::prelude::*;

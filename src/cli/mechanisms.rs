@@ -3,7 +3,7 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use recsel::mechanisms::{MechParams, REGISTRY};
+use recsel::mechanisms::{MechParams, MechanismSpec, REGISTRY};
 
 /// List every selection mechanism with its privacy guarantee, parameters and defaults.
 #[derive(Debug, clap::Args)]
@@ -26,6 +26,19 @@ fn default_of(param: &str, d: &MechParams) -> String {
     }
 }
 
+/// Every parameter of `s` with its default: the built-in ones, then those it declares itself.
+fn params_of(s: &MechanismSpec, d: &MechParams) -> Vec<String> {
+    let declared = s
+        .extra_params
+        .iter()
+        .map(|p| format!("{}={}", p.name, p.default));
+    s.params
+        .iter()
+        .map(|p| default_of(p, d))
+        .chain(declared)
+        .collect()
+}
+
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let defaults = MechParams::default();
     let mut out = std::io::stdout().lock();
@@ -37,7 +50,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                     "name": s.name,
                     "guarantee": s.guarantee,
                     "private": s.private,
-                    "parameters": s.params.iter().map(|p| default_of(p, &defaults)).collect::<Vec<_>>(),
+                    "parameters": params_of(s, &defaults),
                     "summary": s.summary,
                     "use_when": s.use_when,
                     "audit_reference": s.audit_reference,
@@ -56,7 +69,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         if s.audit_reference {
             continue;
         }
-        let params: Vec<_> = s.params.iter().map(|p| default_of(p, &defaults)).collect();
+        let params = params_of(s, &defaults);
         let params = if params.is_empty() {
             "-".to_string()
         } else {
@@ -73,7 +86,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         "\nAudit references (deliberately not eps-DP; not part of `all`, for `recsel audit`):"
     )?;
     for s in REGISTRY.iter().filter(|s| s.audit_reference) {
-        let params: Vec<_> = s.params.iter().map(|p| default_of(p, &defaults)).collect();
+        let params = params_of(s, &defaults);
         writeln!(
             out,
             "{:<13} {:<36} {:<32} {:<42} {}",

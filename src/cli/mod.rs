@@ -29,6 +29,9 @@ pub struct Cli {
     /// Worker threads for parallel work (default: one per core). Results never depend on it.
     #[arg(long, global = true, value_name = "N")]
     threads: Option<usize>,
+    /// Also write every plot as SVG (vector graphics, for papers) beside its PNG.
+    #[arg(long, global = true)]
+    svg: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -60,6 +63,7 @@ enum Command {
 /// Parses the command line and runs the chosen subcommand.
 pub fn main() -> anyhow::Result<ExitCode> {
     let cli = Cli::parse();
+    recsel::report::plot::set_svg(cli.svg);
     if let Some(n) = cli.threads {
         anyhow::ensure!(n >= 1, "--threads must be at least 1, got {n}");
         rayon::ThreadPoolBuilder::new()

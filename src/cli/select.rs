@@ -10,8 +10,8 @@ use recsel::data::load_dataset_with;
 use recsel::experiments::real::{self, ChunkStore, SelectConfig, PAPER_EPSILONS};
 use recsel::mechanisms::{self, MechParams};
 use recsel::report::select::{
-    nearest_epsilon, scatter_points, summary_json, summary_text, write_select, SelectResults,
-    SelectRun, Timings,
+    dump_problems, nearest_epsilon, scatter_points, summary_json, summary_text, write_paired,
+    write_select, SelectResults, SelectRun, Timings,
 };
 use recsel::scoring::{
     item_sensitivities, ModelScorer, PercentileUsers, SensitivityConfig, UserScorer,
@@ -34,7 +34,7 @@ const DEFAULT_DATA_SEED: u64 = 42;
 A run is resumable: rerunning the same command continues where it stopped; --force starts over.")]
 pub struct Args {
     #[command(flatten)]
-    data: DataArgs,
+    pub(super) data: DataArgs,
     /// Seed of the train/test split and of synthetic data (`recsel fit --seed`).
     #[arg(long, default_value_t = DEFAULT_DATA_SEED)]
     data_seed: u64,
@@ -42,10 +42,10 @@ pub struct Args {
     model: ModelArgs,
     /// Mechanisms: `all` (the 14 of docs/mechanisms.md) or a comma-separated list.
     #[arg(long, default_value = "all")]
-    mech: String,
+    pub(super) mech: String,
     /// ε grid, comma separated (default: 0.01,0.02,0.05,0.1,0.2,0.5,1,2,4,8,16).
     #[arg(long, value_name = "LIST")]
-    eps: Option<String>,
+    pub(super) eps: Option<String>,
     /// Trials per (user, mechanism, ε).
     #[arg(long, default_value_t = 50)]
     trials: u32,
@@ -79,6 +79,13 @@ pub struct Args {
     /// Directory of the saved model to use or create (default <out>/model).
     #[arg(long, value_name = "DIR")]
     model_dir: Option<PathBuf>,
+    /// Also write every user's problem (candidate ids, scores, Δ) to FILE.parquet and .csv.
+    #[arg(long, value_name = "FILE.parquet")]
+    dump_problems: Option<PathBuf>,
+    /// Add these mechanisms to the finished run in --out (same options otherwise): runs only
+    /// them and reports their per-user MSE differences against the run's mechanisms.
+    #[arg(long, value_name = "LIST", conflicts_with = "force")]
+    add_mech: Option<String>,
     /// Discard results of an earlier run in --out and start over.
     #[arg(long)]
     force: bool,
@@ -91,52 +98,18 @@ pub struct Args {
     json: bool,
 }
 
-/// Parses `recsel select` arguments (without program name and subcommand), as `recsel run` does
-/// for a pipeline's [select] table.
-pub fn parse(argv: &[String]) -> Result<Args, clap::Error> {
-    #[derive(clap::Parser)]
-    struct Select {
-        #[command(flatten)]
-        args: Args,
-    }
-    let full = std::iter::once("select".to_string()).chain(argv.iter().cloned());
-    <Select as clap::Parser>::try_parse_from(full).map(|s| s.args)
-}
-
-/// Validates the arguments without running: the data can be read (files and columns exist), the
-/// mechanisms and ε grid are valid (`recsel run --check`).
-pub fn check(args: &Args) -> anyhow::Result<()> {
-    recsel::data::load::check_source(&args.data.source()?, &args.data.load_options()?)?;
-    mechanisms::parse_list(&args.mech)?;
-    for eps in parse_f64_list("--eps", args.eps.as_deref().unwrap_or("1"))? {
-        mechanisms::build("rnm", &MechParams::default().with_epsilon(eps)).context("--eps")?;
-    }
-    Ok(())
-}
-
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let start = Instant::now();
     let src = args.data.source()?;
     let load_opts = args.data.load_options()?;
-    let specs = mechanisms::parse_list(&args.mech)?;
-    // `all` in secure mode: only the mechanisms with a secure path (not rnmh, rnmh-laplace).
-    let insecure = |n: &str| args.secure && args.mech == "all" && n.starts_with("rnmh");
-    let names: Vec<String> = specs
-        .iter()
-        .filter(|s| !insecure(s.name))
-        .map(|s| s.name.into())
-        .collect();
-    let epsilons = match &args.eps {
-        Some(e) => parse_f64_list("--eps", e)?,
-        None => PAPER_EPSILONS.to_vec(),
-    };
+    let names = mechanisms::Registry::builtin().run_names(&args.mech, args.secure)?;
+    let eps = args.eps.as_deref().map(|e| parse_f64_list("--eps", e));
+    let epsilons = eps.unwrap_or_else(|| Ok(PAPER_EPSILONS.to_vec()))?;
     eprintln!("[select] loading data");
     let data = load_dataset_with(&src, args.data_seed, &load_opts).context("loading the data")?;
     let params = args.model.params(&data.descriptor)?;
-    let out = args
-        .out
-        .clone()
-        .unwrap_or_else(|| PathBuf::from(format!("out/select-{}", data.name())));
+    let default_out = PathBuf::from(format!("out/select-{}", data.name()));
+    let out = args.out.clone().unwrap_or(default_out);
     recsel::io::ensure_dir(&out)?;
     let model_dir = args.model_dir.clone().unwrap_or_else(|| out.join("model"));
     let model = real::model_for(&model_dir, &data, &params, &|s| eprintln!("[select] {s}"))
@@ -171,6 +144,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         seed,
         source_fingerprint: real::source_fingerprint(&data, &params),
         noise: recsel::rng::NoiseMode::from_flag(args.secure),
+        registry: Default::default(),
     };
     if args.secure {
         super::common::announce_secure_mode();
@@ -193,10 +167,22 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     bar.finish_and_clear();
     let sens_s = t.elapsed().as_secs_f64();
     eprintln!("[select] item sensitivities in {sens_s:.1} s");
-    let store = ChunkStore::open(&out, &cfg, args.force)?;
+    if let Some(p) = &args.dump_problems {
+        let files = dump_problems(p, &scorer, &sens, &cfg, &data)?;
+        eprintln!(
+            "[select] wrote {} and {}",
+            files[1].display(),
+            files[0].display()
+        );
+    }
     let bar = progress(scorer.n_users() as u64, "selecting");
-    let t = Instant::now();
-    let (rows, skipped) = real::run_all(&scorer, &sens, &cfg, &store, &|n| bar.inc(n), None)?;
+    let (t, n_old, add) = (
+        Instant::now(),
+        cfg.mechanisms.len(),
+        args.add_mech.as_deref(),
+    );
+    let inc = |n| bar.inc(n);
+    let (cfg, rows, skipped) = real::run_or_add(&scorer, &sens, &cfg, &out, args.force, add, &inc)?;
     bar.finish_and_clear();
     let select_s = t.elapsed().as_secs_f64();
     let t = Instant::now(); // analysis (docs/real-data.md): one more pass over every user
@@ -212,6 +198,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         scatter_eps: args.scatter_eps,
         users: rows.len(),
         users_without_candidates: skipped,
+        source: Some((&src, &load_opts, &model_dir)),
     };
     let results = SelectResults {
         rows: &rows,
@@ -242,6 +229,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let text = summary_text(&run, &results, scatter.as_ref(), scatter_e, &timings);
     write!(stdout, "{text}")?;
+    if args.add_mech.is_some() {
+        write!(stdout, "{}", write_paired(&out, &cfg, &rows, n_old)?)?;
+    }
     for f in files {
         writeln!(stdout, "wrote {}", f.display())?;
     }

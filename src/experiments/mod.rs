@@ -15,7 +15,9 @@ pub mod winners;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::mechanisms::{self, MechParams, MechanismSpec};
+use std::collections::BTreeMap;
+
+use crate::mechanisms::{self, MechParams, MechanismSpec, Registry};
 use crate::rng::Streams;
 use crate::stats::Chooser;
 use scenarios::{Dataset, Scenario, ScenarioSet, CORR_T};
@@ -56,6 +58,12 @@ pub struct SynthConfig {
     pub share_epsilon: f64,
     /// Seed of every random stream (data and selections).
     pub seed: u64,
+    /// Extra parameters declared by registered mechanisms (docs/extending.md), by name.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub params: BTreeMap<String, f64>,
+    /// Where `mechanisms` are looked up: the built-ins unless the caller registered more.
+    #[serde(skip)]
+    pub registry: Registry,
 }
 
 /// docs/experiments.md's ε grid, 0.01 to 16 log-spaced: `10^(−2 + i/5)` for i = 0..15 rounded to three
@@ -91,6 +99,8 @@ impl Default for SynthConfig {
             shares: (1..=19).map(|i| f64::from(i) / 20.0).collect(),
             share_epsilon: 2.0,
             seed: 1,
+            params: BTreeMap::new(),
+            registry: Registry::builtin(),
         }
     }
 }
@@ -105,13 +115,14 @@ impl SynthConfig {
             eta: self.eta,
             c: self.c,
             chooser: self.chooser,
+            extra: self.params.clone(),
             ..MechParams::default()
         }
     }
 
     /// The mechanisms named by `mechanisms`.
     pub fn mechanism_specs(&self) -> Result<Vec<&'static MechanismSpec>> {
-        mechanisms::parse_list(&self.mechanisms)
+        self.registry.parse_list(&self.mechanisms)
     }
 
     /// The scenarios this run draws, in order.
@@ -162,6 +173,7 @@ impl SynthConfig {
     /// each mechanism at every ε), grid sizes, scenarios.
     pub fn validate(&self) -> Result<()> {
         let specs = self.mechanism_specs()?;
+        mechanisms::check_extra_params(&specs, &self.mech_params())?;
         if self.scenarios.is_empty() {
             return Err(Error::Invalid("the scenario list is empty".into()));
         }

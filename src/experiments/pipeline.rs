@@ -60,10 +60,61 @@ impl Pipeline {
         Ok(p)
     }
 
-    /// Reads, parses and validates a pipeline file.
+    /// Reads, parses and validates a pipeline file — or the resolved `config.toml` written beside
+    /// a run's results ([`Pipeline::from_resolved`]).
     pub fn load(path: &Path) -> Result<Self> {
         let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-        Self::parse(&text, &path.display().to_string())
+        let origin = path.display().to_string();
+        if let Ok(v) = text.parse::<toml::Table>() {
+            if v.get("tool").and_then(|t| t.as_str()) == Some("recsel") {
+                let dir = path.parent().unwrap_or(Path::new("."));
+                return Self::from_resolved(v, dir, &origin);
+            }
+        }
+        Self::parse(&text, &origin)
+    }
+
+    /// The pipeline that reruns a finished run from its resolved configuration (`tool`,
+    /// `version`, `command`, `[config]`; docs/protocol.md, "Rerunning a run"), writing into
+    /// `dir` (the run's own folder) unless `recsel run --out` says otherwise. For `select` the
+    /// table is `[config.pipeline]`; for the other commands `[config]` is the table itself.
+    pub fn from_resolved(mut resolved: toml::Table, dir: &Path, origin: &str) -> Result<Self> {
+        let err = |message: String| Error::Parse {
+            context: origin.to_string(),
+            message,
+        };
+        let command = match resolved.get("command").and_then(|c| c.as_str()) {
+            Some(c) => c.to_string(),
+            None => return Err(err("a resolved configuration without `command`".into())),
+        };
+        let mut config = match resolved.remove("config") {
+            Some(toml::Value::Table(t)) => t,
+            _ => return Err(err("a resolved configuration without [config]".into())),
+        };
+        let table = if command == "select" {
+            match config.remove("pipeline") {
+                Some(t) => t,
+                None => {
+                    return Err(err(
+                        "this select configuration has no [config.pipeline] table (written by \
+                         recsel before it recorded one); rerun the original command instead"
+                            .into(),
+                    ))
+                }
+            }
+        } else {
+            toml::Value::Table(config)
+        };
+        let mut p = toml::Table::new();
+        p.insert("figure".into(), format!("{command} (rerun)").into());
+        p.insert(
+            "description".into(),
+            format!("rerun of the {command} run in {}", dir.display()).into(),
+        );
+        p.insert("out".into(), dir.display().to_string().into());
+        p.insert(command, table);
+        let text = toml::to_string(&p).map_err(|e| err(e.to_string()))?;
+        Self::parse(&text, origin)
     }
 
     /// Exactly one of `[synth]`, `[twocand]`, `[select]`, `[bandit]` and `[illustrate]`, each

@@ -19,7 +19,7 @@ use serde::Serialize;
 use crate::data::Dataset;
 use crate::error::{Error, Result};
 use crate::io::write_atomic;
-use crate::mechanisms::{self, MechParams, Mechanism, Problem, Selector};
+use crate::mechanisms::{self, MechParams, Mechanism, Problem, Registry, Selector};
 use crate::model::{self, Model, ModelParams};
 use crate::rng::{name_id, Draws, NoiseMode, SecureRng, Streams};
 use crate::scoring::{top_candidates, Candidates, PercentileUsers, Sensitivities, UserScorer};
@@ -54,6 +54,10 @@ pub struct SelectConfig {
     /// configuration hash of fast runs is unchanged).
     #[serde(skip_serializing_if = "is_fast")]
     pub noise: NoiseMode,
+    /// Where `mechanisms` are looked up: the built-ins by default, plus any mechanism the caller
+    /// registered (docs/extending.md). Not part of the hash: the names are.
+    #[serde(skip)]
+    pub registry: Registry,
 }
 
 fn is_fast(mode: &NoiseMode) -> bool {
@@ -72,10 +76,15 @@ impl SelectConfig {
         if self.top == 0 {
             return Err(Error::Invalid("top must be at least 1, got 0".into()));
         }
-        self.mechanisms
+        let specs = self
+            .mechanisms
             .iter()
-            .map(|name| {
-                let spec = mechanisms::spec(name)?;
+            .map(|name| self.registry.get(name))
+            .collect::<Result<Vec<_>>>()?;
+        mechanisms::check_extra_params(&specs, &self.params)?;
+        specs
+            .iter()
+            .map(|spec| {
                 self.epsilons
                     .iter()
                     .map(|&e| {
@@ -102,6 +111,15 @@ impl SelectConfig {
         }
         h
     }
+}
+
+/// Validates a mechanism list and an ε grid before any data is read (`recsel run --check`).
+pub fn check_grid(mechanisms: &str, epsilons: &[f64]) -> Result<()> {
+    Registry::builtin().parse_list(mechanisms)?;
+    for &e in epsilons {
+        mechanisms::check_epsilon(e)?;
+    }
+    Ok(())
 }
 
 /// One user's results.
@@ -131,6 +149,72 @@ pub struct UserRow {
     pub hit: Vec<f64>,
 }
 
+/// One user's selection problem (docs/protocol.md, steps 5–7): the candidate items (best first),
+/// their scores (clipped when the run clips) and their sensitivities Δ_j.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UserProblem {
+    /// Candidate item indices (columns of the data set), best model score first.
+    pub items: Vec<u32>,
+    /// The candidates' scores q as the mechanisms see them.
+    pub scores: Vec<f64>,
+    /// The candidates' sensitivities Δ.
+    pub sens: Vec<f64>,
+}
+
+/// The problem [`run_user`] runs the mechanisms on for `user`; `None` if the user has no
+/// candidate (or no valid problem).
+pub fn user_problem<S: UserScorer>(
+    scorer: &S,
+    sens: &Sensitivities,
+    cfg: &SelectConfig,
+    user: usize,
+    scores: &mut [f64],
+    scratch: &mut S::Scratch,
+) -> Option<UserProblem> {
+    scorer.score(user, scores, scratch);
+    let Candidates {
+        items,
+        scores: q,
+        deltas: d,
+    } = Candidates::new(scores, scorer.excluded(user), sens, cfg.top, cfg.clip);
+    if items.is_empty() {
+        return None;
+    }
+    Problem::new(&q, &d).ok()?;
+    Some(UserProblem {
+        items,
+        scores: q,
+        sens: d,
+    })
+}
+
+/// Every user's problem, in user order, with the user's index (users without one are left out,
+/// as in the results). `progress` receives users done.
+pub fn all_problems<S: UserScorer>(
+    scorer: &S,
+    sens: &Sensitivities,
+    cfg: &SelectConfig,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Vec<(usize, UserProblem)> {
+    let n = scorer.n_users();
+    let mut out = Vec::with_capacity(n);
+    for start in (0..n).step_by(CHUNK_USERS) {
+        let end = (start + CHUNK_USERS).min(n);
+        let chunk: Vec<Option<(usize, UserProblem)>> = (start..end)
+            .into_par_iter()
+            .map_init(
+                || (vec![0.0; scorer.n_items()], scorer.scratch()),
+                |(buf, scratch), u| {
+                    user_problem(scorer, sens, cfg, u, buf, scratch).map(|p| (u, p))
+                },
+            )
+            .collect();
+        out.extend(chunk.into_iter().flatten());
+        progress((end - start) as u64);
+    }
+    out
+}
+
 /// Runs every mechanism × ε × trial for one user, drawing from `draws` (of `cfg.noise`'s mode);
 /// `None` if the user has no candidate. Errors only on the secure path, for inputs beyond its
 /// exact 128-bit arithmetic.
@@ -145,15 +229,14 @@ pub fn run_user<S: UserScorer>(
     scratch: &mut S::Scratch,
     draws: &mut Draws,
 ) -> Result<Option<UserRow>> {
-    scorer.score(user, scores, scratch);
-    let Candidates {
+    let Some(UserProblem {
         items,
         scores: q,
-        deltas: d,
-    } = Candidates::new(scores, scorer.excluded(user), sens, cfg.top, cfg.clip);
-    if items.is_empty() {
+        sens: d,
+    }) = user_problem(scorer, sens, cfg, user, scores, scratch)
+    else {
         return Ok(None);
-    }
+    };
     let Ok(problem) = Problem::new(&q, &d) else {
         return Ok(None);
     };
@@ -416,6 +499,186 @@ pub fn run_all<S: UserScorer>(
     Ok((rows, skipped))
 }
 
+/// Runs `cfg` with [`run_all`] in `out` (resuming its chunks), or with `add` names: adds those
+/// mechanisms to the finished run of `cfg` in `out` ([`add_mechanisms`]). Returns the
+/// configuration the rows belong to, the rows and the users without candidates.
+pub fn run_or_add<S: UserScorer>(
+    scorer: &S,
+    sens: &Sensitivities,
+    cfg: &SelectConfig,
+    out: &Path,
+    force: bool,
+    add: Option<&str>,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<(SelectConfig, Vec<UserRow>, u64)> {
+    match add {
+        None => {
+            let store = ChunkStore::open(out, cfg, force)?;
+            let (rows, skipped) = run_all(scorer, sens, cfg, &store, progress, None)?;
+            Ok((cfg.clone(), rows, skipped))
+        }
+        Some(list) => {
+            let names = cfg.registry.run_names(list, cfg.noise.is_secure())?;
+            add_mechanisms(scorer, sens, cfg, &names, out, progress)
+        }
+    }
+}
+
+/// Adds the mechanisms `added` to the finished run of `old` stored in `out` (`recsel select
+/// --add-mech`, docs/protocol.md, "Adding a mechanism to a finished run"): reads the stored
+/// per-user results, runs only the added mechanisms on the same problems, and stores the merged
+/// results as the run of `old` with `added` appended to its mechanisms. Each mechanism draws from
+/// its own random streams, so the result is identical to a run of all the mechanisms from the
+/// start. Errors if `out` holds no finished run of `old`, or a name is already in it.
+pub fn add_mechanisms<S: UserScorer>(
+    scorer: &S,
+    sens: &Sensitivities,
+    old: &SelectConfig,
+    added: &[String],
+    out: &Path,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<(SelectConfig, Vec<UserRow>, u64)> {
+    if let Some(dup) = added.iter().find(|m| old.mechanisms.contains(m)) {
+        return Err(Error::Invalid(format!(
+            "--add-mech: {dup} is already in the run in {} ({})",
+            out.display(),
+            old.mechanisms.join(", ")
+        )));
+    }
+    if !out.join("chunks").join("manifest.json").exists() {
+        return Err(Error::Invalid(format!(
+            "--add-mech: {} holds no select run to add to",
+            out.display()
+        )));
+    }
+    let store = ChunkStore::open(out, old, false)?;
+    let chunks = scorer.n_users().div_ceil(CHUNK_USERS);
+    if let Some(c) = (0..chunks).find(|&c| !store.done(c)) {
+        return Err(Error::Invalid(format!(
+            "--add-mech: the run in {} is not finished (chunk {c} of {chunks} missing); \
+             finish it first by rerunning it without --add-mech",
+            out.display()
+        )));
+    }
+    let mut new = old.clone();
+    new.mechanisms.extend(added.iter().cloned());
+    let mut only = old.clone();
+    only.mechanisms = added.to_vec();
+    // The added mechanisms' results in a scratch store, then merged chunk by chunk into a fresh
+    // store that replaces the old one only once complete.
+    let scratch = out.join("chunks-adding");
+    for d in [&scratch, &out.join("chunks-merged")] {
+        if d.exists() {
+            std::fs::remove_dir_all(d).map_err(|e| Error::io(d, e))?;
+        }
+    }
+    let (extra, _) = run_all(
+        scorer,
+        sens,
+        &only,
+        &ChunkStore::open(&scratch, &only, true)?,
+        progress,
+        None,
+    )?;
+    let merged_dir = out.join("chunks-merged");
+    let merged = ChunkStore::open(&merged_dir, &new, true)?;
+    let old_cells = old.mechanisms.len() * old.epsilons.len();
+    let header = user_header(&new);
+    let mut extra = extra.into_iter();
+    let (mut rows, mut skipped) = (Vec::new(), 0u64);
+    for c in 0..chunks {
+        let mut chunk = store.read(c, old_cells)?;
+        for r in &mut chunk {
+            let e = extra
+                .next()
+                .filter(|e| e.user == r.user && e.candidates == r.candidates);
+            let Some(e) = e else {
+                return Err(Error::Invalid(format!(
+                    "--add-mech: user {} of the stored run has other candidates now; the data \
+                     or model changed, rerun from the start",
+                    r.user
+                )));
+            };
+            r.mean_selected.extend(e.mean_selected);
+            r.mse.extend(e.mse);
+            r.hit.extend(e.hit);
+        }
+        merged.write(c, &header, &chunk)?;
+        let (start, end) = (
+            c * CHUNK_USERS,
+            ((c + 1) * CHUNK_USERS).min(scorer.n_users()),
+        );
+        skipped += (end - start - chunk.len()) as u64;
+        rows.extend(chunk);
+    }
+    let dir = out.join("chunks");
+    std::fs::remove_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+    let from = merged_dir.join("chunks");
+    std::fs::rename(&from, &dir).map_err(|e| Error::io(&from, e))?;
+    for d in [&scratch, &merged_dir] {
+        std::fs::remove_dir_all(d).map_err(|e| Error::io(d, e))?;
+    }
+    Ok((new, rows, skipped))
+}
+
+/// Paired per-user difference of one added mechanism against one existing mechanism at one ε.
+#[derive(Debug, Clone, Serialize)]
+pub struct PairedRow {
+    /// The added mechanism.
+    pub mechanism: String,
+    /// The mechanism it is compared with.
+    pub reference: String,
+    /// ε.
+    pub epsilon: f64,
+    /// Mean over users of (MSE of `mechanism` − MSE of `reference`); negative: `mechanism` is
+    /// better.
+    pub mean_difference: f64,
+    /// Standard error of that mean (users independent; the pairing removes the between-user
+    /// spread of the problems).
+    pub se: f64,
+    /// Users.
+    pub users: u64,
+}
+
+/// Per-user MSE differences of every mechanism in `added` against every other mechanism of
+/// `cfg`, per ε.
+pub fn paired_differences(
+    cfg: &SelectConfig,
+    rows: &[UserRow],
+    added: &[String],
+) -> Vec<PairedRow> {
+    let ne = cfg.epsilons.len();
+    let index = |m: &String| cfg.mechanisms.iter().position(|x| x == m);
+    let mut out = Vec::new();
+    for a in added {
+        let Some(ia) = index(a) else { continue };
+        for (ib, b) in cfg.mechanisms.iter().enumerate() {
+            if added.contains(b) {
+                continue;
+            }
+            for (e, &eps) in cfg.epsilons.iter().enumerate() {
+                let d: Vec<f64> = rows
+                    .iter()
+                    .map(|r| r.mse[ia * ne + e] - r.mse[ib * ne + e])
+                    .collect();
+                let n = d.len() as f64;
+                let mean = d.iter().sum::<f64>() / n;
+                let var =
+                    d.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / (n - 1.0).max(1.0);
+                out.push(PairedRow {
+                    mechanism: a.clone(),
+                    reference: b.clone(),
+                    epsilon: eps,
+                    mean_difference: mean,
+                    se: (var / n).sqrt(),
+                    users: d.len() as u64,
+                });
+            }
+        }
+    }
+    out
+}
+
 /// MSE ± standard error of one (mechanism, ε) over users.
 #[derive(Debug, Clone, Serialize)]
 pub struct MseRow {
@@ -475,7 +738,7 @@ pub fn mse_table(cfg: &SelectConfig, rows: &[UserRow]) -> Vec<MseRow> {
     let ne = cfg.epsilons.len();
     let random: f64 = rows.iter().map(|r| r.random_mse).sum::<f64>() / rows.len().max(1) as f64;
     for (m, name) in cfg.mechanisms.iter().enumerate() {
-        let spec = mechanisms::spec(name);
+        let spec = cfg.registry.get(name);
         for (e, &eps) in cfg.epsilons.iter().enumerate() {
             let vals: Vec<f64> = rows.iter().map(|r| r.mse[m * ne + e]).collect();
             let (mean, se) = mean_se(&vals);

@@ -2,14 +2,17 @@
 //! score (dot) and sensitivity (vertical bar of length Δ_a centred on the mean) and a bottom panel
 //! with MSE against ε on log–log axes, one line per mechanism; non-private mechanisms are dashed
 //! and labelled so. Heatmaps for the two-candidate grids. Pure Rust (plotters' bitmap backend with
-//! an embedded DejaVu font): no system libraries.
+//! an embedded DejaVu font): no system libraries. With [`set_svg`] (`recsel --svg`) every plot is
+//! also drawn, by the same code, as an SVG file beside its PNG (vector output for papers).
 
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Once;
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::register_font;
+use plotters_backend::{BackendColor, BackendCoord, DrawingErrorKind};
 
 use crate::error::{Error, Result};
 use crate::experiments::scenarios::{Dataset, Scenario};
@@ -18,7 +21,146 @@ use crate::experiments::twocand::{HgRow, Panel};
 use crate::io::write_atomic;
 use crate::mechanisms;
 
-pub(crate) type Area<'a> = DrawingArea<BitMapBackend<'a>, Shift>;
+pub(crate) type Area<'a> = DrawingArea<AnyBackend<'a>, Shift>;
+
+static ALSO_SVG: AtomicBool = AtomicBool::new(false);
+
+/// Whether every plot is also written as SVG beside its PNG (`<name>.svg`); off by default.
+/// Process-wide, set once by the front end (`recsel --svg`).
+pub fn set_svg(on: bool) {
+    ALSO_SVG.store(on, Ordering::Relaxed);
+}
+
+/// The two drawing targets: every plot is drawn through the same code into either.
+pub(crate) enum AnyBackend<'a> {
+    /// RGB pixels, encoded as PNG.
+    Bitmap(BitMapBackend<'a>),
+    /// SVG text.
+    Svg(SVGBackend<'a>),
+}
+
+/// A drawing error of either backend, as text.
+#[derive(Debug)]
+pub(crate) struct BackendError(String);
+
+impl std::fmt::Display for BackendError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for BackendError {}
+
+type Drawn = std::result::Result<(), DrawingErrorKind<BackendError>>;
+
+fn conv<E: std::error::Error + Send + Sync>(
+    e: DrawingErrorKind<E>,
+) -> DrawingErrorKind<BackendError> {
+    match e {
+        DrawingErrorKind::DrawingError(e) => {
+            DrawingErrorKind::DrawingError(BackendError(e.to_string()))
+        }
+        DrawingErrorKind::FontError(f) => DrawingErrorKind::FontError(f),
+    }
+}
+
+macro_rules! each {
+    ($self:ident, $b:ident => $call:expr) => {
+        match $self {
+            AnyBackend::Bitmap($b) => $call.map_err(conv),
+            AnyBackend::Svg($b) => $call.map_err(conv),
+        }
+    };
+}
+
+impl DrawingBackend for AnyBackend<'_> {
+    type ErrorType = BackendError;
+
+    fn get_size(&self) -> (u32, u32) {
+        match self {
+            AnyBackend::Bitmap(b) => b.get_size(),
+            AnyBackend::Svg(b) => b.get_size(),
+        }
+    }
+
+    fn ensure_prepared(&mut self) -> Drawn {
+        each!(self, b => b.ensure_prepared())
+    }
+
+    fn present(&mut self) -> Drawn {
+        each!(self, b => b.present())
+    }
+
+    fn draw_pixel(&mut self, point: BackendCoord, color: BackendColor) -> Drawn {
+        each!(self, b => b.draw_pixel(point, color))
+    }
+
+    fn draw_line<S: plotters_backend::BackendStyle>(
+        &mut self,
+        from: BackendCoord,
+        to: BackendCoord,
+        style: &S,
+    ) -> Drawn {
+        each!(self, b => b.draw_line(from, to, style))
+    }
+
+    fn draw_rect<S: plotters_backend::BackendStyle>(
+        &mut self,
+        upper_left: BackendCoord,
+        bottom_right: BackendCoord,
+        style: &S,
+        fill: bool,
+    ) -> Drawn {
+        each!(self, b => b.draw_rect(upper_left, bottom_right, style, fill))
+    }
+
+    fn draw_path<S: plotters_backend::BackendStyle, I: IntoIterator<Item = BackendCoord>>(
+        &mut self,
+        path: I,
+        style: &S,
+    ) -> Drawn {
+        each!(self, b => b.draw_path(path, style))
+    }
+
+    fn draw_circle<S: plotters_backend::BackendStyle>(
+        &mut self,
+        center: BackendCoord,
+        radius: u32,
+        style: &S,
+        fill: bool,
+    ) -> Drawn {
+        each!(self, b => b.draw_circle(center, radius, style, fill))
+    }
+
+    fn fill_polygon<S: plotters_backend::BackendStyle, I: IntoIterator<Item = BackendCoord>>(
+        &mut self,
+        vert: I,
+        style: &S,
+    ) -> Drawn {
+        each!(self, b => b.fill_polygon(vert, style))
+    }
+
+    fn draw_text<T: plotters_backend::BackendTextStyle>(
+        &mut self,
+        text: &str,
+        style: &T,
+        pos: BackendCoord,
+    ) -> Drawn {
+        each!(self, b => b.draw_text(text, style, pos))
+    }
+
+    fn estimate_text_size<T: plotters_backend::BackendTextStyle>(
+        &self,
+        text: &str,
+        style: &T,
+    ) -> std::result::Result<(u32, u32), DrawingErrorKind<BackendError>> {
+        each!(self, b => b.estimate_text_size(text, style))
+    }
+
+    fn blit_bitmap(&mut self, pos: BackendCoord, size: (u32, u32), src: &[u8]) -> Drawn {
+        each!(self, b => b.blit_bitmap(pos, size, src))
+    }
+}
 
 pub(crate) const FONT: &str = "sans-serif";
 
@@ -369,16 +511,28 @@ fn corr_caption(corr: &[CorrRow], scenario: &str) -> String {
 }
 
 /// Draws into an RGB buffer, encodes it as PNG (best compression, adaptive filters) and writes it
-/// atomically to `path`.
+/// atomically to `path`; with [`set_svg`] also draws the same plot as SVG into `path` with the
+/// extension `svg`.
 pub(crate) fn render(
     path: &Path,
     size: (u32, u32),
-    draw: impl FnOnce(&Area<'_>) -> Result<()>,
+    draw: impl Fn(&Area<'_>) -> Result<()>,
 ) -> Result<()> {
     fonts();
+    if ALSO_SVG.load(Ordering::Relaxed) {
+        let mut svg = String::new();
+        {
+            let root = AnyBackend::Svg(SVGBackend::with_string(&mut svg, size)).into_drawing_area();
+            root.fill(&WHITE).map_err(err)?;
+            draw(&root)?;
+            root.present().map_err(err)?;
+        }
+        write_atomic(&path.with_extension("svg"), svg.as_bytes())?;
+    }
     let mut buf = vec![255u8; size.0 as usize * size.1 as usize * 3];
     {
-        let root = BitMapBackend::with_buffer(&mut buf, size).into_drawing_area();
+        let root =
+            AnyBackend::Bitmap(BitMapBackend::with_buffer(&mut buf, size)).into_drawing_area();
         root.fill(&WHITE).map_err(err)?;
         draw(&root)?;
         root.present().map_err(err)?;
@@ -630,6 +784,17 @@ pub fn spearman_hist_png(
     values: &[f64],
     summary: &crate::experiments::real::SpearmanSummary,
 ) -> Result<()> {
+    render(path, (760, 480), |root| {
+        spearman_panel(root, title, values, summary)
+    })
+}
+
+fn spearman_panel(
+    root: &Area<'_>,
+    title: &str,
+    values: &[f64],
+    summary: &crate::experiments::real::SpearmanSummary,
+) -> Result<()> {
     const BINS: usize = 40;
     let mut counts = [0u64; BINS];
     for &v in values.iter().filter(|v| v.is_finite()) {
@@ -638,7 +803,7 @@ pub fn spearman_hist_png(
     }
     let (mean, median, positive) = (summary.mean, summary.median, summary.share_positive);
     let ymax = counts.iter().copied().max().unwrap_or(1).max(1) as f64 * 1.1;
-    render(path, (760, 480), |root| {
+    {
         let mut chart = ChartBuilder::on(root)
             .caption(
                 format!(
@@ -669,7 +834,7 @@ pub fn spearman_hist_png(
             }))
             .map_err(err)?;
         Ok(())
-    })
+    }
 }
 
 /// Per user, log(mean selected score under mGEM / under GEM) against the user's Spearman
@@ -682,11 +847,23 @@ pub fn logratio_png(
     left_out: u64,
     eps: f64,
 ) -> Result<()> {
+    render(path, (760, 520), |root| {
+        logratio_panel(root, title, points, left_out, eps)
+    })
+}
+
+fn logratio_panel(
+    root: &Area<'_>,
+    title: &str,
+    points: &[(f64, f64)],
+    left_out: u64,
+    eps: f64,
+) -> Result<()> {
     let (ylo, yhi) = points
         .iter()
         .fold((0.0f64, 0.0f64), |(l, h), p| (l.min(p.1), h.max(p.1)));
     let pad = 0.05 * (yhi - ylo).max(1e-6);
-    render(path, (760, 520), |root| {
+    {
         let mut chart = ChartBuilder::on(root)
             .caption(
                 format!(
@@ -723,6 +900,52 @@ pub fn logratio_png(
             )
             .map_err(err)?;
         Ok(())
+    }
+}
+
+/// The mGEM/GEM scatter of fig 13 d–f: (Spearman, log ratio) points, users left out, ε.
+pub type Scatter = (Vec<(f64, f64)>, u64, f64);
+
+/// One data set's column of the combined figure 13 ([`fig13_combined_png`]).
+#[derive(Debug, Clone)]
+pub struct Fig13Column {
+    /// Data set name.
+    pub title: String,
+    /// Spearman correlation per user (fig 13 a–c).
+    pub spearman: Vec<f64>,
+    /// Their summary.
+    pub summary: crate::experiments::real::SpearmanSummary,
+    /// The mGEM/GEM scatter (fig 13 d–f): points, users left out, ε; `None` without gem/mgem.
+    pub scatter: Option<Scatter>,
+    /// MSE per mechanism and ε (fig 13 g–i).
+    pub mse: Vec<MseRow>,
+}
+
+/// Seed 001 figure 13 as one image: a column per data set, rows Spearman histogram, mGEM/GEM
+/// scatter and MSE against ε, with one mechanism legend at the right.
+pub fn fig13_combined_png(path: &Path, columns: &[Fig13Column]) -> Result<()> {
+    let n = columns.len().max(1) as u32;
+    render(path, (760 * n + 240, 480 + 520 + 560), |root| {
+        let (grid, legend) = root.split_horizontally(760 * n);
+        let (top, rest) = grid.split_vertically(480);
+        let (middle, bottom) = rest.split_vertically(520);
+        let (top, middle, bottom) = (
+            top.split_evenly((1, n as usize)),
+            middle.split_evenly((1, n as usize)),
+            bottom.split_evenly((1, n as usize)),
+        );
+        let mut all: Vec<&MseRow> = Vec::new();
+        for (i, c) in columns.iter().enumerate() {
+            spearman_panel(&top[i], &c.title, &c.spearman, &c.summary)?;
+            if let Some((points, left_out, eps)) = &c.scatter {
+                logratio_panel(&middle[i], &c.title, points, *left_out, *eps)?;
+            }
+            let refs: Vec<&MseRow> = c.mse.iter().collect();
+            let caption = format!("{}: MSE vs eps", c.title);
+            mse_panel(&bottom[i], &caption, &refs, &|r| r.epsilon, "epsilon", true)?;
+            all.extend(refs);
+        }
+        draw_legend(&legend, &mech_order(&all))
     })
 }
 

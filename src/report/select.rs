@@ -10,12 +10,15 @@ use serde::Serialize;
 use super::plot;
 use super::table::{Table, Values};
 use super::Resolved;
+use crate::data::{DataSource, Format, LoadOptions, NamedDataset};
 use crate::error::Result;
+use crate::experiments::real::UserProblem;
 pub use crate::experiments::real::SCATTER_USERS;
 use crate::experiments::real::{
     self, random_sample, Diagnostics, ItemCounts, MseRow, RuleRow, SelectConfig, SpearmanSummary,
     UserRow,
 };
+use crate::experiments::select_pipeline::{RatingCut, SelectPipeline};
 use crate::experiments::synthetic::MseRow as PlotRow;
 use crate::model::ModelParams;
 use crate::scoring::PercentileUsers;
@@ -38,6 +41,102 @@ pub struct SelectRun<'a> {
     pub users: usize,
     /// Users left out because they had no candidate.
     pub users_without_candidates: u64,
+    /// Where the data came from, how it was loaded, and the model folder used: when given,
+    /// `config.{json,toml}` also records `pipeline`, the `[select]` table that reruns this run
+    /// (`recsel run DIR/config.toml`, docs/protocol.md, "Rerunning a run").
+    #[serde(skip)]
+    pub source: Option<(&'a DataSource, &'a LoadOptions, &'a Path)>,
+}
+
+/// The resolved configuration with the rerunnable `[select]` table.
+#[derive(Serialize)]
+struct WithPipeline<'a> {
+    #[serde(flatten)]
+    run: &'a SelectRun<'a>,
+    pipeline: SelectPipeline,
+}
+
+fn absolute(p: &Path) -> PathBuf {
+    std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf())
+}
+
+/// The `[select]` pipeline table that reruns `run` (every value resolved: nothing is left to a
+/// default that could change), reading the data from `source` as loaded with `load` and the model
+/// from `model_dir` (absolute paths, so the table runs from any working directory). A secure run's
+/// table runs the float path (a secure run has no seed to reproduce).
+pub fn rerun_table(
+    run: &SelectRun<'_>,
+    source: &DataSource,
+    load: &LoadOptions,
+    model_dir: &Path,
+) -> SelectPipeline {
+    let cfg = run.select;
+    let mut t = SelectPipeline::default();
+    match source {
+        DataSource::Named { dataset, data_dir } => {
+            t.dataset = Some(
+                match dataset {
+                    NamedDataset::Ml20m => "ml20m",
+                    NamedDataset::Netflix => "netflix",
+                    NamedDataset::AmazonBook => "amazon-book",
+                    NamedDataset::Synthetic(shape) => {
+                        t.shape = Some(shape.name().to_string());
+                        "synthetic"
+                    }
+                }
+                .to_string(),
+            );
+            if !matches!(dataset, NamedDataset::Synthetic(_)) {
+                t.data_dir = Some(absolute(data_dir));
+            }
+        }
+        DataSource::Path {
+            format,
+            path,
+            columns,
+        } => {
+            let f = match format {
+                Format::MovieLens => "movielens",
+                Format::Netflix => "netflix",
+                Format::LightGcn => "lightgcn",
+                Format::Csv => "csv",
+                Format::Parquet => "parquet",
+            };
+            t.format = Some(f.to_string());
+            t.path = Some(absolute(path));
+            if let Some(c) = columns {
+                t.user_col = Some(c.user.clone());
+                t.item_col = Some(c.item.clone());
+                t.rating_col = c.rating.clone();
+            }
+            if *format == Format::Csv {
+                t.delimiter = Some((load.delimiter as char).to_string());
+            }
+        }
+    }
+    t.min_rating = load.min_rating.map(|r| match r {
+        Some(v) => RatingCut::Value(f64::from(v)),
+        None => RatingCut::Word("none".into()),
+    });
+    t.min_user_items = load.min_user_items;
+    t.test_users = load.test_users;
+    t.model_dir = Some(absolute(model_dir));
+    t.data_seed = Some(run.data_seed);
+    t.method = Some(run.model.method.name().to_string());
+    t.l2 = Some(run.model.l2);
+    t.density = Some(run.model.density);
+    t.mechanisms = Some(cfg.mechanisms.join(","));
+    t.epsilons = Some(cfg.epsilons.clone());
+    t.trials = Some(cfg.trials);
+    t.top = Some(cfg.top);
+    t.clip = Some(cfg.clip);
+    t.percentile_users = Some(cfg.percentile_users.name().to_string());
+    let p = &cfg.params;
+    (t.gamma, t.beta, t.eta, t.c) = (Some(p.gamma), Some(p.beta), Some(p.eta), Some(p.c));
+    t.chooser = Some(p.chooser.name().to_string());
+    t.seed = Some(cfg.seed);
+    t.scatter_eps = Some(run.scatter_eps);
+    t
 }
 
 /// The results of a `select` run, as the runner returns them.
@@ -162,9 +261,319 @@ pub fn write_select(
         })?;
     crate::io::write_atomic(&p, format!("{text}\n").as_bytes())?;
     files.push(p);
-    files.extend(Resolved::new("select", run).write(out)?);
+    match run.source {
+        Some((source, load, model_dir)) => {
+            let pipeline = rerun_table(run, source, load, model_dir);
+            let with = WithPipeline { run, pipeline };
+            files.extend(Resolved::new("select", &with).write(out)?);
+        }
+        None => files.extend(Resolved::new("select", run).write(out)?),
+    }
     files.extend(plots(out, run, res)?);
     Ok(files)
+}
+
+/// After `recsel select --add-mech`: the per-user MSE differences of the added mechanisms (those
+/// after the first `n_old` of `cfg`) against each earlier one
+/// ([`crate::experiments::real::paired_differences`]), written as `paired.{csv,parquet}` in
+/// `out`; returns the table as text for the terminal.
+pub fn write_paired(
+    out: &Path,
+    cfg: &SelectConfig,
+    rows: &[UserRow],
+    n_old: usize,
+) -> Result<String> {
+    use std::fmt::Write as _;
+    let added = &cfg.mechanisms[n_old.min(cfg.mechanisms.len())..];
+    let paired = crate::experiments::real::paired_differences(cfg, rows, added);
+    let col = |f: fn(&crate::experiments::real::PairedRow) -> f64| {
+        Values::F64(paired.iter().map(f).collect())
+    };
+    Table::default()
+        .with(
+            "mechanism",
+            Values::Str(paired.iter().map(|p| p.mechanism.clone()).collect()),
+        )
+        .with(
+            "reference",
+            Values::Str(paired.iter().map(|p| p.reference.clone()).collect()),
+        )
+        .with("epsilon", col(|p| p.epsilon))
+        .with("mean_difference", col(|p| p.mean_difference))
+        .with("se", col(|p| p.se))
+        .with(
+            "users",
+            Values::U64(paired.iter().map(|p| p.users).collect()),
+        )
+        .write(out, "paired")?;
+    let mut t = String::from(
+        "\npaired per-user MSE differences (added - reference; negative: added is better)\n",
+    );
+    let _ = writeln!(
+        t,
+        "{:<13} {:<13} {:>8} {:>13} {:>11} {:>7}",
+        "added", "reference", "eps", "mean diff", "s.e.", "users"
+    );
+    for p in &paired {
+        let _ = writeln!(
+            t,
+            "{:<13} {:<13} {:>8} {:>13.6} {:>11.6} {:>7}",
+            p.mechanism, p.reference, p.epsilon, p.mean_difference, p.se, p.users
+        );
+    }
+    let _ = writeln!(t, "wrote {}", out.join("paired.csv").display());
+    Ok(t)
+}
+
+/// The folders of seed 001's three fig 13 runs (`pipelines/fig13_*.toml`), in column order.
+pub const FIG13_RUNS: [&str; 3] = ["fig13_ml20m", "fig13_netflix", "fig13_amazon_book"];
+
+fn read_text(p: &Path) -> Result<String> {
+    std::fs::read_to_string(p).map_err(|e| crate::error::Error::io(p, e))
+}
+
+fn bad(p: &Path, what: String) -> crate::error::Error {
+    crate::error::Error::Parse {
+        context: p.display().to_string(),
+        message: what,
+    }
+}
+
+/// One finished `select` run's fig 13 panels, read back from its folder (`config.json`,
+/// `users.csv`, `mse.csv`): the same values its own fig 13 plots were drawn from.
+pub fn fig13_column(dir: &Path) -> Result<plot::Fig13Column> {
+    let cp = dir.join("config.json");
+    let config: serde_json::Value =
+        serde_json::from_str(&read_text(&cp)?).map_err(|e| bad(&cp, e.to_string()))?;
+    let c = &config["config"];
+    let title = c["dataset"].as_str().unwrap_or("?").to_string();
+    let seed = c["select"]["seed"].as_u64().unwrap_or(0);
+    let epsilons: Vec<f64> = c["select"]["epsilons"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|v| v.as_f64()).collect())
+        .unwrap_or_default();
+    let scatter_eps = c["scatter_eps"].as_f64().unwrap_or(1.0);
+    // users.csv: the first column is the user id (possibly quoted), the rest are numbers.
+    let up = dir.join("users.csv");
+    let text = read_text(&up)?;
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap_or("").split(',').collect();
+    let col = |name: &str| header.iter().position(|h| *h == name);
+    let numbers: Vec<Vec<f64>> = lines
+        .enumerate()
+        .map(|(i, l)| {
+            let mut f: Vec<&str> = l.rsplitn(header.len().max(1), ',').collect();
+            f.reverse();
+            f.iter()
+                .skip(1)
+                .map(|x| x.parse::<f64>())
+                .collect::<std::result::Result<Vec<f64>, _>>()
+                .map_err(|_| {
+                    bad(
+                        &up,
+                        format!("line {}: not numbers after the user id", i + 2),
+                    )
+                })
+        })
+        .collect::<Result<_>>()?;
+    let at = |row: &Vec<f64>, c: usize| row[c - 1];
+    let sp = col("spearman").ok_or_else(|| bad(&up, "no spearman column".into()))?;
+    let spearman: Vec<f64> = numbers.iter().map(|r| at(r, sp)).collect();
+    let rows: Vec<UserRow> = spearman
+        .iter()
+        .map(|&v| UserRow {
+            user: 0,
+            candidates: 0,
+            spearman: v,
+            pearson: 0.0,
+            weighted: 0.0,
+            max_score: 0.0,
+            mean_selected: Vec::new(),
+            mse: Vec::new(),
+            random_mse: 0.0,
+            hit: Vec::new(),
+        })
+        .collect();
+    let summary = crate::experiments::real::spearman_summary(&rows);
+    let e = (0..epsilons.len()).min_by(|&a, &b| {
+        let d = |i: usize| (epsilons[i] / scatter_eps).ln().abs();
+        d(a).total_cmp(&d(b))
+    });
+    let scatter = e.and_then(|e| {
+        let eps = epsilons[e];
+        let (mg, g) = (
+            col(&format!("mean_mgem_eps{eps}"))?,
+            col(&format!("mean_gem_eps{eps}"))?,
+        );
+        let (mut points, mut left_out) = (Vec::new(), 0u64);
+        for i in random_sample(numbers.len(), SCATTER_USERS, seed) {
+            let (a, b) = (at(&numbers[i], mg), at(&numbers[i], g));
+            if a > 0.0 && b > 0.0 {
+                points.push((spearman[i], (a / b).ln()));
+            } else {
+                left_out += 1;
+            }
+        }
+        Some((points, left_out, eps))
+    });
+    let mp = dir.join("mse.csv");
+    let text = read_text(&mp)?;
+    let mut lines = text.lines();
+    // Columns by name: the table gains columns over time (guarantee, hit@1, ...).
+    let mheader: Vec<&str> = lines.next().unwrap_or("").split(',').collect();
+    let mcol = |name: &str| {
+        mheader
+            .iter()
+            .position(|h| *h == name)
+            .ok_or_else(|| bad(&mp, format!("no `{name}` column")))
+    };
+    let (c_mech, c_private, c_eps, c_mse, c_se, c_users, c_trials) = (
+        mcol("mechanism")?,
+        mcol("private")?,
+        mcol("epsilon")?,
+        mcol("mse")?,
+        mcol("se")?,
+        mcol("users")?,
+        mcol("trials")?,
+    );
+    let c_guarantee = mcol("guarantee").ok();
+    let mse = lines
+        .enumerate()
+        .map(|(i, l)| {
+            let f: Vec<&str> = l.split(',').collect();
+            let num = |k: usize| f.get(k).and_then(|x| x.parse::<f64>().ok());
+            match (
+                f.get(c_mech),
+                num(c_eps),
+                num(c_mse),
+                num(c_se),
+                num(c_users),
+                num(c_trials),
+            ) {
+                (Some(mech), Some(epsilon), Some(mse), Some(se), Some(users), Some(trials)) => {
+                    Ok(PlotRow {
+                        scenario: title.clone(),
+                        mechanism: mech.to_string(),
+                        private: f.get(c_private) == Some(&"true"),
+                        guarantee: c_guarantee
+                            .and_then(|c| f.get(c))
+                            .map_or(String::new(), |g| g.to_string()),
+                        epsilon,
+                        mse,
+                        se,
+                        trials: (users * trials) as u64,
+                    })
+                }
+                _ => Err(bad(
+                    &mp,
+                    format!("line {}: not a row of an MSE table", i + 2),
+                )),
+            }
+        })
+        .collect::<Result<_>>()?;
+    Ok(plot::Fig13Column {
+        title,
+        spearman,
+        summary,
+        scatter,
+        mse,
+    })
+}
+
+/// Writes `fig13.png` (and `.svg` with `--svg`) into `parent` when the three fig 13 runs
+/// [`FIG13_RUNS`] exist under it (each with its `mse.csv`); returns the path written, or `None`
+/// when a run is missing.
+pub fn write_fig13_combined(parent: &Path) -> Result<Option<PathBuf>> {
+    let dirs: Vec<PathBuf> = FIG13_RUNS.iter().map(|r| parent.join(r)).collect();
+    if !dirs.iter().all(|d| d.join("mse.csv").exists()) {
+        return Ok(None);
+    }
+    let columns = dirs
+        .iter()
+        .map(|d| fig13_column(d))
+        .collect::<Result<Vec<_>>>()?;
+    let path = parent.join("fig13.png");
+    plot::fig13_combined_png(&path, &columns)?;
+    Ok(Some(path))
+}
+
+/// Computes every user's problem of `cfg` ([`crate::experiments::real::all_problems`]) and writes
+/// them with [`write_problems`]; returns the paths written.
+pub fn dump_problems<S: crate::scoring::UserScorer>(
+    path: &Path,
+    scorer: &S,
+    sens: &Sensitivities,
+    cfg: &SelectConfig,
+    data: &crate::data::Dataset,
+) -> Result<Vec<PathBuf>> {
+    let problems = crate::experiments::real::all_problems(scorer, sens, cfg, &|_| {});
+    write_problems(path, &problems, &data.test_user_ids, &data.item_ids)
+}
+
+/// Writes every user's selection problem (`recsel select --dump-problems FILE.parquet`,
+/// docs/protocol.md, "Exported problems") in long format, one row per (user, candidate): `user`
+/// (test user id), `user_index`, `rank` (0 = best model score), `item` (item id), `item_index`,
+/// `score` (as the mechanisms see it: clipped when the run clips) and `sensitivity` (Δ_j). `path`
+/// must end in `.parquet`; the same table is written beside it as `.csv`. Returns the paths.
+pub fn write_problems(
+    path: &Path,
+    problems: &[(usize, UserProblem)],
+    user_ids: &[String],
+    item_ids: &[String],
+) -> Result<Vec<PathBuf>> {
+    let stem = match (path.extension(), path.file_stem()) {
+        (Some(e), Some(s)) if e == "parquet" => s.to_string_lossy().into_owned(),
+        _ => {
+            return Err(crate::error::Error::Invalid(format!(
+                "--dump-problems: {} must end in .parquet",
+                path.display()
+            )))
+        }
+    };
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    crate::io::ensure_dir(dir)?;
+    let rows = || {
+        problems
+            .iter()
+            .flat_map(|(u, p)| (0..p.items.len()).map(move |r| (*u, p, r)))
+    };
+    Table::default()
+        .with(
+            "user",
+            Values::Str(rows().map(|(u, _, _)| user_ids[u].clone()).collect()),
+        )
+        .with(
+            "user_index",
+            Values::U64(rows().map(|(u, _, _)| u as u64).collect()),
+        )
+        .with(
+            "rank",
+            Values::U64(rows().map(|(_, _, r)| r as u64).collect()),
+        )
+        .with(
+            "item",
+            Values::Str(
+                rows()
+                    .map(|(_, p, r)| item_ids[p.items[r] as usize].clone())
+                    .collect(),
+            ),
+        )
+        .with(
+            "item_index",
+            Values::U64(rows().map(|(_, p, r)| u64::from(p.items[r])).collect()),
+        )
+        .with(
+            "score",
+            Values::F64(rows().map(|(_, p, r)| p.scores[r]).collect()),
+        )
+        .with(
+            "sensitivity",
+            Values::F64(rows().map(|(_, p, r)| p.sens[r]).collect()),
+        )
+        .write(dir, &stem)
 }
 
 /// The MSE table: one row per (mechanism, ε).
