@@ -16,6 +16,7 @@ mod mechanisms;
 mod metrics;
 mod model;
 mod own_data;
+mod partition;
 mod protocol;
 mod samplers;
 mod secure;
