@@ -180,11 +180,11 @@ def select(
 def audit(
     mech: str,
     eps: float,
-    scores: Sequence[float] = (1.0, 0.5, 0.0),
-    sens: Sequence[float] = (1.0, 2.0, 0.5),
+    scores: Sequence[float] = (0.0, 0.25, 0.5, 0.75, 1.0),
+    sens: Sequence[float] = (0.2, 1.0, 0.5, 2.0, 1.0),
     *,
-    samples: int = 100_000,
-    alpha: float = 0.05,
+    samples: int = 200_000,
+    alpha: float = 0.01,
     seed: Optional[int] = None,
     pairs: Optional[str] = None,
     secure: bool = False,
@@ -193,12 +193,12 @@ def audit(
     """Empirical lower bounds on ``mech``'s ε (``recsel audit``), as a dict.
 
     Audits the built-in neighbouring pairs around ``(scores, sens)``, or the pairs of the JSON
-    file ``pairs``. The dict has the report's fields (``mechanism``, ``epsilon``, ``guarantee``,
+    file ``pairs`` (defaults as ``recsel audit``'s). The dict has the report's fields (``mechanism``, ``epsilon``, ``guarantee``,
     ``results`` per pair and direction, ``max_eps_lb``, ``violation``, ...) and ``verdict``.
 
     Example::
 
-        >>> r = recsel.audit("rnm", 1.0, samples=2000, seed=1)
+        >>> r = recsel.audit("rnm", 1.0, samples=2000, seed=1)   # == recsel audit ... --json
         >>> r["verdict"], r["max_eps_lb"] <= 1.0
         ('consistent', True)
     """

@@ -99,13 +99,16 @@ def test_errors_carry_the_library_messages(run_cli):
     assert issubclass(recsel.RecselError, ValueError)
 
 
-def test_audit_returns_the_report_as_a_dict():
+def test_audit_returns_the_cli_report_as_a_dict(run_cli):
     r = recsel.audit("rnm", 1.0, samples=2000, seed=1)
-    assert r["mechanism"] == "rnm" and r["epsilon"] == 1.0 and r["private"] is True
-    assert r["verdict"] in ("consistent", "VIOLATION") and r["results"]
-    assert all(0.0 <= x["eps_lb"] for x in r["results"])
-    assert r["max_eps_lb"] == max(x["eps_lb"] for x in r["results"])
-    assert r["config"]["samples"] == 2000
+    cli = json.loads(run_cli("audit", "--mech", "rnm", "--eps", "1", "--samples", "2000",
+                             "--seed", "1", "--json").stdout)
+    assert r == cli[0]
+    assert r["mechanism"] == "rnm" and r["verdict"] == "consistent" and r["results"]
+    assert r["max_eps_lb"] == max(x["eps_lb"] for x in r["results"]) <= 1.0
+    # Power: the deliberately non-private reference is caught.
+    bot = recsel.audit("bot-exp", 1.0, samples=20_000, seed=1)
+    assert bot["exceeds_nominal"] and bot["verdict"].startswith("flagged")
     with pytest.raises(recsel.RecselError, match="samples must be at least 100"):
         recsel.audit("rnm", 1.0, samples=10, seed=1)
 
