@@ -7,7 +7,8 @@
 # runs, which start from fresh output directories. Needs `pip install ./python` and ray.
 #
 # Usage: CARGO_TARGET_DIR=... benches/ray_select.sh [SHAPE]   (SHAPE: netflix (default) or small)
-#   SELECT="--mech gem,mgem,rnm --eps 0.1,1 --trials 5" overrides the selection grid.
+#   SELECT="--mech gem,mgem,rnm --eps 0.1,1 --trials 5" overrides the selection grid, MODEL the
+#   model options (default --method icf --l2 20 --density 0.005).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 SHAPE=${1:-netflix}
@@ -15,12 +16,15 @@ OUT=${OUT:-/tmp/recsel-ray-bench}
 RECSEL="${RECSEL:-${CARGO_TARGET_DIR:-$ROOT/target}/release/recsel}"
 # shellcheck disable=SC2206
 grid=(${SELECT:---mech gem,mgem,rnm --eps 0.1,1 --trials 5})
-common=(--dataset synthetic --shape "$SHAPE" "${grid[@]}" --seed 7 --model-dir "$OUT/model")
+# The model of README's netflix-shaped scale run (MODEL overrides).
+# shellcheck disable=SC2206
+model=(${MODEL:---method icf --l2 20 --density 0.005})
+common=(--dataset synthetic --shape "$SHAPE" "${model[@]}" "${grid[@]}" --seed 7 --model-dir "$OUT/model")
 mkdir -p "$OUT"
 if [ ! -f "$OUT/model/model.json" ]; then
   echo "== fitting the model once ($OUT/model)"
   /usr/bin/time -f "   fit run: %e s wall, %M KB peak" "$RECSEL" fit --dataset synthetic \
-    --shape "$SHAPE" --out "$OUT/model" >/dev/null
+    --shape "$SHAPE" "${model[@]}" --out "$OUT/model" >/dev/null
 fi
 rm -rf "$OUT/cli" "$OUT/ray"
 echo "== recsel select ${common[*]}"
@@ -36,7 +40,7 @@ sys.exit(recsel.ray.main(sys.argv[1:]))
 " select "${common[@]}" --out "$OUT/ray" --partitions 2 >"$OUT/ray.txt" 2>"$OUT/ray.err" \
   || { cat "$OUT/ray.err"; exit 1; }
 grep -E "phases|wall" "$OUT/ray.err"
-for f in mse.csv users.csv items.csv diagnostics.json; do
+for f in mse.csv users.csv items.csv rules.csv diagnostics.json config.json; do
   if cmp -s "$OUT/cli/$f" "$OUT/ray/$f"; then echo "   $f identical"; else echo "   $f DIFFERS"; fi
 done
 grep -E "time|users" "$OUT/cli.txt" | head -3 | sed 's/^/   cli: /'

@@ -12,7 +12,7 @@ import recsel.ray  # noqa: E402
 # Small synthetic data: a few hundred test users, three mechanisms, two ε, a few trials.
 OPTIONS = dict(dataset="synthetic", shape="small", mech="gem,mgem,rnm", eps="0.5,4", trials=3,
                top=40, seed=11, clip=True)
-COMPARED = ["mse.csv", "users.csv", "items.csv", "rules.csv", "diagnostics.json"]
+COMPARED = ["mse.csv", "users.csv", "items.csv", "rules.csv", "diagnostics.json", "config.json"]
 
 
 def _cli_args(opts, out, model_dir):
