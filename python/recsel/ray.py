@@ -183,6 +183,9 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--no-clip", dest="clip", action="store_false", help="do not clip (default)")
     s.add_argument("--secure", action="store_true", default=None,
                    help="release-grade selection: secure paths, OS randomness, no seed")
+    s.add_argument("--force", action="store_true",
+                   help="accepted for compatibility with recsel select: a Ray run always starts "
+                   "over (there is no resumable chunk store; Ray retries failed tasks)")
     s.add_argument("--json", action="store_true", help="print one JSON object")
     s.add_argument("--partitions", type=int, help="partitions of the users (default: CPUs)")
     s.add_argument("--address", help="Ray address to join (default: start a local cluster)")
@@ -193,6 +196,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     """``python -m recsel.ray select ...``."""
     args = vars(_parser().parse_args(argv))
     args.pop("command")
+    args.pop("force")
     json, partitions, address = args.pop("json"), args.pop("partitions"), args.pop("address")
     options = {k: v for k, v in args.items() if v is not None}
     try:

@@ -1048,16 +1048,27 @@ fn load_options(o: &Bound<'_, PyDict>) -> R<LoadOptions> {
     let min_rating = match o.get_item("min_rating")? {
         None => None,
         Some(v) if v.is_none() => None,
-        Some(v) => match v.extract::<String>() {
-            Ok(s) if s == "none" => Some(None),
-            _ => {
-                let r: f32 = v.extract().map_err(|_| {
-                    invalid(format!("min_rating must be a number or 'none', got {v}"))
-                })?;
-                Some(Some(r))
+        Some(v) => {
+            let bad = || invalid(format!("min_rating must be a number or 'none', got {v}"));
+            let r: f32 = match v.extract::<String>() {
+                Ok(s) if s.trim() == "none" => return load_rest(o, delimiter, Some(None)),
+                Ok(s) => s.trim().parse().map_err(|_| bad())?,
+                Err(_) => v.extract().map_err(|_| bad())?,
+            };
+            if !r.is_finite() {
+                return Err(bad());
             }
-        },
+            Some(Some(r))
+        }
     };
+    load_rest(o, delimiter, min_rating)
+}
+
+fn load_rest(
+    o: &Bound<'_, PyDict>,
+    delimiter: u8,
+    min_rating: Option<Option<f32>>,
+) -> R<LoadOptions> {
     Ok(LoadOptions {
         delimiter,
         min_rating,

@@ -195,3 +195,16 @@ def test_partition_sketches_merge_exactly():
     tiny = _native.sketch_partition(m._native, users, counts, cfg, 0, 2)
     with pytest.raises(recsel.RecselError, match="merge the sketches of all partitions"):
         tiny.sensitivities(cfg)
+
+
+def test_select_job_validates_its_options(tmp_path):
+    from recsel import _native
+
+    with pytest.raises(recsel.RecselError, match="unknown select option 'trails'"):
+        _native.SelectJob(dataset="synthetic", trails=3)
+    with pytest.raises(recsel.RecselError, match="min_rating must be a number or 'none'"):
+        _native.SelectJob(dataset="synthetic", min_rating="four", out=str(tmp_path))
+    with pytest.raises(recsel.RecselError, match="eps: item 2 is 'x'"):
+        _native.SelectJob(dataset="synthetic", eps="1,x", out=str(tmp_path))
+    with pytest.raises(recsel.RecselError, match="give dataset=NAME"):
+        _native.SelectJob(out=str(tmp_path))
