@@ -6,7 +6,8 @@ test users' rows and the configuration into Ray's object store once, and runs th
 1. per partition of the users, a percentile sketch (each item's bottom and top score tails); the
    driver merges the sketches *exactly* into the global p1/p99 and sensitivities;
 2. per partition, selection for its users with the global sensitivities (every mechanism x ε x
-   trial, each user on its own random streams) and the candidate pass of the diagnostics;
+   trial, each user on its own random streams) and the candidate pass of the diagnostics; each
+   task writes its users' rows as a Parquet part (``<out>/parts/``) and returns its results;
 3. the driver merges the partitions in user order and writes the outputs of ``recsel select``
    (MSE table, Spearman summary, per-user and per-item tables, diagnostics, plots) into ``out``.
 
@@ -47,10 +48,30 @@ def _sketch_task(model, users, counts, config, start, end, index, hook):
     return _native.sketch_partition(model, users, counts, config, start, end)
 
 
-def _select_task(model, users, sens, config, start, end, index, hook):
+def _select_task(model, users, sens, config, start, end, index, hook, parts_dir):
     if hook is not None:
         hook("select", index)
-    return _native.run_partition(model, users, sens, config, start, end)
+    part = _native.run_partition(model, users, sens, config, start, end)
+    if parts_dir is not None:
+        write_part(part, config, parts_dir)
+    return part
+
+
+def write_part(part, config, parts_dir: str) -> str:
+    """Writes a partition's per-user rows as ``users-<start>-<end>.parquet`` in ``parts_dir``
+    (atomically: a retried task overwrites a whole file); returns the path."""
+    import os
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    start, end = part.users
+    os.makedirs(parts_dir, exist_ok=True)
+    path = os.path.join(parts_dir, f"users-{start:09d}-{end:09d}.parquet")
+    tmp = f"{path}.tmp-{os.getpid()}"
+    pq.write_table(pa.table(dict(part.columns(config))), tmp)
+    os.replace(tmp, path)
+    return path
 
 
 class SelectResult:
@@ -89,6 +110,7 @@ def select(
     partitions: Optional[int] = None,
     address: Optional[str] = None,
     json: bool = False,
+    parts: bool = True,
     on_task_start: Optional[Callable[[str, int], None]] = None,
     **options: Any,
 ) -> SelectResult:
@@ -99,7 +121,9 @@ def select(
     ``gamma``, ``seed``, ``out``, ``model_dir``, ...), with the same defaults. ``partitions``
     (default: the cluster's CPUs) splits the test users; ``address`` is passed to ``ray.init``
     when Ray is not initialised yet (``None``: start a local cluster, ``"auto"``: join the running
-    one). ``on_task_start(phase, index)`` is called inside each task before it works (phase
+    one). With ``parts`` each selection task also writes its users' rows as a Parquet part into
+    ``<out>/parts/`` (``out`` must then be on storage the workers share; the driver's
+    ``users.parquet`` has every row either way). ``on_task_start(phase, index)`` is called inside each task before it works (phase
     ``"sketch"`` or ``"select"``), e.g. to inject a failure in a test.
 
     Example::
@@ -134,14 +158,21 @@ def select(
     t_sketched = time.perf_counter()
     # Phase 2: selection per partition with the global sensitivities.
     sens_ref = ray.put(sens)
-    parts = ray.get([
-        run.remote(model_ref, users_ref, sens_ref, config_ref, s, e, i, on_task_start)
+    import os
+
+    parts_dir = os.path.join(os.path.abspath(str(job.out)), "parts") if parts else None
+    if parts_dir is not None:
+        import shutil
+
+        shutil.rmtree(parts_dir, ignore_errors=True)  # parts of an earlier run
+    results = ray.get([
+        run.remote(model_ref, users_ref, sens_ref, config_ref, s, e, i, on_task_start, parts_dir)
         for i, (s, e) in enumerate(ranges)
     ])
     t_selected = time.perf_counter()
     # Phase 3: merge, analyse, write the outputs of `recsel select`.
     summary = job.finish(
-        sens, parts, t_sketched - t_prepared, t_selected - t_sketched, t_selected - t_start, json
+        sens, results, t_sketched - t_prepared, t_selected - t_sketched, t_selected - t_start, json
     )
     t_end = time.perf_counter()
     seconds = {
@@ -188,6 +219,8 @@ def _parser() -> argparse.ArgumentParser:
                    "over (there is no resumable chunk store; Ray retries failed tasks)")
     s.add_argument("--json", action="store_true", help="print one JSON object")
     s.add_argument("--partitions", type=int, help="partitions of the users (default: CPUs)")
+    s.add_argument("--no-parts", dest="parts", action="store_false",
+                   help="do not write the per-partition Parquet parts into <out>/parts")
     s.add_argument("--address", help="Ray address to join (default: start a local cluster)")
     return p
 
@@ -198,9 +231,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     args.pop("command")
     args.pop("force")
     json, partitions, address = args.pop("json"), args.pop("partitions"), args.pop("address")
+    parts = args.pop("parts")
     options = {k: v for k, v in args.items() if v is not None}
     try:
-        res = select(partitions=partitions, address=address, json=json, **options)
+        res = select(partitions=partitions, address=address, json=json, parts=parts, **options)
     except _native.RecselError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

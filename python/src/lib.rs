@@ -834,6 +834,48 @@ impl PyPart {
         (self.part.users.start, self.part.users.end)
     }
 
+    /// The partition's rows as columns (name → numpy array), named as in `users.parquet` of
+    /// `recsel select` but with the user *index* in `user`: what a task writes as its Parquet
+    /// part.
+    fn columns<'py>(&self, py: Python<'py>, config: &PyConfig) -> R<Bound<'py, PyDict>> {
+        let rows = &self.part.rows;
+        let d = PyDict::new(py);
+        let f = |g: fn(&real::UserRow) -> f64| rows.iter().map(g).collect::<Vec<f64>>();
+        d.set_item(
+            "user",
+            rows.iter()
+                .map(|r| r.user)
+                .collect::<Vec<u64>>()
+                .into_pyarray(py),
+        )?;
+        d.set_item(
+            "candidates",
+            rows.iter()
+                .map(|r| r.candidates)
+                .collect::<Vec<u32>>()
+                .into_pyarray(py),
+        )?;
+        d.set_item("spearman", f(|r| r.spearman).into_pyarray(py))?;
+        d.set_item("pearson", f(|r| r.pearson).into_pyarray(py))?;
+        d.set_item("weighted", f(|r| r.weighted).into_pyarray(py))?;
+        d.set_item("max_score", f(|r| r.max_score).into_pyarray(py))?;
+        let cfg = &config.cfg;
+        let ne = cfg.epsilons.len();
+        for (what, mean) in [("mean", true), ("mse", false)] {
+            for (m, name) in cfg.mechanisms.iter().enumerate() {
+                for (e, eps) in cfg.epsilons.iter().enumerate() {
+                    let i = m * ne + e;
+                    let v: Vec<f64> = rows
+                        .iter()
+                        .map(|r| if mean { r.mean_selected[i] } else { r.mse[i] })
+                        .collect();
+                    d.set_item(format!("{what}_{name}_eps{eps}"), v.into_pyarray(py))?;
+                }
+            }
+        }
+        Ok(d)
+    }
+
     fn __reduce__<'py>(slf: &Bound<'py, Self>) -> R<(Bound<'py, PyAny>, Bound<'py, PyTuple>)> {
         let py = slf.py();
         let b = slf.get().to_bytes(py);

@@ -52,6 +52,17 @@ def test_ray_select_equals_the_cli(cluster, cli_run, tmp_path, partitions):
                             model_dir=str(model_dir), **OPTIONS)
     _same(cli_out, Path(res.out))
     assert any("using the saved model" in line for line in res.log)
+    # Each selection task wrote its users' rows as a Parquet part: together, the CLI's table.
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    files = sorted((Path(res.out) / "parts").glob("*.parquet"))
+    assert len(files) == partitions
+    parts = pa.concat_tables([pq.read_table(f) for f in files])
+    users = recsel.read_table(cli_out, "users")
+    assert parts.column("user").to_pylist() == list(range(users.num_rows))
+    for name in users.column_names[1:]:
+        assert parts.column(name).to_pylist() == users.column(name).to_pylist(), name
     assert res.mse().num_rows == 6  # 3 mechanisms x 2 ε, as a pyarrow table
     assert res.users(kind="polars").height > 0
 
