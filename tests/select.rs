@@ -7,7 +7,7 @@ use recsel::rng::{Draws, NoiseMode, Streams};
 use recsel::scoring::{item_sensitivities, top_candidates, SensitivityConfig, UserScorer};
 
 /// Scores from a fixed hash, with latent structure so correlations are not all zero.
-struct Hashed {
+pub(crate) struct Hashed {
     users: usize,
     items: usize,
     excluded: Vec<Vec<u32>>,
@@ -22,7 +22,7 @@ fn h(mut x: u64) -> f64 {
 }
 
 impl Hashed {
-    fn new(users: usize, items: usize) -> Self {
+    pub(crate) fn new(users: usize, items: usize) -> Self {
         let excluded = (0..users)
             .map(|u| {
                 let mut e: Vec<u32> = (0..5).map(|i| ((u * 7 + i * 13) % items) as u32).collect();
@@ -59,7 +59,7 @@ impl UserScorer for Hashed {
     }
 }
 
-fn config(trials: u32) -> SelectConfig {
+pub(crate) fn config(trials: u32) -> SelectConfig {
     SelectConfig {
         mechanisms: ["rnm", "gem", "mgem", "rs", "random"]
             .map(String::from)

@@ -21,6 +21,7 @@ mod mechanisms;
 mod metrics;
 mod model;
 mod own_data;
+mod partition;
 mod plugins;
 mod problems;
 mod protocol;

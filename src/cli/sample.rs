@@ -5,9 +5,8 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use rayon::prelude::*;
-use recsel::mechanisms::{self, MechParams, Problem, Selector};
-use recsel::rng::{name_id, Draws, NoiseMode};
+use recsel::mechanisms::{self, MechParams, Problem};
+use recsel::rng::NoiseMode;
 
 use super::common::{parse_f64_list, positive, progress, streams, MechOpts};
 
@@ -48,9 +47,6 @@ pub struct Args {
     json: bool,
 }
 
-/// Selections per parallel work item.
-const CHUNK: u64 = 1 << 14;
-
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let scores = parse_f64_list("--scores", &args.scores)?;
     let sens = parse_f64_list("--sens", &args.sens)?;
@@ -78,31 +74,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         streams(args.seed)
     };
-    let id = name_id(spec.name);
-    let selector = Selector::new(&*mech, &problem, mode)?;
-    let chunks = n.div_ceil(CHUNK);
     let bar = progress(n, "sampling");
-    let counts = (0..chunks)
-        .into_par_iter()
-        .map(|c| -> recsel::Result<Vec<u64>> {
-            let mut counts = vec![0u64; scores.len()];
-            let (start, end) = (c * CHUNK, ((c + 1) * CHUNK).min(n));
-            // Fast mode: one independent stream per selection, so results do not depend on
-            // --threads. Secure mode: one OS-seeded generator per chunk.
-            let mut draws = Draws::new(mode, streams)?;
-            for i in start..end {
-                counts[selector.sample(&mut draws, id, 0, i >> 32, i as u32)] += 1;
-            }
-            bar.inc(end - start);
-            Ok(counts)
-        })
-        .try_reduce(
-            || vec![0u64; scores.len()],
-            |mut a, b| {
-                a.iter_mut().zip(b).for_each(|(x, y)| *x += y);
-                Ok(a)
-            },
-        )?;
+    let counts =
+        mechanisms::batch::sample_counts(&*mech, &problem, mode, streams, n, &|d| bar.inc(d))?;
     bar.finish_and_clear();
     let mut out = std::io::stdout().lock();
     if args.json {

@@ -9,10 +9,7 @@ use anyhow::Context;
 use recsel::data::load_dataset_with;
 use recsel::experiments::real::{self, ChunkStore, SelectConfig, PAPER_EPSILONS};
 use recsel::mechanisms::{self, MechParams};
-use recsel::report::select::{
-    dump_problems, nearest_epsilon, scatter_points, summary_json, summary_text, write_paired,
-    write_select, SelectResults, SelectRun, Timings,
-};
+use recsel::report::select::{dump_problems, finish_select, write_paired, SelectRun, Timings};
 use recsel::scoring::{
     item_sensitivities, ModelScorer, PercentileUsers, SensitivityConfig, UserScorer,
 };
@@ -188,8 +185,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let t = Instant::now(); // analysis (docs/real-data.md): one more pass over every user
     let analysis = real::analyse(&scorer, &sens, sens_cfg.floor, &cfg, &rows);
     let diag_s = t.elapsed().as_secs_f64();
-    let scatter_e = nearest_epsilon(&cfg, args.scatter_eps);
-    let scatter = scatter_points(&cfg, &rows, scatter_e);
     let run = SelectRun {
         dataset: data.name(),
         data_seed: args.data_seed,
@@ -200,20 +195,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         users_without_candidates: skipped,
         source: Some((&src, &load_opts, &model_dir)),
     };
-    let results = SelectResults {
-        rows: &rows,
-        mse: &analysis.mse,
-        spearman: &analysis.spearman,
-        user_ids: &data.test_user_ids,
-        sens: &sens,
-        item_ids: &data.item_ids,
-        counts: &analysis.counts,
-        diagnostics: &analysis.diagnostics,
-        rules: &analysis.rules,
-        advice: &analysis.advice,
-    };
-    let files = write_select(&out, &run, &results)
-        .with_context(|| format!("writing the results into {}", out.display()))?;
     let timings = Timings {
         sensitivity_seconds: sens_s,
         selection_seconds: select_s,
@@ -221,19 +202,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         total_seconds: start.elapsed().as_secs_f64(),
         peak_rss_mb: super::fit::peak_rss_mb().unwrap_or(f64::NAN),
     };
+    let (ids, items) = (&data.test_user_ids, &data.item_ids);
+    let text = finish_select(
+        &out, &run, &rows, &analysis, &sens, ids, items, &timings, args.json,
+    )
+    .with_context(|| format!("writing the results into {}", out.display()))?;
     let mut stdout = std::io::stdout().lock();
-    if args.json {
-        let obj = summary_json(&run, &results, scatter.as_ref(), scatter_e, &timings, &out);
-        writeln!(stdout, "{obj}")?;
-        return Ok(ExitCode::SUCCESS);
-    }
-    let text = summary_text(&run, &results, scatter.as_ref(), scatter_e, &timings);
     write!(stdout, "{text}")?;
-    if args.add_mech.is_some() {
+    if args.add_mech.is_some() && !args.json {
         write!(stdout, "{}", write_paired(&out, &cfg, &rows, n_old)?)?;
-    }
-    for f in files {
-        writeln!(stdout, "wrote {}", f.display())?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -4,6 +4,7 @@
 
 pub mod bandit;
 pub mod illustrate;
+pub mod partition;
 pub mod pipeline;
 pub mod real;
 pub mod scenarios;

@@ -316,7 +316,9 @@ pub fn user_line(r: &UserRow) -> String {
     s
 }
 
-fn parse_line(path: &Path, line_no: usize, line: &str, cells: usize) -> Result<UserRow> {
+/// Parses one line of the per-user table ([`user_line`]) with `cells` (mechanism, ε) pairs;
+/// errors name `path` (or what the text came from) and the line.
+pub fn parse_line(path: &Path, line_no: usize, line: &str, cells: usize) -> Result<UserRow> {
     let bad = |m: String| Error::Parse {
         context: format!("{} line {}", path.display(), line_no),
         message: m,
@@ -456,10 +458,6 @@ pub fn run_all<S: UserScorer>(
     if cfg.noise.is_secure() {
         SecureRng::from_os()?; // fail now, not inside a worker, if the OS has no entropy
     }
-    let draws = || {
-        Draws::new(cfg.noise, Streams::new(cfg.seed))
-            .expect("OS entropy was available when the run started")
-    };
     let cells = cfg.mechanisms.len() * cfg.epsilons.len();
     let header = user_header(cfg);
     let n = scorer.n_users();
@@ -479,15 +477,7 @@ pub fn run_all<S: UserScorer>(
                 }
                 *left -= 1;
             }
-            let computed: Vec<Option<UserRow>> = (start..end)
-                .into_par_iter()
-                .map_init(
-                    || (vec![0.0; scorer.n_items()], scorer.scratch(), draws()),
-                    |(buf, scratch, dr), u| {
-                        run_user(scorer, sens, cfg, &mechs, u, buf, scratch, dr)
-                    },
-                )
-                .collect::<Result<_>>()?;
+            let computed = run_range(scorer, sens, cfg, &mechs, start..end)?;
             let done: Vec<UserRow> = computed.into_iter().flatten().collect();
             store.write(c, &header, &done)?;
             done
@@ -677,6 +667,33 @@ pub fn paired_differences(
         }
     }
     out
+}
+
+/// Runs [`run_user`] for every user in `users` (indices into the scorer's users), in parallel;
+/// one entry per user, `None` for a user without candidates. Every user draws from its own
+/// streams, so any split of the users into ranges (chunks, partitions on a cluster) gives the
+/// same rows. `mechs` is `cfg.build()`.
+pub fn run_range<S: UserScorer>(
+    scorer: &S,
+    sens: &Sensitivities,
+    cfg: &SelectConfig,
+    mechs: &[Vec<Box<dyn Mechanism>>],
+    users: std::ops::Range<usize>,
+) -> Result<Vec<Option<UserRow>>> {
+    if cfg.noise.is_secure() {
+        SecureRng::from_os()?; // fail now, not inside a worker, if the OS has no entropy
+    }
+    let draws = || {
+        Draws::new(cfg.noise, Streams::new(cfg.seed))
+            .expect("OS entropy was available when the run started")
+    };
+    users
+        .into_par_iter()
+        .map_init(
+            || (vec![0.0; scorer.n_items()], scorer.scratch(), draws()),
+            |(buf, scratch, dr), u| run_user(scorer, sens, cfg, mechs, u, buf, scratch, dr),
+        )
+        .collect()
 }
 
 /// MSE ± standard error of one (mechanism, ε) over users.
@@ -998,6 +1015,20 @@ pub fn candidate_pass<S: UserScorer>(
     cfg: &SelectConfig,
     sample: &[usize],
 ) -> (ItemCounts, CandidateSample) {
+    candidate_pass_range(scorer, sens, cfg, 0..scorer.n_users(), sample)
+}
+
+/// [`candidate_pass`] over the users in `users` only (one partition): `bound_mgem` has one entry
+/// per user of the range, and `sample` must lie in the range. Concatenating the ranges' bits and
+/// candidate samples in user order and adding their counts gives the whole pass
+/// (`partition::merge`).
+pub fn candidate_pass_range<S: UserScorer>(
+    scorer: &S,
+    sens: &Sensitivities,
+    cfg: &SelectConfig,
+    users: std::ops::Range<usize>,
+    sample: &[usize],
+) -> (ItemCounts, CandidateSample) {
     let (n_items, top) = (scorer.n_items(), cfg.top);
     let fresh = || ItemCounts {
         appearances: vec![0; n_items],
@@ -1006,7 +1037,8 @@ pub fn candidate_pass<S: UserScorer>(
     };
     // Per thread: item counts and (user, bound bits); merged in user order below, so the result
     // does not depend on the number of threads.
-    let (mut counts, masks) = (0..scorer.n_users())
+    let (mut counts, masks) = users
+        .clone()
         .into_par_iter()
         .fold(
             || (fresh(), Vec::new(), vec![0.0; n_items], scorer.scratch()),
@@ -1055,9 +1087,9 @@ pub fn candidate_pass<S: UserScorer>(
                 (a, ma)
             },
         );
-    counts.bound_mgem = vec![0; scorer.n_users()];
+    counts.bound_mgem = vec![0; users.len()];
     for (u, mask) in masks {
-        counts.bound_mgem[u] = mask;
+        counts.bound_mgem[u - users.start] = mask;
     }
     let per_user: Vec<(Vec<f64>, Vec<f64>)> = sample
         .par_iter()
@@ -1280,6 +1312,20 @@ pub fn analyse<S: UserScorer>(
 ) -> Analysis {
     let sample = random_sample(scorer.n_users(), SCATTER_USERS, cfg.seed);
     let (counts, candidates) = candidate_pass(scorer, sens, cfg, &sample);
+    analysis_from(cfg, sens, floor, counts, candidates, rows)
+}
+
+/// The [`Analysis`] from a finished candidate pass (whole, or merged from partitions) and the
+/// rows of every user in user order: the last step of [`analyse`], shared with the distributed
+/// runners.
+pub fn analysis_from(
+    cfg: &SelectConfig,
+    sens: &Sensitivities,
+    floor: f64,
+    counts: ItemCounts,
+    candidates: CandidateSample,
+    rows: &[UserRow],
+) -> Analysis {
     let diagnostics = diagnostics(cfg, sens, floor, &counts, candidates, rows);
     let rules = rule_table(cfg, rows, &counts);
     let mse = mse_table(cfg, rows);

@@ -28,6 +28,7 @@ use crate::error::{Error, Result};
 use crate::rng::{Draws, NoiseMode, Rng};
 use crate::stats::Chooser;
 
+pub mod batch;
 mod cgem;
 mod em;
 pub mod gem;

@@ -900,3 +900,45 @@ pub fn summary_json(
         "out": out,
     })
 }
+
+/// The outputs and the printed summary of a `select` run whose phases a front end ran itself
+/// (the Python package's Ray runner, docs/python.md): [`write_select`] into `out`, then the
+/// summary `recsel select` prints — [`summary_json`] when `json`, else [`summary_text`] followed by
+/// one `wrote <file>` line per file. Returns the printed text.
+#[allow(clippy::too_many_arguments)]
+pub fn finish_select(
+    out: &Path,
+    run: &SelectRun<'_>,
+    rows: &[UserRow],
+    analysis: &crate::experiments::real::Analysis,
+    sens: &Sensitivities,
+    user_ids: &[String],
+    item_ids: &[String],
+    timings: &Timings,
+    json: bool,
+) -> Result<String> {
+    let scatter_e = nearest_epsilon(run.select, run.scatter_eps);
+    let scatter = scatter_points(run.select, rows, scatter_e);
+    let results = SelectResults {
+        rows,
+        mse: &analysis.mse,
+        spearman: &analysis.spearman,
+        user_ids,
+        sens,
+        item_ids,
+        counts: &analysis.counts,
+        diagnostics: &analysis.diagnostics,
+        rules: &analysis.rules,
+        advice: &analysis.advice,
+    };
+    let files = write_select(out, run, &results)?;
+    if json {
+        let obj = summary_json(run, &results, scatter.as_ref(), scatter_e, timings, out);
+        return Ok(format!("{obj}\n"));
+    }
+    let mut text = summary_text(run, &results, scatter.as_ref(), scatter_e, timings);
+    for f in files {
+        text.push_str(&format!("wrote {}\n", f.display()));
+    }
+    Ok(text)
+}

@@ -1,0 +1,364 @@
+"""recsel from Python: differentially private top-1 recommendation.
+
+The package wraps the recsel Rust library (the same code as the ``recsel`` command line) through
+the extension module :mod:`recsel._native`. Arrays go in and come out as numpy arrays; user rows
+are scipy.sparse matrices (users x items, the items each user has); errors are raised as
+:class:`RecselError` carrying the library's message. Long calls release the GIL and use every core.
+
+Example::
+
+    >>> import numpy as np, recsel
+    >>> q, d = np.array([1.0, 0.5, 0.0]), np.array([1.0, 2.0, 0.5])
+    >>> recsel.sample("gem", q, d, 1.0, n=1000, seed=7).sum()
+    1000
+
+See docs/python.md in the repository for the whole API and :mod:`recsel.ray` for running
+``recsel select`` on a Ray cluster.
+"""
+
+from __future__ import annotations
+
+import json as _json
+import secrets as _secrets
+from typing import Any, Dict, List, Optional, Sequence
+
+import numpy as np
+
+from . import _native
+from ._native import (
+    PartitionResult,
+    PercentileSketch,
+    RecselError,
+    SelectConfig,
+    Sensitivities,
+    UserRows,
+)
+
+__all__ = [
+    "RecselError",
+    "Model",
+    "UserRows",
+    "Sensitivities",
+    "SelectConfig",
+    "PercentileSketch",
+    "PartitionResult",
+    "mechanisms",
+    "select",
+    "sample",
+    "select_batch",
+    "audit",
+    "sensitivities",
+    "user_rows",
+    "read_table",
+]
+
+__version__ = _native.__version__
+
+
+def _seed(seed: Optional[int]) -> int:
+    """The given seed, or one from OS entropy below 2^63 (as the command line draws it)."""
+    if seed is None:
+        return _secrets.randbits(63)
+    if seed < 0:
+        raise RecselError(f"seed must be a non-negative integer, got {seed}")
+    return int(seed)
+
+
+def _vec(x: Any, what: str) -> np.ndarray:
+    a = np.ascontiguousarray(x, dtype=np.float64)
+    if a.ndim != 1:
+        raise RecselError(f"{what} must be one-dimensional, got shape {a.shape}")
+    return a
+
+
+def mechanisms() -> List[Dict[str, Any]]:
+    """The mechanism registry: one dict per mechanism.
+
+    Keys: ``name``, ``guarantee`` (in words), ``private``, ``params`` (the parameters it reads
+    besides epsilon), ``summary``, ``audit_reference`` (deliberately non-private references kept for
+    the auditor; not part of ``all``).
+
+    Example::
+
+        >>> [m["name"] for m in recsel.mechanisms()][:3]
+        ['rnm', 'pf', 'em']
+    """
+    return list(_native.mechanisms_list())
+
+
+def sample(
+    mech: str,
+    scores: Sequence[float],
+    sens: Sequence[float],
+    eps: float,
+    *,
+    n: int,
+    seed: Optional[int] = None,
+    secure: bool = False,
+    **params: Any,
+) -> np.ndarray:
+    """Runs ``mech`` ``n`` times on one selection problem; returns how often each candidate won.
+
+    The same function as ``recsel sample``: with the same arguments and ``seed`` the counts equal
+    ``recsel sample --mech M --eps E --scores ... --sens ... --n N --seed S --json``. ``params`` are
+    the mechanism hyperparameters (``gamma``, ``beta``, ``eta``, ``c``, ``chooser``, ``draws``);
+    ``secure=True`` uses the exact discrete path with OS randomness (no seed).
+
+    Example::
+
+        >>> recsel.sample("rnm", [1.0, 0.0], [1.0, 1.0], 1.0, n=10, seed=3)
+        array([..., ...], dtype=uint64)
+    """
+    return _native.sample(
+        mech, _vec(scores, "scores"), _vec(sens, "sens"), float(eps), int(n), _seed(seed),
+        bool(secure), params or None,
+    )
+
+
+def select_batch(
+    mech: str,
+    scores: Any,
+    sens: Any,
+    eps: float,
+    *,
+    seed: int,
+    user_ids: Optional[Sequence[int]] = None,
+    eps_index: int = 0,
+    trial: int = 0,
+    secure: bool = False,
+    **params: Any,
+) -> np.ndarray:
+    """One selection per row of ``scores`` (users x candidates); returns the chosen columns.
+
+    ``sens`` is one row of sensitivities shared by every user, or one per score (same shape as
+    ``scores``). Row i draws from the stream of (mechanism, ``eps_index``, user, ``trial``) of
+    ``seed``, with user ``user_ids[i]`` (default: i) — the stream ``recsel select --seed S`` uses
+    for that user at the ε of index ``eps_index`` of its grid in trial ``trial``. Rows are processed
+    in parallel with the GIL released.
+
+    Example::
+
+        >>> q = np.array([[3.0, 1.0, 0.0], [0.0, 2.0, 1.0]])
+        >>> recsel.select_batch("gem", q, [1.0, 1.0, 1.0], 2.0, seed=1)
+        array([0, 1])
+    """
+    q = np.ascontiguousarray(scores, dtype=np.float64)
+    if q.ndim != 2:
+        raise RecselError(f"scores must be two-dimensional (users x candidates), got shape {q.shape}")
+    d = np.ascontiguousarray(sens, dtype=np.float64).reshape(-1)
+    users = None if user_ids is None else np.ascontiguousarray(user_ids, dtype=np.uint64)
+    return _native.select_batch(
+        mech, q, d, float(eps), _seed(seed), users, int(eps_index), int(trial), bool(secure),
+        params or None,
+    )
+
+
+def select(
+    mech: str,
+    scores: Sequence[float],
+    sens: Sequence[float],
+    eps: float,
+    *,
+    seed: Optional[int] = None,
+    secure: bool = False,
+    **params: Any,
+) -> int:
+    """One private selection: the index of the chosen candidate.
+
+    Draws from the stream of user 0, trial 0 (the first selection of :func:`sample` and of
+    :func:`select_batch` with the same seed).
+
+    Example::
+
+        >>> recsel.select("mgem", [1.0, 0.2, 0.1], [0.5, 0.5, 0.5], 4.0, seed=11)
+        0
+    """
+    q = _vec(scores, "scores").reshape(1, -1)
+    return int(select_batch(mech, q, sens, eps, seed=_seed(seed), secure=secure, **params)[0])
+
+
+def audit(
+    mech: str,
+    eps: float,
+    scores: Sequence[float] = (0.0, 0.25, 0.5, 0.75, 1.0),
+    sens: Sequence[float] = (0.2, 1.0, 0.5, 2.0, 1.0),
+    *,
+    samples: int = 200_000,
+    alpha: float = 0.01,
+    seed: Optional[int] = None,
+    pairs: Optional[str] = None,
+    secure: bool = False,
+    **params: Any,
+) -> Dict[str, Any]:
+    """Empirical lower bounds on ``mech``'s ε (``recsel audit``), as a dict.
+
+    Audits the built-in neighbouring pairs around ``(scores, sens)``, or the pairs of the JSON
+    file ``pairs`` (defaults as ``recsel audit``'s). The dict has the report's fields (``mechanism``, ``epsilon``, ``guarantee``,
+    ``results`` per pair and direction, ``max_eps_lb``, ``violation``, ...) and ``verdict``.
+
+    Example::
+
+        >>> r = recsel.audit("rnm", 1.0, samples=2000, seed=1)   # == recsel audit ... --json
+        >>> r["verdict"], r["max_eps_lb"] <= 1.0
+        ('consistent', True)
+    """
+    text = _native.audit(
+        mech, [float(x) for x in scores], [float(x) for x in sens], float(eps), int(samples),
+        float(alpha), _seed(seed), pairs, bool(secure), params or None,
+    )
+    return _json.loads(text)
+
+
+def user_rows(x: Any, n_items: Optional[int] = None) -> UserRows:
+    """User rows (users x items; a nonzero marks an item the user has) from a scipy.sparse matrix,
+    a dense 0/1 array, or :class:`UserRows` (returned as is).
+
+    Example::
+
+        >>> import scipy.sparse as sp
+        >>> recsel.user_rows(sp.csr_matrix(np.eye(3))).n_users
+        3
+    """
+    if isinstance(x, UserRows):
+        return x
+    import scipy.sparse as sp
+
+    m = sp.csr_matrix(x, dtype=np.float32, copy=True)
+    m.eliminate_zeros()
+    m.sum_duplicates()
+    m.sort_indices()
+    rows, cols = m.shape
+    if n_items is not None and cols != n_items:
+        raise RecselError(f"the user rows have {cols} item columns, the model {n_items}")
+    return UserRows(
+        np.ascontiguousarray(m.indptr, dtype=np.int64),
+        np.ascontiguousarray(m.indices, dtype=np.int64),
+        int(rows),
+        int(cols),
+    )
+
+
+class Model:
+    """A fitted recommender (SANSA, EASE or popularity): ``fit`` on user rows, ``load`` a model
+    directory written by ``recsel fit``/``recsel select``, ``score`` user rows.
+
+    Example::
+
+        >>> import scipy.sparse as sp
+        >>> X = sp.random(200, 30, density=0.1, format="csr", random_state=0)
+        >>> m = recsel.Model.fit(X, method="ease", l2=10.0)
+        >>> m.score(X[:5]).shape
+        (5, 30)
+    """
+
+    def __init__(self, native: "_native.Model"):
+        self._native = native
+
+    @classmethod
+    def fit(
+        cls,
+        train: Any,
+        *,
+        method: str = "exact",
+        l2: float = 200.0,
+        density: float = 0.01,
+        item_ids: Optional[Sequence[str]] = None,
+    ) -> "Model":
+        """Fits on training rows (users x items, scipy.sparse or dense 0/1).
+
+        ``method``: ``exact`` (SANSA, sparse Cholesky), ``icf`` (SANSA, incomplete Cholesky),
+        ``ease`` (dense) or ``popular``; ``l2`` is λ, ``density`` the SANSA factors' target density.
+        """
+        rows = user_rows(train)
+        indptr, indices, (r, c) = rows.arrays()
+        ids = None if item_ids is None else [str(i) for i in item_ids]
+        return cls(_native.Model.fit(indptr, indices, r, c, method, float(l2), float(density), ids))
+
+    @classmethod
+    def load(cls, path: str) -> "Model":
+        """Loads a model directory (``model.json`` with its weight files)."""
+        return cls(_native.Model.load(str(path)))
+
+    def save(self, path: str) -> None:
+        """Writes a model directory that ``recsel`` and :meth:`load` read (scipy reads
+        ``w.npz`` with ``scipy.sparse.load_npz``)."""
+        self._native.save(str(path))
+
+    def score(self, users: Any) -> np.ndarray:
+        """Scores of every item for each user row: a dense ``users x items`` float64 array.
+
+        The items a user has are scored too (``recsel select`` leaves them out of the candidates).
+        """
+        return self._native.score(user_rows(users, self.n_items))
+
+    @property
+    def n_items(self) -> int:
+        """Number of items."""
+        return self._native.n_items
+
+    @property
+    def params(self) -> Dict[str, Any]:
+        """``method``, ``l2`` and ``density``."""
+        return dict(self._native.params)
+
+    @property
+    def item_ids(self) -> List[str]:
+        """The item id of each column."""
+        return list(self._native.item_ids)
+
+    def __repr__(self) -> str:
+        p = self.params
+        return f"recsel.Model({p['method']}, l2={p['l2']}, density={p['density']}, items={self.n_items})"
+
+
+def sensitivities(
+    model: Model,
+    users: Any,
+    *,
+    lower: float = 1.0,
+    upper: float = 99.0,
+    floor: float = 1e-6,
+    population: str = "all",
+) -> Dict[str, np.ndarray]:
+    """Per-item percentiles and sensitivities of ``model``'s scores over ``users``, exactly as
+    ``recsel select`` computes them (without the users x items score matrix).
+
+    Returns a dict of arrays: ``lower`` (p1), ``upper`` (p99), ``delta`` = max(upper - lower,
+    floor), ``counts`` (scores each percentile ran over). ``population`` is ``all`` or
+    ``without-item`` (only the users who do not have the item).
+
+    Example::
+
+        >>> s = recsel.sensitivities(m, X)
+        >>> bool((s["delta"] > 0).all())
+        True
+    """
+    s = _native.sensitivities(
+        model._native, user_rows(users, model.n_items), float(lower), float(upper), float(floor),
+        population,
+    )
+    return {"lower": s.lower, "upper": s.upper, "delta": s.delta, "counts": s.counts}
+
+
+def read_table(out: str, name: str, kind: str = "arrow") -> Any:
+    """A result table written by ``recsel select`` (or :func:`recsel.ray.select`) into ``out``:
+    ``mse``, ``users``, ``items`` or ``rules``, as a pyarrow table (``kind="arrow"``) or a polars
+    DataFrame (``kind="polars"``), read from its Parquet copy.
+
+    Example::
+
+        >>> recsel.read_table("out/select-synthetic-small", "mse").num_rows
+        ...
+    """
+    import os
+
+    path = os.path.join(str(out), f"{name}.parquet")
+    if kind == "arrow":
+        import pyarrow.parquet as pq
+
+        return pq.read_table(path)
+    if kind == "polars":
+        import polars as pl
+
+        return pl.read_parquet(path)
+    raise RecselError(f"kind must be 'arrow' or 'polars', got '{kind}'")
