@@ -485,6 +485,15 @@ fn amd_with_dense_nodes_replaced_by_a_band_equals_full_amd() {
         let full = amd_ordering_full(n, &ptr, &rows).unwrap();
         let reduced = amd_ordering_pattern(n, &ptr, &rows).unwrap();
         assert_eq!(full, reduced, "n = {n}, {dense} dense nodes");
+        // The same ordering read from a dense matrix holding the pattern.
+        let mut m = faer::Mat::<f64>::zeros(n, n);
+        for j in 0..n {
+            for &i in &rows[ptr[j]..ptr[j + 1]] {
+                m[(i as usize, j)] = 1.0;
+            }
+        }
+        let from_dense = recsel::model::factor::amd_ordering_dense(m.as_ref()).unwrap();
+        assert_eq!(full, from_dense, "dense, n = {n}");
         // Power: dropping the dense nodes' edges to the sparse ones changes the ordering.
         let mut p2 = vec![0usize];
         let mut r2 = Vec::new();
@@ -502,8 +511,9 @@ fn amd_with_dense_nodes_replaced_by_a_band_equals_full_amd() {
     }
 }
 
-/// Fitting from the rows (pattern, ordering, Gram matrix formed in the permuted order, dense or
-/// sparse; docs/sansa.md, "Memory") gives the model of the permute-a-copy pipeline: the same
+/// Fitting from the rows (pattern, ordering, Gram matrix formed in the permuted order — or, dense,
+/// formed once and permuted in place; docs/sansa.md, "Memory") gives the model of the
+/// permute-a-copy pipeline: the same
 /// scores to rounding, for exact (dense and sparse factorisation) and icf. Power: the same fit at
 /// another λ differs by far more than the tolerance.
 #[test]
@@ -536,8 +546,14 @@ fn fit_from_rows_equals_fit_from_the_gram_matrix() {
                     other = other.max((sa[k] - sc[k]).abs());
                 }
             }
-            assert!(worst < 1e-9, "{method:?}: largest score difference {worst:e}");
-            assert!(other > 1e-4, "{method:?}: power, other λ differs by {other:e}");
+            assert!(
+                worst < 1e-9,
+                "{method:?}: largest score difference {worst:e}"
+            );
+            assert!(
+                other > 1e-4,
+                "{method:?}: power, other λ differs by {other:e}"
+            );
         }
     }
 }

@@ -13,6 +13,7 @@ mod figures;
 mod gem_property;
 mod laws;
 mod mechanisms;
+mod memory;
 mod metrics;
 mod model;
 mod own_data;

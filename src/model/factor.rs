@@ -11,6 +11,7 @@
 
 use faer::dyn_stack::{MemBuffer, MemStack};
 use faer::linalg::cholesky::llt::factor::LltRegularization;
+use faer::reborrow::{Reborrow, ReborrowMut};
 use faer::sparse::linalg::cholesky::{
     factorize_symbolic_cholesky, supernodal::SupernodalLltRef, CholeskySymbolicParams,
     SymbolicCholeskyRaw, SymmetricOrdering,
@@ -18,6 +19,7 @@ use faer::sparse::linalg::cholesky::{
 use faer::sparse::linalg::SupernodalThreshold;
 use faer::sparse::{SparseColMatRef, SymbolicSparseColMatRef};
 use faer::{Par, Side};
+use rayon::prelude::*;
 
 use super::sparse::{Accumulator, Cols, SparseMat};
 use crate::{Error, Result};
@@ -73,10 +75,32 @@ pub fn amd_ordering_pattern(
     col_ptr: &[usize],
     rows: &[u32],
 ) -> Result<(Vec<usize>, Vec<usize>)> {
+    amd_ordering_by_columns(n, |j| rows[col_ptr[j]..col_ptr[j + 1]].iter().copied())
+}
+
+/// [`amd_ordering_pattern`] of a dense column-major `n × n` matrix whose lower triangle holds the
+/// matrix (its non-zero entries are the pattern; the upper triangle is not read).
+pub fn amd_ordering_dense(m: faer::MatRef<'_, f64>) -> Result<(Vec<usize>, Vec<usize>)> {
+    let n = m.nrows();
+    amd_ordering_by_columns(n, |j| {
+        let col = m
+            .col(j)
+            .try_as_col_major()
+            .expect("contiguous column")
+            .as_slice();
+        (j..n).filter(move |&i| col[i] != 0.0).map(|i| i as u32)
+    })
+}
+
+/// [`amd_ordering_pattern`] with column j's sorted rows (≥ j, diagonal optional) given by `col(j)`.
+fn amd_ordering_by_columns<I: Iterator<Item = u32>>(
+    n: usize,
+    col: impl Fn(usize) -> I,
+) -> Result<(Vec<usize>, Vec<usize>)> {
     let thr = amd_dense_threshold(n);
     let mut deg = vec![0usize; n];
     for j in 0..n {
-        for &i in &rows[col_ptr[j]..col_ptr[j + 1]] {
+        for i in col(j) {
             if i as usize != j {
                 deg[i as usize] += 1;
                 deg[j] += 1;
@@ -86,17 +110,22 @@ pub fn amd_ordering_pattern(
     let dense: Vec<usize> = (0..n).filter(|&i| deg[i] > thr).collect();
     let half = thr / 2 + 1;
     let m = dense.len();
-    if m < 2 * half + 2 {
-        return amd_ordering_full(n, col_ptr, rows);
-    }
     drop(deg);
+    let mut ptr = Vec::with_capacity(n + 1);
+    ptr.push(0usize);
+    let mut out: Vec<u32> = Vec::new();
+    if m < 2 * half + 2 {
+        // Too few dense nodes for the band: the full pattern.
+        for j in 0..n {
+            out.extend(col(j));
+            ptr.push(out.len());
+        }
+        return amd_ordering_full(n, &ptr, &out);
+    }
     let mut rank = vec![usize::MAX; n];
     for (k, &d) in dense.iter().enumerate() {
         rank[d] = k;
     }
-    let mut ptr = Vec::with_capacity(n + 1);
-    ptr.push(0usize);
-    let mut out: Vec<u32> = Vec::new();
     let mut band: Vec<u32> = Vec::with_capacity(2 * half);
     for j in 0..n {
         band.clear();
@@ -113,9 +142,7 @@ pub fn amd_ordering_pattern(
             band.sort_unstable();
             band.dedup();
         }
-        let kept = rows[col_ptr[j]..col_ptr[j + 1]]
-            .iter()
-            .copied()
+        let kept = col(j)
             .filter(|&i| kj == usize::MAX || i as usize == j || rank[i as usize] == usize::MAX);
         // Merge two sorted lists (disjoint: band rows are dense, kept rows are not, except j).
         let mut b = band.iter().copied().peekable();
@@ -134,6 +161,78 @@ pub fn amd_ordering_pattern(
         ptr.push(out.len());
     }
     amd_ordering_full(n, &ptr, &out)
+}
+
+/// Symmetric permutation in place of the dense column-major matrix whose lower triangle holds a
+/// symmetric `A`: afterwards the lower triangle holds `B[a, b] = A[fwd[a], fwd[b]]`. The upper
+/// triangle is overwritten (first with the mirror image of the lower one). No second matrix:
+/// rows are gathered column by column through one scratch column, then columns are moved along
+/// the cycles of the permutation.
+pub fn permute_dense_symmetric(mut m: faer::MatMut<'_, f64>, fwd: &[usize]) {
+    let n = m.nrows();
+    // Mirror the lower triangle into the upper one, in square tiles (cache-friendly transpose).
+    const T: usize = 64;
+    for jb in (0..n).step_by(T) {
+        for ib in (jb..n).step_by(T) {
+            for j in jb..(jb + T).min(n) {
+                for i in ib.max(j + 1)..(ib + T).min(n) {
+                    let v = m[(i, j)];
+                    m[(j, i)] = v;
+                }
+            }
+        }
+    }
+    m.rb_mut().par_col_iter_mut().for_each_init(
+        || vec![0.0f64; n],
+        |tmp, col| {
+            let c = col
+                .try_as_col_major_mut()
+                .expect("contiguous column")
+                .as_slice_mut();
+            for (a, t) in tmp.iter_mut().enumerate() {
+                *t = c[fwd[a]];
+            }
+            c.copy_from_slice(tmp);
+        },
+    );
+    // Columns along the cycles of `fwd`: column b receives column fwd[b].
+    let mut done = vec![false; n];
+    let (mut first, mut moving) = (vec![0.0f64; n], vec![0.0f64; n]);
+    let read = |m: &faer::MatMut<'_, f64>, j: usize, out: &mut [f64]| {
+        out.copy_from_slice(
+            m.rb()
+                .col(j)
+                .try_as_col_major()
+                .expect("contiguous")
+                .as_slice(),
+        );
+    };
+    for s in 0..n {
+        if done[s] {
+            continue;
+        }
+        read(&m, s, &mut first);
+        let mut b = s;
+        loop {
+            done[b] = true;
+            let src = fwd[b];
+            if src == s {
+                write_col(m.rb_mut(), b, &first);
+                break;
+            }
+            read(&m, src, &mut moving);
+            write_col(m.rb_mut(), b, &moving);
+            b = src;
+        }
+    }
+}
+
+fn write_col(m: faer::MatMut<'_, f64>, j: usize, v: &[f64]) {
+    m.col_mut(j)
+        .try_as_col_major_mut()
+        .expect("contiguous column")
+        .as_slice_mut()
+        .copy_from_slice(v);
 }
 
 /// Approximate minimum degree on the full given pattern (faer), the reference for
@@ -364,7 +463,11 @@ pub fn dense_cholesky_in_place(
     drop(buf);
     let visit = |f: &mut dyn FnMut(usize, u32, f64, f64)| {
         for j in 0..n {
-            let col = m.col(j).try_as_col_major().expect("contiguous column").as_slice();
+            let col = m
+                .col(j)
+                .try_as_col_major()
+                .expect("contiguous column")
+                .as_slice();
             let ljj = col[j];
             for (i, &v) in col.iter().enumerate().skip(j) {
                 if v != 0.0 || i == j {

@@ -161,7 +161,10 @@ pub fn gram_pattern(x: &Csr) -> (Vec<usize>, Vec<u32>) {
 /// matrix (the strict upper triangle stays zero), for a Gram matrix that fills in completely.
 pub fn gram_dense(x: &Csr, m: faer::MatMut<'_, f64>) {
     let n = x.cols();
-    assert!(m.nrows() == n && m.ncols() == n, "dense Gram matrix of the wrong size");
+    assert!(
+        m.nrows() == n && m.ncols() == n,
+        "dense Gram matrix of the wrong size"
+    );
     let xt = x.transpose_view().to_csr();
     m.par_col_iter_mut().enumerate().for_each_init(
         || ColumnCounter::new(n),
@@ -169,6 +172,29 @@ pub fn gram_dense(x: &Csr, m: faer::MatMut<'_, f64>) {
             c.column(x, &xt, j, |i, k| col[i as usize] = k as f64);
         },
     );
+}
+
+/// An upper bound of the stored entries of [`gram_lower`] without counting them: column j has at
+/// most `n − j` rows and at most as many as the increments it takes (binary searches only).
+pub fn gram_nnz_bound(x: &Csr) -> usize {
+    let n = x.cols();
+    let xt = x.transpose_view().to_csr();
+    let (xpv, tpv) = (x.indptr(), xt.indptr());
+    let (xp, xi) = (xpv.raw_storage(), x.indices());
+    let (tp, ti) = (tpv.raw_storage(), xt.indices());
+    (0..n)
+        .into_par_iter()
+        .map(|j| {
+            let work: usize = ti[tp[j]..tp[j + 1]]
+                .iter()
+                .map(|&u| {
+                    let items = &xi[xp[u as usize]..xp[u as usize + 1]];
+                    items.len() - items.partition_point(|&i| (i as usize) < j)
+                })
+                .sum();
+            work.max(1).min(n - j)
+        })
+        .sum()
 }
 
 /// `X` with item j renamed `inv[j]` (rows sorted again): the Gram matrix of the result is the

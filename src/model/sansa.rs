@@ -7,10 +7,11 @@
 use std::time::Instant;
 
 use super::factor::{
-    amd_ordering, amd_ordering_pattern, dense_cholesky, dense_cholesky_in_place, exact_cholesky,
-    incomplete_cholesky, to_unit_ldl,
+    amd_ordering, amd_ordering_dense, amd_ordering_pattern, dense_cholesky,
+    dense_cholesky_in_place, exact_cholesky, incomplete_cholesky, permute_dense_symmetric,
+    to_unit_ldl,
 };
-use super::gram::{gram_dense, gram_lower, gram_pattern, relabel_items};
+use super::gram::{gram_dense, gram_lower, gram_nnz_bound, gram_pattern, relabel_items};
 use super::sparse::{permute_lower, prune_global, symmetric_col_sq_norms, SparseMat};
 use super::umr::{umr_inverse, UmrConfig};
 use super::{FitReport, Method};
@@ -153,56 +154,65 @@ pub fn fit_sansa_rows(
     let n = x.cols();
     let max_nnz = ((density * n as f64 * n as f64).round() as usize).max(n);
 
-    progress("Gram pattern and ordering (AMD)");
     let t = Instant::now();
+    // Dense path (exact on a nearly dense Gram matrix): one Gram pass straight into the dense
+    // matrix, the ordering read from it, the matrix permuted in place. The decision uses an upper
+    // bound of the stored entries (it only decides where the same factor is computed).
+    if method != Method::Icf && goes_dense(n, gram_nnz_bound(x)) {
+        progress("Gram matrix XᵀX (dense)");
+        let mut m = faer::Mat::<f64>::zeros(n, n);
+        gram_dense(x, m.as_mut());
+        report.stage("gram", t);
+        progress("ordering (AMD)");
+        let t = Instant::now();
+        let (fwd, inv) = amd_ordering_dense(m.as_ref())?;
+        permute_dense_symmetric(m.as_mut(), &fwd);
+        for j in 0..n {
+            m[(j, j)] += l2;
+        }
+        report.stage("ordering", t);
+        progress("dense Cholesky (nearly dense Gram matrix), pruned to the target density");
+        let t = Instant::now();
+        let (mut l, full_nnz) = dense_cholesky_in_place(m, Some(max_nnz.saturating_sub(n)))?;
+        report.stage("factorization", t);
+        let t = Instant::now();
+        let d = to_unit_ldl(&mut l);
+        report.factor_nnz = full_nnz;
+        prune_global(&mut l, max_nnz.saturating_sub(n));
+        report.stage("prune", t);
+        return finish(l, d, fwd, inv, max_nnz, umr, report, progress);
+    }
+
+    // Sparse path: the pattern, its ordering, then the Gram matrix of the relabelled rows.
+    progress("Gram pattern and ordering (AMD)");
     let (ptr, rows) = gram_pattern(x);
-    let nnz = rows.len();
     let (fwd, inv) = amd_ordering_pattern(n, &ptr, &rows)?;
     drop((ptr, rows));
     let xp = relabel_items(x, &inv);
     report.stage("ordering", t);
 
     let t = Instant::now();
-    let dense = method != Method::Icf && goes_dense(n, nnz);
-    let (mut l, full_nnz) = if dense {
-        progress("Gram matrix XᵀX (dense, permuted)");
-        // goes_dense checked that it fits in half the available memory.
-        let mut m = faer::Mat::<f64>::zeros(n, n);
-        gram_dense(&xp, m.as_mut());
-        drop(xp);
-        for j in 0..n {
-            m[(j, j)] += l2;
-        }
-        report.stage("gram", t);
-        let t = Instant::now();
-        progress("dense Cholesky (nearly dense Gram matrix), pruned to the target density");
-        let r = dense_cholesky_in_place(m, Some(max_nnz.saturating_sub(n)))?;
-        report.stage("factorization", t);
-        r
+    progress("Gram matrix XᵀX (permuted)");
+    let mut a = gram_lower(&xp);
+    drop(xp);
+    if method == Method::Icf {
+        // As in fit_sansa: scale first, then regularise the scaled matrix.
+        scale_symmetric_in_place(&mut a);
+    }
+    add_diagonal_in_place(&mut a, l2);
+    report.stage("gram", t);
+    let t = Instant::now();
+    let (mut l, full_nnz) = if method == Method::Icf {
+        progress("incomplete Cholesky (ICF)");
+        let l = incomplete_cholesky(&a, max_nnz)?;
+        let nnz = l.nnz();
+        (l, nnz)
     } else {
-        progress("Gram matrix XᵀX (permuted)");
-        let mut a = gram_lower(&xp);
-        drop(xp);
-        if method == Method::Icf {
-            // As in fit_sansa: scale first, then regularise the scaled matrix.
-            scale_symmetric_in_place(&mut a);
-        }
-        add_diagonal_in_place(&mut a, l2);
-        report.stage("gram", t);
-        let t = Instant::now();
-        let r = if method == Method::Icf {
-            progress("incomplete Cholesky (ICF)");
-            let l = incomplete_cholesky(&a, max_nnz)?;
-            let nnz = l.nnz();
-            (l, nnz)
-        } else {
-            progress("sparse Cholesky, pruned to the target density");
-            exact_cholesky(&a, Some(max_nnz.saturating_sub(n)))?
-        };
-        drop(a);
-        report.stage("factorization", t);
-        r
+        progress("sparse Cholesky, pruned to the target density");
+        exact_cholesky(&a, Some(max_nnz.saturating_sub(n)))?
     };
+    drop(a);
+    report.stage("factorization", t);
     let t = Instant::now();
     let d = to_unit_ldl(&mut l);
     report.factor_nnz = full_nnz;
