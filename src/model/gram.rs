@@ -26,6 +26,7 @@ const BLOCK: usize = 512;
 struct ColumnCounter {
     count: Vec<u32>,
     touched: Vec<u32>,
+    tails: Vec<(usize, usize)>,
 }
 
 impl ColumnCounter {
@@ -33,6 +34,7 @@ impl ColumnCounter {
         ColumnCounter {
             count: vec![0; n],
             touched: Vec::new(),
+            tails: Vec::new(),
         }
     }
 
@@ -44,18 +46,22 @@ impl ColumnCounter {
         let (xpv, tpv) = (x.indptr(), xt.indptr());
         let (xp, xi) = (xpv.raw_storage(), x.indices());
         let (tp, ti) = (tpv.raw_storage(), xt.indices());
-        let users = &ti[tp[j]..tp[j + 1]];
-        // Rows are sorted: only items ≥ j contribute to the lower triangle.
-        let tail = |u: u32| {
-            let items = &xi[xp[u as usize]..xp[u as usize + 1]];
-            &items[items.partition_point(|&i| (i as usize) < j)..]
-        };
-        let work: usize = users.iter().map(|&u| tail(u).len()).sum();
+        // Rows are sorted: only items ≥ j contribute to the lower triangle. One binary search
+        // per user; the tails are remembered as ranges of `xi`.
+        let tails = &mut self.tails;
+        tails.clear();
+        let mut work = 0usize;
+        for &u in &ti[tp[j]..tp[j + 1]] {
+            let (b, e) = (xp[u as usize], xp[u as usize + 1]);
+            let start = b + xi[b..e].partition_point(|&i| (i as usize) < j);
+            work += e - start;
+            tails.push((start, e));
+        }
         let count = &mut self.count;
         if work.saturating_mul(8) >= n - j {
             // Dense enough: plain increments, then one scan of rows j..n.
-            for &u in users {
-                for &i in tail(u) {
+            for &(b, e) in tails.iter() {
+                for &i in &xi[b..e] {
                     count[i as usize] += 1;
                 }
             }
@@ -68,8 +74,8 @@ impl ColumnCounter {
         } else {
             // Sparse column: remember the rows touched, sort them.
             let touched = &mut self.touched;
-            for &u in users {
-                for &i in tail(u) {
+            for &(b, e) in tails.iter() {
+                for &i in &xi[b..e] {
                     if count[i as usize] == 0 {
                         touched.push(i);
                     }

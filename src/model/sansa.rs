@@ -187,7 +187,9 @@ pub fn fit_sansa_rows(
     progress("Gram pattern and ordering (AMD)");
     let (ptr, rows) = gram_pattern(x);
     let (fwd, inv) = amd_ordering_pattern(n, &ptr, &rows)?;
+    let nnz = rows.len();
     drop((ptr, rows));
+    check_memory(nnz, x.nnz())?;
     let xp = relabel_items(x, &inv);
     report.stage("ordering", t);
 
@@ -221,6 +223,25 @@ pub fn fit_sansa_rows(
     }
     report.stage("prune", t);
     finish(l, d, fwd, inv, max_nnz, umr, report, progress)
+}
+
+/// Fails with the memory it needs when the sparse Gram matrix (12 bytes per stored entry) and
+/// the renamed copy of the rows (8 bytes per interaction) do not fit in the available memory
+/// (docs/sansa.md, "Memory").
+fn check_memory(gram_nnz: usize, interactions: usize) -> Result<()> {
+    let need = 12.0 * gram_nnz as f64 + 8.0 * interactions as f64;
+    if let Some(avail) = super::ease::available_memory_bytes() {
+        if need > 0.9 * avail as f64 {
+            let gib = |b: f64| b / (1u64 << 30) as f64;
+            return Err(crate::Error::Invalid(format!(
+                "the sparse Gram matrix ({gram_nnz} stored entries) and the renamed rows need \
+                 about {:.1} GiB but only {:.1} GiB is available",
+                gib(need),
+                gib(avail as f64)
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Steps 3 and 4 of docs/sansa.md on the unit factor `l` and `d` (shared by both fits).
