@@ -67,8 +67,8 @@ fn amd_dense_threshold(n: usize) -> usize {
 /// [`amd_dense_threshold`] before it starts and orders those nodes last, by index; their own
 /// adjacency lists are never read again, only their membership in the lists of the other nodes.
 /// So the edges between two dense nodes can be replaced by any edges that keep every dense node
-/// dense: here a circular band over the dense nodes, each joined to the next `t/2 + 1` (2·(t/2+1)
-/// > t neighbours each). A Gram matrix that is nearly dense then orders in a fraction of the
+/// dense: here a circular band over the dense nodes, each joined to the next `t/2 + 1`, so each
+/// has `2·(t/2 + 1)`, more than `t`, neighbours. A Gram matrix that is nearly dense then orders in a fraction of the
 /// memory and time; `tests/model.rs` checks the equality with the full ordering.
 pub fn amd_ordering_pattern(
     n: usize,
