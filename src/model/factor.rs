@@ -63,8 +63,8 @@ fn amd_dense_threshold(n: usize) -> usize {
 /// without its workspace of 2.4 × 2 × nnz indices when many nodes are dense (docs/sansa.md,
 /// "Memory").
 ///
-/// Approximate minimum degree removes every node whose degree exceeds
-/// [`amd_dense_threshold`] before it starts and orders those nodes last, by index; their own
+/// Approximate minimum degree removes every node whose degree exceeds the threshold
+/// `t = max(16, min(n, 10·√n))` before it starts and orders those nodes last, by index; their own
 /// adjacency lists are never read again, only their membership in the lists of the other nodes.
 /// So the edges between two dense nodes can be replaced by any edges that keep every dense node
 /// dense: here a circular band over the dense nodes, each joined to the next `t/2 + 1`, so each

@@ -34,7 +34,7 @@ pub struct Sansa {
 }
 
 /// Adds `shift` to the diagonal, which must be stored first in every column (as
-/// [`gram_lower`](super::gram::gram_lower) does).
+/// [`gram_lower`] does).
 pub fn add_diagonal_in_place(lower: &mut SparseMat, shift: f64) {
     for (j, mut col) in lower.outer_iterator_mut().enumerate() {
         let (i, v) = col
