@@ -445,3 +445,115 @@ fn cli_fit_prints_one_json_object() {
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("density"));
 }
+
+/// Random lower-triangular pattern (diagonal included) with `dense` nodes joined to almost every
+/// other node and sparse ones joined to a few: the shape of a nearly dense Gram matrix.
+fn pattern_with_dense_nodes(n: usize, dense: usize, seed: u64) -> (Vec<usize>, Vec<u32>) {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let is_dense: Vec<bool> = (0..n).map(|i| i % (n / dense).max(1) == 0).collect();
+    let mut ptr = vec![0usize];
+    let mut rows = Vec::new();
+    for j in 0..n {
+        rows.push(j as u32);
+        for i in j + 1..n {
+            let p = if is_dense[i] && is_dense[j] {
+                0.9
+            } else if is_dense[i] || is_dense[j] {
+                0.3
+            } else {
+                0.01
+            };
+            if rng.random::<f64>() < p {
+                rows.push(i as u32);
+            }
+        }
+        ptr.push(rows.len());
+    }
+    (ptr, rows)
+}
+
+/// The reduced-memory ordering (dense-to-dense edges replaced by a band, docs/sansa.md, "Memory")
+/// returns exactly the ordering of approximate minimum degree on the full pattern. Power: the
+/// patterns have hundreds of dense nodes, so the band path is taken (a pattern without dense nodes
+/// would not exercise it), and an ordering that ignored the edges between dense and sparse nodes
+/// (the identity on the sparse pattern) differs from it.
+#[test]
+fn amd_with_dense_nodes_replaced_by_a_band_equals_full_amd() {
+    use recsel::model::factor::{amd_ordering_full, amd_ordering_pattern};
+    for (n, dense, seed) in [(1200, 600, 1), (2000, 1000, 2), (1500, 500, 3)] {
+        let (ptr, rows) = pattern_with_dense_nodes(n, dense, seed);
+        let full = amd_ordering_full(n, &ptr, &rows).unwrap();
+        let reduced = amd_ordering_pattern(n, &ptr, &rows).unwrap();
+        assert_eq!(full, reduced, "n = {n}, {dense} dense nodes");
+        // The same ordering read from a dense matrix holding the pattern.
+        let mut m = faer::Mat::<f64>::zeros(n, n);
+        for j in 0..n {
+            for &i in &rows[ptr[j]..ptr[j + 1]] {
+                m[(i as usize, j)] = 1.0;
+            }
+        }
+        let from_dense = recsel::model::factor::amd_ordering_dense(m.as_ref()).unwrap();
+        assert_eq!(full, from_dense, "dense, n = {n}");
+        // Power: dropping the dense nodes' edges to the sparse ones changes the ordering.
+        let mut p2 = vec![0usize];
+        let mut r2 = Vec::new();
+        for j in 0..n {
+            for &i in &rows[ptr[j]..ptr[j + 1]] {
+                let dj = j % (n / dense).max(1) == 0;
+                let di = i as usize % (n / dense).max(1) == 0;
+                if i as usize == j || di == dj {
+                    r2.push(i);
+                }
+            }
+            p2.push(r2.len());
+        }
+        assert_ne!(full, amd_ordering_full(n, &p2, &r2).unwrap());
+    }
+}
+
+/// Fitting from the rows (pattern, ordering, Gram matrix formed in the permuted order — or, dense,
+/// formed once and permuted in place; docs/sansa.md, "Memory") gives the model of the
+/// permute-a-copy pipeline: the same
+/// scores to rounding, for exact (dense and sparse factorisation) and icf. Power: the same fit at
+/// another λ differs by far more than the tolerance.
+#[test]
+fn fit_from_rows_equals_fit_from_the_gram_matrix() {
+    use recsel::model::sansa::fit_sansa_rows;
+    // Dense Gram matrix (every item pair co-occurs) and a sparse one.
+    for (x, density) in [
+        (random_data(400, 60, 0.3, 7), 0.2),
+        (random_data(3000, 300, 0.004, 8), 0.05),
+    ] {
+        let g = gram_lower(&x);
+        for method in [Method::Exact, Method::Icf] {
+            let l2 = if method == Method::Icf { 0.5 } else { 10.0 };
+            let fit = |l2: f64, rows: bool| {
+                let umr = UmrConfig::default();
+                let mut r = FitReport::default();
+                Model::Sansa(if rows {
+                    fit_sansa_rows(&x, method, l2, density, umr, &mut r, &|_| {}).unwrap()
+                } else {
+                    fit_sansa(g.clone(), method, l2, density, umr, &mut r, &|_| {}).unwrap()
+                })
+            };
+            let (a, b, c) = (fit(l2, false), fit(l2, true), fit(l2 * 4.0, true));
+            let (mut worst, mut other) = (0.0f64, 0.0f64);
+            for u in 0..x.rows().min(200) {
+                let items = x.outer_view(u).unwrap().indices().to_vec();
+                let (sa, sb, sc) = (scores(&a, &items), scores(&b, &items), scores(&c, &items));
+                for k in 0..x.cols() {
+                    worst = worst.max((sa[k] - sb[k]).abs());
+                    other = other.max((sa[k] - sc[k]).abs());
+                }
+            }
+            assert!(
+                worst < 1e-9,
+                "{method:?}: largest score difference {worst:e}"
+            );
+            assert!(
+                other > 1e-4,
+                "{method:?}: power, other λ differs by {other:e}"
+            );
+        }
+    }
+}

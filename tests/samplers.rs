@@ -237,3 +237,32 @@ fn small_gamma_means() {
         }
     }
 }
+
+/// `index_and_sign` (the candidate and Laplace sign of `rs` and `rs-tnb` from one draw,
+/// docs/mechanisms.md, "Random stopping"): every (index, sign) pair has probability 1/(2k), jointly
+/// — so the index is uniform and the sign fair and independent of it. Power: the joint counts
+/// reject a sign tied to the index's parity (uniform margins, dependent), and an index drawn
+/// from `0..k−1` only.
+#[test]
+fn index_and_sign_is_uniform_on_pairs() {
+    use rand::Rng as _;
+    use recsel::stats::distributions::index_and_sign;
+    let k = 7usize;
+    let mut rng = Streams::new(11).stream(0, 0, 0, 0);
+    let n = 140_000;
+    let (mut joint, mut tied, mut short) =
+        (vec![0u64; 2 * k], vec![0u64; 2 * k], vec![0u64; 2 * k]);
+    for _ in 0..n {
+        let (a, plus) = index_and_sign(&mut rng, k);
+        joint[2 * a + usize::from(plus)] += 1;
+        // Wrong variants drawn from the same generator.
+        let b = rng.random_range(0..k);
+        tied[2 * b + (b & 1)] += 1;
+        let c = rng.random_range(0..k - 1);
+        short[2 * c + usize::from(rng.random::<bool>())] += 1;
+    }
+    let uniform = vec![1.0 / (2 * k) as f64; 2 * k];
+    assert_fits(&joint, &uniform, "index_and_sign joint law");
+    assert_rejects(&tied, &uniform, "power: sign = index parity");
+    assert_rejects(&short, &uniform, "power: index from 0..k-1");
+}

@@ -18,6 +18,7 @@ mod figures;
 mod gem_property;
 mod laws;
 mod mechanisms;
+mod memory;
 mod metrics;
 mod model;
 mod own_data;

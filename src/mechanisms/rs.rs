@@ -27,7 +27,7 @@ use crate::mechanisms::{
 };
 use crate::rng::Rng;
 use crate::rng::SecureRng;
-use crate::stats::distributions::{exp1, laplace1, Geometric1, TruncatedNegBinomial};
+use crate::stats::distributions::{exp1, index_and_sign, Geometric1, TruncatedNegBinomial};
 use crate::stats::exact::{ExactStopping, FRACTION_BITS};
 
 /// How the number of draws K is chosen, and with it the noise.
@@ -240,11 +240,15 @@ impl PreparedRs<'_> {
         );
         let (mut best, mut best_index, mut ties) = (f64::NEG_INFINITY, 0usize, 0u64);
         for _ in 0..draws {
-            let a = rng.random_range(0..k);
-            let z = if exponential {
-                exp1(rng)
+            let (a, z) = if exponential {
+                (rng.random_range(0..k), exp1(rng))
             } else {
-                laplace1(rng)
+                // Candidate and the Laplace sign from one uniform draw, then the Exp(1)
+                // magnitude: the law of `random_range(0..k)` then `laplace1`, fewer generator
+                // words (docs/mechanisms.md, "Random stopping").
+                let (a, plus) = index_and_sign(rng, k);
+                let e = exp1(rng);
+                (a, if plus { e } else { -e })
             };
             let v = self.scores[a] + self.scales[a] * z;
             if v > best || ties == 0 {

@@ -212,12 +212,12 @@ pub fn fit(
     if params.method == Method::Ease {
         ease::check_fits(train.cols())?;
     }
-    progress("Gram matrix XᵀX");
-    let t = Instant::now();
-    let g = gram::gram_lower(train);
-    report.stage("gram", t);
     let model = match params.method {
         Method::Ease => {
+            progress("Gram matrix XᵀX");
+            let t = Instant::now();
+            let g = gram::gram_lower(train);
+            report.stage("gram", t);
             progress("dense EASE inverse");
             let t = Instant::now();
             let m = ease::fit_ease(&g, params.l2)?;
@@ -230,8 +230,8 @@ pub fn fit(
                 finetune_steps: params.umr_finetune_steps,
                 ..UmrConfig::default()
             };
-            Model::Sansa(sansa::fit_sansa(
-                g,
+            Model::Sansa(sansa::fit_sansa_rows(
+                train,
                 method,
                 params.l2,
                 params.density,

@@ -7,11 +7,15 @@
 use std::time::Instant;
 
 use super::factor::{
-    amd_ordering, dense_cholesky, exact_cholesky, incomplete_cholesky, to_unit_ldl,
+    amd_ordering, amd_ordering_dense, amd_ordering_pattern, dense_cholesky,
+    dense_cholesky_in_place, exact_cholesky, incomplete_cholesky, permute_dense_symmetric,
+    to_unit_ldl,
 };
+use super::gram::{gram_dense, gram_lower, gram_nnz_bound, gram_pattern, relabel_items};
 use super::sparse::{permute_lower, prune_global, symmetric_col_sq_norms, SparseMat};
 use super::umr::{umr_inverse, UmrConfig};
 use super::{FitReport, Method};
+use crate::data::Csr;
 use crate::Result;
 
 /// Sparse weight matrix (`f64` values, `u32` indices): the fitting pipeline's [`SparseMat`].
@@ -30,7 +34,7 @@ pub struct Sansa {
 }
 
 /// Adds `shift` to the diagonal, which must be stored first in every column (as
-/// [`gram_lower`](super::gram::gram_lower) does).
+/// [`gram_lower`] does).
 pub fn add_diagonal_in_place(lower: &mut SparseMat, shift: f64) {
     for (j, mut col) in lower.outer_iterator_mut().enumerate() {
         let (i, v) = col
@@ -93,9 +97,7 @@ pub fn fit_sansa(
     let t = Instant::now();
     // A Gram matrix with more than a quarter of its entries stored fills in completely anyway:
     // factorise it as one dense matrix when that fits in half the available memory.
-    let dense_bytes = 8.0 * n as f64 * n as f64;
-    let dense = a_perm.nnz() as f64 > 0.125 * n as f64 * n as f64
-        && super::ease::available_memory_bytes().is_some_and(|m| dense_bytes < 0.5 * m as f64);
+    let dense = goes_dense(n, a_perm.nnz());
     let (mut l, full_nnz) = match method {
         Method::Icf => {
             progress("incomplete Cholesky (ICF)");
@@ -122,7 +124,138 @@ pub fn fit_sansa(
         prune_global(&mut l, max_nnz.saturating_sub(n));
     }
     report.stage("factorization", t);
+    finish(l, d, fwd, inv, max_nnz, umr, report, progress)
+}
 
+/// Whether the factorisation of an `n × n` Gram matrix with `nnz` stored lower-triangle entries
+/// goes dense: more than a quarter of its entries stored (it fills in completely anyway) and the
+/// dense matrix fits in half the available memory.
+fn goes_dense(n: usize, nnz: usize) -> bool {
+    let dense_bytes = 8.0 * n as f64 * n as f64;
+    nnz as f64 > 0.125 * n as f64 * n as f64
+        && super::ease::available_memory_bytes().is_some_and(|m| dense_bytes < 0.5 * m as f64)
+}
+
+/// Fits SANSA from the training rows `x` (docs/sansa.md, "Memory"): the Gram matrix's pattern is
+/// formed first and ordered, then the Gram matrix of the relabelled rows is formed directly in
+/// the permuted order — into the dense matrix that is factorised in place when it is nearly
+/// dense, otherwise as the sparse matrix the factorisation reads. No permuted copy, no second
+/// copy of the values. Same model as [`fit_sansa`] on `gram_lower(x)` (up to rounding in the
+/// last bits). `progress` is told each stage's name.
+pub fn fit_sansa_rows(
+    x: &Csr,
+    method: Method,
+    l2: f64,
+    density: f64,
+    umr: UmrConfig,
+    report: &mut FitReport,
+    progress: &dyn Fn(&str),
+) -> Result<Sansa> {
+    let n = x.cols();
+    let max_nnz = ((density * n as f64 * n as f64).round() as usize).max(n);
+
+    let t = Instant::now();
+    // Dense path (exact on a nearly dense Gram matrix): one Gram pass straight into the dense
+    // matrix, the ordering read from it, the matrix permuted in place. The decision uses an upper
+    // bound of the stored entries (it only decides where the same factor is computed).
+    if method != Method::Icf && goes_dense(n, gram_nnz_bound(x)) {
+        progress("Gram matrix XᵀX (dense)");
+        let mut m = faer::Mat::<f64>::zeros(n, n);
+        gram_dense(x, m.as_mut());
+        report.stage("gram", t);
+        progress("ordering (AMD)");
+        let t = Instant::now();
+        let (fwd, inv) = amd_ordering_dense(m.as_ref())?;
+        permute_dense_symmetric(m.as_mut(), &fwd);
+        for j in 0..n {
+            m[(j, j)] += l2;
+        }
+        report.stage("ordering", t);
+        progress("dense Cholesky (nearly dense Gram matrix), pruned to the target density");
+        let t = Instant::now();
+        let (mut l, full_nnz) = dense_cholesky_in_place(m, Some(max_nnz.saturating_sub(n)))?;
+        report.stage("factorization", t);
+        let t = Instant::now();
+        let d = to_unit_ldl(&mut l);
+        report.factor_nnz = full_nnz;
+        prune_global(&mut l, max_nnz.saturating_sub(n));
+        report.stage("prune", t);
+        return finish(l, d, fwd, inv, max_nnz, umr, report, progress);
+    }
+
+    // Sparse path: the pattern, its ordering, then the Gram matrix of the relabelled rows.
+    progress("Gram pattern and ordering (AMD)");
+    let (ptr, rows) = gram_pattern(x);
+    let (fwd, inv) = amd_ordering_pattern(n, &ptr, &rows)?;
+    let nnz = rows.len();
+    drop((ptr, rows));
+    check_memory(nnz, x.nnz())?;
+    let xp = relabel_items(x, &inv);
+    report.stage("ordering", t);
+
+    let t = Instant::now();
+    progress("Gram matrix XᵀX (permuted)");
+    let mut a = gram_lower(&xp);
+    drop(xp);
+    if method == Method::Icf {
+        // As in fit_sansa: scale first, then regularise the scaled matrix.
+        scale_symmetric_in_place(&mut a);
+    }
+    add_diagonal_in_place(&mut a, l2);
+    report.stage("gram", t);
+    let t = Instant::now();
+    let (mut l, full_nnz) = if method == Method::Icf {
+        progress("incomplete Cholesky (ICF)");
+        let l = incomplete_cholesky(&a, max_nnz)?;
+        let nnz = l.nnz();
+        (l, nnz)
+    } else {
+        progress("sparse Cholesky, pruned to the target density");
+        exact_cholesky(&a, Some(max_nnz.saturating_sub(n)))?
+    };
+    drop(a);
+    report.stage("factorization", t);
+    let t = Instant::now();
+    let d = to_unit_ldl(&mut l);
+    report.factor_nnz = full_nnz;
+    if method != Method::Icf {
+        prune_global(&mut l, max_nnz.saturating_sub(n));
+    }
+    report.stage("prune", t);
+    finish(l, d, fwd, inv, max_nnz, umr, report, progress)
+}
+
+/// Fails with the memory it needs when the sparse Gram matrix (12 bytes per stored entry) and
+/// the renamed copy of the rows (8 bytes per interaction) do not fit in the available memory
+/// (docs/sansa.md, "Memory").
+fn check_memory(gram_nnz: usize, interactions: usize) -> Result<()> {
+    let need = 12.0 * gram_nnz as f64 + 8.0 * interactions as f64;
+    if let Some(avail) = super::ease::available_memory_bytes() {
+        if need > 0.9 * avail as f64 {
+            let gib = |b: f64| b / (1u64 << 30) as f64;
+            return Err(crate::Error::Invalid(format!(
+                "the sparse Gram matrix ({gram_nnz} stored entries) and the renamed rows need \
+                 about {:.1} GiB but only {:.1} GiB is available",
+                gib(need),
+                gib(avail as f64)
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Steps 3 and 4 of docs/sansa.md on the unit factor `l` and `d` (shared by both fits).
+#[allow(clippy::too_many_arguments)]
+fn finish(
+    l: SparseMat,
+    d: Vec<f64>,
+    fwd: Vec<usize>,
+    inv: Vec<usize>,
+    max_nnz: usize,
+    umr: UmrConfig,
+    report: &mut FitReport,
+    progress: &dyn Fn(&str),
+) -> Result<Sansa> {
     progress("approximate inverse (UMR)");
     let t = Instant::now();
     let (k, residual) = umr_inverse(&l, max_nnz, umr);

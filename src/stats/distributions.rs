@@ -28,6 +28,16 @@ pub fn laplace1(rng: &mut Rng) -> f64 {
     }
 }
 
+/// A uniform index in `0..k` and an independent fair sign (`true`: +) from **one** uniform draw
+/// `r` in `0..2k`: the index is `r / 2`, the sign `r % 2` — every (index, sign) pair has
+/// probability 1/(2k), the law of two separate draws at half the generator words (the random
+/// stopping family draws one per noisy value; docs/mechanisms.md, "Random stopping").
+#[inline]
+pub fn index_and_sign(rng: &mut Rng, k: usize) -> (usize, bool) {
+    let r = rng.random_range(0..2 * k);
+    (r >> 1, r & 1 == 0)
+}
+
 /// A uniform draw from (0, 1]: never 0, so its logarithm is finite.
 #[inline]
 pub fn uniform_open0(rng: &mut Rng) -> f64 {
