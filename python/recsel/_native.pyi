@@ -37,7 +37,10 @@ def run_partition(model: Model, users: UserRows, sens: Sensitivities, config: Se
 class UserRows:
     """Rows of users (users x items, the items each user has), picklable."""
     def __init__(self, indptr: npt.NDArray[np.int64], indices: npt.NDArray[np.int64], rows: int,
-                 cols: int) -> None: ...
+                 cols: int, target_indptr: Optional[npt.NDArray[np.int64]] = None,
+                 target_indices: Optional[npt.NDArray[np.int64]] = None) -> None:
+        """The users' items; optionally their held-out items (for hit@1 in ``select``)."""
+        ...
     @property
     def n_users(self) -> int: ...
     @property

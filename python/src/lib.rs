@@ -258,16 +258,44 @@ fn csr_from(indptr: &[i64], indices: &[i64], rows: usize, cols: usize) -> R<Csr>
 #[pyclass(module = "recsel._native", frozen)]
 struct UserRows {
     csr: Arc<Csr>,
+    /// The users' held-out items (same shape), when known: hit@1 of `select` counts picks among
+    /// them. `None`: hit@1 is 0.
+    targets: Option<Arc<Csr>>,
+}
+
+impl UserRows {
+    /// The model scoring these users, with their held-out items when known.
+    fn scorer<'a>(&'a self, model: &'a Model) -> ModelScorer<'a> {
+        let s = ModelScorer::new(model, &self.csr);
+        match &self.targets {
+            Some(t) => s.with_targets(t),
+            None => s,
+        }
+    }
+
+    fn csr_arrays(csr: &Csr) -> (Vec<i64>, Vec<i64>) {
+        let ip = csr
+            .indptr()
+            .raw_storage()
+            .iter()
+            .map(|&p| p as i64)
+            .collect();
+        let ix = csr.indices().iter().map(|&i| i64::from(i)).collect();
+        (ip, ix)
+    }
 }
 
 #[pymethods]
 impl UserRows {
     #[new]
+    #[pyo3(signature = (indptr, indices, rows, cols, target_indptr=None, target_indices=None))]
     fn new(
         indptr: PyReadonlyArray1<'_, i64>,
         indices: PyReadonlyArray1<'_, i64>,
         rows: usize,
         cols: usize,
+        target_indptr: Option<PyReadonlyArray1<'_, i64>>,
+        target_indices: Option<PyReadonlyArray1<'_, i64>>,
     ) -> R<Self> {
         let csr = csr_from(
             slice(&indptr, "indptr")?,
@@ -275,7 +303,24 @@ impl UserRows {
             rows,
             cols,
         )?;
-        Ok(UserRows { csr: Arc::new(csr) })
+        let targets = match (target_indptr, target_indices) {
+            (Some(p), Some(i)) => Some(Arc::new(csr_from(
+                slice(&p, "target_indptr")?,
+                slice(&i, "target_indices")?,
+                rows,
+                cols,
+            )?)),
+            (None, None) => None,
+            _ => {
+                return Err(invalid(
+                    "target_indptr and target_indices come together".into(),
+                ))
+            }
+        };
+        Ok(UserRows {
+            csr: Arc::new(csr),
+            targets,
+        })
     }
 
     /// Number of users.
@@ -316,6 +361,13 @@ impl UserRows {
         let py = slf.py();
         let t = slf.get().arrays(py)?;
         let (rows, cols): (usize, usize) = t.get_item(2)?.extract()?;
+        let (tp, ti) = match &slf.get().targets {
+            Some(c) => {
+                let (p, i) = UserRows::csr_arrays(c);
+                (p.into_pyarray(py).into_any(), i.into_pyarray(py).into_any())
+            }
+            None => (py.None().into_bound(py), py.None().into_bound(py)),
+        };
         let args = PyTuple::new(
             py,
             [
@@ -323,6 +375,8 @@ impl UserRows {
                 t.get_item(1)?,
                 rows.into_pyobject(py)?.into_any(),
                 cols.into_pyobject(py)?.into_any(),
+                tp,
+                ti,
             ],
         )?;
         Ok((slf.get_type().into_any(), args))
@@ -969,7 +1023,7 @@ fn run_partition(
     check_items(model, users)?;
     let part = py
         .detach(|| {
-            let scorer = ModelScorer::new(&model.model, &users.csr);
+            let scorer = users.scorer(&model.model);
             partition::run_partition(&scorer, &sens.sens, &config.cfg, start..end)
         })
         .map_err(err)?;
@@ -992,6 +1046,9 @@ struct SelectJob {
     scatter_eps: f64,
     out: PathBuf,
     log: Vec<String>,
+    /// Where the data came from, how it was loaded and the model folder: the rerunnable
+    /// `[select]` table of `config.toml` (as `recsel select` writes it).
+    source: (recsel::data::DataSource, recsel::data::LoadOptions, PathBuf),
 }
 
 fn opt<'py, T: FromPyObjectOwned<'py>>(d: &Bound<'py, PyDict>, key: &str) -> R<Option<T>> {
@@ -1258,6 +1315,7 @@ impl SelectJob {
         };
         let users = UserRows {
             csr: Arc::new(data.test_input.clone()),
+            targets: Some(Arc::new(data.test_target.clone())),
         };
         Ok(SelectJob {
             model: Py::new(py, model)?,
@@ -1269,6 +1327,7 @@ impl SelectJob {
             out,
             log,
             data,
+            source: (src, load_opts, model_dir),
         })
     }
 
@@ -1343,8 +1402,8 @@ impl SelectJob {
                 scatter_eps: self.scatter_eps,
                 users: merged.rows.len(),
                 users_without_candidates: merged.skipped,
-                // No rerunnable pipeline: a Ray run is reproduced with `python -m recsel.ray`.
-                source: None,
+                // The same rerunnable `[select]` table as `recsel select` writes.
+                source: Some((&self.source.0, &self.source.1, &self.source.2)),
             };
             let timings = Timings {
                 sensitivity_seconds,
