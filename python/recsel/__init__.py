@@ -28,6 +28,7 @@ from . import _native
 from ._native import (
     PartitionResult,
     PercentileSketch,
+    Recommender,
     RecselError,
     SelectConfig,
     Sensitivities,
@@ -42,6 +43,7 @@ __all__ = [
     "SelectConfig",
     "PercentileSketch",
     "PartitionResult",
+    "Recommender",
     "mechanisms",
     "select",
     "sample",

@@ -122,3 +122,25 @@ class SelectJob:
     def finish(self, sens: Sensitivities, parts: Sequence[PartitionResult],
                sensitivity_seconds: float, selection_seconds: float, start_seconds: float,
                json: bool) -> str: ...
+
+class Recommender:
+    """Private recommendations from a model folder written by ``recsel fit --out DIR``.
+
+    The library's ``Recommender`` (the one ``recsel recommend`` runs): score a history, take the
+    top ``top`` candidates, clip them to the calibrated bounds, select one with the mechanism.
+
+    Example::
+
+        rec = recsel.Recommender("out/model", "mgem", 1.0, top=500, secure=True)
+        print(rec.privacy_statement)
+        rec.recommend([("alice", ["3", "17", "42"])])  # -> ["<item id>"]
+    """
+    def __init__(self, model_dir: str, mech: str, eps: float, *, top: int = 500,
+                 secure: bool = False, allow_non_private: bool = False,
+                 include_history: bool = False, **params: Any) -> None: ...
+    @property
+    def privacy_statement(self) -> str: ...
+    @property
+    def epsilon(self) -> Optional[float]: ...
+    def recommend(self, users: Sequence[Tuple[str, Sequence[str]]], *,
+                  seed: Optional[int] = None) -> List[Optional[str]]: ...
