@@ -493,6 +493,49 @@ pub(crate) fn argmax_random_ties(
     best_index
 }
 
+/// A running maximum over offered `(value, index)` records, ties broken uniformly at random by
+/// the same reservoir rule as [`argmax_random_ties`] (the j-th tied record replaces the
+/// incumbent with probability 1/j), for loops whose records are not the candidates 0..k in
+/// order (random stopping draws candidates at random) or whose values are not `f64` (the secure
+/// path's exact integers). `below(n)` is a uniform draw from `0..n`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RunningMax<T> {
+    best: T,
+    index: usize,
+    ties: u64,
+}
+
+impl<T: PartialOrd + Copy> RunningMax<T> {
+    /// No record yet; `lowest` is never compared (the first record always wins).
+    pub(crate) fn new(lowest: T) -> Self {
+        RunningMax {
+            best: lowest,
+            index: 0,
+            ties: 0,
+        }
+    }
+
+    /// Offers record `index` with `value`; draws from `below` only on a tie.
+    #[inline]
+    pub(crate) fn offer(&mut self, value: T, index: usize, below: impl FnOnce(u64) -> u64) {
+        if value > self.best || self.ties == 0 {
+            self.best = value;
+            self.index = index;
+            self.ties = 1;
+        } else if value == self.best {
+            self.ties += 1;
+            if below(self.ties) == 0 {
+                self.index = index;
+            }
+        }
+    }
+
+    /// The index of the winning record (0 when none was offered).
+    pub(crate) fn index(&self) -> usize {
+        self.index
+    }
+}
+
 /// One registry entry: how to list, document and build a mechanism. Code outside the crate
 /// writes one as a struct literal (a `static` or a value) and adds it to a [`Registry`].
 pub struct MechanismSpec {

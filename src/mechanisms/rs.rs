@@ -23,7 +23,8 @@ use rand::Rng as _;
 use crate::error::{Error, Result};
 use crate::mechanisms::secure::{noise_scales, ExactNoise, SecurePrepared, SecureRandomStopping};
 use crate::mechanisms::{
-    check_epsilon, no_secure_path, Grid, Guarantee, Mechanism, Prepared, Problem, SecureEpsilon,
+    check_epsilon, no_secure_path, Grid, Guarantee, Mechanism, Prepared, Problem, RunningMax,
+    SecureEpsilon,
 };
 use crate::rng::Rng;
 use crate::rng::SecureRng;
@@ -238,7 +239,7 @@ impl PreparedRs<'_> {
             self.mech.rule,
             StoppingRule::GeometricExponentialNoise | StoppingRule::FixedExponentialNoise
         );
-        let (mut best, mut best_index, mut ties) = (f64::NEG_INFINITY, 0usize, 0u64);
+        let mut max = RunningMax::new(f64::NEG_INFINITY);
         for _ in 0..draws {
             let (a, z) = if exponential {
                 (rng.random_range(0..k), exp1(rng))
@@ -251,18 +252,9 @@ impl PreparedRs<'_> {
                 (a, if plus { e } else { -e })
             };
             let v = self.scores[a] + self.scales[a] * z;
-            if v > best || ties == 0 {
-                best = v;
-                best_index = a;
-                ties = 1;
-            } else if v == best {
-                ties += 1;
-                if rng.random_range(0..ties) == 0 {
-                    best_index = a;
-                }
-            }
+            max.offer(v, a, |n| rng.random_range(0..n));
         }
-        (best_index, draws)
+        (max.index(), draws)
     }
 }
 

@@ -17,7 +17,7 @@
 //! ([`crate::stats::exact`]).
 
 use crate::error::{Error, Result};
-use crate::mechanisms::Problem;
+use crate::mechanisms::{Problem, RunningMax};
 use crate::rng::SecureRng;
 use crate::stats::exact::{
     bernoulli_exp_neg, discrete_geometric, discrete_laplace, ExactStopping, FRACTION_BITS,
@@ -260,23 +260,12 @@ pub(crate) struct SecureNoisyMax {
 
 impl SecurePrepared for SecureNoisyMax {
     fn sample(&self, rng: &mut SecureRng) -> usize {
-        let mut best = i128::MIN;
-        let mut best_index = 0;
-        let mut ties = 0u64;
+        let mut max = RunningMax::new(i128::MIN);
         for (a, (&q, &t)) in self.q.iter().zip(&self.t).enumerate() {
             let v = i128::from(q) + draw_noise(self.noise, rng, self.s, t);
-            if v > best || ties == 0 {
-                best = v;
-                best_index = a;
-                ties = 1;
-            } else if v == best {
-                ties += 1;
-                if rng.below(ties) == 0 {
-                    best_index = a;
-                }
-            }
+            max.offer(v, a, |n| rng.below(n));
         }
-        best_index
+        max.index()
     }
 }
 
@@ -295,22 +284,13 @@ impl SecureRandomStopping {
     pub(crate) fn sample_counting(&self, rng: &mut SecureRng) -> (usize, u64) {
         let k = self.q.len() as u64;
         let draws = self.stopping.sample(rng);
-        let (mut best, mut best_index, mut ties) = (i128::MIN, 0usize, 0u64);
+        let mut max = RunningMax::new(i128::MIN);
         for _ in 0..draws {
             let a = rng.below(k) as usize;
             let v = i128::from(self.q[a]) + draw_noise(self.noise, rng, self.s, self.t[a]);
-            if v > best || ties == 0 {
-                best = v;
-                best_index = a;
-                ties = 1;
-            } else if v == best {
-                ties += 1;
-                if rng.below(ties) == 0 {
-                    best_index = a;
-                }
-            }
+            max.offer(v, a, |n| rng.below(n));
         }
-        (best_index, draws)
+        (max.index(), draws)
     }
 }
 
