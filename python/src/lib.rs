@@ -51,6 +51,19 @@ fn invalid(msg: String) -> PyErr {
 
 type R<T> = PyResult<T>;
 
+/// `__reduce__` of an object that its class's static method `ctor` rebuilds from `arg` (the
+/// picklable classes travel as bytes or a state tuple, e.g. through Ray's object store).
+fn reduce_with<'py>(
+    slf: &Bound<'py, PyAny>,
+    ctor: &str,
+    arg: Bound<'py, PyAny>,
+) -> R<(Bound<'py, PyAny>, Bound<'py, PyTuple>)> {
+    Ok((
+        slf.get_type().getattr(ctor)?,
+        PyTuple::new(slf.py(), [arg])?,
+    ))
+}
+
 // ---------------------------------------------------------------------------------------------
 // Parameters
 
@@ -604,12 +617,8 @@ impl PyModel {
     }
 
     fn __reduce__<'py>(slf: &Bound<'py, Self>) -> R<(Bound<'py, PyAny>, Bound<'py, PyTuple>)> {
-        let py = slf.py();
-        let b = slf.get().to_bytes(py)?;
-        Ok((
-            slf.get_type().getattr("from_bytes")?,
-            PyTuple::new(py, [b])?,
-        ))
+        let b = slf.get().to_bytes(slf.py())?;
+        reduce_with(slf.as_any(), "from_bytes", b.into_any())
     }
 }
 
@@ -811,12 +820,8 @@ impl PyConfig {
     }
 
     fn __reduce__<'py>(slf: &Bound<'py, Self>) -> R<(Bound<'py, PyAny>, Bound<'py, PyTuple>)> {
-        let py = slf.py();
-        let st = slf.get().state(py)?;
-        Ok((
-            slf.get_type().getattr("from_state")?,
-            PyTuple::new(py, [st])?,
-        ))
+        let st = slf.get().state(slf.py())?;
+        reduce_with(slf.as_any(), "from_state", st.into_any())
     }
 }
 
@@ -855,12 +860,8 @@ impl PySketch {
     }
 
     fn __reduce__<'py>(slf: &Bound<'py, Self>) -> R<(Bound<'py, PyAny>, Bound<'py, PyTuple>)> {
-        let py = slf.py();
-        let b = slf.get().to_bytes(py);
-        Ok((
-            slf.get_type().getattr("from_bytes")?,
-            PyTuple::new(py, [b])?,
-        ))
+        let b = slf.get().to_bytes(slf.py());
+        reduce_with(slf.as_any(), "from_bytes", b.into_any())
     }
 }
 
@@ -934,12 +935,8 @@ impl PyPart {
     }
 
     fn __reduce__<'py>(slf: &Bound<'py, Self>) -> R<(Bound<'py, PyAny>, Bound<'py, PyTuple>)> {
-        let py = slf.py();
-        let b = slf.get().to_bytes(py);
-        Ok((
-            slf.get_type().getattr("from_bytes")?,
-            PyTuple::new(py, [b])?,
-        ))
+        let b = slf.get().to_bytes(slf.py());
+        reduce_with(slf.as_any(), "from_bytes", b.into_any())
     }
 }
 
