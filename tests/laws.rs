@@ -349,6 +349,135 @@ fn rs_exp_outputs_follow_the_exact_law() {
     }
 }
 
+/// The direct maximum draw of random stopping (docs/mechanisms.md, "Sampling the maximum
+/// directly"), which the seeded path uses when E K is large against k, at the fig-13 grid's
+/// γ = 0.0008 (E K = 1,250 for `rs`): each rule against its exact law, through `prepare` (no
+/// guide) and `prepare_many` (guided), with the same power checks.
+#[test]
+fn rs_family_direct_maximum_draw_follows_the_exact_law_at_small_gamma() {
+    let gamma = 0.0008;
+    let cases = [
+        RsCase {
+            name: "rs",
+            params: params(1.0, gamma, 0.0),
+            n: N,
+            mult: 3.0,
+            noise: Noise::Laplace,
+            stop: Stopping::Geometric { gamma },
+            wrong_mults: &[2.0, 4.0],
+            wrong_stop: Some(Stopping::Tnb { eta: 0.0, gamma }),
+            wrong_noise: Some(Noise::Exponential),
+        },
+        RsCase {
+            name: "rs-exp",
+            params: params(2.0, gamma, 0.0),
+            n: N,
+            mult: 3.0,
+            noise: Noise::Exponential,
+            stop: Stopping::Geometric { gamma },
+            wrong_mults: &[2.0, 4.0],
+            wrong_stop: Some(Stopping::Tnb { eta: 0.0, gamma }),
+            wrong_noise: Some(Noise::Laplace),
+        },
+        // E K = 175: still direct at k = 5.
+        RsCase {
+            name: "rs-tnb",
+            params: params(2.0, gamma, 0.0),
+            n: N,
+            mult: 2.0,
+            noise: Noise::Laplace,
+            stop: Stopping::Tnb { eta: 0.0, gamma },
+            wrong_mults: &[3.0, 1.5],
+            wrong_stop: Some(Stopping::Geometric { gamma }),
+            wrong_noise: None,
+        },
+        RsCase {
+            name: "rs-tnb",
+            params: params(2.0, 0.002, 0.5),
+            n: N,
+            mult: 2.5,
+            noise: Noise::Laplace,
+            stop: Stopping::Tnb {
+                eta: 0.5,
+                gamma: 0.002,
+            },
+            wrong_mults: &[2.0, 3.0],
+            wrong_stop: Some(Stopping::Tnb {
+                eta: 0.0,
+                gamma: 0.002,
+            }),
+            wrong_noise: None,
+        },
+    ];
+    for (i, case) in cases.iter().enumerate() {
+        case.run(800 + i as u64, false);
+        case.run(900 + i as u64, true);
+    }
+}
+
+/// The direct maximum draw and the draw-by-draw loop (`RandomStopping::select_counting`, which
+/// records all K values) give one law on a harder problem than the exact-law cases: 40
+/// candidates with tied scores, sensitivities from 1e-4 to 3 and one candidate far below the
+/// others (released only when K is small; the solver prunes it at most levels), at a γ where
+/// both samplers are practical. Power: the direct
+/// draw at ε × 1.3 differs from the loop.
+#[test]
+fn rs_family_direct_maximum_draw_agrees_with_the_draw_by_draw_loop() {
+    use rayon::prelude::*;
+    use recsel::mechanisms::{Problem, RandomStopping, StoppingRule};
+    use recsel::rng::Streams;
+
+    let k = 40;
+    let q: Vec<f64> = (0..k)
+        .map(|i| {
+            if i == 7 {
+                -40.0
+            } else {
+                (i % 13) as f64 * 0.15
+            }
+        })
+        .collect();
+    let d: Vec<f64> = (0..k).map(|i| [1e-4, 0.02, 0.3, 1.0, 3.0][i % 5]).collect();
+    let problem = Problem::new(&q, &d).unwrap();
+    let n = 200_000u64;
+    // E K: 667 for rs and rs-exp, 102 for rs-tnb — at least 2k, so prepare draws directly too.
+    let gamma = 0.0015;
+    for (i, (rule, eta)) in [
+        (StoppingRule::Geometric, 0.0),
+        (StoppingRule::GeometricExponentialNoise, 0.0),
+        (StoppingRule::TruncatedNegBinomial, 0.0),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let eps = 1.5;
+        let looped = RandomStopping::new(rule, eps, gamma, eta).unwrap();
+        let loop_counts = (0..n)
+            .into_par_iter()
+            .fold(
+                || vec![0u64; k],
+                |mut c, j| {
+                    let mut rng = Streams::new(40 + i as u64).stream(2, 0, 0, j as u32);
+                    c[looped.select_counting(&problem, &mut rng).0] += 1;
+                    c
+                },
+            )
+            .reduce(
+                || vec![0u64; k],
+                |mut a, b| {
+                    a.iter_mut().zip(b).for_each(|(x, y)| *x += y);
+                    a
+                },
+            );
+        for (f, many, same) in [(1.0, true, true), (1.0, false, true), (1.3, true, false)] {
+            let direct = RandomStopping::new(rule, f * eps, gamma, eta).unwrap();
+            let c = crate::util::counts_with(&direct, &q, &d, n, 50 + i as u64, many);
+            let what = format!("{rule:?}: direct (eps x{f}, many {many}) vs the loop");
+            crate::util::assert_same(&c, &loop_counts, same, &what);
+        }
+    }
+}
+
 /// The pgf derivatives above against their defining series Σ_n n P(K = n) g^{n−1}, with the pmfs
 /// written out from docs/mechanisms.md, "Random stopping" (not the library's): a check of the derivation, and of its power (the
 /// series of a neighbouring η or γ differs).

@@ -33,6 +33,7 @@ mod cgem;
 mod em;
 pub mod gem;
 mod krr;
+mod maxdraw;
 mod pf;
 mod random;
 mod rnm;

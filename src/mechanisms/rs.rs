@@ -11,7 +11,11 @@
 //! | `bot-exp` (audit reference) | fixed T | Exp(mean 3Δ_a/ε) | **not DP**: without random stopping the loss is `ln[(1+p)^T − p^T]` |
 //! | `rs-exp-m1` (audit reference) | Geometric(γ) | Exp(mean Δ_a/ε) | claims ε-DP, is only 3ε-DP |
 //!
-//! Cost per selection: K noise draws, with E(K) = 1/γ for `rs`.
+//! Cost per selection: the seeded path draws the maximum of the K recorded values directly — one
+//! uniform for its level, a root of `Σ_a S_a(V) = k·t` (a few passes over the k candidates), one
+//! uniform for the released candidate, drawn in proportion to its noise density at V — whatever K is
+//! (docs/mechanisms.md, "Sampling the maximum directly"). The draw-by-draw loop (K noise draws,
+//! E(K) = 1/γ for `rs`) stays as [`RandomStopping::select_counting`], which also reports K.
 //!
 //! Secure path (`docs/secure.md`), for all three: K from an exact sampler (Bernoulli(γ) trials with
 //! the dyadic γ; for `rs-tnb` exact rejection from geometric proposals, η rounded toward zero onto
@@ -21,6 +25,7 @@
 use rand::Rng as _;
 
 use crate::error::{Error, Result};
+use crate::mechanisms::maxdraw::{self, Guide, NoiseShape, Solution};
 use crate::mechanisms::secure::{noise_scales, ExactNoise, SecurePrepared, SecureRandomStopping};
 use crate::mechanisms::{
     check_epsilon, no_secure_path, Grid, Guarantee, Mechanism, Prepared, Problem, RunningMax,
@@ -158,7 +163,7 @@ impl RandomStopping {
 
     /// One selection that also reports the K it used (for tests of the stopping distribution).
     pub fn select_counting(&self, problem: &Problem<'_>, rng: &mut Rng) -> (usize, u64) {
-        let prepared = self.prepare_rs(problem);
+        let prepared = self.prepare_rs(problem, false);
         prepared.sample_counting(rng)
     }
 
@@ -215,30 +220,125 @@ impl RandomStopping {
         Ok(self.prepare_secure_rs(problem)?.sample_counting(rng))
     }
 
-    fn prepare_rs<'a>(&'a self, problem: &Problem<'a>) -> PreparedRs<'a> {
+    /// The level of the maximum: the survival probability t of one recorded value (a uniform
+    /// candidate plus its noise) at the maximum of the K recorded values. With φ the probability
+    /// generating function of K, `P(max ≤ v) = φ(1 − S(v)/k)`, so `t = 1 − φ⁻¹(1 − u)` for a
+    /// uniform u in (0, 1); each closed form below avoids cancellation as t → 0
+    /// (docs/mechanisms.md, "Sampling the maximum directly").
+    fn level_at(&self, u: f64) -> f64 {
+        match &self.stopping {
+            Stopping::Geometric(g) => {
+                let gamma = g.gamma();
+                gamma * u / (1.0 - (1.0 - gamma) * u)
+            }
+            Stopping::Tnb(t) => {
+                let (gamma, eta) = (t.gamma(), t.eta());
+                if gamma >= 1.0 {
+                    u
+                } else if eta == 0.0 {
+                    // Logarithmic: φ(z) = ln(1 − (1−γ)z) / ln γ.
+                    gamma * (-u * gamma.ln()).exp_m1() / (1.0 - gamma)
+                } else {
+                    // φ(z) = ((1 − (1−γ)z)^{−η} − 1) / (γ^{−η} − 1).
+                    let one_minus_gamma_eta = -(eta * gamma.ln()).exp_m1();
+                    gamma * (-(-u * one_minus_gamma_eta).ln_1p() / eta).exp_m1() / (1.0 - gamma)
+                }
+            }
+            // φ(z) = z^T.
+            Stopping::Fixed(t) => -(u.ln() / *t as f64).exp_m1(),
+        }
+    }
+
+    /// E K, the expected number of recorded values of the draw-by-draw loop.
+    fn mean_draws(&self) -> f64 {
+        match &self.stopping {
+            Stopping::Geometric(g) => 1.0 / g.gamma(),
+            Stopping::Tnb(t) => {
+                let (gamma, eta) = (t.gamma(), t.eta());
+                if gamma >= 1.0 {
+                    1.0
+                } else if eta == 0.0 {
+                    (1.0 - gamma) / (gamma * -gamma.ln())
+                } else {
+                    // The negative binomial's mean η(1−γ)/γ over P(K ≥ 1) = 1 − γ^η.
+                    eta * (1.0 - gamma) / (gamma * -(eta * gamma.ln()).exp_m1())
+                }
+            }
+            Stopping::Fixed(t) => *t as f64,
+        }
+    }
+
+    fn noise_shape(&self) -> NoiseShape {
+        match self.rule {
+            StoppingRule::GeometricExponentialNoise | StoppingRule::FixedExponentialNoise => {
+                NoiseShape::Exponential
+            }
+            StoppingRule::Geometric | StoppingRule::TruncatedNegBinomial => NoiseShape::Laplace,
+        }
+    }
+
+    /// `many`: the problem will be sampled many times, so a [`Guide`] pays for itself.
+    /// The sampler is chosen from the parameters and k alone (never from the machine), so a seed
+    /// gives the same selections everywhere: the maximum is drawn directly when E K is at least
+    /// `MAX_DRAW_FACTOR` times k (twice that without a guide), else draw by draw
+    /// (docs/mechanisms.md, "Sampling the maximum directly").
+    fn prepare_rs<'a>(&'a self, problem: &Problem<'a>, many: bool) -> PreparedRs<'a> {
         let c = self.multiplier / self.epsilon;
+        let scales: Vec<f64> = problem.sensitivities().iter().map(|d| c * d).collect();
+        let inv_scales: Vec<f64> = scales.iter().map(|s| 1.0 / s).collect();
+        let k = problem.len() as f64;
+        let factor = if many {
+            MAX_DRAW_FACTOR
+        } else {
+            2.0 * MAX_DRAW_FACTOR
+        };
+        let direct = self.mean_draws() >= factor * k;
+        let guide = (direct && many)
+            .then(|| {
+                Guide::new(
+                    self.noise_shape(),
+                    problem.scores(),
+                    &scales,
+                    &inv_scales,
+                    |u| self.level_at(u),
+                )
+            })
+            .flatten();
         PreparedRs {
             mech: self,
             scores: problem.scores(),
-            scales: problem.sensitivities().iter().map(|d| c * d).collect(),
+            inv_scales,
+            scales,
+            direct,
+            guide,
         }
     }
 }
+
+/// The maximum is drawn directly when E K ≥ this × k (with a [`Guide`]): one draw-by-draw
+/// recorded value costs about as much as 2.5 candidates of one pass of the solver, and a guided
+/// solve takes about 2.5 passes (`cargo bench --bench grid_mechanisms`).
+const MAX_DRAW_FACTOR: f64 = 1.0;
 
 struct PreparedRs<'a> {
     mech: &'a RandomStopping,
     scores: &'a [f64],
     scales: Vec<f64>,
+    /// 1 / scale of every candidate (the maximum sampler's evaluations multiply).
+    inv_scales: Vec<f64>,
+    /// Draw the maximum directly rather than draw by draw.
+    direct: bool,
+    /// Starting points for the direct draw (`prepare_many`).
+    guide: Option<Guide>,
 }
 
 impl PreparedRs<'_> {
+    /// The draw-by-draw sampler (docs/mechanisms.md, "Random stopping"): K noisy values, the
+    /// best released. It also reports K, for the tests of the stopping law.
     fn sample_counting(&self, rng: &mut Rng) -> (usize, u64) {
         let k = self.scores.len();
         let draws = self.mech.draw_k(rng);
-        let exponential = matches!(
-            self.mech.rule,
-            StoppingRule::GeometricExponentialNoise | StoppingRule::FixedExponentialNoise
-        );
+        let exponential = self.mech.noise_shape() == NoiseShape::Exponential;
         let mut max = RunningMax::new(f64::NEG_INFINITY);
         for _ in 0..draws {
             let (a, z) = if exponential {
@@ -256,11 +356,58 @@ impl PreparedRs<'_> {
         }
         (max.index(), draws)
     }
+
+    /// The level of the maximum from one open uniform ([`RandomStopping::level_at`]).
+    fn level(&self, rng: &mut Rng) -> f64 {
+        // u in the open interval (0, 1): 53 random bits, centred in their cell.
+        let u = ((rng.random::<u64>() >> 11) as f64 + 0.5) * (1.0 / (1u64 << 53) as f64);
+        self.mech.level_at(u)
+    }
+
+    /// One selection with the law of [`PreparedRs::sample_counting`], drawn without the K
+    /// recorded values (docs/mechanisms.md, "Sampling the maximum directly"): the maximum's level
+    /// from one uniform, its value V from [`maxdraw::solve`], then the released candidate with
+    /// probability proportional to its noise density at V. Falls back to the draw-by-draw
+    /// sampler if the densities vanish.
+    fn sample_max(&self, rng: &mut Rng) -> usize {
+        let t = self.level(rng);
+        let (q, s, inv) = (self.scores, &self.scales, &self.inv_scales);
+        let solution = match &self.guide {
+            Some(guide) => guide.solve(q, s, inv, t),
+            None => maxdraw::solve(self.mech.noise_shape(), q, s, inv, t, None),
+        };
+        let Some(Solution {
+            active,
+            dens,
+            total,
+            ..
+        }) = solution
+        else {
+            return self.sample_counting(rng).0;
+        };
+        let mut r = rng.random::<f64>() * total;
+        for (&d, &a) in dens.iter().zip(&active) {
+            if r < d {
+                return a as usize;
+            }
+            r -= d;
+        }
+        // Rounding left r at or above the last partial sum: the last candidate with a density.
+        let last = dens
+            .iter()
+            .rposition(|&d| d > 0.0)
+            .expect("a positive total");
+        active[last] as usize
+    }
 }
 
 impl Prepared for PreparedRs<'_> {
     fn sample(&self, rng: &mut Rng) -> usize {
-        self.sample_counting(rng).0
+        if self.direct {
+            self.sample_max(rng)
+        } else {
+            self.sample_counting(rng).0
+        }
     }
 }
 
@@ -278,7 +425,11 @@ impl Mechanism for RandomStopping {
     }
 
     fn prepare<'a>(&'a self, problem: &Problem<'a>) -> Box<dyn Prepared + 'a> {
-        Box::new(self.prepare_rs(problem))
+        Box::new(self.prepare_rs(problem, false))
+    }
+
+    fn prepare_many<'a>(&'a self, problem: &Problem<'a>) -> Box<dyn Prepared + 'a> {
+        Box::new(self.prepare_rs(problem, true))
     }
 
     fn secure_epsilon(&self) -> Result<f64> {
