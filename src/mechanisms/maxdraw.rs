@@ -211,6 +211,8 @@ struct Active {
     inv: Vec<f64>,
     /// The scales s = 1/inv.
     s: Vec<f64>,
+    /// The largest of `inv`.
+    inv_max: f64,
 }
 
 impl Active {
@@ -223,6 +225,7 @@ impl Active {
                 act.q.push(qa);
                 act.inv.push(ia);
                 act.s.push(1.0 / ia);
+                act.inv_max = act.inv_max.max(ia);
             }
         }
         act
@@ -339,40 +342,43 @@ pub(crate) fn solve(
     iterate(shape, act, q.len() as f64 * t, (lo, hi), v)
 }
 
-/// e^{−x} for |x| ≤ [`TAYLOR_RADIUS`]: the Taylor polynomial of degree 13 (truncation error
-/// below 0.25^14/14! < 5e-20).
+/// Taylor coefficients of e^{−x} from x^13 down to x^1: c_n = (−1)^n / n!.
+const EXP_NEG_COEFFS: [f64; 13] = [
+    -1.0 / 6_227_020_800.0,
+    1.0 / 479_001_600.0,
+    -1.0 / 39_916_800.0,
+    1.0 / 3_628_800.0,
+    -1.0 / 362_880.0,
+    1.0 / 40_320.0,
+    -1.0 / 5_040.0,
+    1.0 / 720.0,
+    -1.0 / 120.0,
+    1.0 / 24.0,
+    -1.0 / 6.0,
+    0.5,
+    -1.0,
+];
+
+/// e^{−x} by its Taylor polynomial of degree `DEG` (1 ≤ DEG ≤ 13), Horner's scheme.
 #[inline(always)]
-fn exp_neg_small(x: f64) -> f64 {
-    // Horner from the x^13 coefficient: c_n = (−1)^n / n!.
-    let mut p = -1.0 / 6_227_020_800.0;
-    for c in [
-        1.0 / 479_001_600.0,
-        -1.0 / 39_916_800.0,
-        1.0 / 3_628_800.0,
-        -1.0 / 362_880.0,
-        1.0 / 40_320.0,
-        -1.0 / 5_040.0,
-        1.0 / 720.0,
-        -1.0 / 120.0,
-        1.0 / 24.0,
-        -1.0 / 6.0,
-        0.5,
-        -1.0,
-    ] {
+fn exp_neg_taylor<const DEG: usize>(x: f64) -> f64 {
+    let mut p = 0.0;
+    for &c in &EXP_NEG_COEFFS[13 - DEG..] {
         p = p * x + c;
     }
     p * x + 1.0
 }
 
-/// Largest standardised move |δ/s_a| that [`correct_body`] takes by the Taylor polynomial.
-const TAYLOR_RADIUS: f64 = 0.25;
+/// The degree the correction uses for moves up to each radius: the truncation error
+/// `x^{n+1}/(n+1)!` stays below 1e-19 (4: 1e-4; 7: 5e-3; 10: 0.05; 13: 0.25).
+const TAYLOR_DEGREES: [(f64, usize); 4] = [(1e-4, 4), (5e-3, 7), (0.05, 10), (0.25, 13)];
 
 /// The densities at v + δ from those at v, without exponentials: the density of a candidate
-/// that stays on the same side of its centre is multiplied by e^{∓δ/s_a}. Returns the new Σ S_a
-/// and Σ f_a, or `None` when a candidate crosses its centre or a move exceeds
-/// [`TAYLOR_RADIUS`] (the caller then makes full passes).
+/// that stays on the same side of its centre is multiplied by e^{∓δ/s_a}, by a Taylor polynomial
+/// of degree `DEG` chosen by the caller for the largest move. Returns the new Σ S_a and Σ f_a, or
+/// `None` when a candidate crosses its centre.
 #[inline(always)]
-fn correct_body(
+fn correct_body<const DEG: usize>(
     shape: NoiseShape,
     v: f64,
     delta: f64,
@@ -396,12 +402,12 @@ fn correct_body(
     {
         let above = v >= qa;
         let x = if above { delta * ia } else { -(delta * ia) };
-        let f = *d * exp_neg_small(x);
+        let f = *d * exp_neg_taylor::<DEG>(x);
         *d = f;
         // Survival from the density: s·f above the centre; below, 1 − s·f (Laplace) or 1.
         let tail = f * sa;
         *s = if above { tail } else { 1.0 - below * tail };
-        bad |= u64::from(above != (next >= qa)) | u64::from(x.abs() > TAYLOR_RADIUS);
+        bad |= u64::from(above != (next >= qa));
     }
     if bad != 0 {
         return None;
@@ -412,17 +418,17 @@ fn correct_body(
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-fn correct_avx2(
+fn correct_avx2<const DEG: usize>(
     shape: NoiseShape,
     v: f64,
     delta: f64,
     act: &Active,
     buf: &mut Buffers,
 ) -> Option<(f64, f64)> {
-    correct_body(shape, v, delta, act, buf)
+    correct_body::<DEG>(shape, v, delta, act, buf)
 }
 
-fn correct(
+fn correct_deg<const DEG: usize>(
     shape: NoiseShape,
     v: f64,
     delta: f64,
@@ -433,9 +439,31 @@ fn correct(
     if std::arch::is_x86_feature_detected!("avx2") {
         // SAFETY: the processor supports AVX2 (checked just above); same IEEE operations in
         // the same order as without it (no FMA is enabled).
-        return unsafe { correct_avx2(shape, v, delta, act, buf) };
+        return unsafe { correct_avx2::<DEG>(shape, v, delta, act, buf) };
     }
-    correct_body(shape, v, delta, act, buf)
+    correct_body::<DEG>(shape, v, delta, act, buf)
+}
+
+/// [`correct_body`] with the lowest degree of [`TAYLOR_DEGREES`] for the largest move
+/// |δ|·max 1/s; `None` beyond the largest radius (0.25) too.
+fn correct(
+    shape: NoiseShape,
+    v: f64,
+    delta: f64,
+    act: &Active,
+    buf: &mut Buffers,
+) -> Option<(f64, f64)> {
+    let largest = delta.abs() * act.inv_max;
+    let degree = TAYLOR_DEGREES
+        .iter()
+        .find(|&&(radius, _)| largest <= radius)?
+        .1;
+    match degree {
+        4 => correct_deg::<4>(shape, v, delta, act, buf),
+        7 => correct_deg::<7>(shape, v, delta, act, buf),
+        10 => correct_deg::<10>(shape, v, delta, act, buf),
+        _ => correct_deg::<13>(shape, v, delta, act, buf),
+    }
 }
 
 /// Nodes of the guide: levels at these quantiles of the uniform that draws the level.
@@ -596,13 +624,19 @@ mod tests {
         let mut worst: f64 = 0.0;
         for i in -1000..=1000 {
             let x = TAYLOR_RADIUS * i as f64 / 1000.0;
-            let (a, b) = (exp_neg_small(x), (-x).exp());
+            let b = (-x).exp();
+            let a = match TAYLOR_DEGREES.iter().find(|r| x.abs() <= r.0).unwrap().1 {
+                4 => exp_neg_taylor::<4>(x),
+                7 => exp_neg_taylor::<7>(x),
+                10 => exp_neg_taylor::<10>(x),
+                _ => exp_neg_taylor::<13>(x),
+            };
             worst = worst.max(((a - b) / b).abs());
         }
         assert!(worst < 4e-16, "relative error {worst:e}");
-        // Power: one coefficient's sign flipped is far off.
-        let flipped = exp_neg_small(0.2) - 2.0 * 0.2f64.powi(3) / 6.0;
-        assert!((flipped - (-0.2f64).exp()).abs() > 1e-4);
+        // Power: a too-low degree is visibly worse at the end of a range.
+        assert!((exp_neg_taylor::<2>(1e-4) - (-1e-4f64).exp()).abs() > 1e-14);
+        assert!((exp_neg_taylor::<9>(0.25) - (-0.25f64).exp()).abs() > 1e-14);
     }
 
     #[test]
