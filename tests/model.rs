@@ -10,7 +10,7 @@ use recsel::model::factor::{amd_ordering, exact_cholesky, incomplete_cholesky};
 use recsel::model::gram::gram_lower;
 use recsel::model::sansa::{add_diagonal_in_place, fit_sansa, scale_symmetric_in_place};
 use recsel::model::sparse::{permute_lower, Cols, SparseMat};
-use recsel::model::{self, FitReport, Method, Model, ModelParams, Scratch, UmrConfig};
+use recsel::model::{self, FitReport, Method, Model, ModelParams, Precision, Scratch, UmrConfig};
 
 fn random_data(users: usize, items: usize, p: f64, seed: u64) -> Csr {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
@@ -531,7 +531,17 @@ fn fit_from_rows_equals_fit_from_the_gram_matrix() {
                 let umr = UmrConfig::default();
                 let mut r = FitReport::default();
                 Model::Sansa(if rows {
-                    fit_sansa_rows(&x, method, l2, density, umr, &mut r, &|_| {}).unwrap()
+                    fit_sansa_rows(
+                        &x,
+                        method,
+                        l2,
+                        density,
+                        umr,
+                        Precision::F64,
+                        &mut r,
+                        &|_| {},
+                    )
+                    .unwrap()
                 } else {
                     fit_sansa(g.clone(), method, l2, density, umr, &mut r, &|_| {}).unwrap()
                 })
@@ -556,4 +566,141 @@ fn fit_from_rows_equals_fit_from_the_gram_matrix() {
             );
         }
     }
+}
+
+/// Co-occurrence counts by brute force: `naive[i * n + j]` for rows i ≥ j (lower triangle).
+fn naive_gram(x: &Csr, skip_user: Option<usize>) -> Vec<u32> {
+    let n = x.cols();
+    let mut naive = vec![0u32; n * n];
+    for u in (0..x.rows()).filter(|&u| Some(u) != skip_user) {
+        let items = x.outer_view(u).unwrap().indices().to_vec();
+        for &a in &items {
+            for &b in &items {
+                if a >= b {
+                    naive[a as usize * n + b as usize] += 1;
+                }
+            }
+        }
+    }
+    naive
+}
+
+/// The Gram matrix counted from the item → user transpose with each user's tail of items
+/// (docs/sansa.md, "Memory") holds the brute-force co-occurrence counts: sparse (values and
+/// pattern), dense in f64 and in f32, and its entry bound bounds. Power: the brute-force counts
+/// without one user differ from it, so a pass that lost a user's rows would fail.
+#[test]
+fn gram_matrix_equals_brute_force_counts() {
+    use recsel::model::gram::{gram_dense, gram_pattern, ItemUsers};
+    for x in [
+        random_data(400, 60, 0.3, 7),
+        random_data(3000, 300, 0.004, 8),
+    ] {
+        let n = x.cols();
+        let naive = naive_gram(&x, None);
+        let g = gram_lower(&x);
+        let mut expected_nnz = 0;
+        for j in 0..n {
+            let (r, v) = g.col(j);
+            assert_eq!(r[0] as usize, j, "diagonal first");
+            for (&i, &c) in r.iter().zip(v) {
+                assert_eq!(c, naive[i as usize * n + j] as f64, "({i}, {j})");
+            }
+            expected_nnz += 1 + (j + 1..n).filter(|&i| naive[i * n + j] != 0).count();
+        }
+        assert_eq!(g.nnz(), expected_nnz);
+        let (ptr, rows) = gram_pattern(&x);
+        assert_eq!(
+            (&ptr[..], &rows[..]),
+            (g.indptr().raw_storage(), g.indices())
+        );
+        let users = ItemUsers::new(&x);
+        assert!(users.nnz_bound() >= g.nnz());
+        let mut m64 = faer::Mat::<f64>::zeros(n, n);
+        let mut m32 = faer::Mat::<f32>::zeros(n, n);
+        gram_dense(&x, &users, m64.as_mut());
+        gram_dense(&x, &users, m32.as_mut());
+        for j in 0..n {
+            for i in 0..n {
+                let want = if i >= j { naive[i * n + j] as f64 } else { 0.0 };
+                assert_eq!(
+                    (m64[(i, j)], m32[(i, j)] as f64),
+                    (want, want),
+                    "({i}, {j})"
+                );
+            }
+        }
+        // Power: one user fewer changes the counts.
+        assert_ne!(naive_gram(&x, Some(0)), naive);
+    }
+}
+
+/// `--precision f32` (docs/sansa.md, "Precision"): the dense Cholesky factor computed in f32
+/// agrees with the f64 one to single precision (relative to its column's diagonal), and the
+/// fitted scores agree to 1e-3 of the largest score. Power: the f32 factor does differ from the
+/// f64 one (by more than f64 rounding), and the fit at another λ differs by far more than the
+/// tolerance.
+#[test]
+fn dense_factorisation_in_f32_agrees_with_f64() {
+    use recsel::model::factor::dense_cholesky_in_place;
+    use recsel::model::gram::{gram_dense, ItemUsers};
+    use recsel::model::sansa::fit_sansa_rows;
+    let x = random_data(2000, 150, 0.15, 11);
+    let n = x.cols();
+    let l2 = 30.0;
+    let users = ItemUsers::new(&x);
+    let mut m64 = faer::Mat::<f64>::zeros(n, n);
+    let mut m32 = faer::Mat::<f32>::zeros(n, n);
+    gram_dense(&x, &users, m64.as_mut());
+    gram_dense(&x, &users, m32.as_mut());
+    for j in 0..n {
+        m64[(j, j)] += l2;
+        m32[(j, j)] += l2 as f32;
+    }
+    let (l64, _) = dense_cholesky_in_place(m64, None).unwrap();
+    let (l32, _) = dense_cholesky_in_place(m32, None).unwrap();
+    let mut worst = 0.0f64;
+    for j in 0..n {
+        let ((r64, v64), (r32, v32)) = (l64.col(j), l32.col(j));
+        assert_eq!(r64, r32);
+        for (a, b) in v64.iter().zip(v32) {
+            worst = worst.max((a - b).abs() / v64[0]);
+        }
+    }
+    assert!(worst < 1e-5, "f32 factor differs by {worst:e}");
+    assert!(
+        worst > 1e-9,
+        "power: the f32 factor equals the f64 one ({worst:e})"
+    );
+
+    let fit = |l2: f64, precision| {
+        let umr = UmrConfig::default();
+        let mut r = FitReport::default();
+        Model::Sansa(
+            fit_sansa_rows(&x, Method::Exact, l2, 1.0, umr, precision, &mut r, &|_| {}).unwrap(),
+        )
+    };
+    let (a, b, c) = (
+        fit(l2, Precision::F64),
+        fit(l2, Precision::F32),
+        fit(l2 * 4.0, Precision::F64),
+    );
+    let (mut worst, mut other, mut largest) = (0.0f64, 0.0f64, 0.0f64);
+    for u in 0..200 {
+        let items = x.outer_view(u).unwrap().indices().to_vec();
+        let (sa, sb, sc) = (scores(&a, &items), scores(&b, &items), scores(&c, &items));
+        for k in 0..n {
+            largest = largest.max(sa[k].abs());
+            worst = worst.max((sa[k] - sb[k]).abs());
+            other = other.max((sa[k] - sc[k]).abs());
+        }
+    }
+    assert!(
+        worst < 1e-3 * largest,
+        "scores differ by {worst:e} of {largest:e}"
+    );
+    assert!(
+        other > 1e-2 * largest,
+        "power: other λ differs by {other:e}"
+    );
 }

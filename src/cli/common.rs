@@ -253,6 +253,10 @@ pub struct ModelArgs {
     /// data set (0.005 MovieLens 20M and Netflix, 5e-5 Amazon-Book), else 0.01].
     #[arg(long, value_name = "D")]
     pub density: Option<f64>,
+    /// Precision of SANSA's dense factorisation (`exact` on a nearly dense Gram matrix, such as
+    /// MovieLens or Netflix): f32 (half the memory and time) or f64 (docs/sansa.md, "Precision").
+    #[arg(long, value_name = "P", default_value = recsel::model::Precision::DEFAULT.name())]
+    pub precision: String,
 }
 
 impl ModelArgs {
@@ -288,6 +292,7 @@ impl ModelArgs {
             data.name
         );
         let method = recsel::model::Method::parse(&method)?;
-        Ok(recsel::model::ModelParams::new(method, l2, density)?)
+        let precision = recsel::model::Precision::parse(&self.precision)?;
+        Ok(recsel::model::ModelParams::new(method, l2, density)?.with_precision(precision))
     }
 }

@@ -187,6 +187,20 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                     .collect(),
             ),
         );
+        map.insert(
+            "fit_stage_cpu_seconds".into(),
+            serde_json::Value::Object(
+                report
+                    .cpu_stages
+                    .iter()
+                    .map(|(k, v)| (k.clone(), (*v).into()))
+                    .collect(),
+            ),
+        );
+        map.insert(
+            "fit_cpu_seconds".into(),
+            report.cpu_stages.iter().map(|s| s.1).sum::<f64>().into(),
+        );
         map.insert("eval_seconds".into(), eval_s.into());
         map.insert("peak_rss_mb".into(), peak.into());
         map.insert("weights_nnz".into(), model.weights_nnz().into());

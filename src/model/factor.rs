@@ -22,6 +22,7 @@ use faer::{Par, Side};
 use rayon::prelude::*;
 
 use super::sparse::{Accumulator, Cols, SparseMat};
+use super::DenseScalar;
 use crate::{Error, Result};
 
 /// faer's sparse types take column pointers and row indices of one index type: the boundary
@@ -80,7 +81,9 @@ pub fn amd_ordering_pattern(
 
 /// [`amd_ordering_pattern`] of a dense column-major `n × n` matrix whose lower triangle holds the
 /// matrix (its non-zero entries are the pattern; the upper triangle is not read).
-pub fn amd_ordering_dense(m: faer::MatRef<'_, f64>) -> Result<(Vec<usize>, Vec<usize>)> {
+pub fn amd_ordering_dense<T: DenseScalar>(
+    m: faer::MatRef<'_, T>,
+) -> Result<(Vec<usize>, Vec<usize>)> {
     let n = m.nrows();
     amd_ordering_by_columns(n, |j| {
         let col = m
@@ -88,7 +91,9 @@ pub fn amd_ordering_dense(m: faer::MatRef<'_, f64>) -> Result<(Vec<usize>, Vec<u
             .try_as_col_major()
             .expect("contiguous column")
             .as_slice();
-        (j..n).filter(move |&i| col[i] != 0.0).map(|i| i as u32)
+        (j..n)
+            .filter(move |&i| col[i] != T::from_f64(0.0))
+            .map(|i| i as u32)
     })
 }
 
@@ -168,7 +173,7 @@ fn amd_ordering_by_columns<I: Iterator<Item = u32>>(
 /// triangle is overwritten (first with the mirror image of the lower one). No second matrix:
 /// rows are gathered column by column through one scratch column, then columns are moved along
 /// the cycles of the permutation.
-pub fn permute_dense_symmetric(mut m: faer::MatMut<'_, f64>, fwd: &[usize]) {
+pub fn permute_dense_symmetric<T: DenseScalar>(mut m: faer::MatMut<'_, T>, fwd: &[usize]) {
     let n = m.nrows();
     // Mirror the lower triangle into the upper one, in square tiles (cache-friendly transpose).
     const T: usize = 64;
@@ -183,7 +188,7 @@ pub fn permute_dense_symmetric(mut m: faer::MatMut<'_, f64>, fwd: &[usize]) {
         }
     }
     m.rb_mut().par_col_iter_mut().for_each_init(
-        || vec![0.0f64; n],
+        || vec![T::from_f64(0.0); n],
         |tmp, col| {
             let c = col
                 .try_as_col_major_mut()
@@ -197,8 +202,9 @@ pub fn permute_dense_symmetric(mut m: faer::MatMut<'_, f64>, fwd: &[usize]) {
     );
     // Columns along the cycles of `fwd`: column b receives column fwd[b].
     let mut done = vec![false; n];
-    let (mut first, mut moving) = (vec![0.0f64; n], vec![0.0f64; n]);
-    let read = |m: &faer::MatMut<'_, f64>, j: usize, out: &mut [f64]| {
+    let zero = T::from_f64(0.0);
+    let (mut first, mut moving) = (vec![zero; n], vec![zero; n]);
+    let read = |m: &faer::MatMut<'_, T>, j: usize, out: &mut [T]| {
         out.copy_from_slice(
             m.rb()
                 .col(j)
@@ -227,7 +233,7 @@ pub fn permute_dense_symmetric(mut m: faer::MatMut<'_, f64>, fwd: &[usize]) {
     }
 }
 
-fn write_col(m: faer::MatMut<'_, f64>, j: usize, v: &[f64]) {
+fn write_col<T: DenseScalar>(m: faer::MatMut<'_, T>, j: usize, v: &[T]) {
     m.col_mut(j)
         .try_as_col_major_mut()
         .expect("contiguous column")
@@ -443,15 +449,17 @@ pub fn dense_cholesky(a_lower: SparseMat, keep: Option<usize>) -> Result<(Sparse
 }
 
 /// [`dense_cholesky`] of a dense matrix whose lower triangle (with diagonal) holds `A`, for
-/// example formed by [`gram_dense`](super::gram::gram_dense); the matrix is factorised in place.
-pub fn dense_cholesky_in_place(
-    mut m: faer::Mat<f64>,
+/// example formed by [`gram_dense`](super::gram::gram_dense); the matrix is factorised in place,
+/// in its own precision (`f32` or `f64`, docs/sansa.md, "Precision"); the extracted factor is
+/// `f64`.
+pub fn dense_cholesky_in_place<T: DenseScalar>(
+    mut m: faer::Mat<T>,
     keep: Option<usize>,
 ) -> Result<(SparseMat, usize)> {
     use faer::linalg::cholesky::llt::factor::{cholesky_in_place, cholesky_in_place_scratch};
     let n = m.nrows();
     let par = Par::rayon(0);
-    let mut buf = MemBuffer::new(cholesky_in_place_scratch::<f64>(n, par, Default::default()));
+    let mut buf = MemBuffer::new(cholesky_in_place_scratch::<T>(n, par, Default::default()));
     cholesky_in_place(
         m.as_mut(),
         Default::default(),
@@ -468,8 +476,9 @@ pub fn dense_cholesky_in_place(
                 .try_as_col_major()
                 .expect("contiguous column")
                 .as_slice();
-            let ljj = col[j];
+            let ljj = col[j].to_f64();
             for (i, &v) in col.iter().enumerate().skip(j) {
+                let v = v.to_f64();
                 if v != 0.0 || i == j {
                     f(j, i as u32, v, ljj);
                 }

@@ -17,16 +17,94 @@
 use rayon::prelude::*;
 
 use super::sparse::SparseMat;
+use super::DenseScalar;
 use crate::data::Csr;
 
 /// Columns per parallel block: the per-column results of one block are the only transient copy.
 const BLOCK: usize = 512;
 
+/// The item → user transpose of `X`, with every (item j, user u) entry's *tail*: the number of
+/// u's items ≥ j (j included). Column j of the lower triangle of `XᵀX` sums exactly those tails of
+/// the rows of its users, so they are found without a binary search per (user, item) — the random
+/// reads of those searches took most of the Gram pass (docs/sansa.md, "Memory"). 8 bytes per
+/// interaction; `user` within an item is increasing.
+pub struct ItemUsers {
+    ptr: Vec<usize>,
+    user: Vec<u32>,
+    tail: Vec<u32>,
+}
+
+impl ItemUsers {
+    /// One counting-sort pass over the rows of `x` (sorted, distinct items per row).
+    pub fn new(x: &Csr) -> Self {
+        let n = x.cols();
+        let xpv = x.indptr();
+        let (xp, xi) = (xpv.raw_storage(), x.indices());
+        let mut ptr = vec![0usize; n + 1];
+        for &i in xi {
+            ptr[i as usize + 1] += 1;
+        }
+        for j in 0..n {
+            ptr[j + 1] += ptr[j];
+        }
+        let mut next = ptr[..n].to_vec();
+        let nnz = ptr[n];
+        let (mut user, mut tail) = (vec![0u32; nnz], vec![0u32; nnz]);
+        for u in 0..x.rows() {
+            let row = &xi[xp[u]..xp[u + 1]];
+            for (k, &i) in row.iter().enumerate() {
+                let p = &mut next[i as usize];
+                user[*p] = u as u32;
+                tail[*p] = (row.len() - k) as u32;
+                *p += 1;
+            }
+        }
+        ItemUsers { ptr, user, tail }
+    }
+
+    /// The (user, tail) pairs of item j.
+    fn of(&self, j: usize) -> (&[u32], &[u32]) {
+        let r = self.ptr[j]..self.ptr[j + 1];
+        (&self.user[r.clone()], &self.tail[r])
+    }
+
+    /// An upper bound of the stored entries of the lower triangle of `XᵀX` without counting them:
+    /// column j has at most `n − j` rows and at most as many as the increments it takes (the sum
+    /// of its tails).
+    pub fn nnz_bound(&self) -> usize {
+        let n = self.ptr.len() - 1;
+        (0..n)
+            .into_par_iter()
+            .map(|j| {
+                let work: usize = self.of(j).1.iter().map(|&t| t as usize).sum();
+                work.max(1).min(n - j)
+            })
+            .sum()
+    }
+}
+
+/// How many users ahead [`ColumnCounter::column`] prefetches a tail.
+const PREFETCH: usize = 8;
+
+/// Hints the processor to load the first cache lines of `items` (at most four: longer tails are
+/// streamed by the hardware prefetcher once started). A hint only: no effect on results.
+#[inline(always)]
+fn prefetch(items: &[u32]) {
+    #[cfg(target_arch = "x86_64")]
+    for k in (0..items.len().min(64)).step_by(16) {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        // SAFETY: SSE is part of the x86_64 baseline, and a prefetch of a valid address (a
+        // slice element) reads nothing and cannot fault.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(items[k..].as_ptr() as *const i8) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = items;
+}
+
 /// Per-thread scratch: one column of counts and, for sparse columns, the rows touched.
 struct ColumnCounter {
     count: Vec<u32>,
     touched: Vec<u32>,
-    tails: Vec<(usize, usize)>,
 }
 
 impl ColumnCounter {
@@ -34,34 +112,37 @@ impl ColumnCounter {
         ColumnCounter {
             count: vec![0; n],
             touched: Vec::new(),
-            tails: Vec::new(),
         }
     }
 
     /// Counts column j of the lower triangle of `XᵀX` (rows ≥ j) and calls `emit(i, count)` for
     /// every stored entry in increasing row order — the diagonal always (first, possibly 0), the
     /// other rows when their count is non-zero — then resets the scratch.
-    fn column(&mut self, x: &Csr, xt: &Csr, j: usize, mut emit: impl FnMut(u32, u32)) {
+    fn column(&mut self, x: &Csr, t: &ItemUsers, j: usize, mut emit: impl FnMut(u32, u32)) {
         let n = self.count.len();
-        let (xpv, tpv) = (x.indptr(), xt.indptr());
+        let xpv = x.indptr();
         let (xp, xi) = (xpv.raw_storage(), x.indices());
-        let (tp, ti) = (tpv.raw_storage(), xt.indices());
-        // Rows are sorted: only items ≥ j contribute to the lower triangle. One binary search
-        // per user; the tails are remembered as ranges of `xi`.
-        let tails = &mut self.tails;
-        tails.clear();
-        let mut work = 0usize;
-        for &u in &ti[tp[j]..tp[j + 1]] {
-            let (b, e) = (xp[u as usize], xp[u as usize + 1]);
-            let start = b + xi[b..e].partition_point(|&i| (i as usize) < j);
-            work += e - start;
-            tails.push((start, e));
-        }
-        let count = &mut self.count;
+        // Rows are sorted: only the last `tail` items of each user (those ≥ j) contribute to the
+        // lower triangle.
+        let (users, tails) = t.of(j);
+        let work: usize = tails.iter().map(|&t| t as usize).sum();
+        let tail = |k: usize| {
+            let e = xp[users[k] as usize + 1];
+            &xi[e - tails[k] as usize..e]
+        };
+        // The tails start at scattered places of the rows (one cache miss each, which dominated
+        // the pass): ask for the tail PREFETCH users ahead while counting this one.
+        let items = |k: usize| {
+            if k + PREFETCH < users.len() {
+                prefetch(tail(k + PREFETCH));
+            }
+            tail(k)
+        };
+        let count: &mut [u32] = &mut self.count;
         if work.saturating_mul(8) >= n - j {
             // Dense enough: plain increments, then one scan of rows j..n.
-            for &(b, e) in tails.iter() {
-                for &i in &xi[b..e] {
+            for row in (0..users.len()).map(items) {
+                for &i in row {
                     count[i as usize] += 1;
                 }
             }
@@ -74,8 +155,8 @@ impl ColumnCounter {
         } else {
             // Sparse column: remember the rows touched, sort them.
             let touched = &mut self.touched;
-            for &(b, e) in tails.iter() {
-                for &i in &xi[b..e] {
+            for row in (0..users.len()).map(items) {
+                for &i in row {
                     if count[i as usize] == 0 {
                         touched.push(i);
                     }
@@ -98,11 +179,11 @@ impl ColumnCounter {
 /// column order (only one block of results is alive at a time).
 fn by_blocks<T: Send>(
     x: &Csr,
-    per_column: impl Fn(&mut ColumnCounter, &Csr, usize) -> T + Sync,
+    per_column: impl Fn(&mut ColumnCounter, &ItemUsers, usize) -> T + Sync,
     mut sink: impl FnMut(T),
 ) {
     let n = x.cols();
-    let xt = x.transpose_view().to_csr(); // item × user
+    let xt = ItemUsers::new(x);
     for lo in (0..n).step_by(BLOCK) {
         let hi = (lo + BLOCK).min(n);
         let block: Vec<T> = (lo..hi)
@@ -165,42 +246,35 @@ pub fn gram_pattern(x: &Csr) -> (Vec<usize>, Vec<u32>) {
 
 /// Lower triangle (with diagonal) of `XᵀX` written straight into a dense column-major `n × n`
 /// matrix (the strict upper triangle stays zero), for a Gram matrix that fills in completely.
-pub fn gram_dense(x: &Csr, m: faer::MatMut<'_, f64>) {
+/// `t` is `ItemUsers::new(x)`. The counts are integers, exact in `f32` below 2²⁴ (every count is
+/// at most the number of users, checked).
+pub fn gram_dense<T: DenseScalar>(x: &Csr, t: &ItemUsers, m: faer::MatMut<'_, T>) {
     let n = x.cols();
     assert!(
         m.nrows() == n && m.ncols() == n,
         "dense Gram matrix of the wrong size"
     );
-    let xt = x.transpose_view().to_csr();
+    assert!(
+        (x.rows() as f64) < T::EXACT_INTEGERS,
+        "{} users: co-occurrence counts are not exact in the dense matrix's precision",
+        x.rows()
+    );
     m.par_col_iter_mut().enumerate().for_each_init(
         || ColumnCounter::new(n),
-        |c, (j, mut col)| {
-            c.column(x, &xt, j, |i, k| col[i as usize] = k as f64);
+        |c, (j, col)| {
+            let col = col
+                .try_as_col_major_mut()
+                .expect("contiguous column")
+                .as_slice_mut();
+            c.column(x, t, j, |i, k| col[i as usize] = T::from_f64(k as f64));
         },
     );
 }
 
-/// An upper bound of the stored entries of [`gram_lower`] without counting them: column j has at
-/// most `n − j` rows and at most as many as the increments it takes (binary searches only).
+/// An upper bound of the stored entries of [`gram_lower`] without counting them
+/// ([`ItemUsers::nnz_bound`]).
 pub fn gram_nnz_bound(x: &Csr) -> usize {
-    let n = x.cols();
-    let xt = x.transpose_view().to_csr();
-    let (xpv, tpv) = (x.indptr(), xt.indptr());
-    let (xp, xi) = (xpv.raw_storage(), x.indices());
-    let (tp, ti) = (tpv.raw_storage(), xt.indices());
-    (0..n)
-        .into_par_iter()
-        .map(|j| {
-            let work: usize = ti[tp[j]..tp[j + 1]]
-                .iter()
-                .map(|&u| {
-                    let items = &xi[xp[u as usize]..xp[u as usize + 1]];
-                    items.len() - items.partition_point(|&i| (i as usize) < j)
-                })
-                .sum();
-            work.max(1).min(n - j)
-        })
-        .sum()
+    ItemUsers::new(x).nnz_bound()
 }
 
 /// `X` with item j renamed `inv[j]` (rows sorted again): the Gram matrix of the result is the

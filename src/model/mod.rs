@@ -59,6 +59,90 @@ impl Method {
     }
 }
 
+/// Floating-point precision of SANSA's dense factorisation (`--precision`), used when the Gram
+/// matrix is nearly dense and `exact` factorises it as one dense matrix (docs/sansa.md,
+/// "Precision"). The Gram matrix of binary data holds integer counts, exact in either; `f32`
+/// halves the matrix's memory and the factorisation's time, and rounds the factor to about seven
+/// digits before it is pruned. Everything after the factorisation (the pruned factor, UMR, the
+/// weights) is `f64` either way. The paper does not say; both are offered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Precision {
+    /// Single precision.
+    F32,
+    /// Double precision.
+    F64,
+}
+
+impl Precision {
+    /// The default of `--precision` (docs/sansa.md, "Precision").
+    pub const DEFAULT: Precision = Precision::F32;
+
+    /// Parses `f32` or `f64`.
+    pub fn parse(name: &str) -> Result<Self> {
+        match name {
+            "f32" => Ok(Precision::F32),
+            "f64" => Ok(Precision::F64),
+            _ => Err(Error::UnknownName {
+                kind: "precision",
+                name: name.into(),
+                valid: "f32, f64".into(),
+            }),
+        }
+    }
+
+    /// The command-line name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Precision::F32 => "f32",
+            Precision::F64 => "f64",
+        }
+    }
+
+    /// The precision of models saved before the option existed (always `f64`).
+    fn before_the_option() -> Self {
+        Precision::F64
+    }
+
+    /// Bytes per entry of the dense matrix.
+    pub fn bytes(self) -> usize {
+        match self {
+            Precision::F32 => 4,
+            Precision::F64 => 8,
+        }
+    }
+}
+
+/// A scalar of the dense factorisation: `f32` or `f64` ([`Precision`]).
+pub trait DenseScalar: faer::traits::RealField + Copy + Send + Sync {
+    /// Integers up to this are exact (2²⁴ or 2⁵³).
+    const EXACT_INTEGERS: f64;
+    /// Rounds an `f64`.
+    fn from_f64(v: f64) -> Self;
+    /// Widens to `f64`.
+    fn to_f64(self) -> f64;
+}
+
+impl DenseScalar for f32 {
+    const EXACT_INTEGERS: f64 = 16_777_216.0;
+    fn from_f64(v: f64) -> Self {
+        v as f32
+    }
+    fn to_f64(self) -> f64 {
+        self as f64
+    }
+}
+
+impl DenseScalar for f64 {
+    const EXACT_INTEGERS: f64 = 9_007_199_254_740_992.0;
+    fn from_f64(v: f64) -> Self {
+        v
+    }
+    fn to_f64(self) -> f64 {
+        self
+    }
+}
+
 /// Validated model hyperparameters (checked once, at construction).
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ModelParams {
@@ -72,6 +156,9 @@ pub struct ModelParams {
     pub umr_scans: usize,
     /// UMR finetune steps.
     pub umr_finetune_steps: usize,
+    /// Precision of the dense factorisation (SANSA `exact` on a nearly dense Gram matrix).
+    #[serde(default = "Precision::before_the_option")]
+    pub precision: Precision,
 }
 
 impl ModelParams {
@@ -99,7 +186,13 @@ impl ModelParams {
             density,
             umr_scans: umr.scans,
             umr_finetune_steps: umr.finetune_steps,
+            precision: Precision::DEFAULT,
         })
+    }
+
+    /// The same parameters with another precision of the dense factorisation.
+    pub fn with_precision(self, precision: Precision) -> Self {
+        ModelParams { precision, ..self }
     }
 }
 
@@ -108,6 +201,12 @@ impl ModelParams {
 pub struct FitReport {
     /// (stage, seconds) in order.
     pub stages: Vec<(String, f64)>,
+    /// (stage, CPU seconds of the whole process: user + system, every thread) in order, when the
+    /// kernel reports them (Linux) and [`FitReport::start_cpu_clock`] was called. On a shared
+    /// machine they move less than the wall seconds.
+    pub cpu_stages: Vec<(String, f64)>,
+    #[serde(skip)]
+    cpu_mark: Option<f64>,
     /// Entries of the Cholesky factor before pruning (SANSA).
     pub factor_nnz: usize,
     /// Mean squared residual column norm of UMR (SANSA).
@@ -115,15 +214,36 @@ pub struct FitReport {
 }
 
 impl FitReport {
-    /// Records a finished stage that started at `start`.
+    /// Starts counting CPU seconds: the next stage's are those since this call.
+    pub fn start_cpu_clock(&mut self) {
+        self.cpu_mark = process_cpu_seconds();
+    }
+
+    /// Records a finished stage that started at `start` (and its CPU seconds since the previous
+    /// stage, once the CPU clock was started).
     pub fn stage(&mut self, name: &str, start: Instant) {
         self.stages
             .push((name.to_string(), start.elapsed().as_secs_f64()));
+        if let (Some(before), Some(now)) = (self.cpu_mark, process_cpu_seconds()) {
+            self.cpu_stages.push((name.to_string(), now - before));
+            self.cpu_mark = Some(now);
+        }
     }
     /// Total seconds.
     pub fn total_seconds(&self) -> f64 {
         self.stages.iter().map(|s| s.1).sum()
     }
+}
+
+/// CPU seconds (user + system, all threads) this process has used, from `/proc/self/stat`
+/// (fields 14 and 15, in the kernel's fixed 100 ticks per second); `None` off Linux.
+pub fn process_cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // The command name (field 2) may hold spaces; the fields after it follow its ')'.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let (utime, stime): (f64, f64) = (f.get(11)?.parse().ok()?, f.get(12)?.parse().ok()?);
+    Some((utime + stime) / 100.0)
 }
 
 /// A fitted model.
@@ -200,6 +320,7 @@ pub fn fit(
     progress: &dyn Fn(&str),
 ) -> Result<(Model, FitReport)> {
     let mut report = FitReport::default();
+    report.start_cpu_clock();
     if params.method == Method::Popular {
         let t = Instant::now();
         let mut counts = vec![0.0f64; train.cols()];
@@ -236,6 +357,7 @@ pub fn fit(
                 params.l2,
                 params.density,
                 umr,
+                params.precision,
                 &mut report,
                 progress,
             )?)

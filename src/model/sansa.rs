@@ -11,10 +11,10 @@ use super::factor::{
     dense_cholesky_in_place, exact_cholesky, incomplete_cholesky, permute_dense_symmetric,
     to_unit_ldl,
 };
-use super::gram::{gram_dense, gram_lower, gram_nnz_bound, gram_pattern, relabel_items};
+use super::gram::{gram_dense, gram_lower, gram_pattern, relabel_items, ItemUsers};
 use super::sparse::{permute_lower, prune_global, symmetric_col_sq_norms, SparseMat};
 use super::umr::{umr_inverse, UmrConfig};
-use super::{FitReport, Method};
+use super::{DenseScalar, FitReport, Method, Precision};
 use crate::data::Csr;
 use crate::Result;
 
@@ -97,7 +97,7 @@ pub fn fit_sansa(
     let t = Instant::now();
     // A Gram matrix with more than a quarter of its entries stored fills in completely anyway:
     // factorise it as one dense matrix when that fits in half the available memory.
-    let dense = goes_dense(n, a_perm.nnz());
+    let dense = goes_dense(n, a_perm.nnz(), 8);
     let (mut l, full_nnz) = match method {
         Method::Icf => {
             progress("incomplete Cholesky (ICF)");
@@ -129,9 +129,9 @@ pub fn fit_sansa(
 
 /// Whether the factorisation of an `n × n` Gram matrix with `nnz` stored lower-triangle entries
 /// goes dense: more than a quarter of its entries stored (it fills in completely anyway) and the
-/// dense matrix fits in half the available memory.
-fn goes_dense(n: usize, nnz: usize) -> bool {
-    let dense_bytes = 8.0 * n as f64 * n as f64;
+/// dense matrix (`bytes` per entry) fits in half the available memory.
+fn goes_dense(n: usize, nnz: usize, bytes: usize) -> bool {
+    let dense_bytes = bytes as f64 * n as f64 * n as f64;
     nnz as f64 > 0.125 * n as f64 * n as f64
         && super::ease::available_memory_bytes().is_some_and(|m| dense_bytes < 0.5 * m as f64)
 }
@@ -141,13 +141,16 @@ fn goes_dense(n: usize, nnz: usize) -> bool {
 /// the permuted order — into the dense matrix that is factorised in place when it is nearly
 /// dense, otherwise as the sparse matrix the factorisation reads. No permuted copy, no second
 /// copy of the values. Same model as [`fit_sansa`] on `gram_lower(x)` (up to rounding in the
-/// last bits). `progress` is told each stage's name.
+/// last bits) with `precision` [`Precision::F64`]; `precision` only matters on the dense path.
+/// `progress` is told each stage's name.
+#[allow(clippy::too_many_arguments)]
 pub fn fit_sansa_rows(
     x: &Csr,
     method: Method,
     l2: f64,
     density: f64,
     umr: UmrConfig,
+    precision: Precision,
     report: &mut FitReport,
     progress: &dyn Fn(&str),
 ) -> Result<Sansa> {
@@ -158,29 +161,22 @@ pub fn fit_sansa_rows(
     // Dense path (exact on a nearly dense Gram matrix): one Gram pass straight into the dense
     // matrix, the ordering read from it, the matrix permuted in place. The decision uses an upper
     // bound of the stored entries (it only decides where the same factor is computed).
-    if method != Method::Icf && goes_dense(n, gram_nnz_bound(x)) {
-        progress("Gram matrix XᵀX (dense)");
-        let mut m = faer::Mat::<f64>::zeros(n, n);
-        gram_dense(x, m.as_mut());
-        report.stage("gram", t);
-        progress("ordering (AMD)");
-        let t = Instant::now();
-        let (fwd, inv) = amd_ordering_dense(m.as_ref())?;
-        permute_dense_symmetric(m.as_mut(), &fwd);
-        for j in 0..n {
-            m[(j, j)] += l2;
+    if method != Method::Icf {
+        let users = ItemUsers::new(x);
+        if goes_dense(n, users.nnz_bound(), precision.bytes()) {
+            let keep = max_nnz.saturating_sub(n);
+            let (l, full_nnz, fwd, inv) = match precision {
+                Precision::F32 => fit_dense::<f32>(x, users, l2, keep, t, report, progress)?,
+                Precision::F64 => fit_dense::<f64>(x, users, l2, keep, t, report, progress)?,
+            };
+            let t = Instant::now();
+            let mut l = l;
+            let d = to_unit_ldl(&mut l);
+            report.factor_nnz = full_nnz;
+            prune_global(&mut l, keep);
+            report.stage("prune", t);
+            return finish(l, d, fwd, inv, max_nnz, umr, report, progress);
         }
-        report.stage("ordering", t);
-        progress("dense Cholesky (nearly dense Gram matrix), pruned to the target density");
-        let t = Instant::now();
-        let (mut l, full_nnz) = dense_cholesky_in_place(m, Some(max_nnz.saturating_sub(n)))?;
-        report.stage("factorization", t);
-        let t = Instant::now();
-        let d = to_unit_ldl(&mut l);
-        report.factor_nnz = full_nnz;
-        prune_global(&mut l, max_nnz.saturating_sub(n));
-        report.stage("prune", t);
-        return finish(l, d, fwd, inv, max_nnz, umr, report, progress);
     }
 
     // Sparse path: the pattern, its ordering, then the Gram matrix of the relabelled rows.
@@ -223,6 +219,41 @@ pub fn fit_sansa_rows(
     }
     report.stage("prune", t);
     finish(l, d, fwd, inv, max_nnz, umr, report, progress)
+}
+
+/// The dense path of [`fit_sansa_rows`] in precision `T`: Gram matrix, ordering and in-place
+/// permutation, Cholesky, pruned extraction. Returns the pruned factor (`f64`), the full factor's
+/// entries and the ordering. `t` is when the Gram stage started.
+#[allow(clippy::type_complexity)]
+fn fit_dense<T: DenseScalar>(
+    x: &Csr,
+    users: ItemUsers,
+    l2: f64,
+    keep: usize,
+    t: Instant,
+    report: &mut FitReport,
+    progress: &dyn Fn(&str),
+) -> Result<(SparseMat, usize, Vec<usize>, Vec<usize>)> {
+    let n = x.cols();
+    progress("Gram matrix XᵀX (dense)");
+    let mut m = faer::Mat::<T>::zeros(n, n);
+    gram_dense(x, &users, m.as_mut());
+    drop(users);
+    report.stage("gram", t);
+    progress("ordering (AMD)");
+    let t = Instant::now();
+    let (fwd, inv) = amd_ordering_dense(m.as_ref())?;
+    permute_dense_symmetric(m.as_mut(), &fwd);
+    let shift = T::from_f64(l2);
+    for j in 0..n {
+        m[(j, j)] += shift;
+    }
+    report.stage("ordering", t);
+    progress("dense Cholesky (nearly dense Gram matrix), pruned to the target density");
+    let t = Instant::now();
+    let (l, full_nnz) = dense_cholesky_in_place(m, Some(keep))?;
+    report.stage("factorization", t);
+    Ok((l, full_nnz, fwd, inv))
 }
 
 /// Fails with the memory it needs when the sparse Gram matrix (12 bytes per stored entry) and
