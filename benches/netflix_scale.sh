@@ -6,7 +6,8 @@
 # ml20m λ = 600, γ = 0.008; density 0.005). Every stage prints: wall time, CPU time (user + sys:
 # less sensitive to a shared machine than wall), peak resident memory (VmHWM, from
 # /usr/bin/time -v), Recall@20 of the model (SANSA convention hits/min(20,|T|), and LightGCN's
-# hits/|T|), the per-stage seconds recsel reports, and the 1-minute load average before and after (`uptime`).
+# hits/|T|), the per-stage seconds recsel reports, and the 1-minute load average before and after
+# (`uptime`).
 # Goals: fit < 60 s and < 4 GiB each; the grid <= 4 min and <= 1.5 GiB, on a quiet 2-core machine.
 #
 # Usage: CARGO_TARGET_DIR=... benches/netflix_scale.sh [--before BIN] [--shapes "netflix ml20m"]

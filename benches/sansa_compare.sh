@@ -18,7 +18,7 @@
 #   the fig-13 pipelines' λ and density (ml20m 600, netflix 1200; 0.005). On LightGCN files both
 #   fit every train.txt row (the training users and the test users' inputs) and score the test
 #   users from their train.txt rows, so Recall@20 (hits/|T|) compares like with like.
-#   --synthetic-only runs only those rows.
+#   --synthetic-only runs only those rows. SHAPES="netflix ml20m" (the default) chooses the shapes.
 #   --exact-large adds `exact` on amazon-book-kgat and gowalla (the reference's CHOLMOD did not finish
 #   in 220 s / 700 s there, README, "SANSA versus the Python reference"; stopped after REF_TIMEOUT seconds).
 #   Every row also gives the CPU time (user + sys) of each whole command (loading, fit, evaluation)
@@ -113,15 +113,25 @@ run_both() { # dir method l2 density
 REAL_ROWS=""
 [ "$REAL" = 1 ] && REAL_ROWS=$'ml-1m-implicit exact 200 0.05\nml-1m-implicit icf 20 0.05\nml-1m-implicit ease 200 1\ngowalla icf 20 0.0005\namazon-book-kgat icf 20 0.0005'
 [ "$REAL" = 1 ] || EXACT_LARGE=""
-# The fig-13 pipelines' SANSA settings (pipelines/fig13_ml20m.toml, fig13_netflix.toml), icf with the
-# same λ and density as exact.
+# The fig-13 pipelines' SANSA settings (pipelines/fig13_netflix.toml, fig13_ml20m.toml), icf with the
+# same λ and density as exact; SHAPES="small" (λ = 200) checks the script in a minute.
 SYNTHETIC_ROWS=""
-[ "$SYNTHETIC" = 1 ] && SYNTHETIC_ROWS=$'synthetic-ml20m exact 600 0.005\nsynthetic-ml20m icf 600 0.005\nsynthetic-netflix exact 1200 0.005\nsynthetic-netflix icf 1200 0.005'
+if [ "$SYNTHETIC" = 1 ]; then
+  for shape in ${SHAPES:-netflix ml20m}; do
+    case "$shape" in
+      netflix) l2=1200 ;;
+      ml20m) l2=600 ;;
+      small) l2=200 ;;
+      *) echo "unknown shape $shape (netflix, ml20m, small)" >&2; exit 2 ;;
+    esac
+    SYNTHETIC_ROWS+="synthetic-$shape exact $l2 0.005"$'\n'"synthetic-$shape icf $l2 0.005"$'\n'
+  done
+fi
 [ -x /usr/bin/time ] || { echo "needs GNU time at /usr/bin/time (apt-get install time)" >&2; exit 2; }
 echo "machine: $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB; $(uptime)"
-printf '%-18s %-7s %6s %8s | %9s %9s %7s | %9s %9s %7s | %7s %7s %7s | %8s %8s %7s | %5s\n' \
+printf '%-18s %-7s %6s %8s | %9s %9s %7s | %9s %9s %7s | %7s %7s %7s | %10s %8s %7s | %5s\n' \
   dataset method l2 density "recsel s" "ref s" "ratio" "recsel MB" "ref MB" "ratio" "R@20" "ref" "rel" \
-  "rs cpu s" "ref cpu" "ratio" "load"
+  "recsel cpu" "ref cpu" "ratio" "load"
 [ -n "$BEFORE" ] && BEFORE_ROWS=$OUT/before-rows.txt && : > "$BEFORE_ROWS"
 while read -r ds method l2 dens; do
   [ -z "$ds" ] && continue
@@ -152,7 +162,7 @@ r = lambda x, y: f"{x / y:7.3f}" if y else "    n/a"
 cref = f"{cb:8.1f}" if fb is not None else f">{cb:7.0f}"
 print(f"{ds:<18} {m:<7} {l2:>6} {d:>8} | {fa:9.2f} {fb if fb is not None else 'n/a':>9} {r(fa, fb)} | "
       f"{ma:9.0f} {mb if mb is not None else 'n/a':>9} {r(ma, mb)} | {ra:7.4f} {rb if rb is not None else 'n/a':>7} "
-      f"{(f'{(ra - rb) / rb:+7.2%}' if rb else '    n/a')} | {ca:8.1f} {cref} {r(ca, cb if fb is not None else None)} | {load:>5}")
+      f"{(f'{(ra - rb) / rb:+7.2%}' if rb else '    n/a')} | {ca:10.1f} {cref} {r(ca, cb if fb is not None else None)} | {load:>5}")
 if before_rows:
     fo, mo, ro = summary(runs(before))
     with open(before_rows, 'a') as f:
