@@ -45,7 +45,9 @@ done
 
 if ! "$VENV/bin/python" -c "import sansa" 2>/dev/null; then
   echo "installing the Python reference into $VENV (README, section 'SANSA versus the Python reference') ..." >&2
-  apt-get install -y -qq libsuitesparse-dev >&2
+  # CHOLMOD calls the system BLAS/LAPACK (libblas.so.3): OpenBLAS, not the netlib reference BLAS, which
+  # alone made the reference's dense-ish supernodal factorisations several times slower here.
+  apt-get install -y -qq libsuitesparse-dev libopenblas0-pthread >&2
   python3 -m venv "$VENV"
   "$VENV/bin/pip" install -q "numpy<2" "scipy<1.14" "cython<3" setuptools wheel >&2
   "$VENV/bin/pip" install -q --no-build-isolation scikit-sparse==0.4.12 >&2
@@ -73,10 +75,10 @@ PY
 # command adds a line before it). The time of `timeout` includes the reference it waited for.
 cpu_seconds() { tail -1 "$1" | awk '{print $1 + $2}'; }
 
-run_reference() { # dir method l2 density [ease]
+run_reference() { # dir method l2 density [ease]; its log (SANSA's progress) goes to $OUT/ref.log
   local out
   out=$(/usr/bin/time -f '%U %S' -o "$OUT/ref.time" timeout "${REF_TIMEOUT:-900}" \
-    "$VENV/bin/python" "$OUT/reference.py" "$ANCHOR" "$@" 2>/dev/null) || out='{}'
+    "$VENV/bin/python" "$OUT/reference.py" "$ANCHOR" "$@" 2>"$OUT/ref.log") || out='{}'
   [ -n "$out" ] || out='{}'
   python3 -c 'import json, sys; a = json.loads(sys.argv[1]); a["cpu_s"] = float(sys.argv[2]); print(json.dumps(a))' \
     "$out" "$(cpu_seconds "$OUT/ref.time")"
@@ -129,6 +131,7 @@ if [ "$SYNTHETIC" = 1 ]; then
 fi
 [ -x /usr/bin/time ] || { echo "needs GNU time at /usr/bin/time (apt-get install time)" >&2; exit 2; }
 echo "machine: $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB; $(uptime)"
+echo "BLAS of the reference's CHOLMOD: $(readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3 2>/dev/null || echo unknown)"
 printf '%-18s %-7s %6s %8s | %9s %9s %7s | %9s %9s %7s | %7s %7s %7s | %10s %8s %7s | %5s\n' \
   dataset method l2 density "recsel s" "ref s" "ratio" "recsel MB" "ref MB" "ratio" "R@20" "ref" "rel" \
   "recsel cpu" "ref cpu" "ratio" "load"
@@ -146,6 +149,7 @@ while read -r ds method l2 dens; do
   fi
   run_both "$dir" "$method" "$l2" "$dens"
   cp "$OUT/now.jsonl" "$OUT/recsel-$ds-$method.jsonl"; echo "$ref" > "$OUT/ref-$ds-$method.json"
+  cp "$OUT/ref.log" "$OUT/ref-$ds-$method.log"
   python3 - "$ds" "$method" "$l2" "$dens" "$OUT/now.jsonl" "$ref" "$OUT/before.jsonl" "${BEFORE_ROWS:-}" "$load" <<'PY'
 import json, statistics, sys
 ds, m, l2, d, now, b, before, before_rows, load = sys.argv[1:]
