@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Scale benchmark (issue 12): on the netflix- and ml20m-shaped synthetic data (docs/sansa.md,
 # "Memory"; README, "Scale"), `recsel fit` with `exact` and `icf` and then the full fig-13 select
-# grid (every mechanism of `--mech all` × the 11 ε × 50 trials, top 500, γ = 0.0008, every test
-# user) on the exact model. Every stage prints: wall time, CPU time (user + sys: less sensitive to
-# a shared machine than wall), peak resident memory (VmHWM, from /usr/bin/time -v), Recall@20 of
-# the model (SANSA convention hits/min(20,|T|), and LightGCN's hits/|T|), the per-stage seconds
-# recsel reports, and the 1-minute load average before and after (`uptime`).
+# grid (every mechanism of `--mech all` × the 11 ε × 50 trials, top 500, every test user) on the
+# exact model, with the fig-13 pipeline's λ and γ of each shape (netflix λ = 1200, γ = 0.0008;
+# ml20m λ = 600, γ = 0.008; density 0.005). Every stage prints: wall time, CPU time (user + sys:
+# less sensitive to a shared machine than wall), peak resident memory (VmHWM, from
+# /usr/bin/time -v), Recall@20 of the model (SANSA convention hits/min(20,|T|), and LightGCN's
+# hits/|T|), the per-stage seconds recsel reports, and the 1-minute load average before and after
+# (`uptime`).
 # Goals: fit < 60 s and < 4 GiB each; the grid <= 4 min and <= 1.5 GiB, on a quiet 2-core machine.
 #
 # Usage: CARGO_TARGET_DIR=... benches/netflix_scale.sh [--before BIN] [--shapes "netflix ml20m"]
@@ -73,10 +75,10 @@ PY
 
 printf '%-28s\t%8s\t%8s\t%8s\t%-6s\t%-6s\t%s\t%s\n' stage "wall s" "cpu s" "peak MB" "R@20" "R@20lg" load "recsel's own stage seconds"
 for shape in $SHAPES; do
-  # The fig-13 pipelines' SANSA settings (docs/sansa.md, "Hyperparameters").
+  # The fig-13 pipelines' SANSA settings and γ (pipelines/fig13_netflix.toml, fig13_ml20m.toml).
   case "$shape" in
-    netflix) l2=1200 ;;
-    ml20m) l2=600 ;;
+    netflix) l2=1200; gamma=0.0008 ;;
+    ml20m) l2=600; gamma=0.008 ;;
     *) echo "unknown shape $shape (netflix, ml20m)" >&2; exit 2 ;;
   esac
   data=(--dataset synthetic --shape "$shape" --l2 "$l2" --density 0.005)
@@ -99,7 +101,7 @@ for shape in $SHAPES; do
       # The saved exact model is reused (its fingerprint matches the same data and settings).
       MODEL_JSON="$OUT/$shape-fit-exact-$name.json" measure "$shape-select-grid-$name" "$bin" select \
         "${data[@]}" --method exact --model-dir "$OUT/$shape-$name-model" --mech all --trials 50 \
-        --top 500 --gamma 0.0008 --seed 1 --force --out "$OUT/$shape-$name-select" --json
+        --top 500 --gamma "$gamma" --seed 1 --force --out "$OUT/$shape-$name-select" --json
     done
   fi
 done

@@ -374,3 +374,39 @@ fn pipelines_check_including_select_tables() {
     let o = recsel(&["run", bad.to_str().unwrap(), "--check"]);
     assert!(stderr(&o).contains("unknown field"), "{}", stderr(&o));
 }
+
+/// `recsel export` writes the split `fit` would use as LightGCN files, which `fit --format
+/// lightgcn` reads back with the same test users.
+#[test]
+fn export_writes_lightgcn_files_fit_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("small");
+    let o = recsel(&[
+        "export",
+        "--dataset",
+        "synthetic",
+        "--shape",
+        "small",
+        "--out",
+        out.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let e: serde_json::Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+    assert!(out.join("train.txt").is_file() && out.join("test.txt").is_file());
+    let o = recsel(&[
+        "fit",
+        "--format",
+        "lightgcn",
+        "--path",
+        out.to_str().unwrap(),
+        "--method",
+        "popular",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let f: serde_json::Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+    assert_eq!(f["users"], e["test_users"]);
+    assert_eq!(f["train_users"], e["users"]);
+    assert_eq!(f["train_interactions"], e["train_interactions"]);
+}

@@ -11,6 +11,7 @@ mod audit;
 mod bandit;
 mod bounds;
 mod common;
+mod export;
 mod mechanisms;
 mod recommend;
 mod run;
@@ -46,6 +47,8 @@ enum Command {
     Bounds(bounds::Args),
     /// Fit SANSA, EASE or the most-popular baseline and report Recall/nDCG.
     Fit(fit::Args),
+    /// Write a data set's train/test split as LightGCN text (train.txt, test.txt).
+    Export(export::Args),
     /// Private selection for every test user: MSE per mechanism and ε, per-user correlations.
     Select(Box<select::Args>),
     /// One private recommendation per user from a model directory with a release artifact.
@@ -76,6 +79,7 @@ pub fn main() -> anyhow::Result<ExitCode> {
         Command::Audit(a) => audit::run(a),
         Command::Bounds(a) => bounds::run(a),
         Command::Fit(args) => fit::run(args),
+        Command::Export(a) => export::run(a),
         Command::Select(a) => select::run(*a),
         Command::Recommend(a) => recommend::run(*a),
         Command::Synth(a) => synth::run(a),

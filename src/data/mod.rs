@@ -3,15 +3,18 @@
 //!
 //! A record travels `load` → [`RawInteractions`] (one row per rating line, ids compacted to codes) →
 //! [`preprocess()`] (rating filter, binarise, duplicate pairs once, minimum user activity) →
-//! [`split()`] → [`Dataset`] (the CSR matrices a model is fitted and evaluated on).
+//! [`split()`] → [`Dataset`] (the CSR matrices a model is fitted and evaluated on); [`write_lightgcn`] writes a split
+//! `Dataset` back out as LightGCN text, for tools that read that format.
 
 pub mod descriptor;
+pub mod export;
 pub mod load;
 pub mod preprocess;
 pub mod split;
 pub mod synthetic;
 
 pub use descriptor::{Descriptor, PaperModel, Protocol};
+pub use export::{write_lightgcn, LightGcnExport};
 pub use load::{load_dataset, load_dataset_with, DataSource, Format, LoadOptions, NamedDataset};
 pub use preprocess::{preprocess, PreprocessConfig};
 pub use split::{split, SplitConfig};
