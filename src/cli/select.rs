@@ -103,7 +103,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let eps = args.eps.as_deref().map(|e| parse_f64_list("--eps", e));
     let epsilons = eps.unwrap_or_else(|| Ok(PAPER_EPSILONS.to_vec()))?;
     eprintln!("[select] loading data");
-    let data = load_dataset_with(&src, args.data_seed, &load_opts).context("loading the data")?;
+    let mut data =
+        load_dataset_with(&src, args.data_seed, &load_opts).context("loading the data")?;
     let params = args.model.params(&data.descriptor)?;
     let default_out = PathBuf::from(format!("out/select-{}", data.name()));
     let out = args.out.clone().unwrap_or(default_out);
@@ -143,6 +144,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         noise: recsel::rng::NoiseMode::from_flag(args.secure),
         registry: Default::default(),
     };
+    data.release_training_rows(); // the model and the fingerprints are made
     if args.secure {
         super::common::announce_secure_mode();
     }
@@ -179,11 +181,18 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         args.add_mech.as_deref(),
     );
     let inc = |n| bar.inc(n);
-    let (cfg, rows, skipped) = real::run_or_add(&scorer, &sens, &cfg, &out, args.force, add, &inc)?;
+    let real::Finished {
+        cfg,
+        rows,
+        skipped,
+        counts,
+        sample,
+    } = real::run_or_add(&scorer, &sens, &cfg, &out, args.force, add, &inc)?;
     bar.finish_and_clear();
     let select_s = t.elapsed().as_secs_f64();
-    let t = Instant::now(); // analysis (docs/real-data.md): one more pass over every user
-    let analysis = real::analyse(&scorer, &sens, sens_cfg.floor, &cfg, &rows);
+    // Analysis (docs/real-data.md): from the candidate pass the selection made as it went.
+    let t = Instant::now();
+    let analysis = real::analysis_from(&cfg, &sens, sens_cfg.floor, counts, sample, &rows);
     let diag_s = t.elapsed().as_secs_f64();
     let run = SelectRun {
         dataset: data.name(),

@@ -673,7 +673,11 @@ impl Candidates {
         top: usize,
         clip: bool,
     ) -> Self {
-        let items = top_candidates(scores, excluded, top);
+        Self::from_items(scores, top_candidates(scores, excluded, top), sens, clip)
+    }
+
+    /// The problem of the candidates `items` (from [`top_candidates`] on `scores`, best first).
+    pub fn from_items(scores: &[f64], items: Vec<u32>, sens: &Sensitivities, clip: bool) -> Self {
         let q = items
             .iter()
             .map(|&j| {
