@@ -7,10 +7,10 @@ use std::io::Write;
 use std::path::Path;
 
 /// The bound of README, "Memory", in bytes: a fixed 64 MiB (the binary, its libraries, thread
-/// stacks) + 64 B per stored interaction + 16 B per item pair + 256 B per user, plus for `select`
-/// 16 B per (test user, mechanism, ε) cell of the per-user results.
+/// stacks) + 32 B per stored interaction + 16 B per item pair + 256 B per user, plus for `select`
+/// 24 B (three f64) per (user, mechanism, ε) cell of the per-user results.
 fn bound_bytes(users: u64, items: u64, nnz: u64, cells: u64) -> u64 {
-    (64 << 20) + 64 * nnz + 16 * items * items + 256 * users + 16 * cells * users
+    (64 << 20) + 32 * nnz + 16 * items * items + 256 * users + 24 * cells * users
 }
 
 /// A CSV of `users` users with 10–25 distinct items each out of `items`, popularity skewed.
