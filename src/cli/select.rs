@@ -11,7 +11,7 @@ use recsel::experiments::real::{self, ChunkStore, SelectConfig, PAPER_EPSILONS};
 use recsel::mechanisms::{self, MechParams};
 use recsel::report::select::{dump_problems, finish_select, write_paired, SelectRun, Timings};
 use recsel::scoring::{
-    item_sensitivities, ModelScorer, PercentileUsers, SensitivityConfig, UserScorer,
+    item_sensitivities_with_candidates, ModelScorer, PercentileUsers, SensitivityConfig, UserScorer,
 };
 
 use super::common::{parse_f64_list, progress, DataArgs, MechOpts, ModelArgs};
@@ -162,7 +162,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let bar = progress(scorer.n_users() as u64, "percentiles");
     let t = Instant::now();
     let sens_cfg = SensitivityConfig::default().with_population(cfg.percentile_users);
-    let sens = item_sensitivities(&scorer, &sens_cfg, &|n| bar.inc(n));
+    let (sens, cache) =
+        item_sensitivities_with_candidates(&scorer, &sens_cfg, cfg.top, &|n| bar.inc(n));
     bar.finish_and_clear();
     let sens_s = t.elapsed().as_secs_f64();
     eprintln!("[select] item sensitivities in {sens_s:.1} s");
@@ -187,7 +188,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         skipped,
         counts,
         sample,
-    } = real::run_or_add(&scorer, &sens, &cfg, &out, args.force, add, &inc)?;
+    } = real::run_or_add(
+        &scorer,
+        &sens,
+        &cfg,
+        &out,
+        args.force,
+        add,
+        &inc,
+        Some(&cache),
+    )?;
+    drop(cache);
     bar.finish_and_clear();
     let select_s = t.elapsed().as_secs_f64();
     // Analysis (docs/real-data.md): from the candidate pass the selection made as it went.

@@ -87,7 +87,7 @@ pub fn run_partition<S: UserScorer>(
         .collect();
     // One scoring pass for both (real::run_range_pass).
     let (computed, counts, sample) =
-        real::run_range_pass(scorer, sens, cfg, &mechs, users.clone(), &sample)?;
+        real::run_range_pass(scorer, sens, cfg, &mechs, users.clone(), &sample, None)?;
     let rows: Vec<UserRow> = computed.into_iter().flatten().collect();
     let skipped = (users.len() - rows.len()) as u64;
     Ok(PartitionResult {

@@ -22,7 +22,9 @@ use crate::io::write_atomic;
 use crate::mechanisms::{self, MechParams, Mechanism, Problem, Registry, Selector};
 use crate::model::{self, Model, ModelParams};
 use crate::rng::{name_id, Draws, NoiseMode, SecureRng, Streams};
-use crate::scoring::{top_candidates, Candidates, PercentileUsers, Sensitivities, UserScorer};
+use crate::scoring::{
+    top_candidates, CandidateCache, Candidates, PercentileUsers, Sensitivities, UserScorer,
+};
 use crate::stats::{pearson, spearman, weighted_correlation};
 
 /// The ε grid of docs/protocol.md, step 8.
@@ -245,7 +247,8 @@ struct UserPass {
 }
 
 /// [`run_user`] that also returns the user's part of the candidate pass, from the same scores and
-/// candidates (docs/real-data.md, "Memory and time").
+/// candidates (docs/real-data.md, "Memory and time"); the candidates come from `cache` when it
+/// holds the user (kept by the sensitivity pass for the same `top`), else from scoring.
 #[allow(clippy::too_many_arguments)]
 fn run_user_pass<S: UserScorer>(
     scorer: &S,
@@ -256,12 +259,20 @@ fn run_user_pass<S: UserScorer>(
     scores: &mut [f64],
     scratch: &mut S::Scratch,
     draws: &mut Draws,
+    cache: Option<&CandidateCache>,
 ) -> Result<(Option<UserRow>, UserPass)> {
-    scorer.score(user, scores, scratch);
-    let items = top_candidates(scores, scorer.excluded(user), cfg.top);
-    let problem = Candidates::from_items(scores, items, sens, cfg.clip);
+    let (items, raw) = match cache.and_then(|c| c.get(user)) {
+        Some((items, raw)) => (items.to_vec(), raw.to_vec()),
+        None => {
+            scorer.score(user, scores, scratch);
+            let items = top_candidates(scores, scorer.excluded(user), cfg.top);
+            let raw = items.iter().map(|&j| scores[j as usize]).collect();
+            (items, raw)
+        }
+    };
+    let problem = Candidates::from_raw(items, &raw, sens, cfg.clip);
     let pass = UserPass {
-        raw: problem.items.iter().map(|&j| scores[j as usize]).collect(),
+        raw,
         mask: bound_mask(&problem.scores, &problem.deltas, cfg),
         items: problem.items.clone(),
     };
@@ -516,7 +527,7 @@ pub fn run_all<S: UserScorer>(
     progress: &(dyn Fn(u64) + Sync),
     stop_after_chunks: Option<usize>,
 ) -> Result<(Vec<UserRow>, u64)> {
-    let done = run_all_pass(scorer, sens, cfg, store, progress, stop_after_chunks)?;
+    let done = run_all_pass(scorer, sens, cfg, store, progress, stop_after_chunks, None)?;
     Ok((done.rows, done.skipped))
 }
 
@@ -538,8 +549,8 @@ pub struct Finished {
 }
 
 /// [`run_all`] that also returns the candidate pass over every user: taken from the selection's
-/// own scores for the chunks it computes ([`run_range_pass`]), from a scoring pass
-/// ([`candidate_pass_range`]) for the chunks found on disk.
+/// own candidates for the chunks it computes ([`run_range_pass`], with `cache` if given), from a
+/// scoring pass ([`candidate_pass_range`]) for the chunks found on disk.
 pub fn run_all_pass<S: UserScorer>(
     scorer: &S,
     sens: &Sensitivities,
@@ -547,6 +558,7 @@ pub fn run_all_pass<S: UserScorer>(
     store: &ChunkStore,
     progress: &(dyn Fn(u64) + Sync),
     mut stop_after_chunks: Option<usize>,
+    cache: Option<&CandidateCache>,
 ) -> Result<Finished> {
     let mechs = cfg.build()?;
     if cfg.noise.is_secure() {
@@ -583,7 +595,7 @@ pub fn run_all_pass<S: UserScorer>(
                 *left -= 1;
             }
             let (computed, counts, picked) =
-                run_range_pass(scorer, sens, cfg, &mechs, start..end, in_chunk)?;
+                run_range_pass(scorer, sens, cfg, &mechs, start..end, in_chunk, cache)?;
             absorb(&mut pass, (counts, picked));
             let done: Vec<UserRow> = computed.into_iter().flatten().collect();
             store.write(c, &header, &done)?;
@@ -609,6 +621,7 @@ pub fn run_all_pass<S: UserScorer>(
 
 /// Runs `cfg` with [`run_all_pass`] in `out` (resuming its chunks), or with `add` names: adds
 /// those mechanisms to the finished run of `cfg` in `out` ([`add_mechanisms`]).
+#[allow(clippy::too_many_arguments)]
 pub fn run_or_add<S: UserScorer>(
     scorer: &S,
     sens: &Sensitivities,
@@ -617,15 +630,16 @@ pub fn run_or_add<S: UserScorer>(
     force: bool,
     add: Option<&str>,
     progress: &(dyn Fn(u64) + Sync),
+    cache: Option<&CandidateCache>,
 ) -> Result<Finished> {
     match add {
         None => {
             let store = ChunkStore::open(out, cfg, force)?;
-            run_all_pass(scorer, sens, cfg, &store, progress, None)
+            run_all_pass(scorer, sens, cfg, &store, progress, None, cache)
         }
         Some(list) => {
             let names = cfg.registry.run_names(list, cfg.noise.is_secure())?;
-            add_mechanisms(scorer, sens, cfg, &names, out, progress)
+            add_mechanisms(scorer, sens, cfg, &names, out, progress, cache)
         }
     }
 }
@@ -643,6 +657,7 @@ pub fn add_mechanisms<S: UserScorer>(
     added: &[String],
     out: &Path,
     progress: &(dyn Fn(u64) + Sync),
+    cache: Option<&CandidateCache>,
 ) -> Result<Finished> {
     if let Some(dup) = added.iter().find(|m| old.mechanisms.contains(m)) {
         return Err(Error::Invalid(format!(
@@ -692,6 +707,7 @@ pub fn add_mechanisms<S: UserScorer>(
         &ChunkStore::open(&scratch, &only, true)?,
         progress,
         None,
+        cache,
     )?;
     let merged_dir = out.join("chunks-merged");
     let merged = ChunkStore::open(&merged_dir, &new, true)?;
@@ -809,13 +825,14 @@ pub fn run_range<S: UserScorer>(
     mechs: &[Vec<Box<dyn Mechanism>>],
     users: std::ops::Range<usize>,
 ) -> Result<Vec<Option<UserRow>>> {
-    Ok(run_range_pass(scorer, sens, cfg, mechs, users, &[])?.0)
+    Ok(run_range_pass(scorer, sens, cfg, mechs, users, &[], None)?.0)
 }
 
 /// [`run_range`] together with the candidate pass of the same users
 /// ([`candidate_pass_range`] with `sample`, ascending, within `users`): the counts, bits and
 /// samples are taken from the scores and candidates the selection builds anyway, so no user is
-/// scored a second time (docs/real-data.md, "Memory and time"). Equal to the two calls.
+/// scored a second time (docs/real-data.md, "Memory and time"). Equal to the two calls. With a
+/// `cache` of the sensitivity pass (made for `cfg.top`), its users are not scored at all.
 pub fn run_range_pass<S: UserScorer>(
     scorer: &S,
     sens: &Sensitivities,
@@ -823,6 +840,7 @@ pub fn run_range_pass<S: UserScorer>(
     mechs: &[Vec<Box<dyn Mechanism>>],
     users: std::ops::Range<usize>,
     sample: &[usize],
+    cache: Option<&CandidateCache>,
 ) -> Result<(Vec<Option<UserRow>>, ItemCounts, CandidateSample)> {
     if cfg.noise.is_secure() {
         SecureRng::from_os()?; // fail now, not inside a worker, if the OS has no entropy
@@ -836,7 +854,9 @@ pub fn run_range_pass<S: UserScorer>(
         .into_par_iter()
         .map_init(
             || (vec![0.0; scorer.n_items()], scorer.scratch(), draws()),
-            |(buf, scratch, dr), u| run_user_pass(scorer, sens, cfg, mechs, u, buf, scratch, dr),
+            |(buf, scratch, dr), u| {
+                run_user_pass(scorer, sens, cfg, mechs, u, buf, scratch, dr, cache)
+            },
         )
         .collect::<Result<Vec<_>>>()?;
     let n_items = scorer.n_items();
