@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use recsel::data::load::{
     load_lightgcn, load_movielens, load_netflix, read_lightgcn_file, Columns,
 };
-use recsel::data::preprocess::{preprocess, PreprocessConfig};
+use recsel::data::preprocess::{preprocess, preprocess_owned, PreprocessConfig};
 use recsel::data::split::{split, SplitConfig};
 use recsel::data::synthetic::{generate, SyntheticShape};
 use recsel::data::{
@@ -319,4 +319,88 @@ fn real_lightgcn_files() {
             assert_eq!(ds.test_target.rows(), t, "{name}");
         }
     }
+}
+
+/// The counting-sort preprocessing equals the definition — (user, item) pairs of the kept
+/// ratings, sorted, duplicates once, users with too few distinct items dropped, items no kept
+/// pair mentions dropped — on random records with duplicates, ratings and empty users.
+#[test]
+fn preprocessing_equals_sorting_the_pairs() {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
+    let (n_users, n_items, n) = (300u32, 80u32, 6_000usize);
+    let users: Vec<i64> = (0..n)
+        .map(|_| rng.random_range(0..n_users) as i64)
+        .collect();
+    let items: Vec<i64> = (0..n)
+        .map(|_| (rng.random::<f64>().powi(3) * f64::from(n_items)) as i64)
+        .collect();
+    let ratings: Vec<f32> = (0..n).map(|_| rng.random_range(1..=5) as f32).collect();
+    let raw = recsel::data::RawInteractions::from_raw_ids(&users, &items, Some(ratings));
+    // The same records in user order without ratings (as generated data comes): the rows are
+    // taken in place.
+    let mut by_user = raw.clone();
+    let mut order: Vec<usize> = (0..raw.len()).collect();
+    order.sort_by_key(|&k| raw.users[k]);
+    by_user.users = order.iter().map(|&k| raw.users[k]).collect();
+    by_user.items = order.iter().map(|&k| raw.items[k]).collect();
+    by_user.ratings = None;
+    let mut dropped = false;
+    for (raw, cfg) in [
+        (&raw, PreprocessConfig::movielens()),
+        (&raw, PreprocessConfig::none()),
+        (
+            &raw,
+            PreprocessConfig {
+                min_rating: Some(5.0),
+                min_user_interactions: 4,
+            },
+        ),
+        (&by_user, PreprocessConfig::none()),
+        (&by_user, PreprocessConfig::min_user_only()),
+    ] {
+        let got = preprocess_owned(raw.clone(), &cfg).unwrap();
+        // The definition.
+        let keep = |k: usize| {
+            cfg.min_rating
+                .is_none_or(|m| raw.ratings.as_ref().unwrap()[k] >= m)
+        };
+        let mut pairs: Vec<(u32, u32)> = (0..raw.len())
+            .filter(|&k| keep(k))
+            .map(|k| (raw.users[k], raw.items[k]))
+            .collect();
+        pairs.sort_unstable();
+        pairs.dedup();
+        let mut per_user = std::collections::BTreeMap::<u32, Vec<u32>>::new();
+        for &(u, i) in &pairs {
+            per_user.entry(u).or_default().push(i);
+        }
+        per_user.retain(|_, row| row.len() >= cfg.min_user_interactions.max(1));
+        let kept_items: std::collections::BTreeSet<u32> =
+            per_user.values().flatten().copied().collect();
+        let code = |i: u32| kept_items.range(..i).count() as u32;
+        let want_users: Vec<String> = per_user
+            .keys()
+            .map(|&u| raw.user_ids[u as usize].clone())
+            .collect();
+        let want_items: Vec<String> = kept_items
+            .iter()
+            .map(|&i| raw.item_ids[i as usize].clone())
+            .collect();
+        assert_eq!(got.user_ids, want_users, "{cfg:?}");
+        assert_eq!(got.item_ids, want_items, "{cfg:?}");
+        dropped |= got.user_ids.len() < raw.user_ids.len();
+        for (r, row) in per_user.values().enumerate() {
+            let want: Vec<u32> = row.iter().map(|&i| code(i)).collect();
+            assert_eq!(
+                got.matrix.outer_view(r).unwrap().indices(),
+                &want[..],
+                "{cfg:?} row {r}"
+            );
+        }
+        assert_eq!(got.matrix.rows(), per_user.len());
+        assert!(got.matrix.data().iter().all(|&v| v == 1.0));
+        assert_eq!(preprocess(raw, &cfg).unwrap().matrix, got.matrix);
+    }
+    assert!(dropped, "some configuration drops users");
 }

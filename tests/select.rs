@@ -4,7 +4,10 @@
 use recsel::experiments::real::{self, ChunkStore, SelectConfig, CHUNK_USERS};
 use recsel::mechanisms::MechParams;
 use recsel::rng::{Draws, NoiseMode, Streams};
-use recsel::scoring::{item_sensitivities, top_candidates, SensitivityConfig, UserScorer};
+use recsel::scoring::{
+    item_sensitivities, item_sensitivities_with_candidates, top_candidates, SensitivityConfig,
+    UserScorer,
+};
 
 /// Scores from a fixed hash, with latent structure so correlations are not all zero.
 pub(crate) struct Hashed {
@@ -289,4 +292,55 @@ fn hit_rate_relative_mse_and_guarantee_columns() {
         advice.iter().any(|l| l.contains("measured, lowest MSE")),
         "{advice:?}"
     );
+}
+
+/// The candidate pass the selection makes as it goes (per-item counts, bound-rule bits, the
+/// scatter sample's candidates) equals a separate scoring pass ([`real::candidate_pass`]), also
+/// when some chunks are read back from disk by a resumed run, and when the candidates come from
+/// the sensitivity pass's cache instead of scoring.
+#[test]
+fn the_selections_candidate_pass_equals_a_separate_pass_also_when_resumed_or_cached() {
+    let scorer = Hashed::new(real::SCATTER_USERS + 3 * CHUNK_USERS / 2, 60);
+    let scfg = SensitivityConfig::default();
+    let sens = item_sensitivities(&scorer, &scfg, &|_| {});
+    let mut cfg = config(1);
+    cfg.mechanisms = vec!["rnm".into(), "mgem".into()];
+    cfg.top = 10;
+    let sample = real::random_sample(scorer.n_users(), real::SCATTER_USERS, cfg.seed);
+    // Power: a strict subset of the users, with scores outside [p1, p99] and bound bits set.
+    assert!(sample.len() < scorer.n_users());
+    let (counts, cands) = real::candidate_pass(&scorer, &sens, &cfg, &sample);
+    assert!(counts.outside.iter().sum::<u64>() > 0);
+    assert!(counts.bound_mgem.iter().any(|&m| m != 0));
+    let dir = tempfile::tempdir().unwrap();
+    let run = |sub: &str, stop, cache| {
+        let store = ChunkStore::open(&dir.path().join(sub), &cfg, false).unwrap();
+        real::run_all_pass(&scorer, &sens, &cfg, &store, &|_| {}, stop, cache)
+    };
+    let whole = run("whole", None, None).unwrap();
+    assert_eq!(whole.counts, counts);
+    assert_eq!(whole.sample, cands);
+    assert!(run("resumed", Some(3), None).is_err());
+    let resumed = run("resumed", None, None).unwrap();
+    assert_eq!(
+        resumed.counts, counts,
+        "3 chunks read back, the rest computed"
+    );
+    assert_eq!(resumed.sample, cands);
+    assert_eq!(resumed.rows, whole.rows);
+    // The sensitivity pass's cache: the same sensitivities, every user's candidates and raw scores.
+    let (cached_sens, cache) = item_sensitivities_with_candidates(&scorer, &scfg, cfg.top, &|_| {});
+    assert_eq!(cached_sens.delta, sens.delta);
+    let mut buf = vec![0.0; scorer.items];
+    for u in [0, 1, scorer.users - 1] {
+        scorer.score(u, &mut buf, &mut ());
+        let items = top_candidates(&buf, scorer.excluded(u), cfg.top);
+        let raw: Vec<f64> = items.iter().map(|&j| buf[j as usize]).collect();
+        assert_eq!(cache.get(u), Some((&items[..], &raw[..])), "user {u}");
+    }
+    assert_eq!(cache.get(scorer.users), None);
+    let cached = run("cached", None, Some(&cache)).unwrap();
+    assert_eq!(cached.rows, whole.rows);
+    assert_eq!(cached.counts, counts);
+    assert_eq!(cached.sample, cands);
 }

@@ -11,7 +11,7 @@ use recsel::experiments::real::{self, ChunkStore, SelectConfig, PAPER_EPSILONS};
 use recsel::mechanisms::{self, MechParams};
 use recsel::report::select::{dump_problems, finish_select, write_paired, SelectRun, Timings};
 use recsel::scoring::{
-    item_sensitivities, ModelScorer, PercentileUsers, SensitivityConfig, UserScorer,
+    item_sensitivities_with_candidates, ModelScorer, PercentileUsers, SensitivityConfig, UserScorer,
 };
 
 use super::common::{parse_f64_list, progress, DataArgs, MechOpts, ModelArgs};
@@ -103,7 +103,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let eps = args.eps.as_deref().map(|e| parse_f64_list("--eps", e));
     let epsilons = eps.unwrap_or_else(|| Ok(PAPER_EPSILONS.to_vec()))?;
     eprintln!("[select] loading data");
-    let data = load_dataset_with(&src, args.data_seed, &load_opts).context("loading the data")?;
+    let mut data =
+        load_dataset_with(&src, args.data_seed, &load_opts).context("loading the data")?;
     let params = args.model.params(&data.descriptor)?;
     let default_out = PathBuf::from(format!("out/select-{}", data.name()));
     let out = args.out.clone().unwrap_or(default_out);
@@ -143,6 +144,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         noise: recsel::rng::NoiseMode::from_flag(args.secure),
         registry: Default::default(),
     };
+    data.release_training_rows(); // the model and the fingerprints are made
     if args.secure {
         super::common::announce_secure_mode();
     }
@@ -160,7 +162,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let bar = progress(scorer.n_users() as u64, "percentiles");
     let t = Instant::now();
     let sens_cfg = SensitivityConfig::default().with_population(cfg.percentile_users);
-    let sens = item_sensitivities(&scorer, &sens_cfg, &|n| bar.inc(n));
+    let (sens, cache) =
+        item_sensitivities_with_candidates(&scorer, &sens_cfg, cfg.top, &|n| bar.inc(n));
     bar.finish_and_clear();
     let sens_s = t.elapsed().as_secs_f64();
     eprintln!("[select] item sensitivities in {sens_s:.1} s");
@@ -179,11 +182,28 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         args.add_mech.as_deref(),
     );
     let inc = |n| bar.inc(n);
-    let (cfg, rows, skipped) = real::run_or_add(&scorer, &sens, &cfg, &out, args.force, add, &inc)?;
+    let real::Finished {
+        cfg,
+        rows,
+        skipped,
+        counts,
+        sample,
+    } = real::run_or_add(
+        &scorer,
+        &sens,
+        &cfg,
+        &out,
+        args.force,
+        add,
+        &inc,
+        Some(&cache),
+    )?;
+    drop(cache);
     bar.finish_and_clear();
     let select_s = t.elapsed().as_secs_f64();
-    let t = Instant::now(); // analysis (docs/real-data.md): one more pass over every user
-    let analysis = real::analyse(&scorer, &sens, sens_cfg.floor, &cfg, &rows);
+    // Analysis (docs/real-data.md): from the candidate pass the selection made as it went.
+    let t = Instant::now();
+    let analysis = real::analysis_from(&cfg, &sens, sens_cfg.floor, counts, sample, &rows);
     let diag_s = t.elapsed().as_secs_f64();
     let run = SelectRun {
         dataset: data.name(),

@@ -14,8 +14,8 @@ use polars::prelude::*;
 
 pub use super::descriptor::Format;
 use super::descriptor::{Descriptor, PaperModel, Protocol};
-use super::preprocess::preprocess;
-use super::split::split;
+use super::preprocess::preprocess_owned;
+use super::split::split_owned;
 use super::synthetic::{self, SyntheticShape};
 use super::{csr_from_pairs, select_rows, Dataset, RawInteractions};
 use crate::{Error, Result};
@@ -375,7 +375,7 @@ fn from_records(
     if let Some(n) = opts.min_user_items {
         pre.min_user_interactions = n;
     }
-    let matrix = preprocess(&raw, &pre)?;
+    let matrix = preprocess_owned(raw, &pre)?;
     let mut split_cfg = descriptor
         .split(seed)
         .expect("record-based protocols have a split");
@@ -390,7 +390,7 @@ fn from_records(
         }
         split_cfg.test_users = n;
     }
-    split(descriptor, &matrix, &split_cfg)
+    split_owned(descriptor, matrix, &split_cfg)
 }
 
 /// The LightGCN directory `--path` names: the path itself, or the folder of a file in it.

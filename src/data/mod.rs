@@ -16,8 +16,8 @@ pub mod synthetic;
 pub use descriptor::{Descriptor, PaperModel, Protocol};
 pub use export::{write_lightgcn, LightGcnExport};
 pub use load::{load_dataset, load_dataset_with, DataSource, Format, LoadOptions, NamedDataset};
-pub use preprocess::{preprocess, PreprocessConfig};
-pub use split::{split, SplitConfig};
+pub use preprocess::{preprocess, preprocess_owned, PreprocessConfig};
+pub use split::{split, split_owned, SplitConfig};
 
 use crate::{Error, Result};
 
@@ -178,6 +178,16 @@ impl Dataset {
             h.write(&[0]);
         }
         h.finish()
+    }
+
+    /// Frees the training and validation rows, keeping the test users' rows, the ids and the
+    /// descriptor: `select` needs nothing else once its model and fingerprints exist
+    /// (docs/real-data.md, "Memory and time"). [`Dataset::fingerprint`] describes the data only
+    /// before this.
+    pub fn release_training_rows(&mut self) {
+        let n = self.train.cols();
+        self.train = Csr::zero((0, n));
+        self.validation = Csr::zero((0, n));
     }
 
     /// Checks the three matrices agree in shape.

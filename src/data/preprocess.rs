@@ -5,7 +5,7 @@
 // Index loops mirror the matrix formulas of docs/sansa.md (column j, row i).
 #![allow(clippy::needless_range_loop)]
 
-use super::{csr_from_pairs, Csr, RawInteractions};
+use super::{Csr, RawInteractions};
 use crate::{Error, Result};
 
 /// Preprocessing settings.
@@ -52,47 +52,100 @@ pub struct Interactions {
     pub item_ids: Vec<String>,
 }
 
-/// Applies [`PreprocessConfig`] to raw records.
+/// Applies [`PreprocessConfig`] to raw records (a copy of them: [`preprocess_owned`] needs less
+/// memory).
 pub fn preprocess(raw: &RawInteractions, cfg: &PreprocessConfig) -> Result<Interactions> {
-    let keep = |k: usize| match (&raw.ratings, cfg.min_rating) {
+    preprocess_owned(raw.clone(), cfg)
+}
+
+/// [`preprocess`], consuming the records so that their memory is released as soon as the matrix
+/// no longer needs them (docs/real-data.md, "Memory"). The matrix is built by a counting
+/// sort into rows — the records' item codes bucketed by user (or taken as they are when the
+/// records come in user order), then each row sorted and deduplicated in place — so at most the
+/// records and one `u32` per record are held at once, never a (user, item) pair per record
+/// beside the records and the matrix.
+pub fn preprocess_owned(raw: RawInteractions, cfg: &PreprocessConfig) -> Result<Interactions> {
+    let RawInteractions {
+        users,
+        items,
+        ratings,
+        user_ids: raw_user_ids,
+        item_ids: raw_item_ids,
+    } = raw;
+    let records = users.len();
+    let keep = |k: usize| match (&ratings, cfg.min_rating) {
         (Some(r), Some(min)) => r[k] >= min,
         _ => true,
     };
-    let mut pairs: Vec<(u32, u32)> = (0..raw.len())
-        .filter(|&k| keep(k))
-        .map(|k| (raw.users[k], raw.items[k]))
-        .collect();
-    pairs.sort_unstable();
-    pairs.dedup();
-    // Users with enough distinct items.
-    let n_users = raw.user_ids.len();
-    let mut count = vec![0usize; n_users];
-    for &(u, _) in &pairs {
-        count[u as usize] += 1;
-    }
-    let mut user_map = vec![u32::MAX; n_users];
-    let mut user_ids = Vec::new();
-    for u in 0..n_users {
-        if count[u] > 0 && count[u] >= cfg.min_user_interactions {
-            user_map[u] = user_ids.len() as u32;
-            user_ids.push(raw.user_ids[u].clone());
+    // Rows by counting sort: kept records per user, then each record's item into its row.
+    let n_users = raw_user_ids.len();
+    let mut start = vec![0usize; n_users + 1];
+    for k in 0..records {
+        if keep(k) {
+            start[users[k] as usize + 1] += 1;
         }
     }
-    pairs.retain(|&(u, _)| user_map[u as usize] != u32::MAX);
-    // Items still present.
-    let n_items = raw.item_ids.len();
+    for u in 0..n_users {
+        start[u + 1] += start[u];
+    }
+    // Records already in user order, all kept (generated data): the item codes are the rows.
+    let in_place = start[n_users] == records && users.windows(2).all(|w| w[0] <= w[1]);
+    let mut indices = if in_place {
+        items
+    } else {
+        let mut indices = vec![0u32; start[n_users]];
+        let mut next = start.clone();
+        for k in 0..records {
+            if keep(k) {
+                let u = users[k] as usize;
+                indices[next[u]] = items[k];
+                next[u] += 1;
+            }
+        }
+        indices
+    };
+    drop((users, ratings));
+    // Each row sorted with duplicates once; users with too few distinct items dropped; rows
+    // compacted in place towards the front.
+    let mut indptr = Vec::with_capacity(n_users + 1);
+    indptr.push(0usize);
+    let mut user_ids = Vec::new();
+    let mut write = 0usize;
+    for u in 0..n_users {
+        let (a, b) = (start[u], start[u + 1]);
+        let row = &mut indices[a..b];
+        row.sort_unstable();
+        let mut len = 0usize;
+        for i in 0..row.len() {
+            if i == 0 || row[i] != row[len - 1] {
+                row[len] = row[i];
+                len += 1;
+            }
+        }
+        if len > 0 && len >= cfg.min_user_interactions {
+            indices.copy_within(a..a + len, write);
+            write += len;
+            indptr.push(write);
+            user_ids.push(raw_user_ids[u].clone());
+        }
+    }
+    drop(start);
+    indices.truncate(write);
+    indices.shrink_to_fit();
+    // Items still present, renumbered in code order (an increasing map keeps rows sorted).
+    let n_items = raw_item_ids.len();
     let mut item_map = vec![u32::MAX; n_items];
-    for &(_, i) in &pairs {
+    for &i in &indices {
         item_map[i as usize] = 0;
     }
     let mut item_ids = Vec::new();
     for i in 0..n_items {
         if item_map[i] == 0 {
             item_map[i] = item_ids.len() as u32;
-            item_ids.push(raw.item_ids[i].clone());
+            item_ids.push(raw_item_ids[i].clone());
         }
     }
-    if pairs.is_empty() {
+    if indices.is_empty() {
         let cut = match cfg.min_rating {
             Some(r) => format!("ratings >= {r}"),
             None => "every rating".to_string(),
@@ -103,16 +156,16 @@ pub fn preprocess(raw: &RawInteractions, cfg: &PreprocessConfig) -> Result<Inter
             ""
         };
         return Err(Error::Invalid(format!(
-            "no interaction left after preprocessing ({} records read; kept {cut}, users with >= {} \
+            "no interaction left after preprocessing ({records} records read; kept {cut}, users with >= {} \
              items){hint}",
-            raw.len(),
             cfg.min_user_interactions
         )));
     }
-    for p in pairs.iter_mut() {
-        *p = (user_map[p.0 as usize], item_map[p.1 as usize]);
+    for i in indices.iter_mut() {
+        *i = item_map[*i as usize];
     }
-    let matrix = csr_from_pairs(user_ids.len(), item_ids.len(), &mut pairs);
+    let data = vec![1.0f32; indices.len()];
+    let matrix = Csr::new((user_ids.len(), item_ids.len()), indptr, indices, data);
     Ok(Interactions {
         matrix,
         user_ids,

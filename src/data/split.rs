@@ -59,8 +59,19 @@ impl SplitConfig {
     }
 }
 
-/// Splits preprocessed interactions into a [`Dataset`].
+/// Splits preprocessed interactions into a [`Dataset`] (a copy of them: [`split_owned`] needs
+/// less memory).
 pub fn split(descriptor: Descriptor, data: &Interactions, cfg: &SplitConfig) -> Result<Dataset> {
+    split_owned(descriptor, data.clone(), cfg)
+}
+
+/// [`split`], consuming the interactions: the training rows are compacted in place in the
+/// matrix's own storage instead of copied out of it (docs/real-data.md, "Memory").
+pub fn split_owned(
+    descriptor: Descriptor,
+    data: Interactions,
+    cfg: &SplitConfig,
+) -> Result<Dataset> {
     let n_users = data.matrix.rows();
     // Keep at least 80% of the users for training on small data.
     let (n_test, n_val) = if cfg.test_users + cfg.validation_users > n_users / 5 {
@@ -76,7 +87,6 @@ pub fn split(descriptor: Descriptor, data: &Interactions, cfg: &SplitConfig) -> 
     test_users.sort_unstable();
     let mut train_users: Vec<usize> = order[(n_test + n_val).min(n_users)..].to_vec();
     train_users.sort_unstable();
-    let train = select_rows(&data.matrix, &train_users);
     let mut validation_users: Vec<usize> =
         order[n_test.min(n_users)..(n_test + n_val).min(n_users)].to_vec();
     validation_users.sort_unstable();
@@ -108,18 +118,63 @@ pub fn split(descriptor: Descriptor, data: &Interactions, cfg: &SplitConfig) -> 
     let ones = |n| vec![1.0f32; n];
     let test_input = Csr::new((test_users.len(), n_items), ip, ii.clone(), ones(ii.len()));
     let test_target = Csr::new((test_users.len(), n_items), tp, ti.clone(), ones(ti.len()));
+    let test_user_ids = test_users
+        .iter()
+        .map(|&u| data.user_ids[u].clone())
+        .collect();
+    let train = keep_rows(data.matrix, &train_users);
     let ds = Dataset {
         descriptor,
         train,
         test_input,
         test_target,
         validation,
-        item_ids: data.item_ids.clone(),
-        test_user_ids: test_users
-            .iter()
-            .map(|&u| data.user_ids[u].clone())
-            .collect(),
+        item_ids: data.item_ids,
+        test_user_ids,
     };
     ds.validate()?;
     Ok(ds)
+}
+
+/// The rows `rows` (ascending) of `m`, compacted in place in `m`'s storage: equal to
+/// [`select_rows`]`(&m, rows)` without holding a second copy of the kept entries.
+fn keep_rows(m: Csr, rows: &[usize]) -> Csr {
+    let cols = m.cols();
+    let (old_ptr, mut indices, mut data) = m.into_raw_storage();
+    let mut indptr = Vec::with_capacity(rows.len() + 1);
+    indptr.push(0usize);
+    let mut write = 0usize;
+    for &r in rows {
+        let (a, b) = (old_ptr[r], old_ptr[r + 1]);
+        // Rows ascend, so the destination never overtakes the source.
+        indices.copy_within(a..b, write);
+        write += b - a;
+        indptr.push(write);
+    }
+    indices.truncate(write);
+    indices.shrink_to_fit();
+    data.truncate(write);
+    data.shrink_to_fit();
+    data.fill(1.0);
+    Csr::new((rows.len(), cols), indptr, indices, data)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keeping_rows_in_place_equals_copying_them() {
+        let mut pairs: Vec<(u32, u32)> = (0..400u32).map(|k| (k % 37, (k * 7919) % 53)).collect();
+        let m = super::super::csr_from_pairs(37, 53, &mut pairs);
+        for rows in [
+            vec![],
+            vec![0],
+            vec![3, 4, 9, 36],
+            (0..37).collect::<Vec<_>>(),
+        ] {
+            let want = select_rows(&m, &rows);
+            assert_eq!(keep_rows(m.clone(), &rows), want, "{rows:?}");
+        }
+    }
 }

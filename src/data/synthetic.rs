@@ -65,6 +65,8 @@ const IN_CLUSTER: f64 = 0.75;
 const POPULARITY_EXPONENT: f64 = 0.9;
 /// Log-normal σ of user activity.
 const ACTIVITY_SIGMA: f64 = 1.0;
+/// Users generated in one parallel block.
+const GENERATE_BLOCK: usize = 16_384;
 
 /// Cumulative weights for sampling by binary search.
 struct Sampler {
@@ -130,36 +132,38 @@ pub fn generate(shape: SyntheticShape, seed: u64) -> RawInteractions {
     let mu = mean.ln() - ACTIVITY_SIGMA * ACTIVITY_SIGMA / 2.0;
     let activity = LogNormal::new(mu, ACTIVITY_SIGMA).expect("valid log-normal");
     let cap = (n_items / 3).max(5);
-    let rows: Vec<Vec<u32>> = (0..n_users)
-        .into_par_iter()
-        .map(|u| {
-            let mut rng = ChaCha8Rng::seed_from_u64(seed);
-            rng.set_stream(u as u64);
-            let n = (activity.sample(&mut rng).round() as usize).clamp(5, cap);
-            let taste = rng.random_range(0..n_clusters);
-            let mut seen = std::collections::HashSet::with_capacity(2 * n);
-            let mut row = Vec::with_capacity(n);
-            let mut attempts = 0;
-            while row.len() < n && attempts < 50 * n {
-                attempts += 1;
-                let item = if rng.random::<f64>() < IN_CLUSTER {
-                    clusters[taste].draw(&mut rng)
-                } else {
-                    global.draw(&mut rng)
-                };
-                if seen.insert(item) {
-                    row.push(item);
-                }
+    // Users are generated in parallel blocks appended in user order, so that only one block's rows
+    // are held beside the records (their small allocations would otherwise stay resident).
+    let user_row = |u: usize| -> Vec<u32> {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        rng.set_stream(u as u64);
+        let n = (activity.sample(&mut rng).round() as usize).clamp(5, cap);
+        let taste = rng.random_range(0..n_clusters);
+        let mut seen = std::collections::HashSet::with_capacity(2 * n);
+        let mut row = Vec::with_capacity(n);
+        let mut attempts = 0;
+        while row.len() < n && attempts < 50 * n {
+            attempts += 1;
+            let item = if rng.random::<f64>() < IN_CLUSTER {
+                clusters[taste].draw(&mut rng)
+            } else {
+                global.draw(&mut rng)
+            };
+            if seen.insert(item) {
+                row.push(item);
             }
-            row
-        })
-        .collect();
-    let total: usize = rows.iter().map(|r| r.len()).sum();
-    let mut users = Vec::with_capacity(total);
-    let mut items = Vec::with_capacity(total);
-    for (u, row) in rows.iter().enumerate() {
-        users.extend(std::iter::repeat_n(u as u32, row.len()));
-        items.extend_from_slice(row);
+        }
+        row
+    };
+    let mut users = Vec::with_capacity(n_inter);
+    let mut items = Vec::with_capacity(n_inter);
+    for start in (0..n_users).step_by(GENERATE_BLOCK) {
+        let end = (start + GENERATE_BLOCK).min(n_users);
+        let rows: Vec<Vec<u32>> = (start..end).into_par_iter().map(user_row).collect();
+        for (u, row) in (start..).zip(&rows) {
+            users.extend(std::iter::repeat_n(u as u32, row.len()));
+            items.extend_from_slice(row);
+        }
     }
     RawInteractions {
         users,

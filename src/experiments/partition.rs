@@ -5,8 +5,8 @@
 //! 1. per partition, [`sketch_users`] keeps each item's score tails; the sketches merge exactly
 //!    ([`PercentileSketch::merge`]) into the global per-item percentiles and sensitivities;
 //! 2. per partition, [`run_partition`] runs every mechanism × ε × trial for its users with the
-//!    global sensitivities ([`real::run_range`]) and the candidate pass of the diagnostics
-//!    ([`real::candidate_pass_range`]);
+//!    global sensitivities and the candidate pass of the diagnostics, from one scoring pass
+//!    ([`real::run_range_pass`]);
 //! 3. [`merge`] puts the partitions back in user order, and [`real::analysis_from`] computes the
 //!    MSE table, the Spearman summary, the diagnostics and the rules.
 //!
@@ -62,10 +62,10 @@ pub struct PartitionResult {
     pub sample: CandidateSample,
 }
 
-/// Runs phase 2 for the users in `users`: selection with the global `sens`
-/// ([`real::run_range`]) and the candidate pass ([`real::candidate_pass_range`]) over the users of
-/// the run's scatter sample ([`real::random_sample`] of all `scorer.n_users()`) that fall in the
-/// range.
+/// Runs phase 2 for the users in `users`: selection with the global `sens` and the candidate pass
+/// over the users of the run's scatter sample ([`real::random_sample`] of all `scorer.n_users()`)
+/// that fall in the range, both from one scoring pass ([`real::run_range_pass`], equal to
+/// [`real::run_range`] and [`real::candidate_pass_range`]).
 pub fn run_partition<S: UserScorer>(
     scorer: &S,
     sens: &Sensitivities,
@@ -81,14 +81,15 @@ pub fn run_partition<S: UserScorer>(
         )));
     }
     let mechs = cfg.build()?;
-    let computed = real::run_range(scorer, sens, cfg, &mechs, users.clone())?;
-    let rows: Vec<UserRow> = computed.into_iter().flatten().collect();
-    let skipped = (users.len() - rows.len()) as u64;
     let sample: Vec<usize> = real::random_sample(scorer.n_users(), SCATTER_USERS, cfg.seed)
         .into_iter()
         .filter(|u| users.contains(u))
         .collect();
-    let (counts, sample) = real::candidate_pass_range(scorer, sens, cfg, users.clone(), &sample);
+    // One scoring pass for both (real::run_range_pass).
+    let (computed, counts, sample) =
+        real::run_range_pass(scorer, sens, cfg, &mechs, users.clone(), &sample, None)?;
+    let rows: Vec<UserRow> = computed.into_iter().flatten().collect();
+    let skipped = (users.len() - rows.len()) as u64;
     Ok(PartitionResult {
         users,
         rows,

@@ -22,7 +22,9 @@ use crate::io::write_atomic;
 use crate::mechanisms::{self, MechParams, Mechanism, Problem, Registry, Selector};
 use crate::model::{self, Model, ModelParams};
 use crate::rng::{name_id, Draws, NoiseMode, SecureRng, Streams};
-use crate::scoring::{top_candidates, Candidates, PercentileUsers, Sensitivities, UserScorer};
+use crate::scoring::{
+    top_candidates, CandidateCache, Candidates, PercentileUsers, Sensitivities, UserScorer,
+};
 use crate::stats::{pearson, spearman, weighted_correlation};
 
 /// The ε grid of docs/protocol.md, step 8.
@@ -229,14 +231,85 @@ pub fn run_user<S: UserScorer>(
     scratch: &mut S::Scratch,
     draws: &mut Draws,
 ) -> Result<Option<UserRow>> {
-    let Some(UserProblem {
+    scorer.score(user, scores, scratch);
+    let items = top_candidates(scores, scorer.excluded(user), cfg.top);
+    let problem = Candidates::from_items(scores, items, sens, cfg.clip);
+    run_problem(scorer, cfg, mechs, user, problem, draws)
+}
+
+/// What one user adds to the candidate pass of the diagnostics ([`candidate_pass_range`]): its
+/// candidates, their raw (unclipped) scores and the bound rule's bits.
+#[derive(Debug, Clone, Default)]
+struct UserPass {
+    items: Vec<u32>,
+    raw: Vec<f64>,
+    mask: u64,
+}
+
+/// [`run_user`] that also returns the user's part of the candidate pass, from the same scores and
+/// candidates (docs/real-data.md, "Memory and time"); the candidates come from `cache` when it
+/// holds the user (kept by the sensitivity pass for the same `top`), else from scoring.
+#[allow(clippy::too_many_arguments)]
+fn run_user_pass<S: UserScorer>(
+    scorer: &S,
+    sens: &Sensitivities,
+    cfg: &SelectConfig,
+    mechs: &[Vec<Box<dyn Mechanism>>],
+    user: usize,
+    scores: &mut [f64],
+    scratch: &mut S::Scratch,
+    draws: &mut Draws,
+    cache: Option<&CandidateCache>,
+) -> Result<(Option<UserRow>, UserPass)> {
+    let (items, raw) = match cache.and_then(|c| c.get(user)) {
+        Some((items, raw)) => (items.to_vec(), raw.to_vec()),
+        None => {
+            scorer.score(user, scores, scratch);
+            let items = top_candidates(scores, scorer.excluded(user), cfg.top);
+            let raw = items.iter().map(|&j| scores[j as usize]).collect();
+            (items, raw)
+        }
+    };
+    let problem = Candidates::from_raw(items, &raw, sens, cfg.clip);
+    let pass = UserPass {
+        raw,
+        mask: bound_mask(&problem.scores, &problem.deltas, cfg),
+        items: problem.items.clone(),
+    };
+    Ok((run_problem(scorer, cfg, mechs, user, problem, draws)?, pass))
+}
+
+/// The bound rule's bit at every ε of `cfg` (the first 64) for the problem `(q, d)`; 0 when empty.
+fn bound_mask(q: &[f64], d: &[f64], cfg: &SelectConfig) -> u64 {
+    let mut mask = 0u64;
+    if !q.is_empty() {
+        for (e, &eps) in cfg.epsilons.iter().enumerate().take(64) {
+            if crate::stats::bounds::mgem_bound_at_least_gem(q, d, eps, cfg.params.beta) {
+                mask |= 1 << e;
+            }
+        }
+    }
+    mask
+}
+
+/// Runs every mechanism × ε × trial on one user's candidates; `None` when there is no candidate
+/// or no valid problem.
+fn run_problem<S: UserScorer>(
+    scorer: &S,
+    cfg: &SelectConfig,
+    mechs: &[Vec<Box<dyn Mechanism>>],
+    user: usize,
+    candidates: Candidates,
+    draws: &mut Draws,
+) -> Result<Option<UserRow>> {
+    let Candidates {
         items,
         scores: q,
-        sens: d,
-    }) = user_problem(scorer, sens, cfg, user, scores, scratch)
-    else {
+        deltas: d,
+    } = candidates;
+    if items.is_empty() {
         return Ok(None);
-    };
+    }
     let Ok(problem) = Problem::new(&q, &d) else {
         return Ok(None);
     };
@@ -452,8 +525,41 @@ pub fn run_all<S: UserScorer>(
     cfg: &SelectConfig,
     store: &ChunkStore,
     progress: &(dyn Fn(u64) + Sync),
-    mut stop_after_chunks: Option<usize>,
+    stop_after_chunks: Option<usize>,
 ) -> Result<(Vec<UserRow>, u64)> {
+    let done = run_all_pass(scorer, sens, cfg, store, progress, stop_after_chunks, None)?;
+    Ok((done.rows, done.skipped))
+}
+
+/// A finished run: its configuration, every user's row in user order, the users without
+/// candidates, and the candidate pass of the diagnostics over every user ([`candidate_pass`] with
+/// the scatter sample of [`analyse`]), ready for [`analysis_from`].
+#[derive(Debug, Clone)]
+pub struct Finished {
+    /// The configuration the rows belong to.
+    pub cfg: SelectConfig,
+    /// Every user's row, in user order.
+    pub rows: Vec<UserRow>,
+    /// Users without candidates.
+    pub skipped: u64,
+    /// Per-item candidate counts and every user's bound-rule bits.
+    pub counts: ItemCounts,
+    /// The candidates of the scatter sample ([`random_sample`] of [`SCATTER_USERS`]).
+    pub sample: CandidateSample,
+}
+
+/// [`run_all`] that also returns the candidate pass over every user: taken from the selection's
+/// own candidates for the chunks it computes ([`run_range_pass`], with `cache` if given), from a
+/// scoring pass ([`candidate_pass_range`]) for the chunks found on disk.
+pub fn run_all_pass<S: UserScorer>(
+    scorer: &S,
+    sens: &Sensitivities,
+    cfg: &SelectConfig,
+    store: &ChunkStore,
+    progress: &(dyn Fn(u64) + Sync),
+    mut stop_after_chunks: Option<usize>,
+    cache: Option<&CandidateCache>,
+) -> Result<Finished> {
     let mechs = cfg.build()?;
     if cfg.noise.is_secure() {
         SecureRng::from_os()?; // fail now, not inside a worker, if the OS has no entropy
@@ -462,11 +568,22 @@ pub fn run_all<S: UserScorer>(
     let header = user_header(cfg);
     let n = scorer.n_users();
     let chunks = n.div_ceil(CHUNK_USERS);
+    let sample = random_sample(n, SCATTER_USERS, cfg.seed);
     let mut rows = Vec::with_capacity(n);
     let mut skipped = 0u64;
+    let mut pass = (ItemCounts::default(), CandidateSample::default());
     for c in 0..chunks {
         let (start, end) = (c * CHUNK_USERS, ((c + 1) * CHUNK_USERS).min(n));
+        let (a, b) = (
+            sample.partition_point(|&u| u < start),
+            sample.partition_point(|&u| u < end),
+        );
+        let in_chunk = &sample[a..b];
         let chunk_rows = if store.done(c) {
+            absorb(
+                &mut pass,
+                candidate_pass_range(scorer, sens, cfg, start..end, in_chunk),
+            );
             store.read(c, cells)?
         } else {
             if let Some(left) = stop_after_chunks.as_mut() {
@@ -477,7 +594,9 @@ pub fn run_all<S: UserScorer>(
                 }
                 *left -= 1;
             }
-            let computed = run_range(scorer, sens, cfg, &mechs, start..end)?;
+            let (computed, counts, picked) =
+                run_range_pass(scorer, sens, cfg, &mechs, start..end, in_chunk, cache)?;
+            absorb(&mut pass, (counts, picked));
             let done: Vec<UserRow> = computed.into_iter().flatten().collect();
             store.write(c, &header, &done)?;
             done
@@ -486,12 +605,23 @@ pub fn run_all<S: UserScorer>(
         rows.extend(chunk_rows);
         progress((end - start) as u64);
     }
-    Ok((rows, skipped))
+    let (mut counts, sample) = pass;
+    if counts.appearances.is_empty() {
+        counts.appearances = vec![0; scorer.n_items()];
+        counts.outside = vec![0; scorer.n_items()];
+    }
+    Ok(Finished {
+        cfg: cfg.clone(),
+        rows,
+        skipped,
+        counts,
+        sample,
+    })
 }
 
-/// Runs `cfg` with [`run_all`] in `out` (resuming its chunks), or with `add` names: adds those
-/// mechanisms to the finished run of `cfg` in `out` ([`add_mechanisms`]). Returns the
-/// configuration the rows belong to, the rows and the users without candidates.
+/// Runs `cfg` with [`run_all_pass`] in `out` (resuming its chunks), or with `add` names: adds
+/// those mechanisms to the finished run of `cfg` in `out` ([`add_mechanisms`]).
+#[allow(clippy::too_many_arguments)]
 pub fn run_or_add<S: UserScorer>(
     scorer: &S,
     sens: &Sensitivities,
@@ -500,16 +630,16 @@ pub fn run_or_add<S: UserScorer>(
     force: bool,
     add: Option<&str>,
     progress: &(dyn Fn(u64) + Sync),
-) -> Result<(SelectConfig, Vec<UserRow>, u64)> {
+    cache: Option<&CandidateCache>,
+) -> Result<Finished> {
     match add {
         None => {
             let store = ChunkStore::open(out, cfg, force)?;
-            let (rows, skipped) = run_all(scorer, sens, cfg, &store, progress, None)?;
-            Ok((cfg.clone(), rows, skipped))
+            run_all_pass(scorer, sens, cfg, &store, progress, None, cache)
         }
         Some(list) => {
             let names = cfg.registry.run_names(list, cfg.noise.is_secure())?;
-            add_mechanisms(scorer, sens, cfg, &names, out, progress)
+            add_mechanisms(scorer, sens, cfg, &names, out, progress, cache)
         }
     }
 }
@@ -527,7 +657,8 @@ pub fn add_mechanisms<S: UserScorer>(
     added: &[String],
     out: &Path,
     progress: &(dyn Fn(u64) + Sync),
-) -> Result<(SelectConfig, Vec<UserRow>, u64)> {
+    cache: Option<&CandidateCache>,
+) -> Result<Finished> {
     if let Some(dup) = added.iter().find(|m| old.mechanisms.contains(m)) {
         return Err(Error::Invalid(format!(
             "--add-mech: {dup} is already in the run in {} ({})",
@@ -562,13 +693,21 @@ pub fn add_mechanisms<S: UserScorer>(
             std::fs::remove_dir_all(d).map_err(|e| Error::io(d, e))?;
         }
     }
-    let (extra, _) = run_all(
+    // The candidate pass depends on the candidates, not on the mechanisms: the added
+    // mechanisms' run gives the merged run's.
+    let Finished {
+        rows: extra,
+        counts,
+        sample,
+        ..
+    } = run_all_pass(
         scorer,
         sens,
         &only,
         &ChunkStore::open(&scratch, &only, true)?,
         progress,
         None,
+        cache,
     )?;
     let merged_dir = out.join("chunks-merged");
     let merged = ChunkStore::open(&merged_dir, &new, true)?;
@@ -608,7 +747,13 @@ pub fn add_mechanisms<S: UserScorer>(
     for d in [&scratch, &merged_dir] {
         std::fs::remove_dir_all(d).map_err(|e| Error::io(d, e))?;
     }
-    Ok((new, rows, skipped))
+    Ok(Finished {
+        cfg: new,
+        rows,
+        skipped,
+        counts,
+        sample,
+    })
 }
 
 /// Paired per-user difference of one added mechanism against one existing mechanism at one ε.
@@ -680,6 +825,23 @@ pub fn run_range<S: UserScorer>(
     mechs: &[Vec<Box<dyn Mechanism>>],
     users: std::ops::Range<usize>,
 ) -> Result<Vec<Option<UserRow>>> {
+    Ok(run_range_pass(scorer, sens, cfg, mechs, users, &[], None)?.0)
+}
+
+/// [`run_range`] together with the candidate pass of the same users
+/// ([`candidate_pass_range`] with `sample`, ascending, within `users`): the counts, bits and
+/// samples are taken from the scores and candidates the selection builds anyway, so no user is
+/// scored a second time (docs/real-data.md, "Memory and time"). Equal to the two calls. With a
+/// `cache` of the sensitivity pass (made for `cfg.top`), its users are not scored at all.
+pub fn run_range_pass<S: UserScorer>(
+    scorer: &S,
+    sens: &Sensitivities,
+    cfg: &SelectConfig,
+    mechs: &[Vec<Box<dyn Mechanism>>],
+    users: std::ops::Range<usize>,
+    sample: &[usize],
+    cache: Option<&CandidateCache>,
+) -> Result<(Vec<Option<UserRow>>, ItemCounts, CandidateSample)> {
     if cfg.noise.is_secure() {
         SecureRng::from_os()?; // fail now, not inside a worker, if the OS has no entropy
     }
@@ -687,13 +849,66 @@ pub fn run_range<S: UserScorer>(
         Draws::new(cfg.noise, Streams::new(cfg.seed))
             .expect("OS entropy was available when the run started")
     };
-    users
+    let computed = users
+        .clone()
         .into_par_iter()
         .map_init(
             || (vec![0.0; scorer.n_items()], scorer.scratch(), draws()),
-            |(buf, scratch, dr), u| run_user(scorer, sens, cfg, mechs, u, buf, scratch, dr),
+            |(buf, scratch, dr), u| {
+                run_user_pass(scorer, sens, cfg, mechs, u, buf, scratch, dr, cache)
+            },
         )
-        .collect()
+        .collect::<Result<Vec<_>>>()?;
+    let n_items = scorer.n_items();
+    let mut counts = ItemCounts {
+        appearances: vec![0; n_items],
+        outside: vec![0; n_items],
+        bound_mgem: Vec::with_capacity(users.len()),
+    };
+    let mut picked = CandidateSample {
+        users: sample.len() as u64,
+        ..CandidateSample::default()
+    };
+    let mut rows = Vec::with_capacity(users.len());
+    for (u, (row, pass)) in users.zip(computed) {
+        for (&j, &v) in pass.items.iter().zip(&pass.raw) {
+            let j = j as usize;
+            counts.appearances[j] += 1;
+            if v < sens.lower[j] || v > sens.upper[j] {
+                counts.outside[j] += 1;
+            }
+        }
+        counts.bound_mgem.push(pass.mask);
+        if sample.binary_search(&u).is_ok() {
+            picked.scores.extend_from_slice(&pass.raw);
+            picked
+                .deltas
+                .extend(pass.items.iter().map(|&j| sens.delta[j as usize]));
+        }
+        rows.push(row);
+    }
+    Ok((rows, counts, picked))
+}
+
+/// Adds the candidate pass of the next users (`part`, of a range that follows those in
+/// `total`) to `total`.
+fn absorb(total: &mut (ItemCounts, CandidateSample), part: (ItemCounts, CandidateSample)) {
+    let (c, s) = total;
+    let (pc, ps) = part;
+    if c.appearances.is_empty() {
+        c.appearances = vec![0; pc.appearances.len()];
+        c.outside = vec![0; pc.outside.len()];
+    }
+    for (a, b) in c.appearances.iter_mut().zip(&pc.appearances) {
+        *a += b;
+    }
+    for (a, b) in c.outside.iter_mut().zip(&pc.outside) {
+        *a += b;
+    }
+    c.bound_mgem.extend(pc.bound_mgem);
+    s.users += ps.users;
+    s.scores.extend(ps.scores);
+    s.deltas.extend(ps.deltas);
 }
 
 /// MSE ± standard error of one (mechanism, ε) over users.
@@ -1057,21 +1272,7 @@ pub fn candidate_pass_range<S: UserScorer>(
                     q.push(if cfg.clip { sens.clip(j, v) } else { v });
                     d.push(sens.delta[j]);
                 }
-                // The bound rule's bit at every ε.
-                let mut mask = 0u64;
-                if !q.is_empty() {
-                    for (e, &eps) in cfg.epsilons.iter().enumerate().take(64) {
-                        if crate::stats::bounds::mgem_bound_at_least_gem(
-                            &q,
-                            &d,
-                            eps,
-                            cfg.params.beta,
-                        ) {
-                            mask |= 1 << e;
-                        }
-                    }
-                }
-                masks.push((u, mask));
+                masks.push((u, bound_mask(&q, &d, cfg)));
                 (c, masks, buf, scratch)
             },
         )

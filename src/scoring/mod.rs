@@ -302,6 +302,41 @@ pub fn item_sensitivities<S: UserScorer>(
     sketch_users(scorer, cfg, &counts, 0..scorer.n_users(), progress).sensitivities(cfg)
 }
 
+/// [`item_sensitivities`] that also keeps every user's `top` candidates and their raw scores
+/// ([`top_candidates`] on the scores the pass computes anyway), so that the selection need not
+/// score the users again (docs/real-data.md, "Memory and time"). The cache takes 12 B per
+/// candidate.
+pub fn item_sensitivities_with_candidates<S: UserScorer>(
+    scorer: &S,
+    cfg: &SensitivityConfig,
+    top: usize,
+    progress: &(dyn Fn(u64) + Sync),
+) -> (Sensitivities, CandidateCache) {
+    let counts = percentile_counts(scorer, cfg.population);
+    let users = 0..scorer.n_users();
+    let (sketch, cache) = sketch_inner(scorer, cfg, &counts, users, Some(top), progress);
+    (sketch.sensitivities(cfg), cache)
+}
+
+/// Every user's top candidates (best first) and their raw model scores, from one scoring pass
+/// ([`item_sensitivities_with_candidates`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CandidateCache {
+    first: usize,
+    start: Vec<usize>,
+    items: Vec<u32>,
+    raw: Vec<f64>,
+}
+
+impl CandidateCache {
+    /// The candidates of `user` and their raw scores; `None` for a user outside the cache.
+    pub fn get(&self, user: usize) -> Option<(&[u32], &[f64])> {
+        let i = user.checked_sub(self.first)?;
+        let (a, b) = (*self.start.get(i)?, *self.start.get(i + 1)?);
+        Some((&self.items[a..b], &self.raw[a..b]))
+    }
+}
+
 /// How many scores each item's percentiles run over: every user for [`PercentileUsers::All`],
 /// else the users who do not have the item. Cheap (one pass over the input rows, no scoring); a
 /// distributed run computes it once for all partitions.
@@ -555,7 +590,27 @@ pub fn sketch_users<S: UserScorer>(
     users: std::ops::Range<usize>,
     progress: &(dyn Fn(u64) + Sync),
 ) -> PercentileSketch {
+    sketch_inner(scorer, cfg, counts, users, None, progress).0
+}
+
+/// [`sketch_users`], and with `top` the users' candidates ([`CandidateCache`]; empty without).
+fn sketch_inner<S: UserScorer>(
+    scorer: &S,
+    cfg: &SensitivityConfig,
+    counts: &[u64],
+    users: std::ops::Range<usize>,
+    top: Option<usize>,
+    progress: &(dyn Fn(u64) + Sync),
+) -> (PercentileSketch, CandidateCache) {
     let n_items = scorer.n_items();
+    let per_user = top.map_or(0, |t| t.min(n_items));
+    let mut cache = CandidateCache {
+        first: users.start,
+        start: vec![0],
+        // Reserved, not touched: only what is written becomes resident.
+        items: Vec::with_capacity(per_user * users.len()),
+        raw: Vec::with_capacity(per_user * users.len()),
+    };
     assert_eq!(counts.len(), n_items, "one count per item");
     assert!(users.end <= scorer.n_users(), "users within the scorer's");
     let without_item = cfg.population == PercentileUsers::WithoutItem;
@@ -592,22 +647,34 @@ pub fn sketch_users<S: UserScorer>(
     let item_chunk = n_items.div_ceil(4 * rayon::current_num_threads()).max(64);
     for start in users.clone().step_by(USER_BLOCK) {
         let end = (start + USER_BLOCK).min(users.end);
-        block[..(end - start) * n_items]
+        let picked: Vec<Option<(Vec<u32>, Vec<f64>)>> = block[..(end - start) * n_items]
             .par_chunks_mut(n_items)
             .enumerate()
-            .for_each_init(
+            .map_init(
                 || scorer.scratch(),
                 |scratch, (i, row)| {
                     let u = start + i;
                     scorer.score(u, row, scratch);
+                    let picked = top.map(|top| {
+                        let items = top_candidates(row, scorer.excluded(u), top);
+                        let raw = items.iter().map(|&j| row[j as usize]).collect();
+                        (items, raw)
+                    });
                     // NaN marks "not a score of this user" for the fold below.
                     if without_item {
                         for &j in scorer.excluded(u) {
                             row[j as usize] = f64::NAN;
                         }
                     }
+                    picked
                 },
-            );
+            )
+            .collect();
+        for (items, raw) in picked.into_iter().flatten() {
+            cache.items.extend_from_slice(&items);
+            cache.raw.extend_from_slice(&raw);
+            cache.start.push(cache.items.len());
+        }
         let rows = &block[..(end - start) * n_items];
         tails
             .par_chunks_mut(item_chunk)
@@ -641,13 +708,14 @@ pub fn sketch_users<S: UserScorer>(
         h.sort_by(f64::total_cmp);
         high.push(h);
     }
-    PercentileSketch {
+    let sketch = PercentileSketch {
         lower: cfg.lower,
         upper: cfg.upper,
         counts: counts.to_vec(),
         low,
         high,
-    }
+    };
+    (sketch, cache)
 }
 
 /// One user's selection problem (docs/protocol.md, steps 5–7): the top candidates, best first,
@@ -673,17 +741,21 @@ impl Candidates {
         top: usize,
         clip: bool,
     ) -> Self {
-        let items = top_candidates(scores, excluded, top);
+        Self::from_items(scores, top_candidates(scores, excluded, top), sens, clip)
+    }
+
+    /// The problem of the candidates `items` (from [`top_candidates`] on `scores`, best first).
+    pub fn from_items(scores: &[f64], items: Vec<u32>, sens: &Sensitivities, clip: bool) -> Self {
+        let raw: Vec<f64> = items.iter().map(|&j| scores[j as usize]).collect();
+        Self::from_raw(items, &raw, sens, clip)
+    }
+
+    /// The problem of the candidates `items` whose raw model scores are `raw` (same order).
+    pub fn from_raw(items: Vec<u32>, raw: &[f64], sens: &Sensitivities, clip: bool) -> Self {
         let q = items
             .iter()
-            .map(|&j| {
-                let s = scores[j as usize];
-                if clip {
-                    sens.clip(j as usize, s)
-                } else {
-                    s
-                }
-            })
+            .zip(raw)
+            .map(|(&j, &s)| if clip { sens.clip(j as usize, s) } else { s })
             .collect();
         let d = items.iter().map(|&j| sens.delta[j as usize]).collect();
         Candidates {
