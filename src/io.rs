@@ -33,3 +33,11 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
 pub fn ensure_dir(dir: &Path) -> Result<()> {
     std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))
 }
+
+/// Peak resident memory of this process in MB (VmHWM, Linux), if the kernel reports it.
+pub fn peak_rss_mb() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb / 1024.0)
+}

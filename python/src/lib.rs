@@ -1499,7 +1499,6 @@ impl SelectJob {
                 selection_seconds,
                 diagnostics_seconds: t0.elapsed().as_secs_f64(),
                 total_seconds: start_seconds + t0.elapsed().as_secs_f64(),
-                peak_rss_mb: peak_rss_mb(),
             };
             finish_select(
                 &self.out,
@@ -1515,18 +1514,6 @@ impl SelectJob {
         })
         .map_err(err)
     }
-}
-
-/// Peak resident memory of this process in MB (NaN where unknown): the driver's only.
-fn peak_rss_mb() -> f64 {
-    let Ok(status) = std::fs::read_to_string("/proc/self/status") else {
-        return f64::NAN;
-    };
-    status
-        .lines()
-        .find(|l| l.starts_with("VmHWM:"))
-        .and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
-        .map_or(f64::NAN, |kb| kb / 1024.0)
 }
 
 /// The module `recsel._native`.

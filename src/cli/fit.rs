@@ -47,14 +47,6 @@ pub struct Args {
     json: bool,
 }
 
-/// Peak resident memory of this process in MB (VmHWM), if the kernel reports it.
-pub fn peak_rss_mb() -> Option<f64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb / 1024.0)
-}
-
 fn metrics_json(m: &Metrics) -> serde_json::Value {
     serde_json::json!({
         "users": m.users,
@@ -160,7 +152,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             release.manifest.n_items, c.users, c.population
         );
     }
-    let peak = peak_rss_mb().unwrap_or(f64::NAN);
+    let peak = recsel::io::peak_rss_mb().unwrap_or(f64::NAN);
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     if quiet {

@@ -220,7 +220,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         selection_seconds: select_s,
         diagnostics_seconds: diag_s,
         total_seconds: start.elapsed().as_secs_f64(),
-        peak_rss_mb: super::fit::peak_rss_mb().unwrap_or(f64::NAN),
     };
     let (ids, items) = (&data.test_user_ids, &data.item_ids);
     let text = finish_select(

@@ -725,22 +725,19 @@ pub struct Timings {
     pub diagnostics_seconds: f64,
     /// The whole run.
     pub total_seconds: f64,
-    /// Peak resident memory in MB up to the end of the analysis, read before the outputs are
-    /// written (writing the per-user table can raise it: 671 vs 838 MB on the netflix grid; the
-    /// process's own high-water mark, e.g. `/usr/bin/time -v`, covers the whole run). NaN where
-    /// unknown.
-    pub peak_rss_mb: f64,
 }
 
 /// The human-readable summary of a `select` run: what kind of run it was (DP release or not), the
 /// Spearman summary and diagnostics, the fig 13 d–f sample, the MSE table and the timings.
-/// `scatter` is [`scatter_points`] at grid point `scatter_e`.
+/// `scatter` is [`scatter_points`] at grid point `scatter_e`; `peak_mb` is the process's peak
+/// resident memory (NaN where unknown).
 pub fn summary_text(
     run: &SelectRun<'_>,
     res: &SelectResults<'_>,
     scatter: Option<&(Vec<(f64, f64)>, u64)>,
     scatter_e: usize,
     t: &Timings,
+    peak_mb: f64,
 ) -> String {
     use std::fmt::Write as _;
     let (cfg, d) = (run.select, res.diagnostics);
@@ -854,11 +851,7 @@ pub fn summary_text(
         out,
         "\nsensitivities {:.1} s, selection {:.1} s, diagnostics {:.1} s, total {:.1} s, peak \
          memory {:.0} MB",
-        t.sensitivity_seconds,
-        t.selection_seconds,
-        t.diagnostics_seconds,
-        t.total_seconds,
-        t.peak_rss_mb
+        t.sensitivity_seconds, t.selection_seconds, t.diagnostics_seconds, t.total_seconds, peak_mb
     );
     out
 }
@@ -872,6 +865,7 @@ pub fn summary_json(
     scatter: Option<&(Vec<(f64, f64)>, u64)>,
     scatter_e: usize,
     t: &Timings,
+    peak_mb: f64,
     out: &Path,
 ) -> serde_json::Value {
     let cfg = run.select;
@@ -899,7 +893,7 @@ pub fn summary_json(
         "selection_seconds": t.selection_seconds,
         "diagnostics_seconds": t.diagnostics_seconds,
         "total_seconds": t.total_seconds,
-        "peak_rss_mb": t.peak_rss_mb,
+        "peak_rss_mb": peak_mb,
         "out": out,
     })
 }
@@ -935,11 +929,22 @@ pub fn finish_select(
         advice: &analysis.advice,
     };
     let files = write_select(out, run, &results)?;
+    // Read after the outputs are written: building the per-user table is the run's peak (this
+    // process's: under the Ray runner, the driver's).
+    let peak = crate::io::peak_rss_mb().unwrap_or(f64::NAN);
     if json {
-        let obj = summary_json(run, &results, scatter.as_ref(), scatter_e, timings, out);
+        let obj = summary_json(
+            run,
+            &results,
+            scatter.as_ref(),
+            scatter_e,
+            timings,
+            peak,
+            out,
+        );
         return Ok(format!("{obj}\n"));
     }
-    let mut text = summary_text(run, &results, scatter.as_ref(), scatter_e, timings);
+    let mut text = summary_text(run, &results, scatter.as_ref(), scatter_e, timings, peak);
     for f in files {
         text.push_str(&format!("wrote {}\n", f.display()));
     }
