@@ -5,7 +5,8 @@
 //! grid, and the projection to 40,000 users on all threads (selection stage only; the
 //! sensitivities are a separate stage of `recsel select`).
 //!
-//! Usage: `cargo bench --bench grid_mechanisms [-- USERS]` (default 40 users).
+//! Usage: `cargo bench --bench grid_mechanisms [-- USERS [MECHANISMS]]` (default 40 users and
+//! `all`; MECHANISMS is a comma-separated list such as `rs,rs-exp`).
 
 use std::time::Instant;
 
@@ -24,7 +25,11 @@ fn main() {
         gamma: 0.0008,
         ..MechParams::default()
     };
-    let specs = mechanisms::parse_list("all").expect("the registry's `all`");
+    let list = std::env::args()
+        .skip(1)
+        .rfind(|a| a.parse::<u64>().is_err() && !a.starts_with('-'))
+        .unwrap_or_else(|| "all".into());
+    let specs = mechanisms::parse_list(&list).unwrap_or_else(|e| panic!("{e}"));
     let mut draws = Draws::Seeded(Streams::new(1));
     let mut rows = Vec::new();
     for (id, spec) in specs.iter().enumerate() {

@@ -167,6 +167,70 @@ fn pruned_sansa_respects_density_and_stays_close_to_ease() {
     }
 }
 
+/// Scoring in blocks (docs/sansa.md, "Scoring") gives every user exactly, bit for bit, the scores
+/// of the definition summed in ascending row order of `W_r`, and so the scores of the one-user path,
+/// whatever block the user falls in.
+#[test]
+fn scoring_a_block_of_users_equals_scoring_each_alone_bit_for_bit() {
+    let x = random_data(300, 60, 0.15, 9);
+    let m = fit_sansa(
+        gram_lower(&x),
+        Method::Exact,
+        10.0,
+        0.3,
+        UmrConfig::default(),
+        &mut FitReport::default(),
+        &|_| {},
+    )
+    .unwrap();
+    let n = m.n;
+    assert!(m.w_r.nnz() < n * n / 2, "sparse enough for zeros to matter");
+    // The definition, written out: h = Σ_j W[:, j] in item order, score_k = Σ_m h_m W_r[m, k] in
+    // ascending m, skipping h_m = 0.
+    let (w, w_r) = (m.w.to_dense(), m.w_r.to_dense());
+    let naive = |items: &[u32]| -> Vec<f64> {
+        let mut h = vec![0.0f64; n];
+        for &j in items {
+            for (mm, hm) in h.iter_mut().enumerate() {
+                if w[[mm, j as usize]] != 0.0 {
+                    *hm += w[[mm, j as usize]];
+                }
+            }
+        }
+        (0..n)
+            .map(|k| {
+                let mut s = 0.0f64;
+                for mm in 0..n {
+                    if h[mm] != 0.0 && w_r[[mm, k]] != 0.0 {
+                        s += h[mm] * w_r[[mm, k]];
+                    }
+                }
+                s
+            })
+            .collect()
+    };
+    // 21 users (not a multiple of the block), among them one with no item and one with all.
+    let mut users: Vec<Vec<u32>> = (0..19)
+        .map(|u| x.outer_view(u).unwrap().indices().to_vec())
+        .collect();
+    users.insert(4, Vec::new());
+    users.push((0..n as u32).collect());
+    let refs: Vec<&[u32]> = users.iter().map(|u| u.as_slice()).collect();
+    let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    let mut scratch = Vec::new();
+    let mut alone = vec![0.0; n];
+    for shift in [0, 3] {
+        let mut block = vec![0.0; (refs.len() - shift) * n];
+        m.score_block(&refs[shift..], &mut block, &mut scratch);
+        for (u, row) in refs[shift..].iter().zip(block.chunks(n)) {
+            m.score_into(u, &mut alone, &mut scratch);
+            assert_eq!(bits(row), bits(&alone), "block and alone differ for {u:?}");
+            assert_eq!(bits(row), bits(&naive(u)), "block and definition differ");
+        }
+    }
+    assert!(alone.iter().any(|&s| s != 0.0), "scores are not all zero");
+}
+
 #[test]
 fn parameters_are_validated() {
     for (l2, d) in [

@@ -134,12 +134,13 @@ pub fn generate(shape: SyntheticShape, seed: u64) -> RawInteractions {
     let cap = (n_items / 3).max(5);
     // Users are generated in parallel blocks appended in user order, so that only one block's rows
     // are held beside the records (their small allocations would otherwise stay resident).
-    let user_row = |u: usize| -> Vec<u32> {
+    // `seen` is one bit per item, cleared after each row (a hash set cost more than the draws).
+    let user_row = |seen: &mut Vec<u64>, u: usize| -> Vec<u32> {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         rng.set_stream(u as u64);
         let n = (activity.sample(&mut rng).round() as usize).clamp(5, cap);
         let taste = rng.random_range(0..n_clusters);
-        let mut seen = std::collections::HashSet::with_capacity(2 * n);
+        seen.resize(n_items.div_ceil(64), 0);
         let mut row = Vec::with_capacity(n);
         let mut attempts = 0;
         while row.len() < n && attempts < 50 * n {
@@ -149,9 +150,14 @@ pub fn generate(shape: SyntheticShape, seed: u64) -> RawInteractions {
             } else {
                 global.draw(&mut rng)
             };
-            if seen.insert(item) {
+            let (w, bit) = (item as usize / 64, 1u64 << (item % 64));
+            if seen[w] & bit == 0 {
+                seen[w] |= bit;
                 row.push(item);
             }
+        }
+        for &item in &row {
+            seen[item as usize / 64] = 0;
         }
         row
     };
@@ -159,7 +165,10 @@ pub fn generate(shape: SyntheticShape, seed: u64) -> RawInteractions {
     let mut items = Vec::with_capacity(n_inter);
     for start in (0..n_users).step_by(GENERATE_BLOCK) {
         let end = (start + GENERATE_BLOCK).min(n_users);
-        let rows: Vec<Vec<u32>> = (start..end).into_par_iter().map(user_row).collect();
+        let rows: Vec<Vec<u32>> = (start..end)
+            .into_par_iter()
+            .map_init(Vec::new, user_row)
+            .collect();
         for (u, row) in (start..).zip(&rows) {
             users.extend(std::iter::repeat_n(u as u32, row.len()));
             items.extend_from_slice(row);

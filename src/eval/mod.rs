@@ -9,8 +9,8 @@
 
 use rayon::prelude::*;
 
-use crate::data::Dataset;
-use crate::model::{Model, Scratch};
+use crate::data::{Csr, Dataset};
+use crate::model::{Model, Scratch, SCORE_LANES};
 
 /// Mean and standard error of a per-user metric.
 #[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
@@ -104,32 +104,38 @@ pub fn top_k(scores: &mut [f64], seen: &[u32], k: usize) -> Vec<u32> {
     idx
 }
 
+/// The items of row `u`.
+fn row(m: &Csr, u: usize) -> &[u32] {
+    &m.indices()[m.indptr().outer_inds_sz(u)]
+}
+
 /// Evaluates a model on the test users of a dataset.
 pub fn evaluate(model: &Model, data: &Dataset) -> Metrics {
     let n = model.n_items();
     let users: Vec<usize> = (0..data.test_target.rows())
         .filter(|&u| data.test_target.outer_view(u).is_some_and(|r| r.nnz() > 0))
         .collect();
+    // Users are scored SCORE_LANES at a time: the model's weights are read once per group.
     let per_user: Vec<[f64; 5]> = users
-        .par_iter()
+        .par_chunks(SCORE_LANES)
         .map_init(
-            || (vec![0.0f64; n], Scratch::new(n)),
-            |(scores, scratch), &u| {
-                let input = data
-                    .test_input
-                    .outer_view(u)
-                    .map(|r| r.indices().to_vec())
-                    .unwrap_or_default();
-                let targets = data
-                    .test_target
-                    .outer_view(u)
-                    .map(|r| r.indices().to_vec())
-                    .unwrap_or_default();
-                model.score_into(&input, scores, scratch);
-                let ranked = top_k(scores, &input, 100);
-                user_metrics(&ranked, &targets)
+            || (Vec::new(), Scratch::new(n)),
+            |(scores, scratch), group| {
+                let inputs: Vec<&[u32]> = group.iter().map(|&u| row(&data.test_input, u)).collect();
+                scores.resize(group.len() * n, 0.0);
+                model.score_block(&inputs, scores, scratch);
+                group
+                    .iter()
+                    .zip(scores.chunks_mut(n.max(1)))
+                    .zip(&inputs)
+                    .map(|((&u, s), input)| {
+                        let ranked = top_k(s, input, 100);
+                        user_metrics(&ranked, row(&data.test_target, u))
+                    })
+                    .collect::<Vec<_>>()
             },
         )
+        .flatten_iter()
         .collect();
     let column =
         |c: usize| -> Estimate { Estimate::of(&per_user.iter().map(|m| m[c]).collect::<Vec<_>>()) };

@@ -315,6 +315,11 @@ fn run_problem<S: UserScorer>(
     };
     let qmax = problem.max_score();
     let targets = scorer.targets(user);
+    // Whether each candidate is one of the user's held-out items, looked up once per user.
+    let is_target: Vec<bool> = items
+        .iter()
+        .map(|i| targets.binary_search(i).is_ok())
+        .collect();
     let mut mean_selected = Vec::with_capacity(mechs.len() * cfg.epsilons.len());
     let mut mse = Vec::with_capacity(mean_selected.capacity());
     let mut hit = Vec::with_capacity(mean_selected.capacity());
@@ -328,7 +333,7 @@ fn run_problem<S: UserScorer>(
                 let v = q[a];
                 sum += v;
                 sq += (v - qmax) * (v - qmax);
-                hits += u32::from(targets.binary_search(&items[a]).is_ok());
+                hits += u32::from(is_target[a]);
             }
             mean_selected.push(sum / f64::from(cfg.trials));
             mse.push(sq / f64::from(cfg.trials));

@@ -295,13 +295,16 @@ impl RandomStopping {
         let direct = self.mean_draws() >= factor * k;
         let guide = (direct && many)
             .then(|| {
-                Guide::new(
-                    self.noise_shape(),
-                    problem.scores(),
-                    &scales,
-                    &inv_scales,
-                    |u| self.level_at(u),
-                )
+                WORK.with_borrow_mut(|work| {
+                    Guide::new(
+                        self.noise_shape(),
+                        problem.scores(),
+                        &scales,
+                        &inv_scales,
+                        |u| self.level_at(u),
+                        work,
+                    )
+                })
             })
             .flatten();
         PreparedRs {
@@ -313,6 +316,11 @@ impl RandomStopping {
             guide,
         }
     }
+}
+
+thread_local! {
+    /// The direct maximum draw's scratch space, one per thread: a selection allocates nothing.
+    static WORK: std::cell::RefCell<maxdraw::Work> = std::cell::RefCell::new(maxdraw::Work::default());
 }
 
 /// The maximum is drawn directly when E K ≥ this × k (with a [`Guide`]): one draw-by-draw
@@ -372,32 +380,33 @@ impl PreparedRs<'_> {
     fn sample_max(&self, rng: &mut Rng) -> usize {
         let t = self.level(rng);
         let (q, s, inv) = (self.scores, &self.scales, &self.inv_scales);
-        let solution = match &self.guide {
-            Some(guide) => guide.solve(q, s, inv, t),
-            None => maxdraw::solve(self.mech.noise_shape(), q, s, inv, t, None),
-        };
-        let Some(Solution {
-            active,
-            dens,
-            total,
-            ..
-        }) = solution
-        else {
-            return self.sample_counting(rng).0;
-        };
-        let mut r = rng.random::<f64>() * total;
-        for (&d, &a) in dens.iter().zip(&active) {
-            if r < d {
-                return a as usize;
+        let picked = WORK.with_borrow_mut(|work| {
+            let solution = match &self.guide {
+                Some(guide) => guide.solve(q, s, inv, t, work),
+                None => maxdraw::solve(self.mech.noise_shape(), q, s, inv, t, None, work),
+            };
+            let Solution {
+                active,
+                dens,
+                total,
+                ..
+            } = solution?;
+            let mut r = rng.random::<f64>() * total;
+            for (&d, &a) in dens.iter().zip(active) {
+                if r < d {
+                    return Some(a as usize);
+                }
+                r -= d;
             }
-            r -= d;
-        }
-        // Rounding left r at or above the last partial sum: the last candidate with a density.
-        let last = dens
-            .iter()
-            .rposition(|&d| d > 0.0)
-            .expect("a positive total");
-        active[last] as usize
+            // Rounding left r at or above the last partial sum: the last candidate with a
+            // density.
+            let last = dens
+                .iter()
+                .rposition(|&d| d > 0.0)
+                .expect("a positive total");
+            Some(active[last] as usize)
+        });
+        picked.unwrap_or_else(|| self.sample_counting(rng).0)
     }
 }
 

@@ -387,11 +387,7 @@ pub fn load(dir: &Path, expect_fingerprint: Option<u64>) -> Result<(Model, Model
             if w.shape() != (n, n) || w_r.shape() != (n, n) {
                 return Err(corrupt(p, format!("weights are not {n}x{n}")));
             }
-            Model::Sansa(Sansa {
-                n,
-                w: w.to_csc(),
-                w_r: w_r.to_csr(),
-            })
+            Model::Sansa(Sansa::new(w, w_r))
         }
         super::Method::Ease => {
             let (p, b) = find("b.npy")?;

@@ -13,7 +13,7 @@ pub mod umr;
 use std::time::Instant;
 
 pub use ease::Ease;
-pub use sansa::Sansa;
+pub use sansa::{Sansa, SCORE_LANES};
 pub use umr::UmrConfig;
 
 use crate::data::Csr;
@@ -247,6 +247,9 @@ pub fn process_cpu_seconds() -> Option<f64> {
 }
 
 /// A fitted model.
+// A run holds one model: the size of the enum does not matter, and boxing SANSA (its two factors
+// kept both ways are ~300 bytes of headers) would only add an indirection to every score.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]
 pub enum Model {
     /// Dense EASE.
@@ -290,8 +293,23 @@ impl Model {
     pub fn score_into(&self, items: &[u32], out: &mut [f64], scratch: &mut Scratch) {
         match self {
             Model::Ease(m) => m.score_into(items, out),
-            Model::Sansa(m) => m.score_into(items, out, &mut scratch.h, &mut scratch.touched),
+            Model::Sansa(m) => m.score_into(items, out, &mut scratch.h),
             Model::Popular(p) => out.copy_from_slice(p),
+        }
+    }
+
+    /// Scores a block of users (`out` holds one row of `n_items` per user), each row exactly what
+    /// [`Model::score_into`] gives that user; SANSA reads its weights once per few users.
+    pub fn score_block(&self, users: &[&[u32]], out: &mut [f64], scratch: &mut Scratch) {
+        let n = self.n_items();
+        assert_eq!(out.len(), users.len() * n, "one row of scores per user");
+        match self {
+            Model::Sansa(m) => m.score_block(users, out, &mut scratch.h),
+            _ => {
+                for (items, row) in users.iter().zip(out.chunks_mut(n.max(1))) {
+                    self.score_into(items, row, scratch);
+                }
+            }
         }
     }
 }
@@ -300,16 +318,13 @@ impl Model {
 #[derive(Debug, Clone)]
 pub struct Scratch {
     h: Vec<f64>,
-    touched: Vec<u32>,
 }
 
 impl Scratch {
-    /// Scratch for a model with `n` items.
+    /// Scratch for a model with `n` items (allocated on first use, at the size the model needs).
     pub fn new(n: usize) -> Self {
-        Scratch {
-            h: vec![0.0; n],
-            touched: Vec::new(),
-        }
+        let _ = n;
+        Scratch { h: Vec::new() }
     }
 }
 

@@ -2,15 +2,12 @@
 //! percentiles computed without the users × items score matrix, clipping, and each user's top
 //! candidates.
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
-
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::data::Csr;
 use crate::error::{Error, Result};
-use crate::model::{Model, Scratch};
+use crate::model::{Model, Scratch, SCORE_LANES};
 
 /// Anything that scores every item for one user: a fitted model with its users' input rows.
 pub trait UserScorer: Sync {
@@ -26,6 +23,19 @@ pub trait UserScorer: Sync {
     fn excluded(&self, user: usize) -> &[u32];
     /// Scores of every item for `user` into `out` (length `n_items`).
     fn score(&self, user: usize, out: &mut [f64], scratch: &mut Self::Scratch);
+    /// Scores of the consecutive `users` into `out`, one row of `n_items` per user, each row
+    /// exactly what [`UserScorer::score`] gives; a scorer may read its model once per block.
+    fn score_block(
+        &self,
+        users: std::ops::Range<usize>,
+        out: &mut [f64],
+        scratch: &mut Self::Scratch,
+    ) {
+        let n = self.n_items();
+        for (u, row) in users.zip(out.chunks_mut(n.max(1))) {
+            self.score(u, row, scratch);
+        }
+    }
     /// The user's held-out items (sorted), against which a private pick counts as a hit
     /// (hit@1, docs/protocol.md, step 9); none by default.
     fn targets(&self, user: usize) -> &[u32] {
@@ -111,6 +121,10 @@ impl UserScorer for ModelScorer<'_> {
     }
     fn score(&self, user: usize, out: &mut [f64], scratch: &mut Scratch) {
         self.model.score_into(self.excluded(user), out, scratch);
+    }
+    fn score_block(&self, users: std::ops::Range<usize>, out: &mut [f64], scratch: &mut Scratch) {
+        let items: Vec<&[u32]> = users.map(|u| self.excluded(u)).collect();
+        self.model.score_block(&items, out, scratch);
     }
     fn targets(&self, user: usize) -> &[u32] {
         match self.targets {
@@ -224,59 +238,80 @@ fn interpolate(sorted: &[f64], offset: u64, h: f64) -> f64 {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq)]
-struct Ord64(f64);
-impl Eq for Ord64 {}
-impl PartialOrd for Ord64 {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Ord64 {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.0.total_cmp(&other.0)
-    }
-}
-
-/// The running tails of one item: its `cap_low` smallest and `cap_high` largest scores so far.
+/// The running tails of one item: a superset of its `cap_low` smallest and of its `cap_high`
+/// largest scores so far. A value that may belong to a tail is appended to it; when a tail holds
+/// twice its size, a selection cuts it back to the size and the threshold rises to the kept
+/// extreme. Amortised O(1) per value, against O(log size) for a heap; the kept values (as a
+/// multiset) are those of the exact tails, so the percentiles are unchanged.
 struct Tails {
-    low: BinaryHeap<Ord64>,
-    high: BinaryHeap<Reverse<Ord64>>,
+    low: Vec<f64>,
+    high: Vec<f64>,
     cap_low: usize,
     cap_high: usize,
+    /// A value enters `low` if below this (+∞ until `low` has been cut once).
+    low_th: f64,
+    /// A value enters `high` if above this.
+    high_th: f64,
 }
 
 impl Tails {
-    /// Adds `v`; returns the new thresholds (largest kept low value, smallest kept high value),
-    /// ±∞ while a tail is not full, so that the caller can skip values that change nothing.
+    fn new(cap_low: usize, cap_high: usize) -> Tails {
+        Tails {
+            low: Vec::new(),
+            high: Vec::new(),
+            cap_low,
+            cap_high,
+            low_th: if cap_low == 0 {
+                f64::NEG_INFINITY
+            } else {
+                f64::INFINITY
+            },
+            high_th: if cap_high == 0 {
+                f64::INFINITY
+            } else {
+                f64::NEG_INFINITY
+            },
+        }
+    }
+
+    /// Adds `v`; returns the thresholds (a value at or beyond both changes nothing), so that
+    /// the caller can skip such values.
     #[inline]
     fn push(&mut self, v: f64) -> (f64, f64) {
-        if self.low.len() < self.cap_low {
-            self.low.push(Ord64(v));
-        } else if let Some(mut top) = self.low.peek_mut() {
-            if v < top.0 {
-                *top = Ord64(v);
+        if v < self.low_th {
+            self.low.push(v);
+            if self.low.len() >= 2 * self.cap_low {
+                self.low_th = cut(&mut self.low, self.cap_low, |a, b| a.total_cmp(b));
             }
         }
-        if self.high.len() < self.cap_high {
-            self.high.push(Reverse(Ord64(v)));
-        } else if let Some(mut top) = self.high.peek_mut() {
-            if v > top.0 .0 {
-                *top = Reverse(Ord64(v));
+        if v > self.high_th {
+            self.high.push(v);
+            if self.high.len() >= 2 * self.cap_high {
+                self.high_th = cut(&mut self.high, self.cap_high, |a, b| b.total_cmp(a));
             }
         }
-        let low = if self.low.len() < self.cap_low {
-            f64::INFINITY
-        } else {
-            self.low.peek().map_or(f64::NEG_INFINITY, |t| t.0)
-        };
-        let high = if self.high.len() < self.cap_high {
-            f64::NEG_INFINITY
-        } else {
-            self.high.peek().map_or(f64::INFINITY, |t| t.0 .0)
-        };
-        (low, high)
+        (self.low_th, self.high_th)
     }
+
+    /// The exact tails, each sorted ascending.
+    fn finish(mut self) -> (Vec<f64>, Vec<f64>) {
+        if self.low.len() > self.cap_low {
+            cut(&mut self.low, self.cap_low, |a, b| a.total_cmp(b));
+        }
+        if self.high.len() > self.cap_high {
+            cut(&mut self.high, self.cap_high, |a, b| b.total_cmp(a));
+        }
+        self.low.sort_by(f64::total_cmp);
+        self.high.sort_by(f64::total_cmp);
+        (self.low, self.high)
+    }
+}
+
+/// Keeps the `keep` (≥ 1) first values of `v` in the order `cmp` and returns the last kept one.
+fn cut(v: &mut Vec<f64>, keep: usize, cmp: impl FnMut(&f64, &f64) -> std::cmp::Ordering) -> f64 {
+    let (_, &mut last, _) = v.select_nth_unstable_by(keep - 1, cmp);
+    v.truncate(keep);
+    last
 }
 
 /// Items whose tails are updated together (their heaps should fit in a core's cache).
@@ -622,53 +657,45 @@ fn sketch_inner<S: UserScorer>(
             } else {
                 (keep_low(n, cfg.lower), keep_high(n, cfg.upper))
             };
-            Tails {
-                low: BinaryHeap::with_capacity(cl.min(users.len())),
-                high: BinaryHeap::with_capacity(ch.min(users.len())),
-                cap_low: cl,
-                cap_high: ch,
-            }
+            Tails::new(cl, ch)
         })
         .collect();
     // Per item, the values a new score must beat to enter a tail: a compact array the fold streams
-    // through, so the heaps (far larger than the caches) are touched only by the ~2% of scores that
+    // through, so the tails (far larger than the caches) are touched only by the few scores that
     // enter them.
-    let mut thresholds: Vec<(f64, f64)> = tails
-        .iter()
-        .map(|t| {
-            if t.cap_low == 0 {
-                (f64::NEG_INFINITY, f64::INFINITY)
-            } else {
-                (f64::INFINITY, f64::NEG_INFINITY)
-            }
-        })
-        .collect();
+    let mut thresholds: Vec<(f64, f64)> = tails.iter().map(|t| (t.low_th, t.high_th)).collect();
     let mut block = vec![0.0f64; USER_BLOCK.min(users.len()) * n_items];
     let item_chunk = n_items.div_ceil(4 * rayon::current_num_threads()).max(64);
     for start in users.clone().step_by(USER_BLOCK) {
         let end = (start + USER_BLOCK).min(users.end);
+        // Users are scored SCORE_LANES at a time (the model's weights are read once per group).
         let picked: Vec<Option<(Vec<u32>, Vec<f64>)>> = block[..(end - start) * n_items]
-            .par_chunks_mut(n_items)
+            .par_chunks_mut(n_items * SCORE_LANES)
             .enumerate()
             .map_init(
                 || scorer.scratch(),
-                |scratch, (i, row)| {
-                    let u = start + i;
-                    scorer.score(u, row, scratch);
-                    let picked = top.map(|top| {
-                        let items = top_candidates(row, scorer.excluded(u), top);
-                        let raw = items.iter().map(|&j| row[j as usize]).collect();
-                        (items, raw)
-                    });
-                    // NaN marks "not a score of this user" for the fold below.
-                    if without_item {
-                        for &j in scorer.excluded(u) {
-                            row[j as usize] = f64::NAN;
+                |scratch, (g, rows)| {
+                    let first = start + g * SCORE_LANES;
+                    let group = first..first + rows.len() / n_items.max(1);
+                    scorer.score_block(group.clone(), rows, scratch);
+                    let mut picked = Vec::with_capacity(group.len());
+                    for (u, row) in group.zip(rows.chunks_mut(n_items)) {
+                        picked.push(top.map(|top| {
+                            let items = top_candidates(row, scorer.excluded(u), top);
+                            let raw = items.iter().map(|&j| row[j as usize]).collect();
+                            (items, raw)
+                        }));
+                        // NaN marks "not a score of this user" for the fold below.
+                        if without_item {
+                            for &j in scorer.excluded(u) {
+                                row[j as usize] = f64::NAN;
+                            }
                         }
                     }
                     picked
                 },
             )
+            .flatten_iter()
             .collect();
         for (items, raw) in picked.into_iter().flatten() {
             cache.items.extend_from_slice(&items);
@@ -703,9 +730,8 @@ fn sketch_inner<S: UserScorer>(
     }
     let (mut low, mut high) = (Vec::with_capacity(n_items), Vec::with_capacity(n_items));
     for t in tails {
-        low.push(t.low.into_sorted_vec().into_iter().map(|o| o.0).collect());
-        let mut h: Vec<f64> = t.high.into_iter().map(|r| r.0 .0).collect();
-        h.sort_by(f64::total_cmp);
+        let (l, h) = t.finish();
+        low.push(l);
         high.push(h);
     }
     let sketch = PercentileSketch {
@@ -769,7 +795,14 @@ impl Candidates {
 /// The `top` highest-scoring items not in `excluded` (sorted ascending), best first; ties by
 /// item index. Fewer when fewer items are left.
 pub fn top_candidates(scores: &[f64], excluded: &[u32], top: usize) -> Vec<u32> {
-    let mut items: Vec<u32> = Vec::with_capacity(scores.len());
+    // One integer per item, ordered as (score descending by `f64::total_cmp`, item ascending): the
+    // selection compares integers instead of following two indices per comparison.
+    let key = |j: u32| {
+        let b = scores[j as usize].to_bits();
+        let ascending = b ^ ((((b as i64) >> 63) as u64) | (1 << 63));
+        (u128::from(!ascending) << 32) | u128::from(j)
+    };
+    let mut keys: Vec<u128> = Vec::with_capacity(scores.len());
     let mut ex = excluded.iter().peekable();
     for j in 0..scores.len() as u32 {
         while ex.peek().is_some_and(|&&e| e < j) {
@@ -778,19 +811,14 @@ pub fn top_candidates(scores: &[f64], excluded: &[u32], top: usize) -> Vec<u32> 
         if ex.peek() == Some(&&j) {
             continue;
         }
-        items.push(j);
+        keys.push(key(j));
     }
-    let cmp = |a: &u32, b: &u32| {
-        scores[*b as usize]
-            .total_cmp(&scores[*a as usize])
-            .then(a.cmp(b))
-    };
-    if items.len() > top && top > 0 {
-        items.select_nth_unstable_by(top - 1, cmp);
-        items.truncate(top);
+    if keys.len() > top && top > 0 {
+        keys.select_nth_unstable(top - 1);
+        keys.truncate(top);
     }
-    items.sort_unstable_by(cmp);
-    items
+    keys.sort_unstable();
+    keys.into_iter().map(|k| k as u32).collect()
 }
 
 #[cfg(test)]
@@ -886,5 +914,25 @@ mod tests {
         assert_eq!(top_candidates(&scores, &[5], 3), vec![1, 3, 2]);
         assert_eq!(top_candidates(&scores, &[0, 1, 2, 3, 4], 3), vec![5]);
         assert_eq!(top_candidates(&scores, &[], 10).len(), 6);
+        // Against a plain sort by (score descending, index ascending): negative scores, both
+        // zeros, many ties, every size of the cut.
+        let scores: Vec<f64> = (0..300)
+            .map(|i| match i % 7 {
+                0 => 0.0,
+                1 => -0.0,
+                _ => ((i * 37 % 23) as f64 - 11.0) / 4.0,
+            })
+            .collect();
+        let excluded: Vec<u32> = (0..300).filter(|j| j % 11 == 3).collect();
+        let mut naive: Vec<u32> = (0..300).filter(|j| j % 11 != 3).collect();
+        naive.sort_by(|&a, &b| {
+            scores[b as usize]
+                .total_cmp(&scores[a as usize])
+                .then(a.cmp(&b))
+        });
+        for top in [1, 2, 17, 100, 272, 273, 500] {
+            let want = &naive[..top.min(naive.len())];
+            assert_eq!(top_candidates(&scores, &excluded, top), want, "top {top}");
+        }
     }
 }

@@ -110,8 +110,19 @@ pub fn pearson(x: &[f64], y: &[f64]) -> f64 {
 
 /// Ranks 1..n with ties given their average rank.
 pub fn average_ranks(x: &[f64]) -> Vec<f64> {
-    let mut idx: Vec<usize> = (0..x.len()).collect();
-    idx.sort_by(|&a, &b| x[a].total_cmp(&x[b]));
+    // Ascending by `f64::total_cmp`, ties by index (the order of a stable sort), as one integer
+    // per value: the sort compares integers instead of following two indices per comparison.
+    let mut keyed: Vec<u128> = x
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| {
+            let b = v.to_bits();
+            let key = b ^ ((((b as i64) >> 63) as u64) | (1 << 63));
+            (u128::from(key) << 64) | i as u128
+        })
+        .collect();
+    keyed.sort_unstable();
+    let idx: Vec<usize> = keyed.iter().map(|&k| k as u64 as usize).collect();
     let mut ranks = vec![0.0; x.len()];
     let mut i = 0;
     while i < idx.len() {
