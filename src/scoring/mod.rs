@@ -303,6 +303,9 @@ impl Tails {
         }
         self.low.sort_by(f64::total_cmp);
         self.high.sort_by(f64::total_cmp);
+        // The tails may have grown to twice their size: give the room back.
+        self.low.shrink_to_fit();
+        self.high.shrink_to_fit();
         (self.low, self.high)
     }
 }
