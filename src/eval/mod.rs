@@ -11,6 +11,7 @@ use rayon::prelude::*;
 
 use crate::data::{Csr, Dataset};
 use crate::model::{Model, Scratch, SCORE_LANES};
+use crate::stats::total_order_key;
 
 /// Mean and standard error of a per-user metric.
 #[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
@@ -88,20 +89,20 @@ pub fn top_k(scores: &mut [f64], seen: &[u32], k: usize) -> Vec<u32> {
     for &i in seen {
         scores[i as usize] = f64::NEG_INFINITY;
     }
-    let mut idx: Vec<u32> = (0..scores.len() as u32)
-        .filter(|&i| scores[i as usize] > f64::NEG_INFINITY)
+    // One integer per item, ordered as (score descending by `f64::total_cmp`, item ascending): the
+    // selection compares integers instead of following two indices per comparison.
+    let mut keys: Vec<u128> = scores
+        .iter()
+        .enumerate()
+        .filter(|(_, &v)| v > f64::NEG_INFINITY)
+        .map(|(i, &v)| (u128::from(!total_order_key(v)) << 32) | i as u128)
         .collect();
-    let cmp = |a: &u32, b: &u32| {
-        scores[*b as usize]
-            .total_cmp(&scores[*a as usize])
-            .then(a.cmp(b))
-    };
-    if idx.len() > k {
-        idx.select_nth_unstable_by(k - 1, cmp);
-        idx.truncate(k);
+    if keys.len() > k {
+        keys.select_nth_unstable(k - 1);
+        keys.truncate(k);
     }
-    idx.sort_unstable_by(cmp);
-    idx
+    keys.sort_unstable();
+    keys.into_iter().map(|key| key as u32).collect()
 }
 
 /// The items of row `u`.

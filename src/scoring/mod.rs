@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::data::Csr;
 use crate::error::{Error, Result};
 use crate::model::{Model, Scratch, SCORE_LANES};
+use crate::stats::total_order_key;
 
 /// Anything that scores every item for one user: a fitted model with its users' input rows.
 pub trait UserScorer: Sync {
@@ -800,11 +801,7 @@ impl Candidates {
 pub fn top_candidates(scores: &[f64], excluded: &[u32], top: usize) -> Vec<u32> {
     // One integer per item, ordered as (score descending by `f64::total_cmp`, item ascending): the
     // selection compares integers instead of following two indices per comparison.
-    let key = |j: u32| {
-        let b = scores[j as usize].to_bits();
-        let ascending = b ^ ((((b as i64) >> 63) as u64) | (1 << 63));
-        (u128::from(!ascending) << 32) | u128::from(j)
-    };
+    let key = |j: u32| (u128::from(!total_order_key(scores[j as usize])) << 32) | u128::from(j);
     let mut keys: Vec<u128> = Vec::with_capacity(scores.len());
     let mut ex = excluded.iter().peekable();
     for j in 0..scores.len() as u32 {

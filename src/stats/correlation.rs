@@ -115,11 +115,7 @@ pub fn average_ranks(x: &[f64]) -> Vec<f64> {
     let mut keyed: Vec<u128> = x
         .iter()
         .enumerate()
-        .map(|(i, &v)| {
-            let b = v.to_bits();
-            let key = b ^ ((((b as i64) >> 63) as u64) | (1 << 63));
-            (u128::from(key) << 64) | i as u128
-        })
+        .map(|(i, &v)| (u128::from(super::total_order_key(v)) << 64) | i as u128)
         .collect();
     keyed.sort_unstable();
     let idx: Vec<usize> = keyed.iter().map(|&k| k as u64 as usize).collect();
