@@ -35,6 +35,9 @@ pub struct Sansa {
     /// The same `W_r` stored by rows: one user is scored a touched row at a time
     /// ([`Sansa::score_into`]).
     w_r_rows: SparseWeights,
+    /// The columns of `W_r` by their first stored row: columns taken in this order read
+    /// neighbouring parts of `x Wᵀ` one after another ([`Sansa::score_block`]).
+    col_order: Vec<u32>,
 }
 
 /// Users [`Sansa::score_block`] scores together: the interleaved `x Wᵀ` of eight users is 8·8·n
@@ -347,11 +350,15 @@ impl Sansa {
         } else {
             (w_r.to_csc(), w_r)
         };
+        let first_row = |k: usize| w_r.outer_view(k).and_then(|c| c.indices().first().copied());
+        let mut col_order: Vec<u32> = (0..w_r.cols() as u32).collect();
+        col_order.sort_by_key(|&k| (first_row(k as usize), k));
         Sansa {
             n: w.cols(),
             w,
             w_r,
             w_r_rows,
+            col_order,
         }
     }
 
@@ -431,6 +438,7 @@ impl Sansa {
             indptr: &indptr,
             indices: self.w_r.indices(),
             data: self.w_r.data(),
+            order: &self.col_order,
         };
         #[cfg(target_arch = "x86_64")]
         if std::arch::is_x86_feature_detected!("avx512f") {
@@ -461,6 +469,8 @@ struct Columns<'a> {
     indptr: &'a [usize],
     indices: &'a [u32],
     data: &'a [f64],
+    /// The order in which the columns are taken.
+    order: &'a [u32],
 }
 
 /// `out[b·n + k] = Σ_i data_i · h[indices_i·B + b]` over column `k`'s entries in ascending order,
@@ -469,7 +479,8 @@ struct Columns<'a> {
 #[inline(always)]
 fn gather<const B: usize>(cols: &Columns, h: &[f64], out: &mut [f64], users: usize) {
     let n = cols.indptr.len() - 1;
-    for k in 0..n {
+    for &k in cols.order {
+        let k = k as usize;
         let (lo, hi) = (cols.indptr[k], cols.indptr[k + 1]);
         let mut acc = [0.0f64; B];
         for i in lo..hi {

@@ -1,0 +1,92 @@
+//! SANSA scoring, one user at a time against blocks of eight (issue 12; docs/sansa.md, "Scoring"):
+//! milliseconds per user on one thread for `Model::score_into` (the rows of `W_r` a user touches)
+//! and `Model::score_block` (`W_r` read by columns once per eight users), and their ratio. The two
+//! give the same bits (`tests/model.rs`); this measures what the block buys.
+//!
+//! Usage: `cargo bench --bench scoring [-- MODEL_DIR [USERS]]`. MODEL_DIR is a model saved by
+//! `recsel fit --out` (for the netflix shape: `recsel fit --dataset synthetic --shape netflix
+//! --l2 1200 --density 0.005 --out DIR`); without it a model is fitted on the small synthetic
+//! data. Users are the test users' input rows of the model's data when it is the small data, else
+//! rows of 123 random items (the netflix shape's mean), 2,000 by default.
+
+use std::path::Path;
+use std::time::Instant;
+
+use rand::{Rng, SeedableRng};
+use recsel::model::{Model, Scratch};
+
+fn main() {
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    let n_users: usize = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(2000);
+    let (model, users): (Model, Vec<Vec<u32>>) = match args.first() {
+        Some(dir) => {
+            let (model, _) = recsel::model::io::load(Path::new(dir), None)
+                .unwrap_or_else(|e| panic!("loading the model in {dir}: {e}"));
+            let n = model.n_items() as u32;
+            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
+            let users = (0..n_users)
+                .map(|_| {
+                    let mut v: Vec<u32> = (0..123).map(|_| rng.random_range(0..n)).collect();
+                    v.sort_unstable();
+                    v.dedup();
+                    v
+                })
+                .collect();
+            (model, users)
+        }
+        None => {
+            let src = recsel::data::DataSource::Named {
+                dataset: recsel::data::NamedDataset::Synthetic(
+                    recsel::data::synthetic::SyntheticShape::Small,
+                ),
+                data_dir: "data".into(),
+            };
+            let data = recsel::data::load_dataset(&src, 42).expect("the small synthetic data");
+            let params = recsel::model::ModelParams::new(recsel::model::Method::Exact, 200.0, 0.01)
+                .expect("valid parameters");
+            let (model, _) = recsel::model::fit(&data.train, &params, &|_| {}).expect("a fit");
+            let input = &data.test_input;
+            let users = (0..n_users)
+                .map(|u| {
+                    let r = u % input.rows();
+                    input.indices()[input.indptr().outer_inds_sz(r)].to_vec()
+                })
+                .collect();
+            (model, users)
+        }
+    };
+    let n = model.n_items();
+    let refs: Vec<&[u32]> = users.iter().map(|u| u.as_slice()).collect();
+    let mut scratch = Scratch::new(n);
+    let mut out = vec![0.0; 8 * n];
+    let mut sink = 0.0;
+    // Warm up both paths (page in the weights), then time them.
+    for g in refs.chunks(8).take(4) {
+        model.score_block(g, &mut out[..g.len() * n], &mut scratch);
+        model.score_into(g[0], &mut out[..n], &mut scratch);
+    }
+    let t = Instant::now();
+    for u in &refs {
+        model.score_into(u, &mut out[..n], &mut scratch);
+        sink += out[n / 2];
+    }
+    let one = t.elapsed().as_secs_f64() * 1e3 / refs.len() as f64;
+    let t = Instant::now();
+    for g in refs.chunks(8) {
+        model.score_block(g, &mut out[..g.len() * n], &mut scratch);
+        sink += out[n / 2];
+    }
+    let block = t.elapsed().as_secs_f64() * 1e3 / refs.len() as f64;
+    std::hint::black_box(sink);
+    println!(
+        "{} users, {n} items, {} stored weights; one thread",
+        refs.len(),
+        model.weights_nnz()
+    );
+    println!("one user at a time (score_into): {one:.3} ms per user");
+    println!("blocks of eight (score_block):   {block:.3} ms per user");
+    println!("ratio block / one: {:.3}", block / one);
+}
