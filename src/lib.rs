@@ -36,6 +36,7 @@ pub mod recommend;
 pub mod report;
 pub mod rng;
 pub mod scoring;
+mod simd;
 pub mod stats;
 
 pub use error::{Error, Result};

@@ -186,51 +186,10 @@ fn pass_body(shape: NoiseShape, v: f64, q: &[f64], inv: &[f64], buf: &mut Buffer
     }
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-fn pass_avx2(shape: NoiseShape, v: f64, q: &[f64], inv: &[f64], buf: &mut Buffers) -> Sums {
-    pass_body(shape, v, q, inv, buf)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-fn pass_avx512(shape: NoiseShape, v: f64, q: &[f64], inv: &[f64], buf: &mut Buffers) -> Sums {
-    pass_body(shape, v, q, inv, buf)
-}
-
-/// The widest vector instructions the processor has, detected once (the detection is cached).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Simd {
-    Avx512,
-    Avx2,
-    Baseline,
-}
-
-#[inline]
-fn simd() -> Simd {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::arch::is_x86_feature_detected!("avx512f") {
-            return Simd::Avx512;
-        }
-        if std::arch::is_x86_feature_detected!("avx2") {
-            return Simd::Avx2;
-        }
-    }
-    Simd::Baseline
-}
-
-fn pass(shape: NoiseShape, v: f64, q: &[f64], inv: &[f64], buf: &mut Buffers) -> Sums {
-    // SAFETY (both calls): `simd()` checked that the processor has the instructions. Every
-    // build performs the same IEEE operations in the same order (no FMA is enabled), so the
-    // results are the same bits.
-    #[cfg(target_arch = "x86_64")]
-    match simd() {
-        Simd::Avx512 => return unsafe { pass_avx512(shape, v, q, inv, buf) },
-        Simd::Avx2 => return unsafe { pass_avx2(shape, v, q, inv, buf) },
-        Simd::Baseline => {}
-    }
-    pass_body(shape, v, q, inv, buf)
+crate::simd::widest! {
+    /// [`pass_body`] with the widest vector instructions the processor has (same bits).
+    fn pass(shape: NoiseShape, v: f64, q: &[f64], inv: &[f64], buf: &mut Buffers) -> Sums
+        = pass_body, avx512: pass_avx512, avx2: pass_avx2
 }
 
 /// The maximum V and the noise densities there.
@@ -495,45 +454,15 @@ fn correct_body<const DEG: usize>(
     Some((s1, f1))
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-fn correct_avx2<const DEG: usize>(
-    shape: NoiseShape,
-    v: f64,
-    delta: f64,
-    act: &Active,
-    buf: &mut Buffers,
-) -> Option<(f64, f64)> {
-    correct_body::<DEG>(shape, v, delta, act, buf)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-fn correct_avx512<const DEG: usize>(
-    shape: NoiseShape,
-    v: f64,
-    delta: f64,
-    act: &Active,
-    buf: &mut Buffers,
-) -> Option<(f64, f64)> {
-    correct_body::<DEG>(shape, v, delta, act, buf)
-}
-
-fn correct_deg<const DEG: usize>(
-    shape: NoiseShape,
-    v: f64,
-    delta: f64,
-    act: &Active,
-    buf: &mut Buffers,
-) -> Option<(f64, f64)> {
-    // SAFETY (both calls): as in [`pass`].
-    #[cfg(target_arch = "x86_64")]
-    match simd() {
-        Simd::Avx512 => return unsafe { correct_avx512::<DEG>(shape, v, delta, act, buf) },
-        Simd::Avx2 => return unsafe { correct_avx2::<DEG>(shape, v, delta, act, buf) },
-        Simd::Baseline => {}
-    }
-    correct_body::<DEG>(shape, v, delta, act, buf)
+crate::simd::widest! {
+    /// [`correct_body`] with the widest vector instructions the processor has (same bits).
+    fn correct_deg<const DEG: usize>(
+        shape: NoiseShape,
+        v: f64,
+        delta: f64,
+        act: &Active,
+        buf: &mut Buffers,
+    ) -> Option<(f64, f64)> = correct_body, avx512: correct_avx512, avx2: correct_avx2
 }
 
 /// [`correct_body`] with the lowest degree of [`TAYLOR_DEGREES`] for the largest move

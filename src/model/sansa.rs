@@ -440,18 +440,7 @@ impl Sansa {
             data: self.w_r.data(),
             order: &self.col_order,
         };
-        #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx512f") {
-            // SAFETY: the CPU supports AVX-512F (checked just above).
-            unsafe { gather_avx512::<B>(&cols, h, out, users.len()) };
-        } else if std::arch::is_x86_feature_detected!("avx2") {
-            // SAFETY: the CPU supports AVX2 (checked just above).
-            unsafe { gather_avx2::<B>(&cols, h, out, users.len()) };
-        } else {
-            gather::<B>(&cols, h, out, users.len());
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        gather::<B>(&cols, h, out, users.len());
+        gather_widest::<B>(&cols, h, out, users.len());
         for items in users {
             for &j in items.iter() {
                 if let Some(col) = self.w.outer_view(j as usize) {
@@ -496,17 +485,9 @@ fn gather<const B: usize>(cols: &Columns, h: &[f64], out: &mut [f64], users: usi
     }
 }
 
-/// [`gather`] compiled for AVX-512 (eight lanes per instruction; the same additions).
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn gather_avx512<const B: usize>(cols: &Columns, h: &[f64], out: &mut [f64], users: usize) {
-    gather::<B>(cols, h, out, users);
-}
-
-/// [`gather`] compiled for AVX2 (four lanes per instruction; the same additions, so the same
-/// results bit for bit).
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn gather_avx2<const B: usize>(cols: &Columns, h: &[f64], out: &mut [f64], users: usize) {
-    gather::<B>(cols, h, out, users);
+crate::simd::widest! {
+    /// [`gather`] with the widest vector instructions the processor has (the same additions, so
+    /// the same bits).
+    fn gather_widest<const B: usize>(cols: &Columns, h: &[f64], out: &mut [f64], users: usize)
+        = gather, avx512: gather_avx512, avx2: gather_avx2
 }
