@@ -1,7 +1,9 @@
 //! SANSA scoring, one user at a time against blocks of eight (issue 12; docs/sansa.md, "Scoring"):
-//! milliseconds per user on one thread for `Model::score_into` (the rows of `W_r` a user touches)
-//! and `Model::score_block` (`W_r` read by columns once per eight users), and their ratio. The two
-//! give the same bits (`tests/model.rs`); this measures what the block buys.
+//! milliseconds per user on one thread for `Model::score_into` (the rows of `W_r` a user touches,
+//! in ascending order) and `Model::score_block` (`W_r` read by columns once per eight users), and
+//! their ratio. The two give the same bits (`tests/model.rs`); this measures what the block buys.
+//! For reference it also times the one-user loop recsel had before issue 12's block scoring (the
+//! touched rows in the order they were first touched, which sums in another order).
 //!
 //! Usage: `cargo bench --bench scoring [-- MODEL_DIR [USERS]]`. MODEL_DIR is a model saved by
 //! `recsel fit --out` (for the netflix shape: `recsel fit --dataset synthetic --shape netflix
@@ -80,6 +82,39 @@ fn main() {
         sink += out[n / 2];
     }
     let block = t.elapsed().as_secs_f64() * 1e3 / refs.len() as f64;
+    let before = match &model {
+        Model::Sansa(m) => {
+            let rows = m.w_r.to_csr();
+            let (mut h, mut touched) = (vec![0.0f64; n], Vec::<u32>::new());
+            let t = Instant::now();
+            for u in &refs {
+                let out = &mut out[..n];
+                out.fill(0.0);
+                touched.clear();
+                for &j in u.iter() {
+                    if let Some(col) = m.w.outer_view(j as usize) {
+                        for (r, &v) in col.iter() {
+                            if h[r] == 0.0 {
+                                touched.push(r as u32);
+                            }
+                            h[r] += v;
+                        }
+                    }
+                }
+                for &r in &touched {
+                    let hr = std::mem::replace(&mut h[r as usize], 0.0);
+                    if let Some(row) = rows.outer_view(r as usize) {
+                        for (k, &v) in row.iter() {
+                            out[k] += hr * v;
+                        }
+                    }
+                }
+                sink += out[n / 2];
+            }
+            Some(t.elapsed().as_secs_f64() * 1e3 / refs.len() as f64)
+        }
+        _ => None,
+    };
     std::hint::black_box(sink);
     println!(
         "{} users, {n} items, {} stored weights; one thread",
@@ -89,4 +124,7 @@ fn main() {
     println!("one user at a time (score_into): {one:.3} ms per user");
     println!("blocks of eight (score_block):   {block:.3} ms per user");
     println!("ratio block / one: {:.3}", block / one);
+    if let Some(before) = before {
+        println!("before issue 12 (touched order):  {before:.3} ms per user");
+    }
 }
