@@ -84,7 +84,7 @@ fn main() {
     let block = t.elapsed().as_secs_f64() * 1e3 / refs.len() as f64;
     let before = match &model {
         Model::Sansa(m) => {
-            let rows = m.w_r.to_csr();
+            let rows = m.w_r().to_csr();
             let (mut h, mut touched) = (vec![0.0f64; n], Vec::<u32>::new());
             let t = Instant::now();
             for u in &refs {
@@ -92,7 +92,7 @@ fn main() {
                 out.fill(0.0);
                 touched.clear();
                 for &j in u.iter() {
-                    if let Some(col) = m.w.outer_view(j as usize) {
+                    if let Some(col) = m.w().outer_view(j as usize) {
                         for (r, &v) in col.iter() {
                             if h[r] == 0.0 {
                                 touched.push(r as u32);

@@ -128,10 +128,10 @@ fn pruned_sansa_respects_density_and_stays_close_to_ease() {
         )
         .unwrap();
         assert!(
-            m.w.nnz() <= cap + 1 && m.w_r.nnz() <= cap + 1,
+            m.w().nnz() <= cap + 1 && m.w_r().nnz() <= cap + 1,
             "{method:?}: W {} and W_r {} entries, budget {cap}",
-            m.w.nnz(),
-            m.w_r.nnz()
+            m.w().nnz(),
+            m.w_r().nnz()
         );
     }
 
@@ -184,10 +184,13 @@ fn scoring_a_block_of_users_equals_scoring_each_alone_bit_for_bit() {
     )
     .unwrap();
     let n = m.n;
-    assert!(m.w_r.nnz() < n * n / 2, "sparse enough for zeros to matter");
+    assert!(
+        m.w_r().nnz() < n * n / 2,
+        "sparse enough for zeros to matter"
+    );
     // The definition, written out: h = Σ_j W[:, j] in item order, score_k = Σ_m h_m W_r[m, k] in
     // ascending m, skipping h_m = 0.
-    let (w, w_r) = (m.w.to_dense(), m.w_r.to_dense());
+    let (w, w_r) = (m.w().to_dense(), m.w_r().to_dense());
     let naive = |items: &[u32]| -> Vec<f64> {
         let mut h = vec![0.0f64; n];
         for &j in items {

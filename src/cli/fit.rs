@@ -169,26 +169,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         map.insert("train_interactions".into(), data.train.nnz().into());
         map.insert("load_seconds".into(), load_s.into());
         map.insert("fit_seconds".into(), fit_s.into());
-        map.insert(
-            "fit_stage_seconds".into(),
-            serde_json::Value::Object(
-                report
-                    .stages
-                    .iter()
-                    .map(|(k, v)| (k.clone(), (*v).into()))
-                    .collect(),
-            ),
-        );
-        map.insert(
-            "fit_stage_cpu_seconds".into(),
-            serde_json::Value::Object(
-                report
-                    .cpu_stages
-                    .iter()
-                    .map(|(k, v)| (k.clone(), (*v).into()))
-                    .collect(),
-            ),
-        );
+        // (stage, seconds) pairs as one JSON object.
+        let stages = |s: &[(String, f64)]| {
+            serde_json::Value::Object(s.iter().map(|(k, v)| (k.clone(), (*v).into())).collect())
+        };
+        map.insert("fit_stage_seconds".into(), stages(&report.stages));
+        map.insert("fit_stage_cpu_seconds".into(), stages(&report.cpu_stages));
         map.insert(
             "fit_cpu_seconds".into(),
             report.cpu_stages.iter().map(|s| s.1).sum::<f64>().into(),

@@ -24,6 +24,11 @@ use crate::{Error, Result};
 /// Sparse binary matrix in compressed-row form: `f32` values (always 1), `u32` column indices.
 pub type Csr = sprs::CsMatI<f32, u32, usize>;
 
+/// The column indices of row `u` of `m` (a user's items), as a slice of `m`.
+pub fn row_items(m: &Csr, u: usize) -> &[u32] {
+    &m.indices()[m.indptr().outer_inds_sz(u)]
+}
+
 /// Interactions as read from a file, before preprocessing. Users and items are dense codes
 /// `0..user_ids.len()` / `0..item_ids.len()`; the `*_ids` vectors give the original identifiers.
 #[derive(Debug, Clone, Default)]

@@ -9,7 +9,7 @@
 
 use rayon::prelude::*;
 
-use crate::data::{Csr, Dataset};
+use crate::data::{row_items, Dataset};
 use crate::model::{Model, Scratch, SCORE_LANES};
 use crate::stats::total_order_key;
 
@@ -105,11 +105,6 @@ pub fn top_k(scores: &mut [f64], seen: &[u32], k: usize) -> Vec<u32> {
     keys.into_iter().map(|key| key as u32).collect()
 }
 
-/// The items of row `u`.
-fn row(m: &Csr, u: usize) -> &[u32] {
-    &m.indices()[m.indptr().outer_inds_sz(u)]
-}
-
 /// Evaluates a model on the test users of a dataset.
 pub fn evaluate(model: &Model, data: &Dataset) -> Metrics {
     let n = model.n_items();
@@ -122,7 +117,10 @@ pub fn evaluate(model: &Model, data: &Dataset) -> Metrics {
         .map_init(
             || (Vec::new(), Scratch::new(n)),
             |(scores, scratch), group| {
-                let inputs: Vec<&[u32]> = group.iter().map(|&u| row(&data.test_input, u)).collect();
+                let inputs: Vec<&[u32]> = group
+                    .iter()
+                    .map(|&u| row_items(&data.test_input, u))
+                    .collect();
                 scores.resize(group.len() * n, 0.0);
                 model.score_block(&inputs, scores, scratch);
                 group
@@ -131,7 +129,7 @@ pub fn evaluate(model: &Model, data: &Dataset) -> Metrics {
                     .zip(&inputs)
                     .map(|((&u, s), input)| {
                         let ranked = top_k(s, input, 100);
-                        user_metrics(&ranked, row(&data.test_target, u))
+                        user_metrics(&ranked, row_items(&data.test_target, u))
                     })
                     .collect::<Vec<_>>()
             },

@@ -46,6 +46,11 @@ const PRUNE_MARGIN: f64 = 60.0;
 /// Relative accuracy of the tail sum at the returned V: `|S(V) − k·t| ≤ TOLERANCE·k·t`.
 const TOLERANCE: f64 = 1e-12;
 
+/// Whether the tail sum `surv` is within [`TOLERANCE`] of `target` (= k·t).
+fn settled(surv: f64, target: f64) -> bool {
+    (surv - target).abs() <= TOLERANCE * target
+}
+
 /// e^y for y ≤ 0 (0 below −708), relative error below 3e-16: Cody–Waite reduction by ln 2, the
 /// Taylor polynomial of degree 13 on |r| ≤ ln2/2, and the power of two assembled from bits.
 /// Branch-free, so that the pass vectorises.
@@ -315,7 +320,7 @@ fn iterate(
     buf.fit(act.idx.len());
     let mut sums = pass(shape, v, &act.q, &act.inv, buf);
     for _ in 0..MAX_PASSES {
-        if (sums.surv - target).abs() <= TOLERANCE * target {
+        if settled(sums.surv, target) {
             break;
         }
         if sums.surv > target {
@@ -340,7 +345,7 @@ fn iterate(
         // ([`correct`]); if they already meet the tolerance, no further pass is needed.
         if next == v + third {
             if let Some((s1, total)) = correct(shape, v, third, act, buf) {
-                if (s1 - target).abs() <= TOLERANCE * target && total > 0.0 && total.is_finite() {
+                if settled(s1, target) && total > 0.0 && total.is_finite() {
                     return Some((next, total));
                 }
             }
@@ -591,7 +596,6 @@ impl Guide {
         let target = q.len() as f64 * t;
         let buf = &mut work.buf;
         buf.fit(act.idx.len());
-        let done = |surv: f64| (surv - target).abs() <= TOLERANCE * target;
         let mut v = v;
         let mut found = None;
         for _ in 0..GUIDED_ROUNDS {
@@ -599,7 +603,7 @@ impl Guide {
             if !(sums.dens > 0.0 && sums.dens.is_finite()) {
                 break;
             }
-            if done(sums.surv) {
+            if settled(sums.surv, target) {
                 found = Some((v, sums.dens));
                 break;
             }
@@ -608,7 +612,7 @@ impl Guide {
                 break;
             }
             if let Some((s1, total)) = correct(self.shape, v, third, act, buf) {
-                if done(s1) && total > 0.0 {
+                if settled(s1, target) && total > 0.0 {
                     found = Some((v + third, total));
                     break;
                 }
@@ -681,24 +685,29 @@ mod tests {
             .map(|i| 1.0 / (0.05 + (i % 5) as f64 * 0.3))
             .collect();
         type PassFn = fn(NoiseShape, f64, &[f64], &[f64], &mut Buffers) -> Sums;
-        let mut builds: Vec<(&str, PassFn)> = Vec::new();
+        type CorrectFn = fn(NoiseShape, f64, f64, &Active, &mut Buffers) -> Option<(f64, f64)>;
+        let mut builds: Vec<(&str, PassFn, CorrectFn)> = Vec::new();
         #[cfg(target_arch = "x86_64")]
         {
             if std::arch::is_x86_feature_detected!("avx512f") {
-                // SAFETY: the processor has AVX-512F (checked just above).
-                builds.push(("avx512", |sh, v, q, i, b| unsafe {
-                    pass_avx512(sh, v, q, i, b)
-                }));
+                // SAFETY (both): the processor has AVX-512F (checked just above).
+                builds.push((
+                    "avx512",
+                    |sh, v, q, i, b| unsafe { pass_avx512(sh, v, q, i, b) },
+                    |sh, v, d, a, b| unsafe { correct_avx512::<7>(sh, v, d, a, b) },
+                ));
             } else {
-                eprintln!("AVX-512F not available: its build of the pass is not compared");
+                eprintln!("AVX-512F not available: its builds are not compared");
             }
             if std::arch::is_x86_feature_detected!("avx2") {
-                // SAFETY: the processor has AVX2 (checked just above).
-                builds.push(("avx2", |sh, v, q, i, b| unsafe {
-                    pass_avx2(sh, v, q, i, b)
-                }));
+                // SAFETY (both): the processor has AVX2 (checked just above).
+                builds.push((
+                    "avx2",
+                    |sh, v, q, i, b| unsafe { pass_avx2(sh, v, q, i, b) },
+                    |sh, v, d, a, b| unsafe { correct_avx2::<7>(sh, v, d, a, b) },
+                ));
             } else {
-                eprintln!("AVX2 not available: its build of the pass is not compared");
+                eprintln!("AVX2 not available: its builds are not compared");
             }
         }
         let act = Active::new(&q, &inv, f64::NEG_INFINITY, f64::INFINITY);
@@ -708,7 +717,8 @@ mod tests {
                 let b = pass_body(shape, v, &q, &inv, &mut base);
                 let mut base_c = base.clone();
                 let bc = correct_body::<7>(shape, v, 1e-4, &act, &mut base_c);
-                for (name, build) in &builds {
+                let bits = |r: Option<(f64, f64)>| r.map(|(s, f)| (s.to_bits(), f.to_bits()));
+                for (name, build, correct_build) in &builds {
                     let mut buf = Buffers::new(n);
                     let a = build(shape, v, &q, &inv, &mut buf);
                     assert_eq!(buf.dens, base.dens, "{name}: densities");
@@ -721,15 +731,15 @@ mod tests {
                     ] {
                         assert_eq!(x.to_bits(), y.to_bits(), "{name}: sums");
                     }
+                    let mut c = base.clone();
+                    let ac = correct_build(shape, v, 1e-4, &act, &mut c);
+                    assert_eq!(bits(ac), bits(bc), "{name}: correction");
+                    assert_eq!(c.dens, base_c.dens, "{name}: corrected densities");
                 }
                 // The dispatching correction against its baseline build.
                 let mut c = base.clone();
                 let ac = correct(shape, v, 1e-4, &act, &mut c);
-                assert_eq!(
-                    ac.map(|(s, f)| (s.to_bits(), f.to_bits())),
-                    bc.map(|(s, f)| (s.to_bits(), f.to_bits())),
-                    "correction"
-                );
+                assert_eq!(bits(ac), bits(bc), "correction");
                 assert_eq!(c.dens, base_c.dens, "corrected densities");
             }
         }

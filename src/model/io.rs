@@ -306,7 +306,7 @@ pub fn save(
 ) -> Result<()> {
     std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
     let files: Vec<(&str, Vec<u8>)> = match model {
-        Model::Sansa(m) => vec![("w.npz", csr_npz(&m.w)?), ("w_r.npz", csr_npz(&m.w_r)?)],
+        Model::Sansa(m) => vec![("w.npz", csr_npz(m.w())?), ("w_r.npz", csr_npz(m.w_r())?)],
         Model::Ease(m) => vec![("b.npy", npy_bytes(&NpyArray::F64(m.b.clone())))],
         Model::Popular(p) => vec![("popularity.npy", npy_bytes(&NpyArray::F64(p.clone())))],
     };

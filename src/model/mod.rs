@@ -321,10 +321,9 @@ pub struct Scratch {
 }
 
 impl Scratch {
-    /// Scratch for a model with `n` items (allocated on first use, at the size the model needs).
+    /// Scratch for a model with `n` items (block scoring grows it to what it needs).
     pub fn new(n: usize) -> Self {
-        let _ = n;
-        Scratch { h: Vec::new() }
+        Scratch { h: vec![0.0; n] }
     }
 }
 

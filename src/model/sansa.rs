@@ -28,10 +28,11 @@ pub struct Sansa {
     /// Number of items.
     pub n: usize,
     /// `W = K·Π`, stored by columns (column j belongs to item j).
-    pub w: SparseWeights,
+    w: SparseWeights,
     /// `W_r = D⁻¹ W` with column j scaled by `−1/diag_j`, stored by columns: a block of users is
-    /// scored a column at a time ([`Sansa::score_block`]).
-    pub w_r: SparseWeights,
+    /// scored a column at a time ([`Sansa::score_block`]). Private, as `w` is: `w_r_rows` and
+    /// `col_order` are derived from it.
+    w_r: SparseWeights,
     /// The same `W_r` stored by rows: one user is scored a touched row at a time
     /// ([`Sansa::score_into`]).
     w_r_rows: SparseWeights,
@@ -334,6 +335,16 @@ pub fn assemble(k: &SparseMat, d: &[f64], fwd: &[usize], inv: &[usize]) -> Sansa
 }
 
 impl Sansa {
+    /// `W = K·Π`, by columns (column j belongs to item j).
+    pub fn w(&self) -> &SparseWeights {
+        &self.w
+    }
+
+    /// `W_r = D⁻¹ W` with column j scaled by `−1/diag_j`, by columns.
+    pub fn w_r(&self) -> &SparseWeights {
+        &self.w_r
+    }
+
     /// Number of stored weights (both factors).
     pub fn nnz(&self) -> usize {
         self.w.nnz() + self.w_r.nnz()

@@ -5,7 +5,7 @@
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::data::Csr;
+use crate::data::{row_items, Csr};
 use crate::error::{Error, Result};
 use crate::model::{Model, Scratch, SCORE_LANES};
 use crate::stats::total_order_key;
@@ -117,8 +117,7 @@ impl UserScorer for ModelScorer<'_> {
         Scratch::new(self.model.n_items())
     }
     fn excluded(&self, user: usize) -> &[u32] {
-        let r = self.input.indptr().outer_inds_sz(user);
-        &self.input.indices()[r]
+        row_items(self.input, user)
     }
     fn score(&self, user: usize, out: &mut [f64], scratch: &mut Scratch) {
         self.model.score_into(self.excluded(user), out, scratch);
@@ -129,7 +128,7 @@ impl UserScorer for ModelScorer<'_> {
     }
     fn targets(&self, user: usize) -> &[u32] {
         match self.targets {
-            Some(t) => &t.indices()[t.indptr().outer_inds_sz(user)],
+            Some(t) => row_items(t, user),
             None => &[],
         }
     }
@@ -318,7 +317,7 @@ fn cut(v: &mut Vec<f64>, keep: usize, cmp: impl FnMut(&f64, &f64) -> std::cmp::O
     last
 }
 
-/// Items whose tails are updated together (their heaps should fit in a core's cache).
+/// Items whose tails are updated together (their tails should fit in a core's cache).
 const ITEM_TILE: usize = 32;
 
 /// Users scored together before their scores are folded into the per-item tails.
