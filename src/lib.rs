@@ -14,7 +14,8 @@
 //! * [`audit`] — empirical ε lower bounds;
 //! * [`stats`] — shared numerics: samplers, percentiles, correlations, hypothesis tests;
 //! * [`rng`] — reproducible random streams, one per (user, mechanism, ε index, trial);
-//! * [`io`] — atomic writes and output folders, below every stage.
+//! * [`io`] — atomic writes and output folders, below every stage;
+//! * [`hugepages`] — the global allocator the binary installs: huge pages for large arrays.
 //!
 //! Dependencies run one way, from `report` down to `error` (docs/ARCHITECTURE.md; enforced by
 //! `tests/architecture.rs`). The science is written out in the repository's `docs/`:
@@ -29,6 +30,7 @@ pub mod data;
 pub mod error;
 pub mod eval;
 pub mod experiments;
+pub mod hugepages;
 pub mod io;
 pub mod mechanisms;
 pub mod model;

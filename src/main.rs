@@ -4,6 +4,10 @@ mod cli;
 
 use std::process::ExitCode;
 
+/// Large allocations marked for transparent huge pages (src/hugepages.rs).
+#[global_allocator]
+static ALLOC: recsel::hugepages::HugePages = recsel::hugepages::HugePages;
+
 fn main() -> ExitCode {
     match cli::main() {
         Ok(code) => code,

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 /// module must be placed here (and in docs/ARCHITECTURE.md) before the test passes.
 const LAYERS: &[&[&str]] = &[
     &["error"],
-    &["io", "rng", "simd"],
+    &["io", "rng", "simd", "hugepages"],
     &["stats"],
     &["data"],
     &["mechanisms", "model"],

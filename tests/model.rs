@@ -263,6 +263,39 @@ fn top_k_excludes_seen_items_best_first() {
     assert_eq!(top_k(&mut s, &[0], 3), vec![1, 2, 4]);
 }
 
+/// `top_k` ranks only the items at or above a cut taken from a sample; the result is the full
+/// ranking's first k, bit for bit: scores with many ties, infinities, negative zeros, seen items,
+/// k larger than the eligible items, and item counts around the sample's stride.
+#[test]
+fn top_k_equals_ranking_every_item() {
+    use rand::{Rng, SeedableRng};
+    use recsel::eval::top_k;
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(21);
+    for case in 0..400 {
+        let n = [1, 7, 8, 9, 50, 800, 3000][case % 7];
+        let levels = [2, 10, 1_000_000][case % 3];
+        let scores: Vec<f64> = (0..n)
+            .map(|_| match rng.random_range(0..20) {
+                0 => f64::INFINITY,
+                1 => -0.0,
+                _ => rng.random_range(0..levels) as f64 / levels as f64 - 0.5,
+            })
+            .collect();
+        let seen: Vec<u32> = (0..n as u32)
+            .filter(|_| rng.random::<f64>() < 0.3)
+            .collect();
+        let k = [1, 5, 100, 5000][case % 4];
+        let mut all: Vec<u32> = (0..n as u32).filter(|i| !seen.contains(i)).collect();
+        all.sort_by(|&a, &b| {
+            scores[b as usize]
+                .total_cmp(&scores[a as usize])
+                .then(a.cmp(&b))
+        });
+        all.truncate(k);
+        assert_eq!(top_k(&mut scores.clone(), &seen, k), all, "case {case}");
+    }
+}
+
 #[test]
 fn sansa_beats_most_popular_on_synthetic_small() {
     let src = DataSource::Named {
@@ -709,15 +742,17 @@ fn gram_matrix_equals_brute_force_counts() {
 /// tolerance.
 #[test]
 fn dense_factorisation_in_f32_agrees_with_f64() {
-    use recsel::model::factor::dense_cholesky_in_place;
+    use recsel::model::factor::{dense_cholesky_in_place, ZeroedSquare};
     use recsel::model::gram::{gram_dense, ItemUsers};
     use recsel::model::sansa::fit_sansa_rows;
     let x = random_data(2000, 150, 0.15, 11);
     let n = x.cols();
     let l2 = 30.0;
     let users = ItemUsers::new(&x);
-    let mut m64 = faer::Mat::<f64>::zeros(n, n);
-    let mut m32 = faer::Mat::<f32>::zeros(n, n);
+    // Storage that comes zeroed from the allocator, as the fit uses.
+    let mut s64 = ZeroedSquare::<f64>::new(n);
+    let mut s32 = ZeroedSquare::<f32>::new(n);
+    let (mut m64, mut m32) = (s64.as_mut(), s32.as_mut());
     gram_dense(&x, &users, m64.as_mut());
     gram_dense(&x, &users, m32.as_mut());
     for j in 0..n {

@@ -5,6 +5,8 @@
 // Index loops mirror the matrix formulas of docs/sansa.md (column j, row i).
 #![allow(clippy::needless_range_loop)]
 
+use rayon::prelude::*;
+
 use super::{Csr, RawInteractions};
 use crate::{Error, Result};
 
@@ -111,17 +113,32 @@ pub fn preprocess_owned(raw: RawInteractions, cfg: &PreprocessConfig) -> Result<
     indptr.push(0usize);
     let mut user_ids = Vec::new();
     let mut write = 0usize;
-    for u in 0..n_users {
-        let (a, b) = (start[u], start[u + 1]);
-        let row = &mut indices[a..b];
-        row.sort_unstable();
-        let mut len = 0usize;
-        for i in 0..row.len() {
-            if i == 0 || row[i] != row[len - 1] {
-                row[len] = row[i];
-                len += 1;
-            }
+    // Rows are sorted and deduplicated in parallel (each in place at its start), then compacted.
+    let distinct: Vec<usize> = {
+        let mut rows: Vec<&mut [u32]> = Vec::with_capacity(n_users);
+        let mut rest: &mut [u32] = &mut indices[..start[n_users]];
+        for u in 0..n_users {
+            let (row, tail) = std::mem::take(&mut rest).split_at_mut(start[u + 1] - start[u]);
+            rows.push(row);
+            rest = tail;
         }
+        rows.into_par_iter()
+            .with_min_len(1024)
+            .map(|row| {
+                row.sort_unstable();
+                let mut len = 0usize;
+                for i in 0..row.len() {
+                    if i == 0 || row[i] != row[len - 1] {
+                        row[len] = row[i];
+                        len += 1;
+                    }
+                }
+                len
+            })
+            .collect()
+    };
+    for u in 0..n_users {
+        let (a, len) = (start[u], distinct[u]);
         if len > 0 && len >= cfg.min_user_interactions {
             indices.copy_within(a..a + len, write);
             write += len;

@@ -23,49 +23,86 @@ use crate::data::Csr;
 /// Columns per parallel block: the per-column results of one block are the only transient copy.
 const BLOCK: usize = 512;
 
-/// The item → user transpose of `X`, with every (item j, user u) entry's *tail*: the number of
-/// u's items ≥ j (j included). Column j of the lower triangle of `XᵀX` sums exactly those tails of
-/// the rows of its users, so they are found without a binary search per (user, item) — the random
-/// reads of those searches took most of the Gram pass (docs/sansa.md, "Memory"). 8 bytes per
-/// interaction; `user` within an item is increasing.
+/// The item → user transpose of `X`, reduced to what the Gram pass reads: for every (item j,
+/// user u) entry, where u's *tail* starts — the position in `X`'s index array of u's first item
+/// ≥ j — and its length (the number of u's items ≥ j, j included). Column j of the lower triangle
+/// of `XᵀX` sums exactly those tails of the rows of its users, so each is found with no binary
+/// search and no lookup of the row's bounds: the random reads of those lookups took most of the
+/// Gram pass (docs/sansa.md, "Memory"). 8 bytes per interaction; users within an item are in
+/// increasing order.
 pub struct ItemUsers {
     ptr: Vec<usize>,
-    user: Vec<u32>,
+    start: Vec<u32>,
     tail: Vec<u32>,
 }
 
 impl ItemUsers {
     /// One counting-sort pass over the rows of `x` (sorted, distinct items per row).
+    ///
+    /// # Panics
+    /// When `x` has 2³² interactions or more (positions are stored in 32 bits).
     pub fn new(x: &Csr) -> Self {
         let n = x.cols();
         let xpv = x.indptr();
         let (xp, xi) = (xpv.raw_storage(), x.indices());
-        let mut ptr = vec![0usize; n + 1];
-        for &i in xi {
-            ptr[i as usize + 1] += 1;
+        assert!(
+            xi.len() < u32::MAX as usize,
+            "{} interactions: the Gram pass stores positions in 32 bits",
+            xi.len()
+        );
+        // Two halves of the users, counted and placed in parallel: within every item the first
+        // half's users come first, so users stay in increasing order.
+        let users = x.rows();
+        let halves = [0..users / 2, users / 2..users];
+        let counts: Vec<Vec<usize>> = halves
+            .par_iter()
+            .map(|h| {
+                let mut c = vec![0usize; n];
+                for &i in &xi[xp[h.start]..xp[h.end]] {
+                    c[i as usize] += 1;
+                }
+                c
+            })
+            .collect();
+        let mut ptr = Vec::with_capacity(n + 1);
+        ptr.push(0usize);
+        for (a, b) in counts[0].iter().zip(&counts[1]) {
+            ptr.push(ptr.last().copied().unwrap_or(0) + a + b);
         }
-        for j in 0..n {
-            ptr[j + 1] += ptr[j];
-        }
-        let mut next = ptr[..n].to_vec();
         let nnz = ptr[n];
-        let (mut user, mut tail) = (vec![0u32; nnz], vec![0u32; nnz]);
-        for u in 0..x.rows() {
-            let row = &xi[xp[u]..xp[u + 1]];
-            for (k, &i) in row.iter().enumerate() {
-                let p = &mut next[i as usize];
-                user[*p] = u as u32;
-                tail[*p] = (row.len() - k) as u32;
-                *p += 1;
+        let (mut start, mut tail) = (vec![0u32; nnz], vec![0u32; nnz]);
+        // Every item's range split into the two halves' parts, in item order.
+        let mut parts: [Vec<(&mut [u32], &mut [u32])>; 2] =
+            [Vec::with_capacity(n), Vec::with_capacity(n)];
+        let (mut starts_left, mut tails_left) = (&mut start[..], &mut tail[..]);
+        for lens in counts[0].iter().zip(&counts[1]) {
+            for (part, &len) in parts.iter_mut().zip([lens.0, lens.1]) {
+                let (s, rest) = std::mem::take(&mut starts_left).split_at_mut(len);
+                starts_left = rest;
+                let (t, rest) = std::mem::take(&mut tails_left).split_at_mut(len);
+                tails_left = rest;
+                part.push((s, t));
             }
         }
-        ItemUsers { ptr, user, tail }
+        halves.into_par_iter().zip(parts).for_each(|(h, mut part)| {
+            let mut filled = vec![0usize; n];
+            for u in h {
+                let (a, b) = (xp[u], xp[u + 1]);
+                for (k, &i) in xi[a..b].iter().enumerate() {
+                    let (f, (s, t)) = (&mut filled[i as usize], &mut part[i as usize]);
+                    s[*f] = (a + k) as u32;
+                    t[*f] = (b - a - k) as u32;
+                    *f += 1;
+                }
+            }
+        });
+        ItemUsers { ptr, start, tail }
     }
 
-    /// The (user, tail) pairs of item j.
+    /// The (tail start, tail length) pairs of item j.
     fn of(&self, j: usize) -> (&[u32], &[u32]) {
         let r = self.ptr[j]..self.ptr[j + 1];
-        (&self.user[r.clone()], &self.tail[r])
+        (&self.start[r.clone()], &self.tail[r])
     }
 
     /// An upper bound of the stored entries of the lower triangle of `XᵀX` without counting them:
@@ -120,20 +157,19 @@ impl ColumnCounter {
     /// other rows when their count is non-zero — then resets the scratch.
     fn column(&mut self, x: &Csr, t: &ItemUsers, j: usize, mut emit: impl FnMut(u32, u32)) {
         let n = self.count.len();
-        let xpv = x.indptr();
-        let (xp, xi) = (xpv.raw_storage(), x.indices());
+        let xi = x.indices();
         // Rows are sorted: only the last `tail` items of each user (those ≥ j) contribute to the
         // lower triangle.
-        let (users, tails) = t.of(j);
+        let (starts, tails) = t.of(j);
         let work: usize = tails.iter().map(|&t| t as usize).sum();
         let tail = |k: usize| {
-            let e = xp[users[k] as usize + 1];
-            &xi[e - tails[k] as usize..e]
+            let s = starts[k] as usize;
+            &xi[s..s + tails[k] as usize]
         };
         // The tails start at scattered places of the rows (one cache miss each, which dominated
         // the pass): ask for the tail PREFETCH users ahead while counting this one.
         let items = |k: usize| {
-            if k + PREFETCH < users.len() {
+            if k + PREFETCH < starts.len() {
                 prefetch(tail(k + PREFETCH));
             }
             tail(k)
@@ -141,7 +177,7 @@ impl ColumnCounter {
         let count: &mut [u32] = &mut self.count;
         if work.saturating_mul(8) >= n - j {
             // Dense enough: plain increments, then one scan of rows j..n.
-            for row in (0..users.len()).map(items) {
+            for row in (0..starts.len()).map(items) {
                 for &i in row {
                     count[i as usize] += 1;
                 }
@@ -155,7 +191,7 @@ impl ColumnCounter {
         } else {
             // Sparse column: remember the rows touched, sort them.
             let touched = &mut self.touched;
-            for row in (0..users.len()).map(items) {
+            for row in (0..starts.len()).map(items) {
                 for &i in row {
                     if count[i as usize] == 0 {
                         touched.push(i);

@@ -6,10 +6,12 @@
 
 use std::time::Instant;
 
+use faer::reborrow::{Reborrow, ReborrowMut};
+
 use super::factor::{
     amd_ordering, amd_ordering_dense, amd_ordering_pattern, dense_cholesky,
     dense_cholesky_in_place, exact_cholesky, incomplete_cholesky, permute_dense_symmetric,
-    to_unit_ldl,
+    to_unit_ldl, ZeroedSquare,
 };
 use super::gram::{gram_dense, gram_lower, gram_pattern, relabel_items, ItemUsers};
 use super::sparse::{permute_lower, prune_global, symmetric_col_sq_norms, SparseMat};
@@ -248,14 +250,15 @@ fn fit_dense<T: DenseScalar>(
 ) -> Result<(SparseMat, usize, Vec<usize>, Vec<usize>)> {
     let n = x.cols();
     progress("Gram matrix XᵀX (dense)");
-    let mut m = faer::Mat::<T>::zeros(n, n);
-    gram_dense(x, &users, m.as_mut());
+    let mut square = ZeroedSquare::<T>::new(n);
+    let mut m = square.as_mut();
+    gram_dense(x, &users, m.rb_mut());
     drop(users);
     report.stage("gram", t);
     progress("ordering (AMD)");
     let t = Instant::now();
-    let (fwd, inv) = amd_ordering_dense(m.as_ref())?;
-    permute_dense_symmetric(m.as_mut(), &fwd);
+    let (fwd, inv) = amd_ordering_dense(m.rb())?;
+    permute_dense_symmetric(m.rb_mut(), &fwd);
     let shift = T::from_f64(l2);
     for j in 0..n {
         m[(j, j)] += shift;
@@ -264,6 +267,7 @@ fn fit_dense<T: DenseScalar>(
     progress("dense Cholesky (nearly dense Gram matrix), pruned to the target density");
     let t = Instant::now();
     let (l, full_nnz) = dense_cholesky_in_place(m, Some(keep))?;
+    drop(square);
     report.stage("factorization", t);
     Ok((l, full_nnz, fwd, inv))
 }
@@ -452,15 +456,9 @@ impl Sansa {
             order: &self.col_order,
         };
         gather_widest::<B>(&cols, h, out, users.len());
-        for items in users {
-            for &j in items.iter() {
-                if let Some(col) = self.w.outer_view(j as usize) {
-                    for (m, _) in col.iter() {
-                        h[m * B..(m + 1) * B].fill(0.0);
-                    }
-                }
-            }
-        }
+        // One sequential pass zeroes `h` for the next block: cheaper than revisiting the rows
+        // the users touched, which are most rows, in scattered order.
+        h.fill(0.0);
     }
 }
 

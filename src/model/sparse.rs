@@ -180,12 +180,12 @@ pub fn prune_global(m: &mut SparseMat, budget: usize) -> Vec<bool> {
 /// accumulator of Gilbert, Moler and Schreiber; sprs keeps its own private to its products).
 #[derive(Debug, Clone)]
 pub struct Accumulator {
-    /// Values (zero outside `touched`).
-    pub values: Vec<f64>,
-    /// Whether a position is in `touched`.
-    pub mark: Vec<bool>,
-    /// Positions written since the last `clear`.
-    pub touched: Vec<u32>,
+    /// Values (zero outside the touched positions).
+    values: Vec<f64>,
+    /// Whether a position has been touched since the last reset.
+    mark: Vec<bool>,
+    /// Positions written since the last reset, in the order they were first written.
+    touched: Vec<u32>,
 }
 
 impl Accumulator {
@@ -197,6 +197,7 @@ impl Accumulator {
             touched: Vec::new(),
         }
     }
+
     /// Adds `v` at `i`.
     #[inline]
     pub fn add(&mut self, i: u32, v: f64) {
@@ -207,6 +208,24 @@ impl Accumulator {
         }
         self.values[iu] += v;
     }
+
+    /// The positions touched since the last reset, in the order they were first touched.
+    pub fn touched(&self) -> &[u32] {
+        &self.touched
+    }
+
+    /// The value at `i` (zero when untouched).
+    #[inline]
+    pub fn value(&self, i: u32) -> f64 {
+        self.values[i as usize]
+    }
+
+    /// Whether `i` has been touched since the last reset.
+    #[inline]
+    pub fn is_touched(&self, i: u32) -> bool {
+        self.mark[i as usize]
+    }
+
     /// Resets without collecting anything.
     pub fn clear(&mut self) {
         for &i in &self.touched {
@@ -216,7 +235,8 @@ impl Accumulator {
         self.touched.clear();
     }
 
-    /// Sum of squares of the touched values, then resets (no sorting).
+    /// Sum of squares of the touched values, in the order they were first touched, then resets
+    /// (no sorting).
     pub fn drain_sq_norm(&mut self) -> f64 {
         let s = self
             .touched
