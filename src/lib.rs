@@ -15,7 +15,7 @@
 //! * [`stats`] — shared numerics: samplers, percentiles, correlations, hypothesis tests;
 //! * [`rng`] — reproducible random streams, one per (user, mechanism, ε index, trial);
 //! * [`io`] — atomic writes and output folders, below every stage;
-//! * [`hugepages`] — the global allocator the binary installs: huge pages for large arrays.
+//! * [`hugepages`] — huge pages for the few large arrays read at scattered places.
 //!
 //! Dependencies run one way, from `report` down to `error` (docs/ARCHITECTURE.md; enforced by
 //! `tests/architecture.rs`). The science is written out in the repository's `docs/`:

@@ -4,10 +4,6 @@ mod cli;
 
 use std::process::ExitCode;
 
-/// Large allocations marked for transparent huge pages (src/hugepages.rs).
-#[global_allocator]
-static ALLOC: recsel::hugepages::HugePages = recsel::hugepages::HugePages;
-
 fn main() -> ExitCode {
     match cli::main() {
         Ok(code) => code,

@@ -20,12 +20,6 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
 use recsel::data::{Csr, DataSource, Format, LoadOptions, NamedDataset};
-
-/// The allocator of the `recsel` command (src/hugepages.rs): large arrays marked for huge pages,
-/// so that a fit or a selection from Python runs as fast as from the command line. It serves the
-/// module's own (Rust) allocations only; Python's are its own.
-#[global_allocator]
-static ALLOC: recsel::hugepages::HugePages = recsel::hugepages::HugePages;
 use recsel::experiments::partition::{self, PartitionResult};
 use recsel::experiments::real::{self, SelectConfig};
 use recsel::mechanisms::batch::{self, BatchStreams};

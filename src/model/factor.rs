@@ -611,6 +611,7 @@ impl<T: DenseScalar> ZeroedSquare<T> {
         let stride = n.next_multiple_of(lanes);
         // `vec!` of a zero float asks the allocator for zeroed memory (`calloc`), it writes nothing.
         let buf = vec![T::from_f64(0.0); stride * n + lanes];
+        crate::hugepages::advise(&buf);
         let offset = buf.as_ptr().align_offset(64).min(lanes - 1);
         ZeroedSquare {
             buf,

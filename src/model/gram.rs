@@ -19,6 +19,7 @@ use rayon::prelude::*;
 use super::sparse::SparseMat;
 use super::DenseScalar;
 use crate::data::Csr;
+use crate::hugepages;
 
 /// Columns per parallel block: the per-column results of one block are the only transient copy.
 const BLOCK: usize = 512;
@@ -28,9 +29,13 @@ const BLOCK: usize = 512;
 /// ≥ j — and its length (the number of u's items ≥ j, j included). Column j of the lower triangle
 /// of `XᵀX` sums exactly those tails of the rows of its users, so each is found with no binary
 /// search and no lookup of the row's bounds: the random reads of those lookups took most of the
-/// Gram pass (docs/sansa.md, "Memory"). 8 bytes per interaction; users within an item are in
-/// increasing order.
+/// Gram pass (docs/sansa.md, "Memory"). 12 bytes per interaction with the copy of the index
+/// array the tails are read from; users within an item are in increasing order.
 pub struct ItemUsers {
+    /// A copy of `X`'s index array in huge pages (`crate::hugepages`), which the tails are read
+    /// from: the reads start at scattered places, and with 4 KiB pages most of them also missed
+    /// the address-translation cache. 4 bytes per interaction while the transpose lives.
+    items: Vec<u32>,
     ptr: Vec<usize>,
     start: Vec<u32>,
     tail: Vec<u32>,
@@ -70,7 +75,7 @@ impl ItemUsers {
             ptr.push(ptr.last().copied().unwrap_or(0) + a + b);
         }
         let nnz = ptr[n];
-        let (mut start, mut tail) = (vec![0u32; nnz], vec![0u32; nnz]);
+        let (mut start, mut tail) = (hugepages::zeroed(nnz), hugepages::zeroed(nnz));
         // Every item's range split into the two halves' parts, in item order.
         let mut parts: [Vec<(&mut [u32], &mut [u32])>; 2] =
             [Vec::with_capacity(n), Vec::with_capacity(n)];
@@ -96,7 +101,14 @@ impl ItemUsers {
                 }
             }
         });
-        ItemUsers { ptr, start, tail }
+        let mut items = hugepages::zeroed(xi.len());
+        items.copy_from_slice(xi);
+        ItemUsers {
+            items,
+            ptr,
+            start,
+            tail,
+        }
     }
 
     /// The (tail start, tail length) pairs of item j.
@@ -155,9 +167,9 @@ impl ColumnCounter {
     /// Counts column j of the lower triangle of `XᵀX` (rows ≥ j) and calls `emit(i, count)` for
     /// every stored entry in increasing row order — the diagonal always (first, possibly 0), the
     /// other rows when their count is non-zero — then resets the scratch.
-    fn column(&mut self, x: &Csr, t: &ItemUsers, j: usize, mut emit: impl FnMut(u32, u32)) {
+    fn column(&mut self, t: &ItemUsers, j: usize, mut emit: impl FnMut(u32, u32)) {
         let n = self.count.len();
-        let xi = x.indices();
+        let xi = &t.items[..];
         // Rows are sorted: only the last `tail` items of each user (those ≥ j) contribute to the
         // lower triangle.
         let (starts, tails) = t.of(j);
@@ -240,7 +252,7 @@ pub fn gram_lower(x: &Csr) -> SparseMat {
         x,
         |c, xt, j| {
             let (mut r, mut v) = (Vec::new(), Vec::new());
-            c.column(x, xt, j, |i, k| {
+            c.column(xt, j, |i, k| {
                 r.push(i);
                 v.push(k as f64);
             });
@@ -268,7 +280,7 @@ pub fn gram_pattern(x: &Csr) -> (Vec<usize>, Vec<u32>) {
         x,
         |c, xt, j| {
             let mut r = Vec::new();
-            c.column(x, xt, j, |i, _| r.push(i));
+            c.column(xt, j, |i, _| r.push(i));
             r
         },
         |r: Vec<u32>| {
@@ -302,7 +314,7 @@ pub fn gram_dense<T: DenseScalar>(x: &Csr, t: &ItemUsers, m: faer::MatMut<'_, T>
                 .try_as_col_major_mut()
                 .expect("contiguous column")
                 .as_slice_mut();
-            c.column(x, t, j, |i, k| col[i as usize] = T::from_f64(k as f64));
+            c.column(t, j, |i, k| col[i as usize] = T::from_f64(k as f64));
         },
     );
 }
