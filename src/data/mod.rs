@@ -29,6 +29,20 @@ pub fn row_items(m: &Csr, u: usize) -> &[u32] {
     &m.indices()[m.indptr().outer_inds_sz(u)]
 }
 
+/// `s` cut into the pieces `s[bounds[i]..bounds[i + 1]]` (`bounds` increasing from 0, like a
+/// matrix's `indptr`), each mutable on its own: rows or columns of a flat array handed to
+/// parallel workers.
+pub fn split_at_bounds_mut<'a, T>(s: &'a mut [T], bounds: &[usize]) -> Vec<&'a mut [T]> {
+    let mut pieces = Vec::with_capacity(bounds.len().saturating_sub(1));
+    let mut rest = s;
+    for w in bounds.windows(2) {
+        let (piece, tail) = std::mem::take(&mut rest).split_at_mut(w[1] - w[0]);
+        pieces.push(piece);
+        rest = tail;
+    }
+    pieces
+}
+
 /// Interactions as read from a file, before preprocessing. Users and items are dense codes
 /// `0..user_ids.len()` / `0..item_ids.len()`; the `*_ids` vectors give the original identifiers.
 #[derive(Debug, Clone, Default)]

@@ -7,7 +7,7 @@
 
 use rayon::prelude::*;
 
-use super::{Csr, RawInteractions};
+use super::{split_at_bounds_mut, Csr, RawInteractions};
 use crate::{Error, Result};
 
 /// Preprocessing settings.
@@ -114,29 +114,21 @@ pub fn preprocess_owned(raw: RawInteractions, cfg: &PreprocessConfig) -> Result<
     let mut user_ids = Vec::new();
     let mut write = 0usize;
     // Rows are sorted and deduplicated in parallel (each in place at its start), then compacted.
-    let distinct: Vec<usize> = {
-        let mut rows: Vec<&mut [u32]> = Vec::with_capacity(n_users);
-        let mut rest: &mut [u32] = &mut indices[..start[n_users]];
-        for u in 0..n_users {
-            let (row, tail) = std::mem::take(&mut rest).split_at_mut(start[u + 1] - start[u]);
-            rows.push(row);
-            rest = tail;
-        }
-        rows.into_par_iter()
-            .with_min_len(1024)
-            .map(|row| {
-                row.sort_unstable();
-                let mut len = 0usize;
-                for i in 0..row.len() {
-                    if i == 0 || row[i] != row[len - 1] {
-                        row[len] = row[i];
-                        len += 1;
-                    }
+    let distinct: Vec<usize> = split_at_bounds_mut(&mut indices, &start)
+        .into_par_iter()
+        .with_min_len(1024)
+        .map(|row| {
+            row.sort_unstable();
+            let mut len = 0usize;
+            for i in 0..row.len() {
+                if i == 0 || row[i] != row[len - 1] {
+                    row[len] = row[i];
+                    len += 1;
                 }
-                len
-            })
-            .collect()
-    };
+            }
+            len
+        })
+        .collect();
     for u in 0..n_users {
         let (a, len) = (start[u], distinct[u]);
         if len > 0 && len >= cfg.min_user_interactions {

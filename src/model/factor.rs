@@ -23,6 +23,7 @@ use rayon::prelude::*;
 
 use super::sparse::{Accumulator, Cols, SparseMat};
 use super::DenseScalar;
+use crate::data::split_at_bounds_mut;
 use crate::{Error, Result};
 
 /// faer's sparse types take column pointers and row indices of one index type: the boundary
@@ -552,18 +553,9 @@ fn extract_pruned(l: &impl FactorColumns, keep: Option<usize>) -> (SparseMat, us
     let mut row = vec![0u32; nnz];
     let mut val = vec![0.0f64; nnz];
     // One (rows, values) pair of slices per column, filled in parallel.
-    let mut parts: Vec<(&mut [u32], &mut [f64])> = Vec::with_capacity(n);
-    let (mut rows_left, mut vals_left) = (&mut row[..], &mut val[..]);
-    for j in 0..n {
-        let len = counts[j + 1] - counts[j];
-        let (r, rest) = std::mem::take(&mut rows_left).split_at_mut(len);
-        rows_left = rest;
-        let (v, rest) = std::mem::take(&mut vals_left).split_at_mut(len);
-        vals_left = rest;
-        parts.push((r, v));
-    }
-    parts
+    split_at_bounds_mut(&mut row, &counts)
         .into_par_iter()
+        .zip(split_at_bounds_mut(&mut val, &counts))
         .with_min_len(EXTRACT_COLUMNS)
         .enumerate()
         .for_each(|(j, (rows, vals))| {

@@ -18,7 +18,7 @@ use rayon::prelude::*;
 
 use super::sparse::SparseMat;
 use super::DenseScalar;
-use crate::data::Csr;
+use crate::data::{split_at_bounds_mut, Csr};
 use crate::hugepages;
 
 /// Columns per parallel block: the per-column results of one block are the only transient copy.
@@ -77,17 +77,17 @@ impl ItemUsers {
         let nnz = ptr[n];
         let (mut start, mut tail) = (hugepages::zeroed(nnz), hugepages::zeroed(nnz));
         // Every item's range split into the two halves' parts, in item order.
+        let bounds: Vec<usize> = (0..n)
+            .flat_map(|j| [ptr[j], ptr[j] + counts[0][j]])
+            .chain([nnz])
+            .collect();
         let mut parts: [Vec<(&mut [u32], &mut [u32])>; 2] =
             [Vec::with_capacity(n), Vec::with_capacity(n)];
-        let (mut starts_left, mut tails_left) = (&mut start[..], &mut tail[..]);
-        for lens in counts[0].iter().zip(&counts[1]) {
-            for (part, &len) in parts.iter_mut().zip([lens.0, lens.1]) {
-                let (s, rest) = std::mem::take(&mut starts_left).split_at_mut(len);
-                starts_left = rest;
-                let (t, rest) = std::mem::take(&mut tails_left).split_at_mut(len);
-                tails_left = rest;
-                part.push((s, t));
-            }
+        let pieces = split_at_bounds_mut(&mut start, &bounds)
+            .into_iter()
+            .zip(split_at_bounds_mut(&mut tail, &bounds));
+        for (k, piece) in pieces.enumerate() {
+            parts[k % 2].push(piece);
         }
         halves.into_par_iter().zip(parts).for_each(|(h, mut part)| {
             let mut filled = vec![0usize; n];
@@ -330,18 +330,13 @@ pub fn gram_nnz_bound(x: &Csr) -> usize {
 pub fn relabel_items(x: &Csr, inv: &[usize]) -> Csr {
     let (indptr, indices, data) = x.clone().into_raw_storage();
     let mut indices = indices;
-    let mut chunks: Vec<&mut [u32]> = Vec::with_capacity(x.rows());
-    let mut rest: &mut [u32] = &mut indices;
-    for w in indptr.windows(2) {
-        let (c, r) = std::mem::take(&mut rest).split_at_mut(w[1] - w[0]);
-        chunks.push(c);
-        rest = r;
-    }
-    chunks.into_par_iter().for_each(|row| {
-        for i in row.iter_mut() {
-            *i = inv[*i as usize] as u32;
-        }
-        row.sort_unstable();
-    });
+    split_at_bounds_mut(&mut indices, &indptr)
+        .into_par_iter()
+        .for_each(|row| {
+            for i in row.iter_mut() {
+                *i = inv[*i as usize] as u32;
+            }
+            row.sort_unstable();
+        });
     Csr::new((x.rows(), x.cols()), indptr, indices, data)
 }
