@@ -1,7 +1,9 @@
-//! SANSA scoring, one user at a time against blocks of eight (issue 12; docs/sansa.md, "Scoring"):
-//! milliseconds per user on one thread for `Model::score_into` (the rows of `W_r` a user touches,
-//! in ascending order) and `Model::score_block` (`W_r` read by columns once per eight users), and
-//! their ratio. The two give the same bits (`tests/model.rs`); this measures what the block buys.
+//! SANSA scoring, one user at a time against blocks of `SCORE_LANES` users (issue 12; docs/sansa.md,
+//! "Scoring"): milliseconds per user on one thread for `Model::score_into` (the rows of `W_r` a
+//! user touches, in ascending order) and `Model::score_block` (`W_r` read by columns once per
+//! block), their ratio, and the wall milliseconds per user of blocks scored on every thread, as
+//! `recsel fit` evaluates. The two paths give the same bits (`tests/model.rs`); this measures what
+//! the block buys.
 //! For reference it also times the one-user loop recsel had before issue 12's block scoring (the
 //! touched rows in the order they were first touched, which sums in another order).
 //!
@@ -15,7 +17,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use rand::{Rng, SeedableRng};
-use recsel::model::{Model, Scratch};
+use recsel::model::{Model, Scratch, SCORE_LANES};
 
 fn main() {
     let args: Vec<String> = std::env::args()
@@ -63,10 +65,10 @@ fn main() {
     let n = model.n_items();
     let refs: Vec<&[u32]> = users.iter().map(|u| u.as_slice()).collect();
     let mut scratch = Scratch::new(n);
-    let mut out = vec![0.0; 8 * n];
+    let mut out = vec![0.0; SCORE_LANES * n];
     let mut sink = 0.0;
     // Warm up both paths (page in the weights), then time them.
-    for g in refs.chunks(8).take(4) {
+    for g in refs.chunks(SCORE_LANES).take(4) {
         model.score_block(g, &mut out[..g.len() * n], &mut scratch);
         model.score_into(g[0], &mut out[..n], &mut scratch);
     }
@@ -77,11 +79,27 @@ fn main() {
     }
     let one = t.elapsed().as_secs_f64() * 1e3 / refs.len() as f64;
     let t = Instant::now();
-    for g in refs.chunks(8) {
+    for g in refs.chunks(SCORE_LANES) {
         model.score_block(g, &mut out[..g.len() * n], &mut scratch);
         sink += out[n / 2];
     }
     let block = t.elapsed().as_secs_f64() * 1e3 / refs.len() as f64;
+    let t = Instant::now();
+    let par: f64 = {
+        use rayon::prelude::*;
+        refs.par_chunks(SCORE_LANES)
+            .map_init(
+                || (Vec::new(), Scratch::new(n)),
+                |(out, scratch): &mut (Vec<f64>, Scratch), g| {
+                    out.resize(g.len() * n, 0.0);
+                    model.score_block(g, out, scratch);
+                    out[n / 2]
+                },
+            )
+            .sum()
+    };
+    sink += par;
+    let parallel = t.elapsed().as_secs_f64() * 1e3 / refs.len() as f64;
     let before = match &model {
         Model::Sansa(m) => {
             let rows = m.w_r().to_csr();
@@ -122,8 +140,12 @@ fn main() {
         model.weights_nnz()
     );
     println!("one user at a time (score_into): {one:.3} ms per user");
-    println!("blocks of eight (score_block):   {block:.3} ms per user");
+    println!("blocks of {SCORE_LANES} (score_block):     {block:.3} ms per user");
     println!("ratio block / one: {:.3}", block / one);
+    println!(
+        "blocks on {} threads:            {parallel:.3} ms of wall time per user",
+        rayon::current_num_threads()
+    );
     if let Some(before) = before {
         println!("before issue 12 (touched order):  {before:.3} ms per user");
     }
