@@ -53,9 +53,9 @@ fn main() {
             let problem = Problem::new(&q, &d).expect("valid problem");
             for (e, m) in mechs.iter().enumerate() {
                 let sel = Selector::new(&**m, &problem, NoiseMode::Fast).expect("fast path");
-                for trial in 0..trials {
-                    sink += sel.sample(&mut draws, id as u32, e as u32, user, trial);
-                }
+                sel.sample_trials(&mut draws, id as u32, e as u32, user, 0..trials, |_, a| {
+                    sink += a
+                });
             }
         }
         std::hint::black_box(sink);

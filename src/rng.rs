@@ -75,18 +75,39 @@ impl Streams {
     /// The stream of one (mechanism, ε index, user, trial). `mech` is usually [`name_id`] of the
     /// mechanism's name.
     pub fn stream(&self, mech: u32, eps_index: u32, user: u64, trial: u32) -> Rng {
+        UserStreams::new(self, mech, eps_index, user).trial(trial)
+    }
+}
+
+/// The streams of every trial of one (mechanism, ε index, user): the key and the ChaCha stream
+/// id are set once, and each trial's generator is a copy moved to the trial's first word — the
+/// same generator as [`Streams::stream`] builds from scratch.
+#[derive(Debug, Clone)]
+pub struct UserStreams {
+    base: Rng,
+}
+
+impl UserStreams {
+    /// The streams of (`mech`, `eps_index`, `user`) of `streams`.
+    pub fn new(streams: &Streams, mech: u32, eps_index: u32, user: u64) -> Self {
         let mut key = [0u8; 32];
         let words = [
-            mix64(self.seed),
-            mix64(self.seed.rotate_left(29) ^ 0x243f_6a88_85a3_08d3),
+            mix64(streams.seed),
+            mix64(streams.seed.rotate_left(29) ^ 0x243f_6a88_85a3_08d3),
             (u64::from(mech) << 32) | u64::from(eps_index),
             0x7265_6373_656c_0001, // "recsel", format 1
         ];
         for (chunk, w) in key.chunks_exact_mut(8).zip(words) {
             chunk.copy_from_slice(&w.to_le_bytes());
         }
-        let mut rng = ChaCha8Rng::from_seed(key);
-        rng.set_stream(user);
+        let mut base = ChaCha8Rng::from_seed(key);
+        base.set_stream(user);
+        UserStreams { base }
+    }
+
+    /// The stream of `trial`.
+    pub fn trial(&self, trial: u32) -> Rng {
+        let mut rng = self.base.clone();
         rng.set_word_pos(u128::from(trial) << TRIAL_SPACING_WORDS);
         rng
     }
@@ -276,6 +297,21 @@ impl Draws {
 mod tests {
     use super::*;
     use rand::Rng as _;
+
+    #[test]
+    fn a_trial_of_the_user_streams_is_the_stream_built_from_scratch() {
+        let s = Streams::new(11);
+        for (mech, eps, user) in [(1, 0, 0), (7, 3, 12_345), (u32::MAX, 10, u64::MAX)] {
+            let users = UserStreams::new(&s, mech, eps, user);
+            for trial in [0, 1, 49, u32::MAX] {
+                let (mut a, mut b) = (users.trial(trial), s.stream(mech, eps, user, trial));
+                // Past a refill of the block buffer (32 words) too.
+                for _ in 0..100 {
+                    assert_eq!(a.random::<u64>(), b.random::<u64>());
+                }
+            }
+        }
+    }
 
     #[test]
     fn streams_are_reproducible_and_distinct() {

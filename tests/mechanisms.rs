@@ -332,3 +332,33 @@ fn thinning_sampler_equals_the_literal_argmax_loop() {
         }
     }
 }
+
+/// `Selector::sample_trials` (the stream key set up once per mechanism, ε and user) makes the
+/// selections `Selector::sample` makes trial by trial, for every mechanism of `all`.
+#[test]
+fn sampling_the_trials_together_selects_what_each_trial_selects() {
+    use recsel::mechanisms::Selector;
+    use recsel::rng::{Draws, NoiseMode};
+    let q: Vec<f64> = (0..40).map(|i| 1.0 / (1.0 + i as f64)).collect();
+    let d: Vec<f64> = (0..40).map(|i| 0.05 + 0.01 * (i % 7) as f64).collect();
+    let problem = Problem::new(&q, &d).unwrap();
+    let mut draws = Draws::Seeded(Streams::new(5));
+    for spec in mechanisms::parse_list("all").unwrap() {
+        let params = MechParams {
+            gamma: 0.01,
+            ..MechParams::default()
+        }
+        .with_epsilon(0.7);
+        let m = spec.build(&params).unwrap();
+        let sel = Selector::new(&*m, &problem, NoiseMode::Fast).unwrap();
+        let one: Vec<usize> = (3..60)
+            .map(|t| sel.sample(&mut draws, 9, 2, 77, t))
+            .collect();
+        let mut together = Vec::new();
+        sel.sample_trials(&mut draws, 9, 2, 77, 3..60, |t, a| together.push((t, a)));
+        let trials: Vec<u32> = together.iter().map(|p| p.0).collect();
+        assert_eq!(trials, (3..60).collect::<Vec<u32>>(), "{}", spec.name);
+        let picks: Vec<usize> = together.iter().map(|p| p.1).collect();
+        assert_eq!(picks, one, "{}", spec.name);
+    }
+}

@@ -258,9 +258,9 @@ fn parameters_are_validated() {
 #[test]
 fn top_k_excludes_seen_items_best_first() {
     use recsel::eval::top_k;
-    let mut s = vec![0.9, 0.8, 0.7, 0.1, 0.5];
+    let s = vec![0.9, 0.8, 0.7, 0.1, 0.5];
     // Item 0 is seen and excluded.
-    assert_eq!(top_k(&mut s, &[0], 3), vec![1, 2, 4]);
+    assert_eq!(top_k(&s, &[0], 3), vec![1, 2, 4]);
 }
 
 /// `top_k` ranks only the items at or above a cut taken from a sample; the result is the full
@@ -292,7 +292,7 @@ fn top_k_equals_ranking_every_item() {
                 .then(a.cmp(&b))
         });
         all.truncate(k);
-        assert_eq!(top_k(&mut scores.clone(), &seen, k), all, "case {case}");
+        assert_eq!(top_k(&scores, &seen, k), all, "case {case}");
     }
 }
 

@@ -11,7 +11,6 @@ use rayon::prelude::*;
 
 use crate::data::{row_items, Dataset};
 use crate::model::{Model, Scratch, SCORE_LANES};
-use crate::stats::total_order_key;
 
 /// Mean and standard error of a per-user metric.
 #[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
@@ -84,44 +83,10 @@ fn user_metrics(ranked: &[u32], targets: &[u32]) -> [f64; 5] {
     ]
 }
 
-/// Every how many items [`top_k`] samples to find its cut.
-const CUT_STRIDE: usize = 8;
-
-/// The `k` best-scored items of `scores`, best first, excluding `seen`; ties by item index.
-///
-/// First a cut: the k-th best score among every eighth eligible item. At least k items
-/// score at or above it, so the k best of all do too, and only the items at or above it (about
-/// `k · CUT_STRIDE`) are ranked — the same items in the same order as ranking them all, for an
-/// eighth of the work.
-pub fn top_k(scores: &mut [f64], seen: &[u32], k: usize) -> Vec<u32> {
-    for &i in seen {
-        scores[i as usize] = f64::NEG_INFINITY;
-    }
-    let eligible = |v: f64| v > f64::NEG_INFINITY;
-    let mut sample: Vec<u64> = scores
-        .iter()
-        .step_by(CUT_STRIDE)
-        .filter(|&&v| eligible(v))
-        .map(|&v| total_order_key(v))
-        .collect();
-    let cut = (k > 0 && sample.len() >= k).then(|| {
-        let (_, &mut c, _) = sample.select_nth_unstable_by(k - 1, |a, b| b.cmp(a));
-        c
-    });
-    // One integer per item, ordered as (score descending by `f64::total_cmp`, item ascending): the
-    // selection compares integers instead of following two indices per comparison.
-    let mut keys: Vec<u128> = scores
-        .iter()
-        .enumerate()
-        .filter(|(_, &v)| eligible(v) && cut.is_none_or(|c| total_order_key(v) >= c))
-        .map(|(i, &v)| (u128::from(!total_order_key(v)) << 32) | i as u128)
-        .collect();
-    if keys.len() > k {
-        keys.select_nth_unstable(k.max(1) - 1);
-        keys.truncate(k);
-    }
-    keys.sort_unstable();
-    keys.into_iter().map(|key| key as u32).collect()
+/// The `k` best-scored items of `scores`, best first, excluding `seen` (sorted ascending); ties by
+/// item index ([`crate::stats::best_k`]).
+pub fn top_k(scores: &[f64], seen: &[u32], k: usize) -> Vec<u32> {
+    crate::stats::best_k(scores, seen, k)
 }
 
 /// Evaluates a model on the test users of a dataset.

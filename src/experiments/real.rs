@@ -328,13 +328,12 @@ fn run_problem<S: UserScorer>(
             let selector = Selector::new(&**mech, &problem, cfg.noise)?;
             let id = name_id(mech.name());
             let (mut sum, mut sq, mut hits) = (0.0, 0.0, 0u32);
-            for t in 0..cfg.trials {
-                let a = selector.sample(draws, id, e as u32, user as u64, t);
+            selector.sample_trials(draws, id, e as u32, user as u64, 0..cfg.trials, |_, a| {
                 let v = q[a];
                 sum += v;
                 sq += (v - qmax) * (v - qmax);
                 hits += u32::from(is_target[a]);
-            }
+            });
             mean_selected.push(sum / f64::from(cfg.trials));
             mse.push(sq / f64::from(cfg.trials));
             hit.push(f64::from(hits) / f64::from(cfg.trials));

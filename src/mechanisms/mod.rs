@@ -25,7 +25,7 @@ use rand::Rng as _;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::rng::{Draws, NoiseMode, Rng};
+use crate::rng::{Draws, NoiseMode, Rng, UserStreams};
 use crate::stats::Chooser;
 
 pub mod batch;
@@ -276,6 +276,34 @@ impl<'a> Selector<'a> {
                 p.sample(&mut streams.stream(mech_id, eps_index, user, trial))
             }
             (Selector::Secure(p), Draws::Secure(rng)) => p.sample(rng),
+            _ => panic!("Selector and Draws of different noise modes"),
+        }
+    }
+
+    /// [`Selector::sample`] for each of `trials` in order, passing `(trial, selection)` to `each`:
+    /// the same selections, with the stream key of (`mech_id`, `eps_index`, `user`) set up once
+    /// rather than once per trial in fast mode.
+    pub fn sample_trials(
+        &self,
+        draws: &mut Draws,
+        mech_id: u32,
+        eps_index: u32,
+        user: u64,
+        trials: std::ops::Range<u32>,
+        mut each: impl FnMut(u32, usize),
+    ) {
+        match (self, draws) {
+            (Selector::Fast(p), Draws::Seeded(streams)) => {
+                let users = UserStreams::new(streams, mech_id, eps_index, user);
+                for t in trials {
+                    each(t, p.sample(&mut users.trial(t)));
+                }
+            }
+            (Selector::Secure(p), Draws::Secure(rng)) => {
+                for t in trials {
+                    each(t, p.sample(rng));
+                }
+            }
             _ => panic!("Selector and Draws of different noise modes"),
         }
     }

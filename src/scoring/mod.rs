@@ -8,7 +8,6 @@ use serde::{Deserialize, Serialize};
 use crate::data::{row_items, Csr};
 use crate::error::{Error, Result};
 use crate::model::{Model, Scratch, SCORE_LANES};
-use crate::stats::total_order_key;
 
 /// Anything that scores every item for one user: a fitted model with its users' input rows.
 pub trait UserScorer: Sync {
@@ -798,26 +797,8 @@ impl Candidates {
 /// The `top` highest-scoring items not in `excluded` (sorted ascending), best first; ties by
 /// item index. Fewer when fewer items are left.
 pub fn top_candidates(scores: &[f64], excluded: &[u32], top: usize) -> Vec<u32> {
-    // One integer per item, ordered as (score descending by `f64::total_cmp`, item ascending): the
-    // selection compares integers instead of following two indices per comparison.
-    let key = |j: u32| (u128::from(!total_order_key(scores[j as usize])) << 32) | u128::from(j);
-    let mut keys: Vec<u128> = Vec::with_capacity(scores.len());
-    let mut ex = excluded.iter().peekable();
-    for j in 0..scores.len() as u32 {
-        while ex.peek().is_some_and(|&&e| e < j) {
-            ex.next();
-        }
-        if ex.peek() == Some(&&j) {
-            continue;
-        }
-        keys.push(key(j));
-    }
-    if keys.len() > top && top > 0 {
-        keys.select_nth_unstable(top - 1);
-        keys.truncate(top);
-    }
-    keys.sort_unstable();
-    keys.into_iter().map(|k| k as u32).collect()
+    let top = if top == 0 { scores.len() } else { top };
+    crate::stats::best_k(scores, excluded, top)
 }
 
 #[cfg(test)]
