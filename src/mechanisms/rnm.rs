@@ -332,7 +332,9 @@ impl Prepared for SortedNoisyMax {
             if bound < 1.0 {
                 // Skip a Geometric(bound) number of failures.
                 let u = crate::stats::distributions::uniform_open0(rng);
-                let skip = (u.ln() / (-bound).ln_1p()).floor();
+                // The ratio is ≥ 0 (or −0): `as usize` truncates it to its floor, and it reaches
+                // the integer k − i exactly when its floor does (no call to `floor`).
+                let skip = u.ln() / (-bound).ln_1p();
                 if skip >= (k - i) as f64 {
                     break;
                 }
