@@ -71,15 +71,20 @@ fn global_threshold(k: &SparseMat, budget: usize) -> f64 {
     t
 }
 
-/// Three dense work vectors for one column update.
+/// Work space of one group of column updates.
 struct Work {
     r: Accumulator,
     k: Accumulator,
     lp: Accumulator,
-    /// `p` spread out densely, and `L p` by rows, for a column whose `p` is dense.
+    /// The search directions of the group's columns that take the dense product, interleaved
+    /// (`p[i·LANES + l]`), their negated residuals likewise, and `L p` likewise.
     p: Vec<f64>,
+    neg_r: Vec<f64>,
     y: Vec<f64>,
 }
+
+/// Columns whose dense products [`Lower::times_dense`] computes together, reading `L` once.
+const LANES: usize = 8;
 
 /// `L` by rows beside its columns (the rows cost another copy of `L`: 19 MB at the netflix shape),
 /// and how many stored entries each trailing block `L[j.., j..]` holds, for
@@ -118,96 +123,116 @@ impl<'a> Lower<'a> {
         3 * scattered > self.suffix[j]
     }
 
-    /// `y[i] = Σ_c L_ic p_c` for the rows `i ≥ j`, with `p` dense and zero outside `j..n`: each
-    /// row's dot product in ascending column order.
+    /// `y[i·LANES + l] = Σ_c L_ic p[c·LANES + l]` for the rows `i ≥ j`, with every lane of `p`
+    /// zero outside `j..n`: each row's dot products in ascending column order. A lane whose
+    /// column starts after `j` has only zeros in `p` below its start; those add exact zeros to
+    /// a sum that starts at +0, so its rows from its start get the bits of a product started
+    /// there.
     fn times_dense(&self, j: usize, p: &[f64], y: &mut [f64]) {
-        for (i, yi) in y.iter_mut().enumerate().take(self.cols.cols()).skip(j) {
+        for (i, yi) in y.chunks_exact_mut(LANES).enumerate().skip(j) {
             let (c, v) = self.rows.col(i);
             let from = c.partition_point(|&c| (c as usize) < j);
-            let mut s = 0.0;
+            let mut s = [0.0f64; LANES];
             for (&c, &x) in c[from..].iter().zip(&v[from..]) {
-                s += x * p[c as usize];
+                let pc: &[f64; LANES] = p[c as usize * LANES..][..LANES]
+                    .try_into()
+                    .expect("LANES entries per row");
+                for l in 0..LANES {
+                    s[l] += x * pc[l];
+                }
             }
-            *yi = s;
+            yi.copy_from_slice(&s);
         }
     }
 }
 
 /// One minimal-residual update of the selected columns; updated columns keep their diagonal and
-/// the entries at least `keep_above` in magnitude.
+/// the entries at least `keep_above` in magnitude. The columns are taken in groups of [`LANES`];
+/// those of a group whose `L p` is cheaper by rows share one pass over the rows of `L`.
 fn update_columns(lower: &Lower, k: &SparseMat, selected: &[usize], keep_above: f64) -> SparseMat {
     let l = lower.cols;
     let n = k.cols();
     let updates: Vec<(usize, Vec<u32>, Vec<f64>)> = selected
-        .par_iter()
+        .par_chunks(LANES)
         .map_init(
             || Work {
                 r: Accumulator::new(n),
                 k: Accumulator::new(n),
                 lp: Accumulator::new(n),
-                p: vec![0.0; n],
-                y: vec![0.0; n],
+                p: vec![0.0; n * LANES],
+                neg_r: vec![0.0; n * LANES],
+                y: vec![0.0; n * LANES],
             },
-            |w, &j| {
-                // w.r holds −r_j = L k_j − e_j; w.k holds k_j.
-                neg_residual_into(l, k, j, &mut w.r);
-                let (kr, kv) = k.col(j);
-                for (&i, &v) in kr.iter().zip(kv) {
-                    w.k.add(i, v);
+            |w, group| {
+                let mut done = Vec::with_capacity(group.len());
+                // (column, lane, its search direction) of the columns that go by rows.
+                let mut dense: Vec<(usize, usize, Vec<u32>, Vec<f64>)> = Vec::new();
+                // The lowest row the dense work vectors hold anything in.
+                let mut lowest = n;
+                for &j in group {
+                    // w.r holds −r_j = L k_j − e_j.
+                    neg_residual_into(l, k, j, &mut w.r);
+                    let (kr, _) = k.col(j);
+                    let in_k = |i: u32| kr.binary_search(&i).is_ok();
+                    // Search direction p: the residual restricted to the current pattern of k_j
+                    // and to the entries large enough to survive re-sparsification (|r_i| ≥ τ).
+                    // Entries below τ would be pruned from k_j anyway, and skipping them keeps
+                    // L·p as sparse as k_j. With α = ⟨r, Lp⟩/‖Lp‖² the step still minimises
+                    // ‖r − αLp‖.
+                    let (pr, pv): (Vec<u32>, Vec<f64>) =
+                        w.r.touched()
+                            .iter()
+                            .map(|&i| (i, -w.r.value(i)))
+                            .filter(|&(i, v)| {
+                                v != 0.0 && (keep_above == 0.0 || in_k(i) || v.abs() >= keep_above)
+                            })
+                            .unzip();
+                    if lower.dense_is_cheaper(j, &pr) {
+                        let lane = dense.len();
+                        for &i in w.r.touched() {
+                            w.neg_r[i as usize * LANES + lane] = w.r.value(i);
+                            lowest = lowest.min(i as usize);
+                        }
+                        for (&i, &v) in pr.iter().zip(&pv) {
+                            w.p[i as usize * LANES + lane] = v;
+                        }
+                        dense.push((j, lane, pr, pv));
+                    } else {
+                        let (mut num, mut denom) = (0.0, 0.0);
+                        lower_times(l, &pr, &pv, &mut w.lp);
+                        for &i in w.lp.touched() {
+                            let y = w.lp.value(i);
+                            num -= w.r.value(i) * y;
+                            denom += y * y;
+                        }
+                        w.lp.clear();
+                        let alpha = if denom > 0.0 { num / denom } else { 0.0 };
+                        done.push(updated_column(k, j, &pr, &pv, alpha, keep_above, &mut w.k));
+                    }
+                    w.r.clear();
                 }
-                // Search direction p: the residual restricted to the current pattern of k_j and
-                // to the entries large enough to survive re-sparsification (|r_i| ≥ τ). Entries
-                // below τ would be pruned from k_j anyway, and skipping them keeps L·p as sparse
-                // as k_j. With α = ⟨r, Lp⟩/‖Lp‖² the step still minimises ‖r − αLp‖.
-                let (pr, pv): (Vec<u32>, Vec<f64>) =
-                    w.r.touched()
-                        .iter()
-                        .map(|&i| (i, -w.r.value(i)))
-                        .filter(|&(i, v)| {
-                            v != 0.0
-                                && (keep_above == 0.0 || w.k.is_touched(i) || v.abs() >= keep_above)
-                        })
-                        .unzip();
-                let (mut num, mut denom) = (0.0, 0.0);
-                if lower.dense_is_cheaper(j, &pr) {
-                    for (&i, &v) in pr.iter().zip(&pv) {
-                        w.p[i as usize] = v;
+                if let Some(first) = dense.iter().map(|d| d.0).min() {
+                    lower.times_dense(first, &w.p, &mut w.y);
+                    for (j, lane, pr, pv) in dense {
+                        // The same sums, in the same ascending order, as one column alone.
+                        let (mut num, mut denom) = (0.0, 0.0);
+                        for i in j..n {
+                            let y = w.y[i * LANES + lane];
+                            num -= w.neg_r[i * LANES + lane] * y;
+                            denom += y * y;
+                        }
+                        let alpha = if denom > 0.0 { num / denom } else { 0.0 };
+                        done.push(updated_column(k, j, &pr, &pv, alpha, keep_above, &mut w.k));
                     }
-                    lower.times_dense(j, &w.p, &mut w.y);
-                    for i in j..n {
-                        let y = std::mem::replace(&mut w.y[i], 0.0);
-                        num -= w.r.value(i as u32) * y;
-                        denom += y * y;
+                    let lowest = lowest.min(first);
+                    for v in [&mut w.p, &mut w.neg_r, &mut w.y] {
+                        v[lowest * LANES..].fill(0.0);
                     }
-                    for &i in &pr {
-                        w.p[i as usize] = 0.0;
-                    }
-                } else {
-                    lower_times(l, &pr, &pv, &mut w.lp);
-                    for &i in w.lp.touched() {
-                        let y = w.lp.value(i);
-                        num -= w.r.value(i) * y;
-                        denom += y * y;
-                    }
-                    w.lp.clear();
                 }
-                w.r.clear();
-                let alpha = if denom > 0.0 { num / denom } else { 0.0 };
-                for (&i, &v) in pr.iter().zip(&pv) {
-                    w.k.add(i, alpha * v);
-                }
-                let mut kept: Vec<(u32, f64)> =
-                    w.k.touched()
-                        .iter()
-                        .map(|&i| (i, w.k.value(i)))
-                        .filter(|&(i, v)| i as usize == j || (v != 0.0 && v.abs() >= keep_above))
-                        .collect();
-                w.k.clear();
-                kept.sort_unstable_by_key(|e| e.0);
-                let (rows, vals) = kept.into_iter().unzip();
-                (j, rows, vals)
+                done
             },
         )
+        .flatten_iter()
         .collect();
     let mut cols: Vec<(Vec<u32>, Vec<f64>)> = (0..n)
         .map(|j| (k.col(j).0.to_vec(), k.col(j).1.to_vec()))
@@ -216,6 +241,36 @@ fn update_columns(lower: &Lower, k: &SparseMat, selected: &[usize], keep_above: 
         cols[j] = (r, v);
     }
     from_columns(n, cols)
+}
+
+/// Column j of K after the step `k_j + α p`, keeping its diagonal and the entries at least
+/// `keep_above` in magnitude, in row order. `acc` is left empty.
+fn updated_column(
+    k: &SparseMat,
+    j: usize,
+    pr: &[u32],
+    pv: &[f64],
+    alpha: f64,
+    keep_above: f64,
+    acc: &mut Accumulator,
+) -> (usize, Vec<u32>, Vec<f64>) {
+    let (kr, kv) = k.col(j);
+    for (&i, &v) in kr.iter().zip(kv) {
+        acc.add(i, v);
+    }
+    for (&i, &v) in pr.iter().zip(pv) {
+        acc.add(i, alpha * v);
+    }
+    let mut kept: Vec<(u32, f64)> = acc
+        .touched()
+        .iter()
+        .map(|&i| (i, acc.value(i)))
+        .filter(|&(i, v)| i as usize == j || (v != 0.0 && v.abs() >= keep_above))
+        .collect();
+    acc.clear();
+    kept.sort_unstable_by_key(|e| e.0);
+    let (rows, vals) = kept.into_iter().unzip();
+    (j, rows, vals)
 }
 
 /// Squared residual norms `‖e_j − L k_j‖²` of all columns of K.
@@ -437,30 +492,58 @@ mod tests {
         let l = random_unit_lower(n, 12, 3);
         let lower = Lower::new(&l);
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(4);
-        let (mut acc, mut p, mut y) = (Accumulator::new(n), vec![0.0; n], vec![0.0; n]);
-        for j in [0, 1, 57, 150, 298, 299] {
+        let mut acc = Accumulator::new(n);
+        let (mut p, mut y) = (vec![0.0; n * LANES], vec![0.0; n * LANES]);
+        // Lanes of one product start at different columns (the first lane's is the smallest).
+        for starts in [
+            [0, 0, 1, 57, 150, 298, 299, 3],
+            [57, 58, 60, 100, 200, 250, 299, 57],
+        ] {
             for density in [0.02, 0.5, 1.0] {
-                let (mut pr, mut pv) = (Vec::new(), Vec::new());
-                for i in j..n {
-                    if rng.random::<f64>() < density {
-                        pr.push(i as u32);
-                        pv.push(rng.random_range(-2.0..2.0));
+                let mut lanes = Vec::new();
+                for (lane, &j) in starts.iter().enumerate() {
+                    let (mut pr, mut pv) = (Vec::new(), Vec::new());
+                    for i in j..n {
+                        if rng.random::<f64>() < density {
+                            pr.push(i as u32);
+                            pv.push(rng.random_range(-2.0..2.0));
+                        }
                     }
+                    for (&i, &v) in pr.iter().zip(&pv) {
+                        p[i as usize * LANES + lane] = v;
+                    }
+                    lanes.push((j, pr, pv));
                 }
-                lower_times(&l, &pr, &pv, &mut acc);
-                for (&i, &v) in pr.iter().zip(&pv) {
-                    p[i as usize] = v;
+                let first = starts.iter().copied().min().unwrap();
+                lower.times_dense(first, &p, &mut y);
+                for (lane, (j, pr, pv)) in lanes.iter().enumerate() {
+                    let j = *j;
+                    // Bit for bit one column alone: each row's products from column j on, added
+                    // in ascending column order.
+                    for i in j..n {
+                        let (c, v) = lower.rows.col(i);
+                        let mut s = 0.0f64;
+                        for (&c, &x) in c.iter().zip(v).filter(|(&c, _)| c as usize >= j) {
+                            s += x * p[c as usize * LANES + lane];
+                        }
+                        let got = y[i * LANES + lane];
+                        assert_eq!(got.to_bits(), s.to_bits(), "lane {lane} from {j}, row {i}");
+                    }
+                    // And the product by columns, to rounding.
+                    lower_times(&l, pr, pv, &mut acc);
+                    for i in j..n {
+                        let (got, want) = (y[i * LANES + lane], acc.value(i as u32));
+                        assert!(
+                            (got - want).abs() <= 1e-12 * (1.0 + want.abs()),
+                            "lane {lane} from {j}, density {density}, row {i}: {got} against {want}"
+                        );
+                    }
+                    acc.clear();
                 }
-                lower.times_dense(j, &p, &mut y);
-                for (i, &got) in y.iter().enumerate() {
-                    let want = acc.value(i as u32);
-                    assert!(
-                        (got - want).abs() <= 1e-12 * (1.0 + want.abs()),
-                        "j {j}, density {density}, row {i}: {got} against {want}"
-                    );
-                }
-                assert!(y[..j].iter().all(|&v| v == 0.0), "rows above j untouched");
-                acc.clear();
+                assert!(
+                    y[..first * LANES].iter().all(|&v| v == 0.0),
+                    "rows above untouched"
+                );
                 p.fill(0.0);
                 y.fill(0.0);
             }
