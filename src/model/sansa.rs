@@ -49,16 +49,14 @@ pub const SCORE_LANES: usize = 32;
 
 /// Rows of `W_r` in one band of [`Bands`]: the band's part of the interleaved `x Wᵀ` of a block,
 /// `BAND_ROWS · SCORE_LANES · 8` bytes (256 KiB), stays in one core's L2 cache while the band's
-/// columns are read (bands of 2,048 and 4,096 rows were slower on two threads). At most 2¹⁶, so a row within its band fits in
-/// a `u16`.
+/// columns are read (bands of 2,048 and 4,096 rows were slower on two threads). At most 2¹⁶, so a
+/// row within its band fits in a `u16`.
 const BAND_ROWS: usize = 1024;
 
 /// `W_r` by columns, cut into bands of [`BAND_ROWS`] consecutive rows, each band a column-major
 /// sparse matrix of its own with rows counted from the band's first (docs/sansa.md, "Scoring").
 #[derive(Debug, Clone)]
 struct Bands {
-    /// Number of columns.
-    n: usize,
     bands: Vec<Band>,
 }
 
@@ -83,47 +81,24 @@ impl Bands {
             (1..=1 << 16).contains(&band_rows),
             "a row within its band fits in a u16"
         );
-        let (n_rows, n) = m.shape();
+        let n_rows = m.rows();
         let bands = (0..n_rows.div_ceil(band_rows))
             .map(|b| {
                 let first = b * band_rows;
                 let rows = band_rows.min(n_rows - first);
-                // Counting sort of the band's entries by column; rows are visited in ascending
-                // order, so each column's entries come out ascending.
-                let mut indptr = vec![0usize; n + 1];
-                for r in first..first + rows {
-                    if let Some(row) = m.outer_view(r) {
-                        for &k in row.indices() {
-                            indptr[k as usize + 1] += 1;
-                        }
-                    }
-                }
-                for k in 0..n {
-                    indptr[k + 1] += indptr[k];
-                }
-                let mut next = indptr.clone();
-                let mut index = vec![0u16; indptr[n]];
-                let mut data = vec![0.0; indptr[n]];
-                for r in first..first + rows {
-                    if let Some(row) = m.outer_view(r) {
-                        for (k, &v) in row.iter() {
-                            let at = &mut next[k];
-                            index[*at] = (r - first) as u16;
-                            data[*at] = v;
-                            *at += 1;
-                        }
-                    }
-                }
+                // The band's rows, stored by columns (sprs numbers them from the band's first
+                // and keeps each column's rows ascending).
+                let cols = m.slice_outer(first..first + rows).to_csc();
                 Band {
                     first,
                     rows,
-                    indptr,
-                    index,
-                    data,
+                    indptr: cols.indptr().to_proper().to_vec(),
+                    index: cols.indices().iter().map(|&r| r as u16).collect(),
+                    data: cols.data().to_vec(),
                 }
             })
             .collect();
-        Bands { n, bands }
+        Bands { bands }
     }
 }
 
@@ -544,7 +519,6 @@ impl Sansa {
                 out[b * n + k] = v;
             }
         }
-        debug_assert_eq!(self.w_r_bands.n, n);
         // Sequential passes zero `h` and the sums for the next block: cheaper than revisiting
         // the rows the users touched, which are most rows, in scattered order.
         scratch.fill(0.0);

@@ -81,10 +81,6 @@ struct Work {
     p: Vec<f64>,
     neg_r: Vec<f64>,
     y: Vec<f64>,
-    /// `in_k[i] == stamp` when row i is in the pattern of the column being updated (a new stamp
-    /// per column, so nothing is cleared).
-    in_k: Vec<u32>,
-    stamp: u32,
 }
 
 /// Columns whose dense products [`Lower::times_dense`] computes together, reading `L` once.
@@ -166,8 +162,6 @@ fn update_columns(lower: &Lower, k: &SparseMat, selected: &[usize], keep_above: 
                 p: vec![0.0; n * LANES],
                 neg_r: vec![0.0; n * LANES],
                 y: vec![0.0; n * LANES],
-                in_k: vec![0; n],
-                stamp: 0,
             },
             |w, group| {
                 let mut done = Vec::with_capacity(group.len());
@@ -178,30 +172,28 @@ fn update_columns(lower: &Lower, k: &SparseMat, selected: &[usize], keep_above: 
                 for &j in group {
                     // w.r holds −r_j = L k_j − e_j.
                     neg_residual_into(l, k, j, &mut w.r);
-                    w.stamp = w.stamp.wrapping_add(1);
-                    if w.stamp == 0 {
-                        // After 2³² columns: start the stamps again from a clean slate.
-                        w.in_k.fill(0);
-                        w.stamp = 1;
+                    // w.k marks the pattern of k_j (a lookup per residual entry; a binary
+                    // search there cost as much as the grouped products save).
+                    let (kr, kv) = k.col(j);
+                    for (&i, &v) in kr.iter().zip(kv) {
+                        w.k.add(i, v);
                     }
-                    for &i in k.col(j).0 {
-                        w.in_k[i as usize] = w.stamp;
-                    }
-                    let (in_k, stamp) = (&w.in_k, w.stamp);
-                    let in_k = |i: u32| in_k[i as usize] == stamp;
                     // Search direction p: the residual restricted to the current pattern of k_j
                     // and to the entries large enough to survive re-sparsification (|r_i| ≥ τ).
                     // Entries below τ would be pruned from k_j anyway, and skipping them keeps
                     // L·p as sparse as k_j. With α = ⟨r, Lp⟩/‖Lp‖² the step still minimises
                     // ‖r − αLp‖.
-                    let (pr, pv): (Vec<u32>, Vec<f64>) =
-                        w.r.touched()
-                            .iter()
-                            .map(|&i| (i, -w.r.value(i)))
-                            .filter(|&(i, v)| {
-                                v != 0.0 && (keep_above == 0.0 || in_k(i) || v.abs() >= keep_above)
-                            })
-                            .unzip();
+                    let (pr, pv): (Vec<u32>, Vec<f64>) = w
+                        .r
+                        .touched()
+                        .iter()
+                        .map(|&i| (i, -w.r.value(i)))
+                        .filter(|&(i, v)| {
+                            v != 0.0
+                                && (keep_above == 0.0 || w.k.is_touched(i) || v.abs() >= keep_above)
+                        })
+                        .unzip();
+                    w.k.clear();
                     if lower.dense_is_cheaper(j, &pr) {
                         let lane = dense.len();
                         for &i in w.r.touched() {
