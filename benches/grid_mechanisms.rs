@@ -11,7 +11,7 @@
 use std::time::Instant;
 
 use rand::Rng as _;
-use recsel::experiments::real::PAPER_EPSILONS;
+use recsel::experiments::select::PAPER_EPSILONS;
 use recsel::mechanisms::{self, MechParams, Problem, Selector};
 use recsel::rng::{Draws, NoiseMode, Streams};
 

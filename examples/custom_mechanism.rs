@@ -14,8 +14,8 @@ use std::path::{Path, PathBuf};
 use recsel::audit::{self, builtin_pairs, AuditConfig, AuditReport};
 use recsel::data::load::{load_dataset, DataSource, NamedDataset};
 use recsel::data::synthetic::SyntheticShape;
-use recsel::experiments::real::{self, ChunkStore, MseRow, SelectConfig};
 use recsel::experiments::scenarios::ScenarioSet;
+use recsel::experiments::select::{self, ChunkStore, MseRow, SelectConfig};
 use recsel::experiments::{run_synth, SynthConfig, SynthResults};
 use recsel::mechanisms::{
     boxed, MechParams, Mechanism, MechanismSpec, ParamSpec, Prepared, Problem, Registry,
@@ -143,15 +143,15 @@ pub fn run(out: &Path) -> recsel::Result<Outcome> {
         clip: true,
         percentile_users: Default::default(),
         seed: 7,
-        source_fingerprint: real::source_fingerprint(&data, &model_params),
+        source_fingerprint: select::source_fingerprint(&data, &model_params),
         noise: NoiseMode::Fast,
         registry: registry.clone(),
     };
     let scorer = ModelScorer::new(&model, &data.test_input);
     let sens = item_sensitivities(&scorer, &SensitivityConfig::default(), &|_| {});
     let store = ChunkStore::open(out, &cfg, true)?;
-    let (rows, _) = real::run_all(&scorer, &sens, &cfg, &store, &|_| {}, None)?;
-    let select = real::mse_table(&cfg, &rows);
+    let (rows, _) = select::run_all(&scorer, &sens, &cfg, &store, &|_| {}, None)?;
+    let select = select::mse_table(&cfg, &rows);
 
     // synth: scenario 1 of docs/experiments.md with 2,000 trials.
     let synth_cfg = SynthConfig {

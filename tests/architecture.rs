@@ -240,7 +240,10 @@ fn source(path: &str, text: &str) -> Source {
 #[test]
 fn an_upward_import_or_a_sibling_cycle_is_reported() {
     let upward = [
-        source("src/report/mod.rs", "use crate::experiments::real::MseRow;"),
+        source(
+            "src/report/mod.rs",
+            "use crate::experiments::select::MseRow;",
+        ),
         source(
             "src/experiments/real.rs",
             "use crate::report::write_atomic; // upward",

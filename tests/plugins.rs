@@ -11,7 +11,7 @@ use crate::custom_mechanism::{self, LaplaceMax, LAPLACE_MAX};
 fn example_mechanism_runs_through_select_synth_and_audit() {
     let dir = tempfile::tempdir().unwrap();
     let o = custom_mechanism::run(dir.path()).unwrap();
-    let mse = |rows: &[recsel::experiments::real::MseRow], m: &str, e: f64| {
+    let mse = |rows: &[recsel::experiments::select::MseRow], m: &str, e: f64| {
         rows.iter()
             .find(|r| r.mechanism == m && r.epsilon == e)
             .unwrap_or_else(|| panic!("no select row for {m} at {e}"))

@@ -20,8 +20,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
 use recsel::data::{Csr, DataSource, Format, LoadOptions, NamedDataset};
-use recsel::experiments::partition::{self, PartitionResult};
-use recsel::experiments::real::{self, SelectConfig};
+use recsel::experiments::select::partition::{self, PartitionResult};
+use recsel::experiments::select::{self, SelectConfig};
 use recsel::mechanisms::batch::{self, BatchStreams};
 use recsel::mechanisms::{self, MechParams, Problem};
 use recsel::model::{self, Model, ModelParams};
@@ -898,7 +898,7 @@ impl PyPart {
     fn columns<'py>(&self, py: Python<'py>, config: &PyConfig) -> R<Bound<'py, PyDict>> {
         let rows = &self.part.rows;
         let d = PyDict::new(py);
-        let f = |g: fn(&real::UserRow) -> f64| rows.iter().map(g).collect::<Vec<f64>>();
+        let f = |g: fn(&select::UserRow) -> f64| rows.iter().map(g).collect::<Vec<f64>>();
         d.set_item(
             "user",
             rows.iter()
@@ -1316,7 +1316,7 @@ impl SelectJob {
                     .collect::<R<_>>()?,
                 Err(_) => v.extract()?,
             },
-            _ => real::PAPER_EPSILONS.to_vec(),
+            _ => select::PAPER_EPSILONS.to_vec(),
         };
         let mut log = Vec::new();
         let data = py
@@ -1336,7 +1336,7 @@ impl SelectJob {
         let m = py
             .detach(|| {
                 recsel::io::ensure_dir(&out)?;
-                real::model_for(&model_dir, &data, &params, &|s| {
+                select::model_for(&model_dir, &data, &params, &|s| {
                     lines.lock().expect("log").push(s.to_string())
                 })
             })
@@ -1389,7 +1389,7 @@ impl SelectJob {
             clip: opt(o, "clip")?.unwrap_or(false),
             percentile_users: PercentileUsers::from_name(&population).map_err(err)?,
             seed,
-            source_fingerprint: real::source_fingerprint(&data, &params),
+            source_fingerprint: select::source_fingerprint(&data, &params),
             noise: NoiseMode::from_flag(secure),
             registry: Default::default(),
         };
@@ -1475,7 +1475,7 @@ impl SelectJob {
         let t0 = std::time::Instant::now();
         py.detach(|| {
             let merged = partition::merge(parts, self.data.test_input.rows())?;
-            let analysis = real::analysis_from(
+            let analysis = select::analysis_from(
                 &config.cfg,
                 &sens.sens,
                 config.sens.floor,

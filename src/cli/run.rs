@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use recsel::experiments::pipeline::Pipeline;
-use recsel::experiments::real;
+use recsel::experiments::select;
 
 use super::common::parse_f64_list;
 
@@ -129,6 +129,6 @@ pub fn parse_select(argv: &[String]) -> Result<super::select::Args, clap::Error>
 pub fn check_select(args: &super::select::Args) -> anyhow::Result<()> {
     recsel::data::load::check_source(&args.data.source()?, &args.data.load_options()?)?;
     let eps = parse_f64_list("--eps", args.eps.as_deref().unwrap_or("1"))?;
-    real::check_grid(&args.mech, &eps).context("--mech or --eps")?;
+    select::check_grid(&args.mech, &eps).context("--mech or --eps")?;
     Ok(())
 }

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use anyhow::Context;
 use recsel::data::load_dataset_with;
-use recsel::experiments::real::{self, ChunkStore, SelectConfig, PAPER_EPSILONS};
+use recsel::experiments::select::{self, ChunkStore, SelectConfig, PAPER_EPSILONS};
 use recsel::mechanisms::{self, MechParams};
 use recsel::report::select::{dump_problems, finish_select, write_paired, SelectRun, Timings};
 use recsel::scoring::{
@@ -110,7 +110,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let out = args.out.clone().unwrap_or(default_out);
     recsel::io::ensure_dir(&out)?;
     let model_dir = args.model_dir.clone().unwrap_or_else(|| out.join("model"));
-    let model = real::model_for(&model_dir, &data, &params, &|s| eprintln!("[select] {s}"))
+    let model = select::model_for(&model_dir, &data, &params, &|s| eprintln!("[select] {s}"))
         .with_context(|| format!("preparing the model in {}", model_dir.display()))?;
     // The paper's γ for this data set (its descriptor; docs/protocol.md, "Data sets").
     let mech_params = args.opts.apply(MechParams {
@@ -140,7 +140,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         clip: args.clip && !args.no_clip,
         percentile_users: PercentileUsers::from_name(&args.percentile_users)?,
         seed,
-        source_fingerprint: real::source_fingerprint(&data, &params),
+        source_fingerprint: select::source_fingerprint(&data, &params),
         noise: recsel::rng::NoiseMode::from_flag(args.secure),
         registry: Default::default(),
     };
@@ -182,13 +182,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         args.add_mech.as_deref(),
     );
     let inc = |n| bar.inc(n);
-    let real::Finished {
+    let select::Finished {
         cfg,
         rows,
         skipped,
         counts,
         sample,
-    } = real::run_or_add(
+    } = select::run_or_add(
         &scorer,
         &sens,
         &cfg,
@@ -203,7 +203,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let select_s = t.elapsed().as_secs_f64();
     // Analysis (docs/real-data.md): from the candidate pass the selection made as it went.
     let t = Instant::now();
-    let analysis = real::analysis_from(&cfg, &sens, sens_cfg.floor, counts, sample, &rows);
+    let analysis = select::analysis_from(&cfg, &sens, sens_cfg.floor, counts, sample, &rows);
     let diag_s = t.elapsed().as_secs_f64();
     let run = SelectRun {
         dataset: data.name(),

@@ -4,10 +4,10 @@
 
 pub mod bandit;
 pub mod illustrate;
-pub mod partition;
+
 pub mod pipeline;
-pub mod real;
 pub mod scenarios;
+pub mod select;
 pub mod select_pipeline;
 pub mod synthetic;
 pub mod twocand;

@@ -828,7 +828,7 @@ pub static REGISTRY: &[MechanismSpec] = &[
 
 /// A set of mechanisms the runners can choose from by name: the built-ins ([`REGISTRY`]) plus any
 /// registered by the caller (docs/extending.md). Cheap to clone; runners take one in their
-/// configuration ([`crate::experiments::real::SelectConfig::registry`],
+/// configuration ([`crate::experiments::select::SelectConfig::registry`],
 /// [`crate::experiments::SynthConfig::registry`]), and default to the built-ins.
 #[derive(Clone)]
 pub struct Registry {

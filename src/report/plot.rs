@@ -782,7 +782,7 @@ pub fn spearman_hist_png(
     path: &Path,
     title: &str,
     values: &[f64],
-    summary: &crate::experiments::real::SpearmanSummary,
+    summary: &crate::experiments::select::SpearmanSummary,
 ) -> Result<()> {
     render(path, (760, 480), |root| {
         spearman_panel(root, title, values, summary)
@@ -793,7 +793,7 @@ fn spearman_panel(
     root: &Area<'_>,
     title: &str,
     values: &[f64],
-    summary: &crate::experiments::real::SpearmanSummary,
+    summary: &crate::experiments::select::SpearmanSummary,
 ) -> Result<()> {
     const BINS: usize = 40;
     let mut counts = [0u64; BINS];
@@ -914,7 +914,7 @@ pub struct Fig13Column {
     /// Spearman correlation per user (fig 13 a–c).
     pub spearman: Vec<f64>,
     /// Their summary.
-    pub summary: crate::experiments::real::SpearmanSummary,
+    pub summary: crate::experiments::select::SpearmanSummary,
     /// The mGEM/GEM scatter (fig 13 d–f): points, users left out, ε; `None` without gem/mgem.
     pub scatter: Option<Scatter>,
     /// MSE per mechanism and ε (fig 13 g–i).

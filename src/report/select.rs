@@ -1,7 +1,7 @@
 //! Everything a real-data selection run writes (docs/protocol.md, "Outputs"): the MSE table, the
 //! per-user table, the resolved configuration and the figure-13/21 plots. The command line, the
 //! Python package and distributed runners call [`write_select`] on the results of
-//! [`crate::experiments::real::run_all`], so every front end produces the same files.
+//! [`crate::experiments::select::run_all`], so every front end produces the same files.
 
 use std::path::{Path, PathBuf};
 
@@ -12,9 +12,9 @@ use super::table::{Table, Values};
 use super::Resolved;
 use crate::data::{DataSource, Format, LoadOptions, NamedDataset};
 use crate::error::Result;
-use crate::experiments::real::UserProblem;
-pub use crate::experiments::real::SCATTER_USERS;
-use crate::experiments::real::{
+use crate::experiments::select::UserProblem;
+pub use crate::experiments::select::SCATTER_USERS;
+use crate::experiments::select::{
     self, random_sample, Diagnostics, ItemCounts, MseRow, RuleRow, SelectConfig, SpearmanSummary,
     UserRow,
 };
@@ -160,7 +160,7 @@ pub struct SelectResults<'a> {
     pub diagnostics: &'a Diagnostics,
     /// The Spearman and bound rules against the per-user winner of GEM and mGEM, per ε.
     pub rules: &'a [RuleRow],
-    /// Which mechanism for this data ([`crate::experiments::real::advice`]).
+    /// Which mechanism for this data ([`crate::experiments::select::advice`]).
     pub advice: &'a [String],
 }
 
@@ -275,7 +275,7 @@ pub fn write_select(
 
 /// After `recsel select --add-mech`: the per-user MSE differences of the added mechanisms (those
 /// after the first `n_old` of `cfg`) against each earlier one
-/// ([`crate::experiments::real::paired_differences`]), written as `paired.{csv,parquet}` in
+/// ([`crate::experiments::select::paired_differences`]), written as `paired.{csv,parquet}` in
 /// `out`; returns the table as text for the terminal.
 pub fn write_paired(
     out: &Path,
@@ -285,8 +285,8 @@ pub fn write_paired(
 ) -> Result<String> {
     use std::fmt::Write as _;
     let added = &cfg.mechanisms[n_old.min(cfg.mechanisms.len())..];
-    let paired = crate::experiments::real::paired_differences(cfg, rows, added);
-    let col = |f: fn(&crate::experiments::real::PairedRow) -> f64| {
+    let paired = crate::experiments::select::paired_differences(cfg, rows, added);
+    let col = |f: fn(&crate::experiments::select::PairedRow) -> f64| {
         Values::F64(paired.iter().map(f).collect())
     };
     Table::default()
@@ -394,7 +394,7 @@ pub fn fig13_column(dir: &Path) -> Result<plot::Fig13Column> {
             hit: Vec::new(),
         })
         .collect();
-    let summary = crate::experiments::real::spearman_summary(&rows);
+    let summary = crate::experiments::select::spearman_summary(&rows);
     let e = (0..epsilons.len()).min_by(|&a, &b| {
         let d = |i: usize| (epsilons[i] / scatter_eps).ln().abs();
         d(a).total_cmp(&d(b))
@@ -497,7 +497,7 @@ pub fn write_fig13_combined(parent: &Path) -> Result<Option<PathBuf>> {
     Ok(Some(path))
 }
 
-/// Computes every user's problem of `cfg` ([`crate::experiments::real::all_problems`]) and writes
+/// Computes every user's problem of `cfg` ([`crate::experiments::select::all_problems`]) and writes
 /// them with [`write_problems`]; returns the paths written.
 pub fn dump_problems<S: crate::scoring::UserScorer>(
     path: &Path,
@@ -506,7 +506,7 @@ pub fn dump_problems<S: crate::scoring::UserScorer>(
     cfg: &SelectConfig,
     data: &crate::data::Dataset,
 ) -> Result<Vec<PathBuf>> {
-    let problems = crate::experiments::real::all_problems(scorer, sens, cfg, &|_| {});
+    let problems = crate::experiments::select::all_problems(scorer, sens, cfg, &|_| {});
     write_problems(path, &problems, &data.test_user_ids, &data.item_ids)
 }
 
@@ -828,7 +828,7 @@ pub fn summary_text(
         let ne = cfg.epsilons.len();
         for (m, name) in cfg.mechanisms.iter().enumerate() {
             let first = &res.mse[m * ne];
-            let _ = write!(out, "{name:<13} {:>12}", real::guarantee_label(first));
+            let _ = write!(out, "{name:<13} {:>12}", select::guarantee_label(first));
             for e in 0..ne {
                 let _ = write!(out, " {:>9}", cell(&res.mse[m * ne + e]));
             }
@@ -907,7 +907,7 @@ pub fn finish_select(
     out: &Path,
     run: &SelectRun<'_>,
     rows: &[UserRow],
-    analysis: &crate::experiments::real::Analysis,
+    analysis: &crate::experiments::select::Analysis,
     sens: &Sensitivities,
     user_ids: &[String],
     item_ids: &[String],

@@ -25,8 +25,8 @@ use crate::mechanisms::{
     self, argmax_random_ties, Guarantee, MechParams, Mechanism, MechanismSpec, Problem,
 };
 use crate::rng::{name_id, Rng, Streams};
-use crate::stats::percentile_linear;
 use crate::stats::Chooser;
+use crate::stats::{mean_se, percentile_linear};
 use counter::HybridCounter;
 use env::{Arms, Environment, REWARD_HI, REWARD_LO};
 use quantile::EmQuantile;
@@ -781,17 +781,6 @@ pub fn run_one(
     }
     progress(cfg.horizon % PROGRESS_STEP);
     Ok(trace)
-}
-
-/// Mean and standard error of `x` (n ≥ 2).
-fn mean_se(x: &[f64]) -> (f64, f64) {
-    let n = x.len() as f64;
-    let m = x.iter().sum::<f64>() / n;
-    if x.len() < 2 {
-        return (m, f64::NAN);
-    }
-    let v = x.iter().map(|v| (v - m) * (v - m)).sum::<f64>() / (n - 1.0);
-    (m, (v / n).sqrt())
 }
 
 /// Mean of the finite values (NaN if none).
