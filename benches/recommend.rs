@@ -33,15 +33,7 @@ fn recommend_throughput(c: &mut Criterion) {
     g.measurement_time(Duration::from_secs(20)).sample_size(10);
     g.throughput(Throughput::Elements(USERS as u64));
     for (name, mode) in [("fast", NoiseMode::Fast), ("secure", NoiseMode::Secure)] {
-        let cfg = RecommendConfig::new(
-            "mgem",
-            MechParams {
-                epsilon: 1.0,
-                ..Default::default()
-            },
-            TOP,
-            mode,
-        );
+        let cfg = RecommendConfig::new("mgem", MechParams::default().with_epsilon(1.0), TOP, mode);
         let rec = Recommender::load(&dir, &cfg).unwrap();
         g.bench_function(name, |b| {
             b.iter(|| black_box(rec.recommend_all(&users, 7, &|_| {}).unwrap()))

@@ -94,8 +94,7 @@ pub static LAPLACE_MAX: MechanismSpec = MechanismSpec {
     name: "laplace-max",
     guarantee: "eps-DP",
     private: true,
-    params: &[],
-    extra_params: &[SCALE],
+    params: &[SCALE],
     summary: "argmax q_a + Lap(scale*Delta/eps) (example mechanism from outside the crate)",
     use_when: "an example: a noisy max with a tunable noise scale",
     audit_reference: false,
@@ -159,7 +158,7 @@ pub fn run(out: &Path) -> recsel::Result<Outcome> {
         mechanisms: mechanisms.join(","),
         epsilons: vec![1.0, 8.0],
         trials: 2_000,
-        params: params.extra.clone(),
+        params: params.values.clone(),
         registry: registry.clone(),
         ..SynthConfig::default()
     };

@@ -15,6 +15,7 @@
 //! * [`stats`] — shared numerics: samplers, percentiles, correlations, hypothesis tests;
 //! * [`rng`] — reproducible random streams, one per (user, mechanism, ε index, trial);
 //! * [`io`] — atomic writes and output folders, below every stage;
+//! * [`options`] — option tables: a job's options declared once, for every front end;
 //! * [`hugepages`] — huge pages for the few large arrays read at scattered places.
 //!
 //! Dependencies run one way, from `report` down to `error` (docs/ARCHITECTURE.md; enforced by
@@ -34,6 +35,7 @@ pub mod hugepages;
 pub mod io;
 pub mod mechanisms;
 pub mod model;
+pub mod options;
 pub mod recommend;
 pub mod report;
 pub mod rng;

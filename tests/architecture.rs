@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 /// module must be placed here (and in docs/ARCHITECTURE.md) before the test passes.
 const LAYERS: &[&[&str]] = &[
     &["error"],
-    &["io", "rng", "simd", "hugepages"],
+    &["io", "options", "rng", "simd", "hugepages"],
     &["stats"],
     &["data"],
     &["mechanisms", "model"],

@@ -70,7 +70,7 @@ fn declared_parameter_is_typed_defaulted_and_checked() {
     // A misspelt key is an error in a run, not a silent default.
     let cfg = recsel::experiments::SynthConfig {
         mechanisms: "laplace-max".into(),
-        params: [("scael".to_string(), 3.0)].into(),
+        params: recsel::mechanisms::MechValues::new().with("scael", 3.0),
         registry: r.clone(),
         ..Default::default()
     };
@@ -152,7 +152,6 @@ const LAPLACE_STUB: MechanismSpec = MechanismSpec {
     guarantee: "eps-DP",
     private: true,
     params: &[],
-    extra_params: &[],
     summary: "test",
     use_when: "never (a test stub)",
     audit_reference: false,

@@ -226,7 +226,7 @@ fn diagnostics_count_what_lies_outside_the_percentiles() {
             &q,
             &dd,
             cfg.epsilons[0],
-            cfg.params.beta,
+            cfg.params.number(&recsel::mechanisms::BETA),
             recsel::stats::GemBoundReading::Full,
         )
         .unwrap();

@@ -124,10 +124,7 @@ fn recommend_serves_one_private_item_per_user_from_its_candidates() {
         &model,
         &RecommendConfig::new(
             "mgem",
-            MechParams {
-                epsilon: 1.0,
-                ..Default::default()
-            },
+            MechParams::default().with_epsilon(1.0),
             TOP,
             NoiseMode::Fast,
         ),

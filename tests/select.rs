@@ -67,10 +67,7 @@ pub(crate) fn config(trials: u32) -> SelectConfig {
         mechanisms: ["rnm", "gem", "mgem", "rs", "random"]
             .map(String::from)
             .to_vec(),
-        params: MechParams {
-            gamma: 0.05,
-            ..MechParams::default()
-        },
+        params: MechParams::default().with_param("gamma", 0.05),
         epsilons: vec![0.1, 1.0, 8.0],
         trials,
         top: 40,

@@ -45,6 +45,7 @@ __all__ = [
     "PartitionResult",
     "Recommender",
     "mechanisms",
+    "mechanism_params",
     "select",
     "sample",
     "select_batch",
@@ -76,9 +77,10 @@ def _vec(x: Any, what: str) -> np.ndarray:
 def mechanisms() -> List[Dict[str, Any]]:
     """The mechanism registry: one dict per mechanism.
 
-    Keys: ``name``, ``guarantee`` (in words), ``private``, ``params`` (the parameters it reads
-    besides epsilon), ``summary``, ``audit_reference`` (deliberately non-private references kept for
-    the auditor; not part of ``all``).
+    Keys: ``name``, ``guarantee`` (in words), ``private``, ``params`` (the names of the parameters
+    it reads besides epsilon), ``parameters`` (their declarations, as :func:`mechanism_params`
+    gives them), ``summary``, ``audit_reference`` (deliberately non-private references kept for the
+    auditor; not part of ``all``).
 
     Example::
 
@@ -86,6 +88,22 @@ def mechanisms() -> List[Dict[str, Any]]:
         ['rnm', 'pf', 'em']
     """
     return list(_native.mechanisms_list())
+
+
+def mechanism_params() -> List[Dict[str, Any]]:
+    """Every parameter the mechanisms declare besides epsilon: the keyword arguments that
+    :func:`sample`, :func:`select`, :func:`select_batch`, :func:`audit`, :class:`Recommender` and
+    :func:`recsel.ray.select` accept for them (the command line's ``--gamma`` and friends).
+
+    Keys: ``name``, ``doc``, ``kind`` (``real``, ``integer`` or ``choice``), ``default``,
+    ``requirement`` (in words) and ``choices``.
+
+    Example::
+
+        >>> [p["name"] for p in recsel.mechanism_params()]
+        ['gamma', 'beta', 'eta', 'c', 'chooser', 'draws']
+    """
+    return list(_native.mechanism_params())
 
 
 def sample(
@@ -103,7 +121,7 @@ def sample(
 
     The same function as ``recsel sample``: with the same arguments and ``seed`` the counts equal
     ``recsel sample --mech M --eps E --scores ... --sens ... --n N --seed S --json``. ``params`` are
-    the mechanism hyperparameters (``gamma``, ``beta``, ``eta``, ``c``, ``chooser``, ``draws``);
+    the mechanism parameters (:func:`mechanism_params`: ``gamma``, ``beta``, ``chooser``, ...);
     ``secure=True`` uses the exact discrete path with OS randomness (no seed).
 
     Example::

@@ -23,7 +23,7 @@ use recsel::data::{Csr, DataSource, Format, LoadOptions, NamedDataset};
 use recsel::experiments::select::partition::{self, PartitionResult};
 use recsel::experiments::select::{self, SelectConfig};
 use recsel::mechanisms::batch::{self, BatchStreams};
-use recsel::mechanisms::{self, MechParams, Problem};
+use recsel::mechanisms::{self, MechParams, MechValues, Problem};
 use recsel::model::{self, Model, ModelParams};
 use recsel::report::select::{finish_select, SelectRun, Timings};
 use recsel::rng::{NoiseMode, Streams};
@@ -31,7 +31,6 @@ use recsel::scoring::{
     percentile_counts, sketch_users, ModelScorer, PercentileSketch, PercentileUsers, Sensitivities,
     SensitivityConfig,
 };
-use recsel::stats::Chooser;
 
 pyo3::create_exception!(
     _native,
@@ -67,29 +66,41 @@ fn reduce_with<'py>(
 // ---------------------------------------------------------------------------------------------
 // Parameters
 
-/// Mechanism parameters from keyword arguments (`gamma`, `beta`, `eta`, `c`, `chooser`, `draws`);
-/// unknown keywords are an error naming them.
+/// Mechanism parameters from keyword arguments: each a parameter the registry declares
+/// (`recsel mechanisms`), its value parsed and checked by the declaration as the command line's
+/// flag is; an unknown keyword is an error naming it.
 fn mech_params(epsilon: f64, params: Option<&Bound<'_, PyDict>>) -> R<MechParams> {
-    let mut p = MechParams::default().with_epsilon(epsilon);
+    let registry = mechanisms::Registry::builtin();
+    let mut values = MechValues::new();
     if let Some(d) = params {
         for (k, v) in d.iter() {
             let key: String = k.extract()?;
-            match key.as_str() {
-                "gamma" => p.gamma = v.extract()?,
-                "beta" => p.beta = v.extract()?,
-                "eta" => p.eta = v.extract()?,
-                "c" => p.c = v.extract()?,
-                "draws" => p.draws = v.extract()?,
-                "chooser" => p.chooser = Chooser::from_name(&v.extract::<String>()?).map_err(err)?,
-                other => {
-                    return Err(invalid(format!(
-                        "unknown mechanism parameter '{other}'; valid: gamma, beta, eta, c, chooser, draws"
-                    )))
-                }
-            }
+            let spec = registry.param(&key).map_err(err)?;
+            values.set(&key, spec.parse(&py_text(&v)?).map_err(err)?);
         }
     }
-    Ok(p)
+    Ok(registry
+        .resolve(&values)
+        .map_err(err)?
+        .with_epsilon(epsilon))
+}
+
+/// A Python value as the text a command-line flag would carry (`str` of it; a float's `str` is
+/// its shortest exact form, so reals arrive bit for bit).
+fn py_text(v: &Bound<'_, PyAny>) -> R<String> {
+    if v.is_instance_of::<pyo3::types::PyBool>() {
+        return Ok(if v.extract::<bool>()? {
+            "true"
+        } else {
+            "false"
+        }
+        .to_string());
+    }
+    if let Ok(items) = v.cast::<PyList>() {
+        let parts: Vec<String> = items.iter().map(|x| py_text(&x)).collect::<R<_>>()?;
+        return Ok(parts.join(","));
+    }
+    Ok(v.str()?.to_string())
 }
 
 fn build_mech(name: &str, params: &MechParams) -> R<Box<dyn mechanisms::Mechanism>> {
@@ -124,10 +135,49 @@ fn mechanisms_list(py: Python<'_>) -> R<Bound<'_, PyList>> {
         d.set_item("name", s.name)?;
         d.set_item("guarantee", s.guarantee)?;
         d.set_item("private", s.private)?;
-        d.set_item("params", s.params.to_vec())?;
+        let names: Vec<&str> = s.params.iter().map(|p| p.name).collect();
+        d.set_item("params", names)?;
+        let params = PyList::empty(py);
+        for p in s.params {
+            params.append(param_dict(py, p)?)?;
+        }
+        d.set_item("parameters", params)?;
         d.set_item("summary", s.summary)?;
         d.set_item("audit_reference", s.audit_reference)?;
         out.append(d)?;
+    }
+    Ok(out)
+}
+
+/// One declared parameter as a dict: `name`, `doc`, `kind` (`real`, `integer` or `choice`),
+/// `default`, `requirement` and `choices`.
+fn param_dict<'py>(py: Python<'py>, p: &mechanisms::ParamSpec) -> R<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("name", p.name)?;
+    d.set_item("doc", p.doc)?;
+    let (kind, choices): (&str, &[&str]) = match p.kind {
+        mechanisms::ParamKind::Real { .. } => ("real", &[]),
+        mechanisms::ParamKind::Integer { .. } => ("integer", &[]),
+        mechanisms::ParamKind::Choice { choices, .. } => ("choice", choices),
+    };
+    d.set_item("kind", kind)?;
+    match p.default_value() {
+        mechanisms::ParamValue::Real(x) => d.set_item("default", x)?,
+        mechanisms::ParamValue::Integer(i) => d.set_item("default", i)?,
+        mechanisms::ParamValue::Word(w) => d.set_item("default", w)?,
+    }
+    d.set_item("requirement", p.requirement())?;
+    d.set_item("choices", choices.to_vec())?;
+    Ok(d)
+}
+
+/// Every parameter the built-in mechanisms declare (the keyword arguments `sample`, `select`,
+/// `audit`, `Recommender` and `recsel.ray.select` accept besides their own), as dicts.
+#[pyfunction]
+fn mechanism_params(py: Python<'_>) -> R<Bound<'_, PyList>> {
+    let out = PyList::empty(py);
+    for p in mechanisms::Registry::builtin().params() {
+        out.append(param_dict(py, p)?)?;
     }
     Ok(out)
 }
@@ -740,70 +790,29 @@ struct PyConfig {
 
 #[pymethods]
 impl PyConfig {
-    /// Rebuilds a configuration from [`PyConfig::state`] (floats travel as Python floats, so
-    /// exactly).
+    /// Rebuilds a configuration from [`PyConfig::state`] (floats travel as JSON numbers, in
+    /// their shortest exact form, so exactly).
     #[staticmethod]
     fn from_state(state: &Bound<'_, PyTuple>) -> R<Self> {
-        let mechanisms: Vec<String> = state.get_item(0)?.extract()?;
-        let epsilons: Vec<f64> = state.get_item(1)?.extract()?;
-        let f: Vec<f64> = state.get_item(2)?.extract()?;
-        let chooser: String = state.get_item(3)?.extract()?;
-        let (draws, trials, top): (u64, u32, usize) = state.get_item(4)?.extract()?;
-        let (clip, population, seed): (bool, String, u64) = state.get_item(5)?.extract()?;
-        let (fingerprint, secure): (String, bool) = state.get_item(6)?.extract()?;
-        if f.len() != 8 {
-            return Err(invalid("corrupt SelectConfig state".into()));
-        }
-        let params = MechParams {
-            epsilon: f[0],
-            gamma: f[1],
-            beta: f[2],
-            eta: f[3],
-            c: f[4],
-            chooser: Chooser::from_name(&chooser).map_err(err)?,
-            draws,
-            // The binding runs the built-in mechanisms only, which declare no extra parameters.
-            extra: Default::default(),
-        };
-        let pop = PercentileUsers::from_name(&population).map_err(err)?;
+        let json: String = state.get_item(0)?.extract()?;
+        let (lower, upper, floor): (f64, f64, f64) = state.get_item(1)?.extract()?;
+        let cfg: SelectConfig = serde_json::from_str(&json)
+            .map_err(|e| invalid(format!("corrupt SelectConfig state: {e}")))?;
+        let population = cfg.percentile_users.name().to_string();
         Ok(PyConfig {
-            cfg: SelectConfig {
-                mechanisms,
-                params,
-                epsilons,
-                trials,
-                top,
-                clip,
-                percentile_users: pop,
-                seed,
-                source_fingerprint: fingerprint,
-                noise: NoiseMode::from_flag(secure),
-                registry: Default::default(),
-            },
-            sens: sens_config(f[5], f[6], f[7], &population)?,
+            sens: sens_config(lower, upper, floor, &population)?,
+            cfg,
         })
     }
 
     /// The state [`PyConfig::from_state`] rebuilds from.
     fn state<'py>(&self, py: Python<'py>) -> R<Bound<'py, PyTuple>> {
-        let (c, p, s) = (&self.cfg, &self.cfg.params, &self.sens);
-        let f = vec![
-            p.epsilon, p.gamma, p.beta, p.eta, p.c, s.lower, s.upper, s.floor,
-        ];
+        let s = &self.sens;
         PyTuple::new(
             py,
             [
-                c.mechanisms.clone().into_pyobject(py)?.into_any(),
-                c.epsilons.clone().into_pyobject(py)?.into_any(),
-                f.into_pyobject(py)?.into_any(),
-                p.chooser.name().into_pyobject(py)?.into_any(),
-                (p.draws, c.trials, c.top).into_pyobject(py)?.into_any(),
-                (c.clip, c.percentile_users.name(), c.seed)
-                    .into_pyobject(py)?
-                    .into_any(),
-                (c.source_fingerprint.clone(), c.noise.is_secure())
-                    .into_pyobject(py)?
-                    .into_any(),
+                self.to_json()?.into_pyobject(py)?.into_any(),
+                (s.lower, s.upper, s.floor).into_pyobject(py)?.into_any(),
             ],
         )
     }
@@ -1347,28 +1356,14 @@ impl SelectJob {
                 ))
             })?;
         log.extend(lines.into_inner().unwrap_or_default());
-        let mut mp = MechParams {
-            gamma: data.descriptor.gamma(),
-            ..MechParams::default()
-        };
-        if let Some(g) = opt(o, "gamma")? {
-            mp.gamma = g;
+        let mut given = MechValues::new().with("gamma", data.descriptor.gamma());
+        let registry = mechanisms::Registry::builtin();
+        for spec in registry.params() {
+            if let Some(v) = o.get_item(spec.name)?.filter(|v| !v.is_none()) {
+                given.set(spec.name, spec.parse(&py_text(&v)?).map_err(err)?);
+            }
         }
-        if let Some(b) = opt(o, "beta")? {
-            mp.beta = b;
-        }
-        if let Some(h) = opt(o, "eta")? {
-            mp.eta = h;
-        }
-        if let Some(c) = opt(o, "c")? {
-            mp.c = c;
-        }
-        if let Some(ch) = opt::<String>(o, "chooser")? {
-            mp.chooser = Chooser::from_name(&ch).map_err(err)?;
-        }
-        if let Some(t) = opt(o, "draws")? {
-            mp.draws = t;
-        }
+        let mp = registry.resolve(&given).map_err(err)?;
         let secure = opt::<bool>(o, "secure")?.unwrap_or(false);
         let seed = match opt::<u64>(o, "seed")? {
             Some(s) => s,
@@ -1522,6 +1517,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("RecselError", m.py().get_type::<RecselError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(mechanisms_list, m)?)?;
+    m.add_function(wrap_pyfunction!(mechanism_params, m)?)?;
     m.add_function(wrap_pyfunction!(sample, m)?)?;
     m.add_function(wrap_pyfunction!(select_batch, m)?)?;
     m.add_function(wrap_pyfunction!(audit, m)?)?;

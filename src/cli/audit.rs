@@ -7,10 +7,10 @@ use std::time::Instant;
 
 use anyhow::Context;
 use recsel::audit::{self, AuditConfig, AuditReport};
-use recsel::mechanisms::{self, MechParams};
+use recsel::mechanisms::{self, MechValues, Registry};
 use recsel::rng::NoiseMode;
 
-use super::common::{parse_f64_list, progress, streams, MechOpts};
+use super::common::{parse_f64_list, progress, streams, Flags};
 
 /// Audit mechanisms on adversarial neighbouring inputs: per pair an ε lower bound ε_LB, the
 /// maximum, the claimed guarantee and a verdict. Exit code 1 when a mechanism that claims a
@@ -53,7 +53,7 @@ pub struct Args {
     #[arg(long, value_name = "D1,D2,...", default_value = "0.2,1,0.5,2,1")]
     sens: String,
     #[command(flatten)]
-    opts: MechOpts,
+    params: Flags<MechValues>,
     /// Seed of the random streams (default: OS entropy, reported on stderr).
     #[arg(long, conflicts_with = "secure")]
     seed: Option<u64>,
@@ -96,9 +96,9 @@ fn print_report(out: &mut impl Write, r: &AuditReport) -> std::io::Result<()> {
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let specs = mechanisms::parse_list(&args.mech)?;
-    let params = args
-        .opts
-        .apply(MechParams::default().with_epsilon(args.eps))?;
+    let params = Registry::builtin()
+        .resolve(&args.params.0)?
+        .with_epsilon(args.eps);
     let mode = NoiseMode::from_flag(args.secure);
     let streams = if mode.is_secure() {
         // The secure path draws no seed; the built-in random pairs still need one.

@@ -2,69 +2,109 @@
 
 use anyhow::{bail, Context};
 use indicatif::{ProgressBar, ProgressStyle};
-use recsel::mechanisms::MechParams;
+use recsel::options::{parse_reals, Kind, OptionSpec, OptionTable};
 use recsel::rng::Streams;
-use recsel::stats::Chooser;
 
-/// Hyperparameters of the mechanisms that have them (ε is given separately).
-#[derive(Debug, Clone, clap::Args)]
-pub struct MechOpts {
-    /// Stopping probability γ of rs, rs-tnb, rs-exp (and rs-exp-m1), in (0, 1].
-    #[arg(long, value_name = "G")]
-    pub gamma: Option<f64>,
-    /// Failure probability β of gem, mgem and cgem, in (0, 1).
-    #[arg(long, value_name = "B")]
-    pub beta: Option<f64>,
-    /// Shape η > -1 of rs-tnb's truncated negative binomial.
-    #[arg(long, value_name = "H")]
-    pub eta: Option<f64>,
-    /// Share of ε that cgem spends on the correlation bit, in (0, 1).
-    #[arg(long, value_name = "C")]
-    pub c: Option<f64>,
-    /// What cgem's bit reads to choose between gem and mgem: a correlation, or `bound` (mgem when
-    /// its utility bound is at least gem's; see `recsel bounds`).
-    #[arg(long, value_parser = ["spearman", "pearson", "weighted", "bound"])]
-    pub chooser: Option<String>,
-    /// Number of draws T of the audit reference bot-exp, >= 1.
-    #[arg(long, value_name = "T")]
-    pub draws: Option<u64>,
+/// An option table of the library ([`recsel::options`]) as command-line flags: one flag per
+/// option, with the table's help, kind of value, choices, default and check. Only the options
+/// given on the command line are set; the library resolves the rest.
+#[derive(Debug, Clone, Default)]
+pub struct Flags<T>(pub T);
+
+/// The id of the `--no-<flag>` twin of a negatable flag.
+fn negated(key: &str) -> String {
+    format!("no_{key}")
 }
 
-impl MechOpts {
-    /// `base` with every option given on the command line applied.
-    pub fn apply(&self, mut base: MechParams) -> anyhow::Result<MechParams> {
-        if let Some(g) = self.gamma {
-            base.gamma = g;
-        }
-        if let Some(b) = self.beta {
-            base.beta = b;
-        }
-        if let Some(h) = self.eta {
-            base.eta = h;
-        }
-        if let Some(c) = self.c {
-            base.c = c;
-        }
-        if let Some(ch) = &self.chooser {
-            base.chooser = Chooser::from_name(ch)?;
-        }
-        if let Some(t) = self.draws {
-            base.draws = t;
-        }
-        Ok(base)
+impl<T: OptionTable + Default> clap::FromArgMatches for Flags<T> {
+    fn from_arg_matches(m: &clap::ArgMatches) -> Result<Self, clap::Error> {
+        let mut table = Flags(T::default());
+        table.update_from_arg_matches(m)?;
+        Ok(table)
     }
+
+    fn update_from_arg_matches(&mut self, m: &clap::ArgMatches) -> Result<(), clap::Error> {
+        let given = |id: &str| m.value_source(id) == Some(clap::parser::ValueSource::CommandLine);
+        for spec in T::options() {
+            let text = match spec.kind {
+                Kind::Flag if given(spec.key) => Some("true".to_string()),
+                Kind::Flag if spec.negatable && given(&negated(spec.key)) => {
+                    Some("false".to_string())
+                }
+                Kind::Flag => None,
+                _ if given(spec.key) => m.get_one::<String>(spec.key).cloned(),
+                _ => None,
+            };
+            if let Some(text) = text {
+                self.0.set(spec.key, &text).map_err(|e| {
+                    clap::Error::raw(clap::error::ErrorKind::ValueValidation, format!("{e}\n"))
+                })?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl<T: OptionTable + Default> clap::Args for Flags<T> {
+    fn augment_args(cmd: clap::Command) -> clap::Command {
+        let mut cmd = cmd;
+        for spec in T::options() {
+            cmd = cmd.args(flag_args(spec));
+        }
+        cmd
+    }
+
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        Self::augment_args(cmd)
+    }
+}
+
+/// The clap arguments of one option (two for a negatable flag).
+fn flag_args(spec: OptionSpec) -> Vec<clap::Arg> {
+    use clap::{builder::PossibleValuesParser, Arg, ArgAction};
+    let help = match &spec.default {
+        Some(d) if spec.kind != Kind::Flag => format!("{} [default: {d}]", spec.help),
+        _ => spec.help.clone(),
+    };
+    let arg = Arg::new(spec.key)
+        .long(spec.flag)
+        .help(help)
+        .help_heading(spec.group);
+    let arg = match spec.kind {
+        Kind::Flag => arg.action(ArgAction::SetTrue),
+        _ if !spec.choices.is_empty() => arg
+            .action(ArgAction::Set)
+            .value_name(spec.value_name)
+            .value_parser(PossibleValuesParser::new(spec.choices)),
+        kind => {
+            let check = spec.check.clone();
+            arg.action(ArgAction::Set)
+                .value_name(spec.value_name)
+                .allow_negative_numbers(kind == Kind::Real)
+                .allow_hyphen_values(kind == Kind::Reals)
+                .value_parser(move |s: &str| check(s).map(|_| s.to_string()))
+        }
+    };
+    if !spec.negatable {
+        return vec![arg];
+    }
+    // clap keeps ids and flags as `&'static str`; negatable flags are few.
+    let no: &'static str = Box::leak(negated(spec.key).into_boxed_str());
+    let long: &'static str = Box::leak(format!("no-{}", spec.flag).into_boxed_str());
+    vec![
+        arg.overrides_with(no),
+        Arg::new(no)
+            .long(long)
+            .help(format!("The opposite of --{} (the default)", spec.flag))
+            .help_heading(spec.group)
+            .action(ArgAction::SetTrue)
+            .overrides_with(spec.key),
+    ]
 }
 
 /// Parses a comma-separated list of numbers; errors name the position and the text.
 pub fn parse_f64_list(what: &str, text: &str) -> anyhow::Result<Vec<f64>> {
-    text.split(',')
-        .enumerate()
-        .map(|(i, t)| {
-            let t = t.trim();
-            t.parse::<f64>()
-                .with_context(|| format!("{what}: item {} is '{t}', not a number", i + 1))
-        })
-        .collect()
+    parse_reals(text).map_err(|e| anyhow::anyhow!("{what}: {e}"))
 }
 
 /// The seed from `--seed`, or one drawn from OS entropy (below 2^63, so TOML can record it) and

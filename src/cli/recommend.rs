@@ -7,13 +7,13 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::Context;
-use recsel::mechanisms::MechParams;
+use recsel::mechanisms::{MechValues, Registry};
 use recsel::recommend::input::{read_users, FileFormat};
 use recsel::recommend::{RecommendConfig, Recommender};
 use recsel::report::recommend::{recommendations_bytes, write_recommendations};
 use recsel::rng::NoiseMode;
 
-use super::common::{progress, MechOpts};
+use super::common::{progress, Flags};
 
 /// Recommend one item per user with a private selection mechanism.
 ///
@@ -62,7 +62,7 @@ pub struct Args {
     #[arg(long, value_parser = ["csv", "parquet", "jsonl"])]
     out_format: Option<String>,
     #[command(flatten)]
-    opts: MechOpts,
+    params: Flags<MechValues>,
     /// Seed of the selection streams (default: OS entropy, printed). Experiments only.
     #[arg(long, conflicts_with = "secure")]
     seed: Option<u64>,
@@ -81,10 +81,9 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let params = args.opts.apply(MechParams {
-        epsilon: args.eps,
-        ..MechParams::default()
-    })?;
+    let params = Registry::builtin()
+        .resolve(&args.params.0)?
+        .with_epsilon(args.eps);
     let mut cfg = RecommendConfig::new(
         &args.mech,
         params,

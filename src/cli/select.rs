@@ -8,13 +8,13 @@ use std::time::Instant;
 use anyhow::Context;
 use recsel::data::load_dataset_with;
 use recsel::experiments::select::{self, ChunkStore, SelectConfig, PAPER_EPSILONS};
-use recsel::mechanisms::{self, MechParams};
+use recsel::mechanisms::{self, MechValues};
 use recsel::report::select::{dump_problems, finish_select, write_paired, SelectRun, Timings};
 use recsel::scoring::{
     item_sensitivities_with_candidates, ModelScorer, PercentileUsers, SensitivityConfig, UserScorer,
 };
 
-use super::common::{parse_f64_list, progress, DataArgs, MechOpts, ModelArgs};
+use super::common::{parse_f64_list, progress, DataArgs, Flags, ModelArgs};
 
 /// Seed of the train/test split and of synthetic data (as `recsel fit --seed`).
 const DEFAULT_DATA_SEED: u64 = 42;
@@ -62,7 +62,7 @@ pub struct Args {
     #[arg(long, default_value = "all", value_parser = ["all", "without-item"])]
     percentile_users: String,
     #[command(flatten)]
-    opts: MechOpts,
+    params: Flags<recsel::mechanisms::MechValues>,
     /// Seed of the selection streams (default: the seed of a run being resumed, else OS entropy).
     #[arg(long, conflicts_with = "secure")]
     seed: Option<u64>,
@@ -113,12 +113,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let model = select::model_for(&model_dir, &data, &params, &|s| eprintln!("[select] {s}"))
         .with_context(|| format!("preparing the model in {}", model_dir.display()))?;
     // The paper's γ for this data set (its descriptor; docs/protocol.md, "Data sets").
-    let mech_params = args.opts.apply(MechParams {
-        gamma: data.descriptor.gamma(),
-        ..MechParams::default()
-    })?;
-    let origin = ["the paper's for this data set", "given"][args.opts.gamma.is_some() as usize];
-    let (g, b) = (mech_params.gamma, mech_params.beta);
+    let given = &args.params.0;
+    let with_gamma = MechValues::new()
+        .with("gamma", data.descriptor.gamma())
+        .merged(given);
+    let mech_params = mechanisms::Registry::builtin().resolve(&with_gamma)?;
+    let origin = ["the paper's for this data set", "given"][given.get("gamma").is_some() as usize];
+    let (g, b) = (
+        mech_params.number(&mechanisms::GAMMA),
+        mech_params.number(&mechanisms::BETA),
+    );
     eprintln!("[select] random stopping γ = {g} ({origin}), GEM β = {b}");
     let seed = match args.seed {
         Some(s) => s,

@@ -210,11 +210,9 @@ pub fn run(cfg: &TwocandConfig, progress: &(dyn Fn(u64) + Sync)) -> Result<Vec<H
         .par_iter()
         .enumerate()
         .map(|(ci, &(pi, panel, d1, d2))| {
-            let params = MechParams {
-                gamma: panel.gamma,
-                ..MechParams::default()
-            }
-            .with_epsilon(panel.epsilon);
+            let params = MechParams::default()
+                .with_param("gamma", panel.gamma)
+                .with_epsilon(panel.epsilon);
             let rnm = mechanisms::build("rnm", &params)?;
             let other = mechanisms::build(panel.mechanism, &params)?;
             let q = [0.0, panel.gap];

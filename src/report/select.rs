@@ -132,8 +132,10 @@ pub fn rerun_table(
     t.clip = Some(cfg.clip);
     t.percentile_users = Some(cfg.percentile_users.name().to_string());
     let p = &cfg.params;
-    (t.gamma, t.beta, t.eta, t.c) = (Some(p.gamma), Some(p.beta), Some(p.eta), Some(p.c));
-    t.chooser = Some(p.chooser.name().to_string());
+    use crate::mechanisms::{BETA, C, ETA, GAMMA};
+    (t.gamma, t.beta) = (Some(p.number(&GAMMA)), Some(p.number(&BETA)));
+    (t.eta, t.c) = (Some(p.number(&ETA)), Some(p.number(&C)));
+    t.chooser = p.values.get("chooser").map(|v| v.to_string());
     t.seed = Some(cfg.seed);
     t.scatter_eps = Some(run.scatter_eps);
     t

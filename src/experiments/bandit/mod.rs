@@ -22,10 +22,10 @@ use statrs::distribution::{ContinuousCDF, StudentsT};
 
 use crate::error::{Error, Result};
 use crate::mechanisms::{
-    self, argmax_random_ties, Guarantee, MechParams, Mechanism, MechanismSpec, Problem,
+    self, argmax_random_ties, Guarantee, MechParams, MechValues, Mechanism, MechanismSpec, Problem,
+    Registry,
 };
 use crate::rng::{name_id, Rng, Streams};
-use crate::stats::Chooser;
 use crate::stats::{mean_se, percentile_linear};
 use counter::HybridCounter;
 use env::{Arms, Environment, REWARD_HI, REWARD_LO};
@@ -46,7 +46,7 @@ pub const ORACLE_SUFFIX: &str = "+oracle";
 /// Configuration of `recsel bandit` (and a pipeline's `[bandit]` table). `Default` is seed 001
 /// appendix H; the resolved copy written beside the results has every field filled in.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+#[serde(default)]
 pub struct BanditConfig {
     /// Steps T.
     pub horizon: u64,
@@ -83,16 +83,10 @@ pub struct BanditConfig {
     pub clamp_means: bool,
     /// Sensitivity of an arm before its first private estimate (the warm-up: the reward range).
     pub warmup_sensitivity: f64,
-    /// Stopping probability γ of `rs` and `rs-tnb`.
-    pub gamma: f64,
-    /// Failure probability β of `gem`, `mgem` and `cgem`.
-    pub beta: f64,
-    /// Shape η of `rs-tnb`.
-    pub eta: f64,
-    /// Share c of ε that `cgem` spends on its correlation bit.
-    pub c: f64,
-    /// The correlation `cgem` uses.
-    pub chooser: Chooser,
+    /// Mechanism parameters by name (γ, β, η, c, chooser, …; `recsel mechanisms`): every key
+    /// that is not a field is one, checked against the registry by [`BanditConfig::validate`].
+    #[serde(flatten)]
+    pub params: MechValues,
     /// Points of the downsampled curves (the shift is always one of them).
     pub points: usize,
     /// The arms' reward laws before and after the shift.
@@ -103,7 +97,7 @@ pub struct BanditConfig {
 
 impl Default for BanditConfig {
     fn default() -> Self {
-        let p = MechParams::default();
+        let registry = Registry::builtin();
         BanditConfig {
             horizon: 50_000,
             shift: 30_000,
@@ -121,11 +115,7 @@ impl Default for BanditConfig {
             private_bonus: false,
             clamp_means: false,
             warmup_sensitivity: REWARD_HI - REWARD_LO,
-            gamma: p.gamma,
-            beta: p.beta,
-            eta: p.eta,
-            c: p.c,
-            chooser: p.chooser,
+            params: registry.table_values(&[], &registry.defaults()),
             points: 500,
             arms: Arms::default(),
             seed: 1,
@@ -340,20 +330,23 @@ pub struct BanditResults {
 
 impl BanditConfig {
     /// The mechanism parameters with ε set for `name` (`krr`: `eps_krr`, others `eps_select`).
-    pub fn mech_params(&self, name: &str) -> MechParams {
-        MechParams {
-            epsilon: if name == "krr" {
-                self.eps_krr
-            } else {
-                self.eps_select
-            },
-            gamma: self.gamma,
-            beta: self.beta,
-            eta: self.eta,
-            c: self.c,
-            chooser: self.chooser,
-            ..MechParams::default()
-        }
+    pub fn mech_params(&self, name: &str) -> Result<MechParams> {
+        let eps = if name == "krr" {
+            self.eps_krr
+        } else {
+            self.eps_select
+        };
+        Ok(Registry::builtin().resolve(&self.params)?.with_epsilon(eps))
+    }
+
+    /// The configuration as it is recorded beside the results: validated, with the values of
+    /// the parameters of the built-in mechanisms filled in.
+    pub fn resolved(&self) -> Result<BanditConfig> {
+        self.validate()?;
+        let registry = Registry::builtin();
+        let mut cfg = self.clone();
+        cfg.params = registry.table_values(&[], &registry.resolve(&self.params)?);
+        Ok(cfg)
     }
 
     /// The policy names this configuration runs, in order (`all` expanded, oracle twins added).
@@ -364,7 +357,7 @@ impl BanditConfig {
             // Every registry mechanism with a pure-DP guarantee (the references that are not
             // private or only (k−1)ε-DP are left to an explicit list).
             for s in mechanisms::REGISTRY {
-                let m = s.build(&self.mech_params(s.name))?;
+                let m = s.build(&self.mech_params(s.name)?)?;
                 if matches!(m.guarantee(), Guarantee::Pure { .. })
                     && s.private
                     && !s.audit_reference
@@ -445,7 +438,7 @@ impl BanditConfig {
                         mechanisms::valid_names()
                     ),
                 })?;
-                let mech = spec.build(&self.mech_params(m))?;
+                let mech = spec.build(&self.mech_params(m)?)?;
                 // `krr` reads only the argmax of the scores; `random` reads nothing.
                 let (uses_means, uses_quantiles) = match m {
                     "random" => (false, false),
@@ -472,6 +465,7 @@ impl BanditConfig {
 
     /// Checks every field once, naming the bad value.
     pub fn validate(&self) -> Result<()> {
+        mechanisms::Registry::builtin().check_table_keys(&self.params, "[bandit]")?;
         if self.horizon == 0 {
             return Err(Error::Invalid("horizon must be at least 1, got 0".into()));
         }

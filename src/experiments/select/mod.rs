@@ -26,7 +26,7 @@ pub use runner::*;
 
 use std::path::Path;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::data::Dataset;
 use crate::error::{Error, Result};
@@ -46,7 +46,7 @@ const CHUNK_LAYOUT: &str = "chunks-v2";
 pub const CHUNK_USERS: usize = 256;
 
 /// Fully resolved settings of one run; its hash keys the resumable chunks.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SelectConfig {
     /// Mechanism names, in table order.
     pub mechanisms: Vec<String>,
@@ -69,7 +69,7 @@ pub struct SelectConfig {
     pub source_fingerprint: String,
     /// Float path with seeded streams, or the secure path (recorded only when secure, so the
     /// configuration hash of fast runs is unchanged).
-    #[serde(skip_serializing_if = "is_fast")]
+    #[serde(default, skip_serializing_if = "is_fast")]
     pub noise: NoiseMode,
     /// Where `mechanisms` are looked up: the built-ins by default, plus any mechanism the caller
     /// registered (docs/extending.md). Not part of the hash: the names are.
@@ -98,7 +98,7 @@ impl SelectConfig {
             .iter()
             .map(|name| self.registry.get(name))
             .collect::<Result<Vec<_>>>()?;
-        mechanisms::check_extra_params(&specs, &self.params)?;
+        self.registry.check_names(&self.params.values)?;
         specs
             .iter()
             .map(|spec| {

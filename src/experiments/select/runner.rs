@@ -5,7 +5,7 @@ use rayon::prelude::*;
 
 use super::{SelectConfig, UserProblem, UserRow, CHUNK_USERS};
 use crate::error::Result;
-use crate::mechanisms::{Mechanism, Problem, Selector};
+use crate::mechanisms::{Mechanism, Problem, Selector, BETA};
 use crate::rng::{name_id, Draws, SecureRng, Streams};
 use crate::scoring::{top_candidates, CandidateCache, Candidates, Sensitivities, UserScorer};
 use crate::stats::{pearson, spearman, weighted_correlation};
@@ -131,7 +131,7 @@ fn bound_mask(q: &[f64], d: &[f64], cfg: &SelectConfig) -> u64 {
     let mut mask = 0u64;
     if !q.is_empty() {
         for (e, &eps) in cfg.epsilons.iter().enumerate().take(64) {
-            if crate::stats::bounds::mgem_bound_at_least_gem(q, d, eps, cfg.params.beta) {
+            if crate::stats::bounds::mgem_bound_at_least_gem(q, d, eps, cfg.params.number(&BETA)) {
                 mask |= 1 << e;
             }
         }
