@@ -220,9 +220,10 @@ pub fn parse_reals(text: &str) -> std::result::Result<Vec<f64>, String> {
         .collect()
 }
 
-/// The value of option `key` written as `text`; the error names the option.
-pub fn parse_value<T: OptionValue>(key: &str, text: &str) -> Result<T> {
-    T::parse_text(text).map_err(|e| Error::Invalid(format!("option {key}: {e}")))
+/// A value written as `text`; the error says what is wrong with the text (the front end names
+/// the option as its user wrote it).
+pub fn parse_value<T: OptionValue>(text: &str) -> Result<T> {
+    T::parse_text(text).map_err(Error::Invalid)
 }
 
 /// A struct of options declared with [`option_table!`] (or written by hand): its options, their
@@ -253,47 +254,53 @@ pub trait OptionTable: Sized {
 /// }
 /// ```
 ///
-/// Every `#[option(...)]` field becomes `Option<T>` (absent from a table when unset); the
+/// Every `#[option(...)]` field becomes `Option<T>` (absent from a TOML table when unset, `null`
+/// in JSON); the
 /// attribute's `name = value` pairs set [`OptionSpec`] fields (`flag`, `value_name`, `choices`,
 /// `negatable`, `group`). `= default` gives the value [`OptionTable::defaults`] sets and the
 /// help shows.
 macro_rules! option_table {
     ($(#[$m:meta])* pub struct $name:ident { $($body:tt)* }) => {
-        $crate::options::option_table!(@munch [$(#[$m])*] $name [] [] [] [] $($body)*);
+        // The names the generated code shares pass through every step, so that they resolve to
+        // one another (macro hygiene).
+        $crate::options::option_table!(@munch [$(#[$m])*] $name [out defaults table key text]
+            [] [] [] [] $($body)*);
     };
-    (@munch $meta:tt $name:ident [$($fields:tt)*] [$($defaults:tt)*] [$($specs:tt)*] [$($sets:tt)*]
+    (@munch $meta:tt $name:ident [$out:ident $defs:ident $table:ident $key:ident $text:ident]
+        [$($fields:tt)*] [$($defaults:tt)*] [$($specs:tt)*] [$($sets:tt)*]
         $(#[doc = $d:literal])* #[flatten] pub $f:ident : $t:ty, $($rest:tt)*) => {
-        $crate::options::option_table!(@munch $meta $name
+        $crate::options::option_table!(@munch $meta $name [$out $defs $table $key $text]
             [$($fields)* $(#[doc = $d])* #[serde(flatten)] pub $f: $t,]
             [$($defaults)* $f: <$t as $crate::options::OptionTable>::defaults(),]
-            [$($specs)* out.extend(<$t as $crate::options::OptionTable>::options());]
-            [$($sets)* if $crate::options::OptionTable::set(&mut self.$f, key, text)? {
+            [$($specs)* $out.extend(<$t as $crate::options::OptionTable>::options());]
+            [$($sets)* if $crate::options::OptionTable::set(&mut $table.$f, $key, $text)? {
                 return Ok(true);
             }]
             $($rest)*);
     };
-    (@munch $meta:tt $name:ident [$($fields:tt)*] [$($defaults:tt)*] [$($specs:tt)*] [$($sets:tt)*]
+    (@munch $meta:tt $name:ident [$out:ident $defs:ident $table:ident $key:ident $text:ident]
+        [$($fields:tt)*] [$($defaults:tt)*] [$($specs:tt)*] [$($sets:tt)*]
         $(#[doc = $d:literal])* #[option($($k:ident = $v:expr),* $(,)?)]
         pub $f:ident : $t:ty $(= $def:expr)?, $($rest:tt)*) => {
-        $crate::options::option_table!(@munch $meta $name
+        $crate::options::option_table!(@munch $meta $name [$out $defs $table $key $text]
             [$($fields)* $(#[doc = $d])*
-                #[serde(default, skip_serializing_if = "Option::is_none")] pub $f: Option<$t>,]
+                #[serde(default)] pub $f: Option<$t>,]
             [$($defaults)* $f: $crate::options::option_table!(@default $($def)?),]
-            [$($specs)* out.push($crate::options::OptionSpec {
+            [$($specs)* $out.push($crate::options::OptionSpec {
                 $($k: $v,)*
                 ..$crate::options::OptionSpec::new::<$t>(
-                    stringify!($f), &[$($d),*], defaults.$f.as_ref())
+                    stringify!($f), &[$($d),*], $defs.$f.as_ref())
             });]
-            [$($sets)* if key == stringify!($f) {
-                self.$f = Some($crate::options::parse_value::<$t>(key, text)?);
+            [$($sets)* if $key == stringify!($f) {
+                $table.$f = Some($crate::options::parse_value::<$t>($text)?);
                 return Ok(true);
             }]
             $($rest)*);
     };
     (@default $def:expr) => { Some($def) };
     (@default) => { None };
-    (@munch [$($meta:tt)*] $name:ident [$($fields:tt)*] [$($defaults:tt)*] [$($specs:tt)*]
-        [$($sets:tt)*]) => {
+    (@munch [$($meta:tt)*] $name:ident [$out:ident $defs:ident $table:ident $key:ident $text:ident]
+        [$($fields:tt)*] [$($defaults:tt)*] [$($specs:tt)*] [$($sets:tt)*]) => {
         $($meta)*
         pub struct $name { $($fields)* }
 
@@ -304,13 +311,14 @@ macro_rules! option_table {
 
             #[allow(unused_variables)]
             fn options() -> Vec<$crate::options::OptionSpec> {
-                let defaults = <Self as $crate::options::OptionTable>::defaults();
-                let mut out = Vec::new();
+                let $defs = <Self as $crate::options::OptionTable>::defaults();
+                let mut $out = Vec::new();
                 $($specs)*
-                out
+                $out
             }
 
-            fn set(&mut self, key: &str, text: &str) -> $crate::error::Result<bool> {
+            fn set(&mut self, $key: &str, $text: &str) -> $crate::error::Result<bool> {
+                let $table = self;
                 $($sets)*
                 Ok(false)
             }

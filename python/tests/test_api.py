@@ -205,7 +205,7 @@ def test_select_job_validates_its_options(tmp_path):
 
     with pytest.raises(recsel.RecselError, match="unknown select option 'trails'"):
         _native.SelectJob(dataset="synthetic", trails=3)
-    with pytest.raises(recsel.RecselError, match="min_rating must be a number or 'none'"):
+    with pytest.raises(recsel.RecselError, match="min_rating: 'four' is not a number or 'none'"):
         _native.SelectJob(dataset="synthetic", min_rating="four", out=str(tmp_path))
     with pytest.raises(recsel.RecselError, match="eps: item 2 is 'x'"):
         _native.SelectJob(dataset="synthetic", eps="1,x", out=str(tmp_path))

@@ -11,7 +11,10 @@ use recsel::data::load_dataset_with;
 use recsel::eval::{evaluate, Metrics};
 use recsel::model::{self, Method, ModelParams};
 
-use super::common::{DataArgs, ModelArgs};
+use recsel::data::DataOptions;
+use recsel::model::ModelOptions;
+
+use super::common::Flags;
 
 /// Fit a recommender (SANSA exact/icf, dense EASE, or most-popular) and report its accuracy.
 ///
@@ -24,9 +27,9 @@ use super::common::{DataArgs, ModelArgs};
   recsel fit --format csv --path my.csv --user-col user --item-col item --method icf --l2 20 --density 0.0005")]
 pub struct Args {
     #[command(flatten)]
-    data: DataArgs,
+    data: Flags<DataOptions>,
     #[command(flatten)]
-    model: ModelArgs,
+    model: Flags<ModelOptions>,
     /// Seed of the split and of synthetic data.
     #[arg(long, default_value_t = 42)]
     seed: u64,
@@ -74,15 +77,16 @@ fn print_metrics(out: &mut impl Write, label: &str, m: &Metrics) -> std::io::Res
 
 /// Runs `recsel fit`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let src = args.data.source()?;
-    let load_opts = args.data.load_options()?;
+    let src = args.data.0.source()?;
+    let load_opts = args.data.0.load_options()?;
     let quiet = args.json;
     let progress = |stage: &str| eprintln!("[fit] {stage} …");
 
     let t = Instant::now();
     progress("loading data");
     let data = load_dataset_with(&src, args.seed, &load_opts).context("loading the data")?;
-    let params = args.model.params(&data.descriptor)?;
+    let (params, line) = args.model.0.params(&data.descriptor)?;
+    eprintln!("recsel: {line}");
     let method = params.method;
     let load_s = t.elapsed().as_secs_f64();
     // SANSA's item filter for ML-20M and Netflix (glami/sansa, datasets/movielens20.py and

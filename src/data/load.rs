@@ -50,6 +50,16 @@ impl NamedDataset {
             }
         })
     }
+
+    /// The name [`NamedDataset::parse`] reads (`synthetic` for every shape).
+    pub fn option_name(&self) -> &'static str {
+        match self {
+            NamedDataset::Ml20m => "ml20m",
+            NamedDataset::Netflix => "netflix",
+            NamedDataset::AmazonBook => "amazon-book",
+            NamedDataset::Synthetic(_) => "synthetic",
+        }
+    }
 }
 
 /// Column names of a generic table.

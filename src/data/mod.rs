@@ -9,6 +9,7 @@
 pub mod descriptor;
 pub mod export;
 pub mod load;
+pub mod options;
 pub mod preprocess;
 pub mod split;
 pub mod synthetic;
@@ -16,6 +17,7 @@ pub mod synthetic;
 pub use descriptor::{Descriptor, PaperModel, Protocol};
 pub use export::{write_lightgcn, LightGcnExport};
 pub use load::{load_dataset, load_dataset_with, DataSource, Format, LoadOptions, NamedDataset};
+pub use options::{DataOptions, RatingCut};
 pub use preprocess::{preprocess, preprocess_owned, PreprocessConfig};
 pub use split::{split, split_owned, SplitConfig};
 

@@ -8,7 +8,6 @@ pub mod illustrate;
 pub mod pipeline;
 pub mod scenarios;
 pub mod select;
-pub mod select_pipeline;
 pub mod synthetic;
 pub mod twocand;
 pub mod winners;

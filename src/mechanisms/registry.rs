@@ -5,7 +5,7 @@
 
 use std::fmt;
 
-use super::params::{MechParams, MechValues, ParamKind, ParamSpec, ParamValue};
+use super::params::{MechParams, MechValues, ParamKind, ParamSpec};
 use super::{
     CombinedGem, ExponentialMechanism, Gem, GemVariant, KRandomizedResponse, Mechanism, Noise,
     NoisyMax, PermuteAndFlip, RandomStopping, StoppingRule, UniformRandom, BETA, C, CHOOSER, DRAWS,

@@ -10,18 +10,23 @@
 //! secure path from OS-seeded generators (one per worker) instead of the seeded streams
 //! (`docs/secure.md`); the seed is then unused and the results are not reproducible.
 //!
-//! The files: this one holds the resolved configuration ([`SelectConfig`]) and the per-user
-//! rows; `runner` selects for a range of users, `chunks` stores the rows resumably and adds
+//! The files: `options` declares the job's options ([`SelectOptions`]) and `job` resolves them
+//! into a prepared run ([`SelectJob`]); this one holds the resolved configuration
+//! ([`SelectConfig`]) and the per-user rows; `runner` selects for a range of users, `chunks` stores the rows resumably and adds
 //! mechanisms to a finished run, `analysis` turns the rows into the MSE table, the diagnostics
 //! and the advice, and `partition` splits a run over user partitions for clusters.
 
 mod analysis;
 mod chunks;
+mod job;
+mod options;
 pub mod partition;
 mod runner;
 
 pub use analysis::*;
 pub use chunks::*;
+pub use job::{Placement, SelectJob};
+pub use options::{SelectOptions, DEFAULT_DATA_SEED};
 pub use runner::*;
 
 use std::path::Path;

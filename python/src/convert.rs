@@ -1,0 +1,64 @@
+//! Conversions every binding shares: library errors to `recsel.RecselError` with the library's
+//! message, numpy arrays to slices, Python values to the text a command-line flag would carry,
+//! and pickling support.
+
+use numpy::PyReadonlyArray1;
+use pyo3::prelude::*;
+use pyo3::types::{PyList, PyTuple};
+
+pyo3::create_exception!(
+    _native,
+    RecselError,
+    pyo3::exceptions::PyValueError,
+    "An error reported by the recsel library; the message is the library's."
+);
+
+/// The library's error as a Python exception with the library's message.
+pub(crate) fn err(e: recsel::Error) -> PyErr {
+    RecselError::new_err(e.to_string())
+}
+
+pub(crate) fn invalid(msg: String) -> PyErr {
+    RecselError::new_err(msg)
+}
+
+pub(crate) type R<T> = PyResult<T>;
+
+/// `__reduce__` of an object that its class's static method `ctor` rebuilds from `arg` (the
+/// picklable classes travel as bytes or a state tuple, e.g. through Ray's object store).
+pub(crate) fn reduce_with<'py>(
+    slf: &Bound<'py, PyAny>,
+    ctor: &str,
+    arg: Bound<'py, PyAny>,
+) -> R<(Bound<'py, PyAny>, Bound<'py, PyTuple>)> {
+    Ok((
+        slf.get_type().getattr(ctor)?,
+        PyTuple::new(slf.py(), [arg])?,
+    ))
+}
+
+/// A Python value as the text a command-line flag would carry (`str` of it; a float's `str` is
+/// its shortest exact form, so reals arrive bit for bit).
+pub(crate) fn py_text(v: &Bound<'_, PyAny>) -> R<String> {
+    if v.is_instance_of::<pyo3::types::PyBool>() {
+        return Ok(if v.extract::<bool>()? {
+            "true"
+        } else {
+            "false"
+        }
+        .to_string());
+    }
+    if let Ok(items) = v.cast::<PyList>() {
+        let parts: Vec<String> = items.iter().map(|x| py_text(&x)).collect::<R<_>>()?;
+        return Ok(parts.join(","));
+    }
+    Ok(v.str()?.to_string())
+}
+
+pub(crate) fn slice<'a, T: numpy::Element>(
+    a: &'a PyReadonlyArray1<'_, T>,
+    what: &str,
+) -> R<&'a [T]> {
+    a.as_slice()
+        .map_err(|_| invalid(format!("{what} must be a contiguous 1-D array")))
+}

@@ -1,0 +1,100 @@
+//! Serving: the library's Recommender.
+
+use std::path::PathBuf;
+
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use recsel::rng::{NoiseMode, Streams};
+
+use crate::convert::{err, invalid, R};
+use crate::mechanisms::mech_params;
+
+/// Private recommendations from a model folder written by `recsel fit --out DIR` (model and
+/// release artifact; docs/deployment.md): the library's `recsel::recommend::Recommender`, the
+/// same one `recsel recommend` runs.
+#[pyclass(module = "recsel._native", name = "Recommender", frozen)]
+pub(crate) struct PyRecommender {
+    rec: recsel::recommend::Recommender,
+    secure: bool,
+}
+
+#[pymethods]
+impl PyRecommender {
+    #[new]
+    #[pyo3(signature = (model_dir, mech, eps, *, top=500, secure=false, allow_non_private=false,
+                        include_history=false, **params))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        model_dir: PathBuf,
+        mech: &str,
+        eps: f64,
+        top: usize,
+        secure: bool,
+        allow_non_private: bool,
+        include_history: bool,
+        params: Option<&Bound<'_, PyDict>>,
+    ) -> R<Self> {
+        let p = mech_params(eps, params)?;
+        let mut cfg =
+            recsel::recommend::RecommendConfig::new(mech, p, top, NoiseMode::from_flag(secure));
+        cfg.allow_non_private = allow_non_private;
+        cfg.exclude_history = !include_history;
+        let rec = py
+            .detach(|| recsel::recommend::Recommender::load(&model_dir, &cfg))
+            .map_err(err)?;
+        Ok(PyRecommender { rec, secure })
+    }
+
+    /// The one-line privacy statement `recsel recommend` prints.
+    #[getter]
+    fn privacy_statement(&self) -> String {
+        self.rec.privacy_statement()
+    }
+
+    /// The ε the selection guarantees at this `top` (`None` for a mechanism that is not private).
+    #[getter]
+    fn epsilon(&self) -> Option<f64> {
+        self.rec.epsilon()
+    }
+
+    /// One private item id per `(user_id, [item ids of the history])`, in order (`None` when a
+    /// history covers every item). Seeded streams are keyed by the user id, so the result equals
+    /// `recsel recommend --seed SEED` for the same users; without a seed (or in secure mode) the
+    /// randomness comes from the OS.
+    #[pyo3(signature = (users, *, seed=None))]
+    fn recommend(
+        &self,
+        py: Python<'_>,
+        users: Vec<(String, Vec<String>)>,
+        seed: Option<u64>,
+    ) -> R<Vec<Option<String>>> {
+        let rows = users
+            .into_iter()
+            .map(|(id, h)| {
+                let items = self
+                    .rec
+                    .history(h.iter().map(String::as_str))
+                    .map_err(err)?;
+                Ok((id, items))
+            })
+            .collect::<R<Vec<(String, Vec<u32>)>>>()?;
+        let seed = match (self.secure, seed) {
+            (true, Some(_)) => {
+                return Err(invalid(
+                    "a secure recommender takes no seed (its draws come from the OS)".into(),
+                ))
+            }
+            (_, Some(s)) => s,
+            (_, None) => Streams::from_entropy().seed(),
+        };
+        let picks = py
+            .detach(|| self.rec.recommend_all(&rows, seed, &|_| {}))
+            .map_err(err)?;
+        Ok(picks
+            .into_iter()
+            .map(|p| p.map(|j| self.rec.item_id(j).to_string()))
+            .collect())
+    }
+}
