@@ -53,6 +53,8 @@ pub struct OptionSpec {
     pub choices: &'static [&'static str],
     /// Also offer `--no-<flag>` to switch a flag off.
     pub negatable: bool,
+    /// The job cannot run without it (a front end may ask for it up front).
+    pub required: bool,
     /// Section of the help it is listed in.
     pub group: &'static str,
     /// Its default, written as text (`None`: no default, or one that depends on the data).
@@ -83,6 +85,7 @@ impl OptionSpec {
             kind: T::KIND,
             choices: &[],
             negatable: false,
+            required: false,
             group: "Options",
             default: default.map(OptionValue::show),
             check: Arc::new(|text: &str| T::parse_text(text).map(|_| ())),
@@ -106,12 +109,9 @@ fn leak_flag(key: &'static str) -> &'static str {
 
 /// Doc comment lines as one paragraph.
 fn doc_text(doc: &[&str]) -> String {
-    doc.iter()
-        .map(|l| l.trim())
-        .collect::<Vec<_>>()
-        .join(" ")
-        .trim()
-        .to_string()
+    let text = doc.iter().map(|l| l.trim()).collect::<Vec<_>>().join(" ");
+    // As clap does with a doc comment: no final full stop.
+    text.trim().trim_end_matches('.').to_string()
 }
 
 /// A type an option can hold: how its value is written as text and parsed back.
@@ -257,7 +257,7 @@ pub trait OptionTable: Sized {
 /// Every `#[option(...)]` field becomes `Option<T>` (absent from a TOML table when unset, `null`
 /// in JSON); the
 /// attribute's `name = value` pairs set [`OptionSpec`] fields (`flag`, `value_name`, `choices`,
-/// `negatable`, `group`). `= default` gives the value [`OptionTable::defaults`] sets and the
+/// `negatable`, `required`, `group`). `= default` gives the value [`OptionTable::defaults`] sets and the
 /// help shows.
 macro_rules! option_table {
     ($(#[$m:meta])* pub struct $name:ident { $($body:tt)* }) => {

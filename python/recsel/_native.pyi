@@ -139,7 +139,10 @@ class Recommender:
     """
     def __init__(self, model_dir: str, mech: str, eps: float, *, top: int = 500,
                  secure: bool = False, allow_non_private: bool = False,
-                 include_history: bool = False, **params: Any) -> None: ...
+                 include_history: bool = False, **options: Any) -> None:
+        """``options``: any other option of ``recsel recommend`` by its flag with ``_`` for
+        ``-``, and the mechanism's parameters (``recsel.mechanism_params()``)."""
+        ...
     @property
     def privacy_statement(self) -> str: ...
     @property

@@ -4,7 +4,9 @@
 
 use numpy::PyReadonlyArray1;
 use pyo3::prelude::*;
-use pyo3::types::{PyList, PyTuple};
+use pyo3::types::{PyDict, PyList, PyTuple};
+
+use recsel::options::{OptionSpec, OptionTable};
 
 pyo3::create_exception!(
     _native,
@@ -61,4 +63,35 @@ pub(crate) fn slice<'a, T: numpy::Element>(
 ) -> R<&'a [T]> {
     a.as_slice()
         .map_err(|_| invalid(format!("{what} must be a contiguous 1-D array")))
+}
+
+/// Fills the option table `table` from keyword arguments: each names an option by the command
+/// line's flag with `_` for `-`, or by its table key; its value is parsed as the command line
+/// parses the flag's text. `None` values are skipped; an unknown name is an error that lists
+/// the valid ones, a bad value one that names the option.
+pub(crate) fn fill<T: OptionTable>(
+    table: &mut T,
+    what: &str,
+    options: Option<&Bound<'_, PyDict>>,
+) -> R<()> {
+    let specs = T::options();
+    for (k, v) in options.into_iter().flat_map(|d| d.iter()) {
+        let name: String = k.extract()?;
+        let Some(spec) = specs
+            .iter()
+            .find(|s| s.python_name() == name || s.key == name)
+        else {
+            let valid: Vec<String> = specs.iter().map(OptionSpec::python_name).collect();
+            return Err(invalid(format!(
+                "unknown {what} '{name}'; valid: {}",
+                valid.join(", ")
+            )));
+        };
+        if !v.is_none() {
+            table
+                .set(spec.key, &py_text(&v)?)
+                .map_err(|e| invalid(format!("{name}: {e}")))?;
+        }
+    }
+    Ok(())
 }

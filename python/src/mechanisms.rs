@@ -10,21 +10,15 @@ use recsel::mechanisms::batch::{self, BatchStreams};
 use recsel::mechanisms::{self, MechParams, MechValues, Problem};
 use recsel::rng::{NoiseMode, Streams};
 
-use crate::convert::{err, invalid, py_text, slice, R};
+use crate::convert::{err, fill, invalid, slice, R};
 
 /// Mechanism parameters from keyword arguments: each a parameter the registry declares
-/// (`recsel mechanisms`), its value parsed and checked by the declaration as the command line's
-/// flag is; an unknown keyword is an error naming it.
+/// (`recsel mechanisms`), its value parsed by the declaration as the command line's flag is; an
+/// unknown keyword is an error naming it.
 pub(crate) fn mech_params(epsilon: f64, params: Option<&Bound<'_, PyDict>>) -> R<MechParams> {
-    let registry = mechanisms::Registry::builtin();
     let mut values = MechValues::new();
-    if let Some(d) = params {
-        for (k, v) in d.iter() {
-            let key: String = k.extract()?;
-            let spec = registry.param(&key).map_err(err)?;
-            values.set(&key, spec.parse(&py_text(&v)?).map_err(err)?);
-        }
-    }
+    fill(&mut values, "mechanism parameter", params)?;
+    let registry = mechanisms::Registry::builtin();
     Ok(registry
         .resolve(&values)
         .map_err(err)?

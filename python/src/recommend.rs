@@ -5,10 +5,11 @@ use std::path::PathBuf;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use recsel::rng::{NoiseMode, Streams};
+use recsel::mechanisms::Registry;
+use recsel::recommend::RecommendOptions;
+use recsel::rng::Streams;
 
-use crate::convert::{err, invalid, R};
-use crate::mechanisms::mech_params;
+use crate::convert::{err, fill, invalid, R};
 
 /// Private recommendations from a model folder written by `recsel fit --out DIR` (model and
 /// release artifact; docs/deployment.md): the library's `recsel::recommend::Recommender`, the
@@ -22,29 +23,30 @@ pub(crate) struct PyRecommender {
 #[pymethods]
 impl PyRecommender {
     #[new]
-    #[pyo3(signature = (model_dir, mech, eps, *, top=500, secure=false, allow_non_private=false,
-                        include_history=false, **params))]
-    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (model_dir, mech, eps, **options))]
     fn new(
         py: Python<'_>,
         model_dir: PathBuf,
         mech: &str,
         eps: f64,
-        top: usize,
-        secure: bool,
-        allow_non_private: bool,
-        include_history: bool,
-        params: Option<&Bound<'_, PyDict>>,
+        options: Option<&Bound<'_, PyDict>>,
     ) -> R<Self> {
-        let p = mech_params(eps, params)?;
-        let mut cfg =
-            recsel::recommend::RecommendConfig::new(mech, p, top, NoiseMode::from_flag(secure));
-        cfg.allow_non_private = allow_non_private;
-        cfg.exclude_history = !include_history;
+        let mut opts = RecommendOptions {
+            model: Some(model_dir),
+            mechanism: Some(mech.to_string()),
+            epsilon: Some(eps),
+            ..RecommendOptions::default()
+        };
+        fill(&mut opts, "Recommender option", options)?;
+        let cfg = opts.config(&Registry::builtin()).map_err(err)?;
+        let dir = opts.model_dir().map_err(err)?;
         let rec = py
-            .detach(|| recsel::recommend::Recommender::load(&model_dir, &cfg))
+            .detach(|| recsel::recommend::Recommender::load(dir, &cfg))
             .map_err(err)?;
-        Ok(PyRecommender { rec, secure })
+        Ok(PyRecommender {
+            rec,
+            secure: opts.is_secure(),
+        })
     }
 
     /// The one-line privacy statement `recsel recommend` prints.

@@ -10,11 +10,11 @@ use pyo3::types::{PyDict, PyList};
 use recsel::experiments::select::partition::{self, PartitionResult};
 use recsel::experiments::select::{self, Placement, SelectOptions};
 use recsel::mechanisms::Registry;
-use recsel::options::{Kind, OptionSpec, OptionTable};
+use recsel::options::{Kind, OptionTable};
 use recsel::report::select::{finish, Print, Timings};
 use recsel::scoring::SensitivityConfig;
 
-use crate::convert::{err, invalid, py_text, R};
+use crate::convert::{err, fill, R};
 use crate::model::{PyModel, UserRows};
 use crate::partition::{PyConfig, PyPart, PySens};
 
@@ -48,13 +48,6 @@ pub fn select_options(py: Python<'_>) -> R<Bound<'_, PyList>> {
     Ok(out)
 }
 
-/// The option a keyword names: its flag with `_` for `-`, or its table key.
-fn option_named<'a>(specs: &'a [OptionSpec], name: &str) -> Option<&'a OptionSpec> {
-    specs
-        .iter()
-        .find(|s| s.python_name() == name || s.key == name)
-}
-
 /// The data, model and configuration of a `select` run, prepared as `recsel select` prepares
 /// them (same options, same defaults), and phase 3: merging and writing the outputs.
 #[pyclass(module = "recsel._native")]
@@ -74,22 +67,8 @@ impl SelectJob {
     #[new]
     #[pyo3(signature = (out=None, **options))]
     fn new(py: Python<'_>, out: Option<PathBuf>, options: Option<&Bound<'_, PyDict>>) -> R<Self> {
-        let specs = SelectOptions::options();
         let mut opts = SelectOptions::default();
-        for (k, v) in options.into_iter().flat_map(|d| d.iter()) {
-            let name: String = k.extract()?;
-            let Some(spec) = option_named(&specs, &name) else {
-                let valid: Vec<String> = specs.iter().map(OptionSpec::python_name).collect();
-                return Err(invalid(format!(
-                    "unknown select option '{name}'; valid: out, {}",
-                    valid.join(", ")
-                )));
-            };
-            if !v.is_none() {
-                opts.set(spec.key, &py_text(&v)?)
-                    .map_err(|e| invalid(format!("{name}: {e}")))?;
-            }
-        }
+        fill(&mut opts, "select option", options)?;
         let placement = Placement { out, resume: false };
         let lines = Mutex::new(Vec::new());
         let job = py

@@ -83,6 +83,8 @@ pub struct Args {
     /// Print exactly one JSON object {"horizon","shift","runs","seed","policies":[...]} on stdout.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    plots: super::common::PlotArgs,
 }
 
 fn config(args: &Args) -> anyhow::Result<BanditConfig> {
@@ -215,6 +217,7 @@ pub fn execute(cfg: &BanditConfig, out: &Path, json: bool) -> anyhow::Result<Exi
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    args.plots.apply();
     let cfg = config(&args)?;
     execute(&cfg, &args.out, args.json)
 }

@@ -5,6 +5,21 @@ use indicatif::{ProgressBar, ProgressStyle};
 use recsel::options::{parse_reals, Kind, OptionSpec, OptionTable};
 use recsel::rng::Streams;
 
+/// The option of every subcommand that draws plots.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct PlotArgs {
+    /// Also write every plot as SVG (vector graphics, for papers) beside its PNG.
+    #[arg(long, help_heading = "Output")]
+    pub svg: bool,
+}
+
+impl PlotArgs {
+    /// Makes the plots of this run follow `--svg`.
+    pub fn apply(&self) {
+        recsel::report::plot::set_svg(self.svg);
+    }
+}
+
 /// An option table of the library ([`recsel::options`]) as command-line flags: one flag per
 /// option, with the table's help, kind of value, choices, default and check. Only the options
 /// given on the command line are set; the library resolves the rest.
@@ -69,7 +84,8 @@ fn flag_args(spec: OptionSpec) -> Vec<clap::Arg> {
     let arg = Arg::new(spec.key)
         .long(spec.flag)
         .help(help)
-        .help_heading(spec.group);
+        .help_heading(spec.group)
+        .required(spec.required);
     let arg = match spec.kind {
         Kind::Flag => arg.action(ArgAction::SetTrue),
         _ if !spec.choices.is_empty() => arg

@@ -7,11 +7,10 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::Context;
-use recsel::mechanisms::{MechValues, Registry};
+use recsel::mechanisms::Registry;
 use recsel::recommend::input::{read_users, FileFormat};
-use recsel::recommend::{RecommendConfig, Recommender};
+use recsel::recommend::{RecommendOptions, Recommender};
 use recsel::report::recommend::{recommendations_bytes, write_recommendations};
-use recsel::rng::NoiseMode;
 
 use super::common::{progress, Flags};
 
@@ -28,73 +27,42 @@ use super::common::{progress, Flags};
 A users file has the columns user,item (csv or parquet; one row per interaction) or one
 {\"user\": ..., \"items\": [...]} object per line (jsonl).")]
 pub struct Args {
-    /// Model directory written by `recsel fit --out DIR` (model.json, release.json, …).
-    #[arg(long, value_name = "DIR")]
-    model: PathBuf,
-    /// Mechanism (`recsel mechanisms`); one that is not ε-DP needs --allow-non-private.
-    #[arg(long)]
-    mech: String,
-    /// ε of each recommendation.
-    #[arg(long)]
-    eps: f64,
-    /// Candidates per user (the user's top items by model score).
-    #[arg(long, default_value_t = 500)]
-    top: usize,
+    #[command(flatten)]
+    options: Flags<RecommendOptions>,
     /// One user's history: comma-separated item ids.
     #[arg(
         long,
         value_name = "ITEM,ITEM,...",
         conflicts_with = "users",
-        required_unless_present = "users"
+        required_unless_present = "users",
+        help_heading = "Input and output"
     )]
     history: Option<String>,
     /// Users file (csv, parquet or jsonl; see below).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", help_heading = "Input and output")]
     users: Option<PathBuf>,
     /// Format of --users (default: from its extension).
-    #[arg(long, value_parser = ["csv", "parquet", "jsonl"])]
+    #[arg(long, value_parser = ["csv", "parquet", "jsonl"], help_heading = "Input and output")]
     format: Option<String>,
     /// Write the recommendations here (csv, parquet or jsonl, by extension or --out-format)
     /// instead of stdout.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", help_heading = "Input and output")]
     out: Option<PathBuf>,
     /// Format of the output (default: from --out's extension, else csv).
-    #[arg(long, value_parser = ["csv", "parquet", "jsonl"])]
+    #[arg(long, value_parser = ["csv", "parquet", "jsonl"], help_heading = "Input and output")]
     out_format: Option<String>,
-    #[command(flatten)]
-    params: Flags<MechValues>,
     /// Seed of the selection streams (default: OS entropy, printed). Experiments only.
-    #[arg(long, conflicts_with = "secure")]
+    #[arg(long, conflicts_with = "secure", help_heading = "Selection")]
     seed: Option<u64>,
-    /// Release-grade selection: the mechanism's secure path (exact discrete noise, OS-seeded
-    /// ChaCha20, no seed; docs/secure.md). Use it for anything shown to users.
-    #[arg(long)]
-    secure: bool,
-    /// Accept a mechanism that is not ε-DP at this --top (rnmh, rnmh-laplace): reference runs only.
-    #[arg(long)]
-    allow_non_private: bool,
-    /// Let the user's own items be recommended too. With --top at least the number of items the
-    /// candidate list then no longer depends on the history and the guarantee is user-level
-    /// (docs/deployment.md, "What is protected, and what is not").
-    #[arg(long)]
-    include_history: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let params = Registry::builtin()
-        .resolve(&args.params.0)?
-        .with_epsilon(args.eps);
-    let mut cfg = RecommendConfig::new(
-        &args.mech,
-        params,
-        args.top,
-        NoiseMode::from_flag(args.secure),
-    );
-    cfg.allow_non_private = args.allow_non_private;
-    cfg.exclude_history = !args.include_history;
-    let rec = Recommender::load(&args.model, &cfg)
-        .with_context(|| format!("loading the model in {}", args.model.display()))?;
-    let seed = if args.secure {
+    let options = &args.options.0;
+    let cfg = options.config(&Registry::builtin())?;
+    let model = options.model_dir()?;
+    let rec = Recommender::load(model, &cfg)
+        .with_context(|| format!("loading the model in {}", model.display()))?;
+    let seed = if options.is_secure() {
         super::common::announce_secure_mode();
         0 // unused: the secure path has no seed
     } else {

@@ -33,9 +33,12 @@ pub struct Args {
     /// finished run (`recsel select --add-mech`).
     #[arg(long, value_name = "LIST")]
     add_mech: Option<String>,
+    #[command(flatten)]
+    plots: super::common::PlotArgs,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    args.plots.apply();
     let p = Pipeline::load(&args.file)?;
     let out = args.out.clone().unwrap_or_else(|| p.out.clone());
     // A [select] table is the select job's options; --data-dir replaces its data directory.
@@ -71,6 +74,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 out: Some(out.clone()),
                 add_mech: args.add_mech.clone(),
                 json: args.json,
+                plots: args.plots.clone(),
                 ..Default::default()
             };
             let code = super::select::execute(&options, &controls)?;

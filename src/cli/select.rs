@@ -62,6 +62,8 @@ pub struct Controls {
     /// Print everything: the diagnostics, the MSE/random and hit@1 tables and every file.
     #[arg(long, help_heading = "Output")]
     pub verbose: bool,
+    #[command(flatten)]
+    pub plots: super::common::PlotArgs,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -71,6 +73,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 /// Runs the select job of `options` (from the command line, or a pipeline's `[select]` table).
 pub fn execute(options: &SelectOptions, c: &Controls) -> anyhow::Result<ExitCode> {
     let start = Instant::now();
+    c.plots.apply();
     let placement = Placement {
         out: c.out.clone(),
         resume: !c.force,

@@ -61,6 +61,8 @@ pub struct Args {
     /// Print exactly one JSON object {"config","rows","correlations","files"} on stdout.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    plots: super::common::PlotArgs,
 }
 
 fn config(args: &Args) -> anyhow::Result<SynthConfig> {
@@ -185,6 +187,7 @@ fn print_summary(out: &mut impl Write, results: &SynthResults) -> anyhow::Result
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    args.plots.apply();
     let cfg = config(&args)?;
     execute(&cfg, &args.out, args.json)
 }

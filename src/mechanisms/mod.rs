@@ -316,8 +316,8 @@ impl<'a> Selector<'a> {
     }
 }
 
-/// ε finite and > 0.
-pub(crate) fn check_epsilon(epsilon: f64) -> Result<f64> {
+/// ε finite and > 0; the error names the value.
+pub fn check_epsilon(epsilon: f64) -> Result<f64> {
     if epsilon.is_finite() && epsilon > 0.0 {
         Ok(epsilon)
     } else {

@@ -577,6 +577,7 @@ impl Registry {
                     kind,
                     choices,
                     negatable: false,
+                    required: false,
                     group: "Mechanism parameters",
                     default: Some(p.default_value().to_string()),
                     check: std::sync::Arc::new(move |t: &str| {

@@ -35,6 +35,7 @@
 //! ```
 
 pub mod input;
+pub mod options;
 pub mod release;
 
 use std::collections::HashMap;
@@ -49,6 +50,7 @@ use crate::model::{self, Model, Scratch};
 use crate::rng::{name_id, Draws, NoiseMode, SecureRng, Streams};
 use crate::scoring::Candidates;
 
+pub use options::RecommendOptions;
 pub use release::{calibrate, Release, ReleaseManifest};
 
 /// What to recommend with: the mechanism, its parameters (ε among them), the number of

@@ -59,7 +59,7 @@ impl SelectJob {
         registry: &Registry,
         log: &dyn Fn(&str),
     ) -> Result<Self> {
-        options.check()?;
+        options.check_with(registry)?;
         let o = options;
         let source = o.data.source()?;
         let load = o.data.load_options()?;

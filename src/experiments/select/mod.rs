@@ -35,7 +35,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::data::Dataset;
 use crate::error::{Error, Result};
-use crate::mechanisms::{self, MechParams, Mechanism, Registry};
+use crate::mechanisms::{MechParams, Mechanism, Registry};
 use crate::model::{self, Model, ModelParams};
 use crate::rng::NoiseMode;
 use crate::scoring::PercentileUsers;
@@ -133,15 +133,6 @@ impl SelectConfig {
         }
         h
     }
-}
-
-/// Validates a mechanism list and an ε grid before any data is read (`recsel run --check`).
-pub fn check_grid(mechanisms: &str, epsilons: &[f64]) -> Result<()> {
-    Registry::builtin().parse_list(mechanisms)?;
-    for &e in epsilons {
-        mechanisms::check_epsilon(e)?;
-    }
-    Ok(())
 }
 
 /// One user's results.

@@ -57,7 +57,7 @@ option_table! {
         pub clip: bool = false,
         /// Whose scores the per-item percentiles are taken over: `all` test users (the paper's
         /// text) or only those `without-item`, to whom it can be recommended.
-        #[option(choices = &["all", "without-item"], group = "Selection")]
+        #[option(value_name = "WHO", choices = &["all", "without-item"], group = "Selection")]
         pub percentile_users: String = "all".to_string(),
         /// Mechanism parameters (γ defaults to the data set's: 0.008, or 0.0008 for Netflix).
         #[flatten]
@@ -78,12 +78,18 @@ option_table! {
 }
 
 impl SelectOptions {
-    /// What can be checked without the data: a data source is named, every other key is a
-    /// mechanism parameter, a seed is not given with `secure`, and the mechanisms and the ε grid
-    /// are valid. Errors name the option.
+    /// What can be checked without the data, against the built-in mechanisms
+    /// ([`SelectOptions::check_with`]).
     pub fn check(&self) -> Result<()> {
+        self.check_with(&Registry::builtin())
+    }
+
+    /// What can be checked without the data: a data source is named, every other key is a
+    /// parameter of a mechanism of `registry`, a seed is not given with `secure`, and the
+    /// mechanisms and the ε grid are valid. Errors name the option.
+    pub fn check_with(&self, registry: &Registry) -> Result<()> {
         self.data.check()?;
-        Registry::builtin().check_table_keys(&self.params, "[select]")?;
+        registry.check_table_keys(&self.params, "[select]")?;
         if self.seed.is_some() && self.secure == Some(true) {
             return Err(Error::Invalid(
                 "seed and secure exclude each other: a secure run draws from the OS, not from a \
@@ -91,7 +97,11 @@ impl SelectOptions {
                     .into(),
             ));
         }
-        super::check_grid(&self.mechanism_list(), &self.epsilon_grid())
+        registry.parse_list(&self.mechanism_list())?;
+        for &e in &self.epsilon_grid() {
+            mechanisms::check_epsilon(e)?;
+        }
+        Ok(())
     }
 
     /// The mechanism list (`all` unless given).
