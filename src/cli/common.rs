@@ -183,3 +183,45 @@ pub fn positive(name: &str, n: u64) -> anyhow::Result<u64> {
     }
     Ok(n)
 }
+
+/// The example of a mechanism defined outside recsel, for the unit test below.
+#[cfg(test)]
+#[path = "../../examples/custom_mechanism.rs"]
+mod custom_mechanism;
+
+#[cfg(test)]
+mod tests {
+    use recsel::mechanisms::MechValues;
+
+    use super::{custom_mechanism, flag_args};
+
+    /// Every parameter the example's mechanism declares becomes a flag of a command built by
+    /// [`flag_args`] (as every subcommand's mechanism flags are), with the declaration's check:
+    /// its default parses and builds the mechanism, a value of another type is refused.
+    #[test]
+    fn a_declared_parameter_becomes_a_flag() {
+        let r = custom_mechanism::registry().unwrap();
+        let spec = r.get("laplace-max").unwrap();
+        let cmd = r
+            .options()
+            .into_iter()
+            .filter(|o| spec.params.iter().any(|p| p.name == o.key))
+            .fold(clap::Command::new("t"), |c, o| c.args(flag_args(o)));
+        for p in spec.params {
+            let flag = format!("--{}", p.name);
+            let text = p.default_value().to_string();
+            let m = cmd
+                .clone()
+                .try_get_matches_from(["t", &flag, &text])
+                .unwrap();
+            let given: &String = m.get_one(p.name).unwrap();
+            let value = r.param(p.name).unwrap().parse(given).unwrap();
+            let params = r.resolve(&MechValues::new().with(p.name, value)).unwrap();
+            r.build("laplace-max", &params).unwrap();
+            let bad = cmd
+                .clone()
+                .try_get_matches_from(["t", &flag, "not-a-value"]);
+            assert!(bad.is_err(), "{flag} accepted not-a-value");
+        }
+    }
+}
