@@ -11,6 +11,8 @@ pub mod export;
 pub mod load;
 pub mod options;
 pub mod preprocess;
+mod readers;
+mod source;
 pub mod split;
 pub mod synthetic;
 

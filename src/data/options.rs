@@ -5,9 +5,9 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use super::descriptor::Format;
 use super::load::{Columns, DataSource, LoadOptions, NamedDataset};
 use super::synthetic::SyntheticShape;
-use super::Format;
 use crate::error::{Error, Result};
 use crate::options::{option_table, Kind, OptionValue};
 

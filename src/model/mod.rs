@@ -7,6 +7,7 @@ pub mod factor;
 pub mod gram;
 pub mod io;
 pub mod options;
+pub mod ordering;
 pub mod sansa;
 pub mod sparse;
 pub mod umr;
