@@ -1,6 +1,6 @@
 //! Option tables: the options of a job declared once, as one struct.
 //!
-//! A table is written with [`option_table!`]: every field is an option with its meaning (the doc
+//! A table is written with `option_table!` (crate-internal): every field is an option with its meaning (the doc
 //! comment), its type and, where it has one, its default. From that one declaration come the
 //! serde table (the keys of a pipeline file and of the resolved `config.toml`; every field
 //! optional), the list of [`OptionSpec`]s that the command line turns into flags and the Python
@@ -226,7 +226,7 @@ pub fn parse_value<T: OptionValue>(text: &str) -> Result<T> {
     T::parse_text(text).map_err(Error::Invalid)
 }
 
-/// A struct of options declared with [`option_table!`] (or written by hand): its options, their
+/// A struct of options declared with `option_table!` (or written by hand): its options, their
 /// defaults, and a setter from text.
 pub trait OptionTable: Sized {
     /// The table with every option that has a fixed default set to it, the others unset.
@@ -309,7 +309,7 @@ macro_rules! option_table {
                 $name { $($defaults)* }
             }
 
-            #[allow(unused_variables)]
+            #[allow(unused_variables, clippy::vec_init_then_push)]
             fn options() -> Vec<$crate::options::OptionSpec> {
                 let $defs = <Self as $crate::options::OptionTable>::defaults();
                 let mut $out = Vec::new();

@@ -14,9 +14,10 @@ const LAYERS: &[&[&str]] = &[
     &["stats"],
     &["data"],
     &["mechanisms", "model"],
-    &["scoring", "eval"],
-    &["audit", "experiments", "recommend"],
-    &["report"],
+    &["scoring", "eval", "ledger"],
+    &["experiments", "recommend"],
+    &["report", "audit"],
+    &["serve"],
 ];
 
 fn layer_of(module: &str) -> Option<usize> {

@@ -16,7 +16,7 @@ option_table! {
     /// Unset options take the data set's protocol (docs/protocol.md, "Data sets").
     #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
     pub struct DataOptions {
-        /// Named dataset: ml20m, netflix, amazon-book (read from <data-dir>/<name>/) or
+        /// Named dataset: ml20m, netflix, amazon-book (read from `<data-dir>/<name>/`) or
         /// synthetic.
         #[option(value_name = "NAME", group = "Data")]
         pub dataset: String,

@@ -22,7 +22,7 @@ pub struct PercentileSketch {
     pub lower: f64,
     /// Upper percentile.
     pub upper: f64,
-    /// Per item, the number of scores over all users ([`percentile_counts`]).
+    /// Per item, the number of scores over all users ([`super::percentile_counts`]).
     pub counts: Vec<u64>,
     /// Per item, the smallest scores seen, ascending.
     pub low: Vec<Vec<f64>>,
@@ -239,7 +239,7 @@ impl<'a> ByteReader<'a> {
 }
 
 /// The [`PercentileSketch`] of the users in `users` (one partition), with tails sized for the
-/// per-item `counts` over all users ([`percentile_counts`]). Users are scored in parallel blocks;
+/// per-item `counts` over all users ([`super::percentile_counts`]). Users are scored in parallel blocks;
 /// the tails are updated in parallel over item ranges, so the result does not depend on the
 /// number of threads. `progress` receives the number of users folded in after each block.
 pub fn sketch_users<S: UserScorer>(

@@ -189,8 +189,8 @@ pub fn run_all<S: UserScorer>(
 }
 
 /// A finished run: its configuration, every user's row in user order, the users without
-/// candidates, and the candidate pass of the diagnostics over every user ([`candidate_pass`] with
-/// the scatter sample of [`analyse`]), ready for [`analysis_from`].
+/// candidates, and the candidate pass of the diagnostics over every user ([`super::candidate_pass`] with
+/// the scatter sample of [`super::analyse`]), ready for [`super::analysis_from`].
 #[derive(Debug, Clone)]
 pub struct Finished {
     /// The configuration the rows belong to.

@@ -29,7 +29,7 @@ option_table! {
         /// Where the interactions come from.
         #[flatten]
         pub data: DataOptions,
-        /// Directory of the saved model to use or create (default <out>/model).
+        /// Directory of the saved model to use or create (default `<out>/model`).
         #[option(value_name = "DIR", group = "Model")]
         pub model_dir: PathBuf,
         /// Seed of the train/test split and of synthetic data (`recsel fit --seed`).

@@ -50,7 +50,7 @@ pub struct SelectRun<'a> {
     pub users: usize,
     /// Users left out because they had no candidate.
     pub users_without_candidates: u64,
-    /// The options that rerun this run ([`SelectJob::rerun_options`]): when given,
+    /// The options that rerun this run ([`crate::experiments::select::SelectJob::rerun_options`]): when given,
     /// `config.{json,toml}` also records them as `pipeline`, the `[select]` table that reruns
     /// this run (`recsel run DIR/config.toml`, docs/protocol.md, "Rerunning a run").
     #[serde(skip)]
