@@ -275,14 +275,15 @@ pub struct Balance {
     pub remaining: Units,
 }
 
-/// A batch run of `recsel recommend --ledger`: the run id its request ids derive from, and
-/// whether it resumes an unfinished run of the same command.
+/// A batch run of `recsel recommend --ledger`: its request ids are `<run id>/<user>`, so every
+/// attempt of one run (a rerun after a crash) asks for the same ids and is charged once.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Run {
     /// The run id.
     pub id: String,
-    /// `true` if an unfinished run with the same key was found and is resumed.
-    pub resumed: bool,
+    /// Attempts recorded so far, this one included (more than 1: earlier attempts' charges are
+    /// replayed, not repeated).
+    pub attempts: u64,
 }
 
 /// A durable per-user privacy ledger. Object-safe: the server holds an `Arc<dyn Ledger>`, and a
@@ -321,12 +322,10 @@ pub trait Ledger: Send + Sync + fmt::Debug {
     /// keeping their sequence numbers. An error if the ledger already has events.
     fn import_events(&self, events: &[Event]) -> Result<()>;
 
-    /// The unfinished run of the batch command with this `key`, or a new run (its id stored
-    /// durably before it is returned).
-    fn open_run(&self, key: &str, at: Timestamp) -> Result<Run>;
-
-    /// Marks a run finished, so the same command starts a new run next time.
-    fn finish_run(&self, id: &str, at: Timestamp) -> Result<()>;
+    /// Records an attempt of the batch run `id` whose command has the fingerprint `key`
+    /// (durably, before any of its charges). An error if `id` was used before with another
+    /// key: its request ids would replay answers computed for other inputs.
+    fn open_run(&self, id: &str, key: &str, at: Timestamp) -> Result<Run>;
 }
 
 /// Opens the ledger named by `spec` with `settings`: a file path (the embedded SQLite store,
