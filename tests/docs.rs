@@ -130,8 +130,12 @@ fn slug(heading: &str) -> String {
     let mut text = String::new();
     let mut rest = heading;
     while let Some(open) = rest.find('[') {
-        let Some(mid) = rest[open..].find("](") else { break };
-        let Some(close) = rest[open + mid..].find(')') else { break };
+        let Some(mid) = rest[open..].find("](") else {
+            break;
+        };
+        let Some(close) = rest[open + mid..].find(')') else {
+            break;
+        };
         text.push_str(&rest[..open]);
         text.push_str(&rest[open + 1..open + mid]);
         rest = &rest[open + mid + close + 1..];
@@ -187,7 +191,11 @@ fn broken_links(root: &Path, files: &[PathBuf]) -> Vec<String> {
     let mut broken = Vec::new();
     for file in files {
         let text = std::fs::read_to_string(file).unwrap();
-        let shown = file.strip_prefix(root).unwrap_or(file).display().to_string();
+        let shown = file
+            .strip_prefix(root)
+            .unwrap_or(file)
+            .display()
+            .to_string();
         for (n, line) in prose_lines(&text) {
             for target in link_targets(line) {
                 if target.contains("://") || target.starts_with("mailto:") || target.is_empty() {
@@ -214,14 +222,18 @@ fn broken_links(root: &Path, files: &[PathBuf]) -> Vec<String> {
                 }
                 let Some(anchor) = anchor else { continue };
                 if !has_ext(&resolved, &["md"]) {
-                    broken.push(format!("{shown}:{n}: {target} (anchor into a non-Markdown file)"));
+                    broken.push(format!(
+                        "{shown}:{n}: {target} (anchor into a non-Markdown file)"
+                    ));
                     continue;
                 }
-                let known = cache.entry(resolved.clone()).or_insert_with(|| {
-                    anchors(&std::fs::read_to_string(&resolved).unwrap())
-                });
+                let known = cache
+                    .entry(resolved.clone())
+                    .or_insert_with(|| anchors(&std::fs::read_to_string(&resolved).unwrap()));
                 if !known.contains(anchor) {
-                    broken.push(format!("{shown}:{n}: {target} (no heading with this anchor)"));
+                    broken.push(format!(
+                        "{shown}:{n}: {target} (no heading with this anchor)"
+                    ));
                 }
             }
         }
@@ -269,8 +281,14 @@ fn the_link_check_catches_broken_files_and_anchors() {
     let files = vec![root.join("README.md"), root.join("docs/a.md")];
     let broken = broken_links(root, &files);
     assert_eq!(broken.len(), 3, "{broken:#?}");
-    assert!(broken[0].contains("docs/b.md (no such file)"), "{broken:#?}");
-    assert!(broken[1].contains("#not-a-heading (no heading"), "{broken:#?}");
+    assert!(
+        broken[0].contains("docs/b.md (no such file)"),
+        "{broken:#?}"
+    );
+    assert!(
+        broken[1].contains("#not-a-heading (no heading"),
+        "{broken:#?}"
+    );
     assert!(broken[2].contains("#nowhere (no heading"), "{broken:#?}");
 }
 
@@ -322,9 +340,9 @@ fn history_phrases(text: &str) -> Vec<String> {
         for (at, _) in line.match_indices(ISSUE) {
             let word_start = at == 0 || !bytes[at - 1].is_ascii_alphanumeric();
             let after = &line[at + ISSUE.len()..];
-            let number = after.strip_prefix(' ').is_some_and(|r| {
-                r.as_bytes().first().is_some_and(|b| b.is_ascii_digit())
-            });
+            let number = after
+                .strip_prefix(' ')
+                .is_some_and(|r| r.as_bytes().first().is_some_and(|b| b.is_ascii_digit()));
             if word_start && number {
                 found.push(format!("line {}: {}", n + 1, line.trim()));
             }
