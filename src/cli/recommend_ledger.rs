@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{bail, Context};
-use recsel::ledger::{self, GroupCommitter, Ledger, Period, Settings, Timestamp, Units};
+use recsel::ledger::{self, GroupCommitter, Ledger, Period, Timestamp, Units};
 use recsel::recommend::input::{read_requests, FileFormat};
 use recsel::recommend::ledgered::{request_ids, run_key, BatchRequest, LedgeredRecommender};
 use recsel::recommend::{RecommendConfig, Recommender};
@@ -70,34 +70,7 @@ fn settings_for(args: &LedgerArgs, path: &Path) -> anyhow::Result<Arc<dyn Ledger
         .map(Units::budget)
         .transpose()
         .context("--budget")?;
-    if path.exists() {
-        let l = ledger::open_existing(path)?;
-        let stored = l.settings();
-        let given = Settings {
-            budget: budget.unwrap_or(stored.budget),
-            period: period.unwrap_or(stored.period),
-        };
-        if given != stored {
-            return Err(ledger::LedgerError::SettingsMismatch {
-                path: path.display().to_string(),
-                stored,
-                given,
-            }
-            .into());
-        }
-        return Ok(l);
-    }
-    let Some(budget) = budget else {
-        bail!(
-            "{} does not exist: creating a ledger needs --budget EPS",
-            path.display()
-        );
-    };
-    let settings = Settings {
-        budget,
-        period: period.unwrap_or(Period::None),
-    };
-    Ok(ledger::open(&path.to_string_lossy(), settings)?)
+    Ok(ledger::open_or_create(path, budget, period)?)
 }
 
 fn fallback_item(args: &LedgerArgs, rec: &Recommender) -> anyhow::Result<Option<u32>> {

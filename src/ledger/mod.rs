@@ -344,3 +344,41 @@ pub fn open(spec: &str, settings: Settings) -> Result<Arc<dyn Ledger>> {
 pub fn open_existing(path: &Path) -> Result<Arc<dyn Ledger>> {
     Ok(Arc::new(SqliteLedger::open_existing(path)?))
 }
+
+/// What a serving command does with `--ledger FILE [--budget B] [--period P]`: an existing ledger
+/// is opened with its stored settings, and a budget or period given that differs from them is
+/// [`LedgerError::SettingsMismatch`]; a missing file is created with `budget` (required then)
+/// and `period` (default [`Period::None`]).
+pub fn open_or_create(
+    path: &Path,
+    budget: Option<Units>,
+    period: Option<Period>,
+) -> Result<Arc<dyn Ledger>> {
+    if path.exists() {
+        let l = open_existing(path)?;
+        let stored = l.settings();
+        let given = Settings {
+            budget: budget.unwrap_or(stored.budget),
+            period: period.unwrap_or(stored.period),
+        };
+        if given != stored {
+            return Err(LedgerError::SettingsMismatch {
+                path: path.display().to_string(),
+                stored,
+                given,
+            });
+        }
+        return Ok(l);
+    }
+    let Some(budget) = budget else {
+        return Err(LedgerError::Invalid(format!(
+            "{} does not exist: creating a ledger needs a budget (--budget EPS)",
+            path.display()
+        )));
+    };
+    let settings = Settings {
+        budget,
+        period: period.unwrap_or(Period::None),
+    };
+    Ok(Arc::new(SqliteLedger::open(path, settings)?))
+}
