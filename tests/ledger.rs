@@ -515,6 +515,16 @@ fn the_group_committer_groups_and_answers_only_after_the_commit() {
         .map(|i| req("z", &format!("z{i}"), Units::ZERO, t, "1"))
         .collect();
     assert_eq!(count_charged(&g.charge(many).unwrap()), 300);
+    // Shutdown commits what is queued, then refuses new work with an error (not a hang).
+    let (tx, rx) = std::sync::mpsc::channel();
+    g.submit(
+        vec![req("s", "s1", Units::ZERO, t, "1")],
+        Box::new(move |r| tx.send(r).unwrap()),
+    );
+    g.shutdown();
+    assert!(charged(&rx.recv().unwrap().unwrap()[0]));
+    assert!(g.charge_one(req("s", "s2", Units::ZERO, t, "1")).is_err());
+    assert!(other.event("s1").unwrap().is_some());
 }
 
 /// Windows are UTC calendar periods: a new day (week, month) has a fresh budget; a refusal says
