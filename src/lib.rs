@@ -32,6 +32,7 @@ pub mod eval;
 pub mod experiments;
 pub mod hugepages;
 pub mod io;
+pub mod ledger;
 pub mod mechanisms;
 pub mod model;
 pub mod recommend;

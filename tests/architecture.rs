@@ -14,7 +14,7 @@ const LAYERS: &[&[&str]] = &[
     &["stats"],
     &["data"],
     &["mechanisms", "model"],
-    &["scoring", "eval"],
+    &["scoring", "eval", "ledger"],
     &["audit", "experiments", "recommend"],
     &["report"],
 ];

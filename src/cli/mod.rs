@@ -12,8 +12,10 @@ mod bandit;
 mod bounds;
 mod common;
 mod export;
+mod ledger;
 mod mechanisms;
 mod recommend;
+mod recommend_ledger;
 mod run;
 mod sample;
 mod select;
@@ -53,6 +55,8 @@ enum Command {
     Select(Box<select::Args>),
     /// One private recommendation per user from a model directory with a release artifact.
     Recommend(Box<recommend::Args>),
+    /// Inspect, export and import a privacy ledger (docs/ledger.md).
+    Ledger(ledger::Args),
     /// Synthetic experiments of seed 001 (scenarios 1-8, correlation and share sweeps).
     Synth(synth::Args),
     /// Two-candidate head-to-head heatmaps of seed 001 (figures 3, 15, 16, 17).
@@ -82,6 +86,7 @@ pub fn main() -> anyhow::Result<ExitCode> {
         Command::Export(a) => export::run(a),
         Command::Select(a) => select::run(*a),
         Command::Recommend(a) => recommend::run(*a),
+        Command::Ledger(a) => ledger::run(a),
         Command::Synth(a) => synth::run(a),
         Command::Twocand(a) => twocand::run(a),
         Command::Run(a) => run::run(a),

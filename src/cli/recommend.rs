@@ -78,6 +78,8 @@ pub struct Args {
     /// (docs/deployment.md, "What is protected, and what is not").
     #[arg(long)]
     include_history: bool,
+    #[command(flatten)]
+    ledger: super::recommend_ledger::LedgerArgs,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -102,6 +104,27 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         super::common::seed_or_entropy(args.seed)
     };
     eprintln!("{}", rec.privacy_statement());
+    if args.ledger.ledger.is_some() {
+        let input = super::recommend_ledger::Inputs {
+            cfg: &cfg,
+            history: args.history.as_deref(),
+            users: args.users.as_deref(),
+            format: args
+                .format
+                .as_deref()
+                .map(FileFormat::from_name)
+                .transpose()?,
+            out: args.out.as_deref(),
+            out_format: match (&args.out_format, &args.out) {
+                (Some(f), _) => FileFormat::from_name(f)?,
+                (None, Some(p)) => FileFormat::from_path(p).unwrap_or(FileFormat::Csv),
+                (None, None) => FileFormat::Csv,
+            },
+            seed,
+        };
+        super::recommend_ledger::run(rec, &args.ledger, input)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let users: Vec<(String, Vec<u32>)> = match (&args.history, &args.users) {
         (Some(h), _) => {
             let ids = h.split(',').map(str::trim).filter(|s| !s.is_empty());

@@ -218,6 +218,13 @@ pub trait Mechanism: Send + Sync + fmt::Debug {
         Err(no_secure_path(self.name()))
     }
 
+    /// Whether the mechanism is ε-bounded-range at its ε (Durfee & Rogers 2019), hence
+    /// ε²/8-zCDP (Cesar & Rogers 2021). Only a mechanism with a written proof says yes
+    /// (docs/ledger.md, "Composition"); the ledger's tighter accountant refuses the others.
+    fn bounded_range(&self) -> bool {
+        false
+    }
+
     /// The secure path's precomputation (`docs/secure.md`): the problem on the power-of-two grid
     /// and exact samplers that draw only integers and bits from a [`crate::rng::SecureRng`].
     fn prepare_secure<'a>(&'a self, problem: &Problem<'a>) -> Result<Box<dyn SecurePrepared + 'a>> {

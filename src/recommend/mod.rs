@@ -35,6 +35,7 @@
 //! ```
 
 pub mod input;
+pub mod ledgered;
 pub mod release;
 
 use std::collections::HashMap;

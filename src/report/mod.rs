@@ -4,6 +4,7 @@
 
 pub mod bandit;
 pub mod illustrations;
+pub mod ledger;
 pub mod plot;
 pub mod recommend;
 pub mod select;
