@@ -35,6 +35,7 @@ pub mod gem;
 mod krr;
 mod maxdraw;
 mod pf;
+pub mod private_candidates;
 mod random;
 mod rnm;
 pub mod rs;
@@ -45,6 +46,7 @@ pub use em::ExponentialMechanism;
 pub use gem::{Gem, GemVariant};
 pub use krr::KRandomizedResponse;
 pub use pf::PermuteAndFlip;
+pub use private_candidates::scores::{CandidateSelection, Variant};
 pub use random::UniformRandom;
 pub use rnm::{Noise, NoisyMax};
 pub use rs::{RandomStopping, StoppingRule};
@@ -146,6 +148,14 @@ pub enum Guarantee {
     },
     /// No differential privacy guarantee for any ε (`rnmh`).
     NotPrivate,
+    /// (ε, δ)-DP: `P[M(q) ∈ S] ≤ e^ε P[M(q') ∈ S] + δ` (`rs-hard-delta`). Runs and serving paths
+    /// that need pure ε-DP refuse it.
+    Approx {
+        /// The ε.
+        epsilon: f64,
+        /// The δ.
+        delta: f64,
+    },
 }
 
 impl Guarantee {
@@ -154,8 +164,22 @@ impl Guarantee {
         match *self {
             Guarantee::Pure { epsilon } => Some(epsilon),
             Guarantee::PerCandidate { epsilon } => Some(epsilon * k.saturating_sub(1) as f64),
+            Guarantee::Approx { epsilon, .. } => Some(epsilon),
             Guarantee::NotPrivate => None,
         }
+    }
+
+    /// The δ of the guarantee: 0 except for [`Guarantee::Approx`].
+    pub fn delta(&self) -> f64 {
+        match *self {
+            Guarantee::Approx { delta, .. } => delta,
+            _ => 0.0,
+        }
+    }
+
+    /// Whether the guarantee is pure ε-DP for every k ([`Guarantee::Pure`]).
+    pub fn is_pure(&self) -> bool {
+        matches!(self, Guarantee::Pure { .. })
     }
 
     /// Whether the mechanism claims any differential privacy.
@@ -170,6 +194,7 @@ impl fmt::Display for Guarantee {
             Guarantee::Pure { epsilon } => write!(f, "{epsilon}-DP"),
             Guarantee::PerCandidate { epsilon } => write!(f, "(k-1)*{epsilon}-DP"),
             Guarantee::NotPrivate => write!(f, "not private"),
+            Guarantee::Approx { epsilon, delta } => write!(f, "({epsilon}, {delta})-DP"),
         }
     }
 }
@@ -603,6 +628,12 @@ impl MechanismSpec {
     pub fn build(&self, params: &MechParams) -> Result<Box<dyn Mechanism>> {
         (self.build)(params)
     }
+
+    /// Whether `all` includes it: every entry but the audit references and the built-ins that
+    /// run only when named ([`private_candidates::scores::NAMED_ONLY`]).
+    pub fn in_all(&self) -> bool {
+        !self.audit_reference && !private_candidates::scores::NAMED_ONLY.contains(&self.name)
+    }
 }
 
 /// `m` boxed as a trait object: the usual last step of a [`MechanismSpec::build`] function.
@@ -737,6 +768,46 @@ pub static REGISTRY: &[MechanismSpec] = &[
         },
     },
     MechanismSpec {
+        name: "rs-threshold",
+        guarantee: "eps-DP",
+        private: true,
+        params: &["gamma"],
+        extra_params: &[
+            private_candidates::scores::THRESHOLD,
+            private_candidates::scores::MAX_RUNS_THRESHOLD,
+        ],
+        summary: "known threshold (Liu-Talwar 3.1): uniform draws with Lap(Delta_a/eps0), the \
+                  first noisy score >= threshold released (else a uniform candidate); stop with \
+                  prob. gamma after each miss, at most max_runs; eps0 ~ eps/2",
+        use_when: "a score level worth releasing is known in advance (named only, not in all)",
+        audit_reference: false,
+        build: |p| boxed(CandidateSelection::from_params(Variant::Threshold, p, false)),
+    },
+    MechanismSpec {
+        name: "rs-hard",
+        guarantee: "eps-DP",
+        private: true,
+        params: &["gamma"],
+        extra_params: &[private_candidates::scores::MAX_RUNS],
+        summary: "random stopping with a hard stop (Liu-Talwar 3.5): min(Geometric(gamma), \
+                  max_runs) uniform draws with Lap(Delta_a/eps0), best released; eps0 ~ eps/3",
+        use_when: "as rs, with a bound on the work per selection (named only, not in all)",
+        audit_reference: false,
+        build: |p| boxed(CandidateSelection::from_params(Variant::HardStop, p, false)),
+    },
+    MechanismSpec {
+        name: "rs-hard-delta",
+        guarantee: "(eps, delta)-DP",
+        private: true,
+        params: &["gamma"],
+        extra_params: &[private_candidates::scores::MAX_RUNS],
+        summary: "rs-hard with the approximate statement (Liu-Talwar 3.4): eps0 = eps/3, \
+                  delta = (1 + e^eps)(1-gamma)^max_runs",
+        use_when: "comparison only: pure eps runs and serving paths refuse it",
+        audit_reference: false,
+        build: |p| boxed(CandidateSelection::from_params(Variant::HardStopDelta, p, false)),
+    },
+    MechanismSpec {
         name: "gem",
         guarantee: "eps-DP",
         private: true,
@@ -823,6 +894,33 @@ pub static REGISTRY: &[MechanismSpec] = &[
                 1.0,
             ))
         },
+    },
+    MechanismSpec {
+        name: "rs-threshold-eps0",
+        guarantee: "claims eps-DP; is 2*eps-DP",
+        private: false,
+        params: &["gamma"],
+        extra_params: &[
+            private_candidates::scores::THRESHOLD,
+            private_candidates::scores::MAX_RUNS_THRESHOLD,
+        ],
+        summary: "rs-threshold spending all of eps on every run (Lap(Delta_a/eps)) while \
+                  claiming eps: the total of Theorem 3.1 is 2*eps; the audit must report it",
+        use_when: "audits only",
+        audit_reference: true,
+        build: |p| boxed(CandidateSelection::from_params(Variant::Threshold, p, true)),
+    },
+    MechanismSpec {
+        name: "rs-hard-eps0",
+        guarantee: "claims eps-DP; is about 3*eps-DP",
+        private: false,
+        params: &["gamma"],
+        extra_params: &[private_candidates::scores::MAX_RUNS],
+        summary: "rs-hard spending all of eps on every run while claiming eps: the total of \
+                  Theorem 3.5 is about 3*eps; the audit must report it",
+        use_when: "audits only",
+        audit_reference: true,
+        build: |p| boxed(CandidateSelection::from_params(Variant::HardStop, p, true)),
     },
 ];
 
@@ -940,11 +1038,12 @@ impl Registry {
         self.get(name)?.build(params)
     }
 
-    /// Parses `all` (every entry but the audit references) or a comma-separated list of names
-    /// into entries, in the given order.
+    /// Parses `all` (every entry but the audit references and the named-only built-ins,
+    /// [`MechanismSpec::in_all`]) or a comma-separated list of names into entries, in the given
+    /// order.
     pub fn parse_list(&self, list: &str) -> Result<Vec<&'static MechanismSpec>> {
         if list.trim() == "all" {
-            return Ok(self.iter().filter(|s| !s.audit_reference).collect());
+            return Ok(self.iter().filter(|s| s.in_all()).collect());
         }
         let mut out = Vec::new();
         for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
@@ -1053,7 +1152,7 @@ pub fn build(name: &str, params: &MechParams) -> Result<Box<dyn Mechanism>> {
 /// into registry entries, in the given order.
 pub fn parse_list(list: &str) -> Result<Vec<&'static MechanismSpec>> {
     if list.trim() == "all" {
-        return Ok(REGISTRY.iter().filter(|s| !s.audit_reference).collect());
+        return Ok(REGISTRY.iter().filter(|s| s.in_all()).collect());
     }
     let mut out = Vec::new();
     for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
