@@ -24,6 +24,7 @@ mod model;
 mod own_data;
 mod partition;
 mod plugins;
+mod private_candidates;
 mod problems;
 mod protocol;
 mod recommend;

@@ -781,7 +781,13 @@ pub static REGISTRY: &[MechanismSpec] = &[
                   prob. gamma after each miss, at most max_runs; eps0 ~ eps/2",
         use_when: "a score level worth releasing is known in advance (named only, not in all)",
         audit_reference: false,
-        build: |p| boxed(CandidateSelection::from_params(Variant::Threshold, p, false)),
+        build: |p| {
+            boxed(CandidateSelection::from_params(
+                Variant::Threshold,
+                p,
+                false,
+            ))
+        },
     },
     MechanismSpec {
         name: "rs-hard",
@@ -805,7 +811,13 @@ pub static REGISTRY: &[MechanismSpec] = &[
                   delta = (1 + e^eps)(1-gamma)^max_runs",
         use_when: "comparison only: pure eps runs and serving paths refuse it",
         audit_reference: false,
-        build: |p| boxed(CandidateSelection::from_params(Variant::HardStopDelta, p, false)),
+        build: |p| {
+            boxed(CandidateSelection::from_params(
+                Variant::HardStopDelta,
+                p,
+                false,
+            ))
+        },
     },
     MechanismSpec {
         name: "gem",

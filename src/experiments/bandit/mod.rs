@@ -365,10 +365,7 @@ impl BanditConfig {
             // private or only (k−1)ε-DP are left to an explicit list).
             for s in mechanisms::REGISTRY {
                 let m = s.build(&self.mech_params(s.name))?;
-                if matches!(m.guarantee(), Guarantee::Pure { .. })
-                    && s.private
-                    && !s.audit_reference
-                {
+                if matches!(m.guarantee(), Guarantee::Pure { .. }) && s.private && s.in_all() {
                     base.push(s.name.to_string());
                 }
             }
@@ -445,6 +442,11 @@ impl BanditConfig {
                         mechanisms::valid_names()
                     ),
                 })?;
+                mechanisms::private_candidates::scores::refuse_approximate(
+                    &[spec],
+                    &self.mech_params(m),
+                    "the bandit (it composes pure eps over the rounds)",
+                )?;
                 let mech = spec.build(&self.mech_params(m))?;
                 // `krr` reads only the argmax of the scores; `random` reads nothing.
                 let (uses_means, uses_quantiles) = match m {

@@ -81,7 +81,8 @@ pub(crate) fn delta_of_runs(stopping: &Stopping, max_runs: Option<u64>, delta0: 
             // φ(z) = γz / (1 − (1−γ)z); with a hard stop T the mass beyond T sits at T.
             let r = (1.0 - gamma) * z;
             let head = match max_runs {
-                None => gamma * z / (1.0 - r),
+                // 1 − φ(1−δ₀) = δ₀/(γ + (1−γ)δ₀), without the cancellation.
+                None => return (delta0 / (gamma + (1.0 - gamma) * delta0)).clamp(0.0, 1.0),
                 Some(t) => {
                     let tf = t as f64;
                     gamma * z * (1.0 - r.powf(tf - 1.0)) / (1.0 - r)
@@ -165,7 +166,11 @@ pub(crate) fn hard_stop_extra(gamma: f64, t: u64) -> f64 {
     let (a, b, cc) = (tf + 1.0, (1.0 + c) * tf, (tf - 1.0) * c);
     let disc = (b * b - 4.0 * a * cc).max(0.0);
     // The smaller root, written without cancellation: 2cc / (b + √disc).
-    let u = if cc > 0.0 { 2.0 * cc / (b + disc.sqrt()) } else { 0.0 };
+    let u = if cc > 0.0 {
+        2.0 * cc / (b + disc.sqrt())
+    } else {
+        0.0
+    };
     let u = u.clamp(0.0, c);
     let h = if t == 1 {
         c / gamma
@@ -206,7 +211,10 @@ pub(crate) fn statements(
     let d_free = delta_of_runs(stopping, None, delta0);
     // Without a hard stop: the law's own statement.
     let (eps_free, source_free) = if threshold {
-        (2.0 * eps0, "Liu & Talwar 2019, Theorem 3.1 (known threshold)")
+        (
+            2.0 * eps0,
+            "Liu & Talwar 2019, Theorem 3.1 (known threshold)",
+        )
     } else {
         (
             best_of_epsilon(stopping, eps0),
@@ -335,7 +343,10 @@ mod tests {
             for eps in [0.1, 1.0, 5.0] {
                 let e0 = best_of_eps0(&s, eps);
                 let back = best_of_epsilon(&s, e0);
-                assert!(back <= eps && back > eps * (1.0 - 1e-12), "{mu} {eps}: {back}");
+                assert!(
+                    back <= eps && back > eps * (1.0 - 1e-12),
+                    "{mu} {eps}: {back}"
+                );
             }
         }
     }

@@ -257,9 +257,7 @@ impl Law {
                     ExactStopping::Poisson {
                         mu_num: mu_num as u64,
                     },
-                    Stopping::Poisson {
-                        mu: mu_num / scale,
-                    },
+                    Stopping::Poisson { mu: mu_num / scale },
                 )
             }
             Law::Fixed(r) => (

@@ -69,6 +69,28 @@ pub const MAX_RUNS: ParamSpec = ParamSpec::integer(
 /// candidates are not mechanisms of seed 001, whose figures `all` reproduces.
 pub const NAMED_ONLY: [&str; 3] = ["rs-threshold", "rs-hard", "rs-hard-delta"];
 
+/// Refuses a run that needs pure ε-DP (`run` names it in the message) if one of `specs` built
+/// with `params` claims only (ε, δ)-DP ([`Guarantee::Approx`], `rs-hard-delta`): its rows would
+/// read as ε-DP beside the others, and a budget of pure ε cannot pay for its δ.
+pub fn refuse_approximate(
+    specs: &[&crate::mechanisms::MechanismSpec],
+    params: &MechParams,
+    run: &str,
+) -> Result<()> {
+    for spec in specs {
+        if let Ok(m) = spec.build(params) {
+            if let g @ Guarantee::Approx { .. } = m.guarantee() {
+                return Err(Error::Invalid(format!(
+                    "mechanism '{}' is {g}, not eps-DP: {run} needs pure eps-DP mechanisms \
+                     (use rs-hard for a hard stop with a pure guarantee)",
+                    spec.name
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Which selection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Variant {
@@ -254,7 +276,10 @@ impl Prepared for PreparedSelection<'_> {
                 // (the law of a uniform candidate plus Lap(1) noise; docs/mechanisms.md).
                 let (a, plus) = index_and_sign(rng, k);
                 let e = exp1(rng);
-                (a, self.scores[a] + self.scales[a] * if plus { e } else { -e })
+                (
+                    a,
+                    self.scores[a] + self.scales[a] * if plus { e } else { -e },
+                )
             });
         match best {
             Some((a, _)) => a,
