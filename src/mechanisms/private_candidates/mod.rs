@@ -549,6 +549,17 @@ impl PrivateSelection {
         })
     }
 
+    /// [`PrivateSelection::try_run`] for a Q that brings its own generator: each run gets a
+    /// fresh 63-bit seed drawn from the selection's generator (how a front end hands randomness
+    /// to code it does not control, such as a Python function that seeds numpy).
+    pub fn try_run_seeded<C, E>(
+        &self,
+        mut q: impl FnMut(u64) -> std::result::Result<(C, f64), E>,
+        rng: &mut Rng,
+    ) -> std::result::Result<Outcome<C>, E> {
+        self.try_run(|r| q(r.random::<u64>() >> 1), rng)
+    }
+
     /// The secure path's stopping law and guarantee (docs/private-candidates.md, "Secure runs"):
     /// an exact sampler of the budget and the statements for the parameters it represents
     /// exactly (η and μ rounded onto the 2^−32 grid). An error if a parameter has no exact form.
@@ -629,6 +640,17 @@ impl SecureSelection {
             Ok(v) => v,
             Err(never) => match never {},
         }
+    }
+
+    /// [`SecureSelection::try_run`] for a Q that brings its own generator: each run gets a fresh
+    /// 63-bit seed from the secure generator (the numbers are unpredictable; what Q does with them
+    /// is Q's business).
+    pub fn try_run_seeded<C, E>(
+        &self,
+        mut q: impl FnMut(u64) -> std::result::Result<(C, f64), E>,
+        rng: &mut SecureRng,
+    ) -> std::result::Result<Outcome<C>, E> {
+        self.try_run(|r| q(r.next_u64() >> 1), rng)
     }
 
     /// One secure selection with a Q that can fail (see [`PrivateSelection::try_run`]).
