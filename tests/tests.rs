@@ -14,6 +14,7 @@ mod bounds;
 mod cli;
 mod data;
 mod duff;
+mod em_bound;
 mod errors;
 mod figures;
 mod gem_property;
