@@ -779,7 +779,7 @@ pub static REGISTRY: &[MechanismSpec] = &[
         summary: "known threshold (Liu-Talwar 3.1): uniform draws with Lap(Delta_a/eps0), the \
                   first noisy score >= threshold released (else a uniform candidate); stop with \
                   prob. gamma after each miss, at most max_runs; eps0 ~ eps/2",
-        use_when: "a score level worth releasing is known in advance (named only, not in all)",
+        use_when: "a known score level suffices (named only)",
         audit_reference: false,
         build: |p| {
             boxed(CandidateSelection::from_params(
@@ -797,7 +797,7 @@ pub static REGISTRY: &[MechanismSpec] = &[
         extra_params: &[private_candidates::scores::MAX_RUNS],
         summary: "random stopping with a hard stop (Liu-Talwar 3.5): min(Geometric(gamma), \
                   max_runs) uniform draws with Lap(Delta_a/eps0), best released; eps0 ~ eps/3",
-        use_when: "as rs, with a bound on the work per selection (named only, not in all)",
+        use_when: "as rs, at most T draws (named only)",
         audit_reference: false,
         build: |p| boxed(CandidateSelection::from_params(Variant::HardStop, p, false)),
     },
@@ -809,7 +809,7 @@ pub static REGISTRY: &[MechanismSpec] = &[
         extra_params: &[private_candidates::scores::MAX_RUNS],
         summary: "rs-hard with the approximate statement (Liu-Talwar 3.4): eps0 = eps/3, \
                   delta = (1 + e^eps)(1-gamma)^max_runs",
-        use_when: "comparison only: pure eps runs and serving paths refuse it",
+        use_when: "comparison only; (eps, delta) (named only)",
         audit_reference: false,
         build: |p| {
             boxed(CandidateSelection::from_params(

@@ -318,6 +318,8 @@ impl SelectionParams {
 
     /// Validates every parameter once; errors name the bad value.
     pub fn check(&self) -> Result<PrivateSelection> {
+        // The stopping law first (a bad η reads as η, not as the ε₀ a caller derived from it).
+        let law = Law::new(&self.stopping)?;
         if !(self.eps0.is_finite() && self.eps0 > 0.0) {
             return Err(Error::InvalidParameter {
                 name: "eps0",
@@ -355,7 +357,6 @@ impl SelectionParams {
                 value: 0.0,
             });
         }
-        let law = Law::new(&self.stopping)?;
         let statements = accounting::statements(
             &self.stopping,
             self.eps0,

@@ -22,7 +22,7 @@
 //! `rs-exp`'s guarantee has its own proof (docs/mechanisms.md).
 //!
 //! Secure path (docs/secure.md): the problem on the power-of-two grid, ε₀ from the secure ε'
-//! rounded down onto the 2^−32 grid, K from the exact geometric sampler, uniform candidates as exact
+//! rounded down onto the 2^−64 grid, K from the exact geometric sampler, uniform candidates as exact
 //! integers, discrete Laplace noise of rate ε₀/D_a, τ rounded up onto the grid (a public value);
 //! the reported ε is the theorem's total at that ε₀ (never above ε').
 
@@ -36,7 +36,7 @@ use crate::mechanisms::{
 };
 use crate::rng::{Rng, SecureRng};
 use crate::stats::distributions::{exp1, index_and_sign};
-use crate::stats::exact::{discrete_laplace, FRACTION_BITS};
+use crate::stats::exact::discrete_laplace;
 
 /// The known threshold τ of `rs-threshold` (a public value on the scores' scale).
 pub const THRESHOLD: ParamSpec = ParamSpec::real(
@@ -236,27 +236,45 @@ impl CandidateSelection {
     }
 
     /// The ε₀ and the selection of the secure path: the calibration at the secure ε', ε₀ rounded
-    /// down onto the 2^−32 grid.
-    fn secure_selection(&self) -> Result<(u64, PrivateSelection)> {
+    /// down onto the 2^−64 grid (fine enough that the rounding costs nothing visible even when a
+    /// run's share is ε'/T), returned as ε₀·2^64.
+    fn secure_selection(&self) -> Result<(u128, PrivateSelection)> {
         let eps = SecureEpsilon::new(self.epsilon)?.value();
-        let eps0 = if self.spends_all {
+        let mut params = *self.selection.params();
+        let mut eps0 = if self.spends_all {
             eps
         } else {
             calibrate(self.variant, eps, self.gamma, self.max_runs)
         };
-        let num = (eps0 * 2f64.powi(FRACTION_BITS as i32)).floor();
+        // The calibration's floating point may land an ulp above ε'; step down until the
+        // theorem's total is at most ε'.
+        if !self.spends_all {
+            for _ in 0..64 {
+                params.eps0 = eps0;
+                let g = params.check()?.guarantee();
+                if g.delta > 0.0 || g.epsilon <= eps {
+                    break;
+                }
+                eps0 *= 1.0 - 1e-15;
+            }
+        }
+        let num = (eps0 * 2f64.powi(SECURE_EPS0_BITS)).floor();
         if num < 1.0 {
             return Err(Error::InvalidParameter {
                 name: "epsilon",
-                requirement: "large enough that one run's share is at least 2^-32 (secure mode)",
+                requirement: "large enough that one run's share is at least 2^-64 (secure mode)",
                 value: self.epsilon,
             });
         }
-        let mut params = *self.selection.params();
-        params.eps0 = num / 2f64.powi(FRACTION_BITS as i32);
-        Ok((num as u64, params.check()?))
+        // `num` is an integer-valued float, so num / 2^64 is exactly the ε₀ the noise uses.
+        params.eps0 = num / 2f64.powi(SECURE_EPS0_BITS);
+        Ok((num as u128, params.check()?))
     }
 }
+
+/// Bits of the grid of ε₀ on the secure path: ε₀ = s/2^64, noise rate s/(D_a·2^64) per grid unit
+/// (D_a ≤ 2^40, so every number fits in 128 bits).
+const SECURE_EPS0_BITS: i32 = 64;
 
 struct PreparedSelection<'a> {
     mech: &'a CandidateSelection,
@@ -292,7 +310,7 @@ impl Prepared for PreparedSelection<'_> {
 struct SecureSelectionPrepared {
     selection: super::SecureSelection,
     q: Vec<i64>,
-    /// Noise rate ε₀/D_a per grid unit as s / t_a with s = ε₀·2^32 and t_a = D_a·2^32.
+    /// Noise rate ε₀/D_a per grid unit as s / t_a with s = ε₀·2^64 and t_a = D_a·2^64.
     s: u128,
     t: Vec<u128>,
     threshold: Option<i128>,
@@ -359,7 +377,7 @@ impl Mechanism for CandidateSelection {
     fn prepare_secure<'a>(&'a self, problem: &Problem<'a>) -> Result<Box<dyn SecurePrepared + 'a>> {
         let (num, sel) = self.secure_selection()?;
         let grid = Grid::new(problem);
-        let one = 1u128 << FRACTION_BITS;
+        let one = 1u128 << SECURE_EPS0_BITS;
         let threshold = self.threshold.map(|tau| {
             // τ in grid units, rounded up: "Q ≥ τ" on the grid (a public value, no data).
             let x = grid.to_units(tau).ceil().clamp(-1e30, 1e30);
@@ -369,7 +387,7 @@ impl Mechanism for CandidateSelection {
             selection: sel.secure()?,
             t: grid.d.iter().map(|&d| u128::from(d) * one).collect(),
             q: grid.q,
-            s: u128::from(num),
+            s: num,
             threshold,
         }))
     }
