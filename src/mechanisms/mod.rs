@@ -767,58 +767,9 @@ pub static REGISTRY: &[MechanismSpec] = &[
             ))
         },
     },
-    MechanismSpec {
-        name: "rs-threshold",
-        guarantee: "eps-DP",
-        private: true,
-        params: &["gamma"],
-        extra_params: &[
-            private_candidates::scores::THRESHOLD,
-            private_candidates::scores::MAX_RUNS_THRESHOLD,
-        ],
-        summary: "known threshold (Liu-Talwar 3.1): uniform draws with Lap(Delta_a/eps0), the \
-                  first noisy score >= threshold released (else a uniform candidate); stop with \
-                  prob. gamma after each miss, at most max_runs; eps0 ~ eps/2",
-        use_when: "a known score level suffices (named only)",
-        audit_reference: false,
-        build: |p| {
-            boxed(CandidateSelection::from_params(
-                Variant::Threshold,
-                p,
-                false,
-            ))
-        },
-    },
-    MechanismSpec {
-        name: "rs-hard",
-        guarantee: "eps-DP",
-        private: true,
-        params: &["gamma"],
-        extra_params: &[private_candidates::scores::MAX_RUNS],
-        summary: "random stopping with a hard stop (Liu-Talwar 3.5): min(Geometric(gamma), \
-                  max_runs) uniform draws with Lap(Delta_a/eps0), best released; eps0 ~ eps/3",
-        use_when: "as rs, at most T draws (named only)",
-        audit_reference: false,
-        build: |p| boxed(CandidateSelection::from_params(Variant::HardStop, p, false)),
-    },
-    MechanismSpec {
-        name: "rs-hard-delta",
-        guarantee: "(eps, delta)-DP",
-        private: true,
-        params: &["gamma"],
-        extra_params: &[private_candidates::scores::MAX_RUNS],
-        summary: "rs-hard with the approximate statement (Liu-Talwar 3.4): eps0 = eps/3, \
-                  delta = (1 + e^eps)(1-gamma)^max_runs",
-        use_when: "comparison only; (eps, delta) (named only)",
-        audit_reference: false,
-        build: |p| {
-            boxed(CandidateSelection::from_params(
-                Variant::HardStopDelta,
-                p,
-                false,
-            ))
-        },
-    },
+    private_candidates::scores::RS_THRESHOLD,
+    private_candidates::scores::RS_HARD,
+    private_candidates::scores::RS_HARD_DELTA,
     MechanismSpec {
         name: "gem",
         guarantee: "eps-DP",
@@ -907,33 +858,8 @@ pub static REGISTRY: &[MechanismSpec] = &[
             ))
         },
     },
-    MechanismSpec {
-        name: "rs-threshold-eps0",
-        guarantee: "claims eps-DP; is 2*eps-DP",
-        private: false,
-        params: &["gamma"],
-        extra_params: &[
-            private_candidates::scores::THRESHOLD,
-            private_candidates::scores::MAX_RUNS_THRESHOLD,
-        ],
-        summary: "rs-threshold spending all of eps on every run (Lap(Delta_a/eps)) while \
-                  claiming eps: the total of Theorem 3.1 is 2*eps; the audit must report it",
-        use_when: "audits only",
-        audit_reference: true,
-        build: |p| boxed(CandidateSelection::from_params(Variant::Threshold, p, true)),
-    },
-    MechanismSpec {
-        name: "rs-hard-eps0",
-        guarantee: "claims eps-DP; is about 3*eps-DP",
-        private: false,
-        params: &["gamma"],
-        extra_params: &[private_candidates::scores::MAX_RUNS],
-        summary: "rs-hard spending all of eps on every run while claiming eps: the total of \
-                  Theorem 3.5 is about 3*eps; the audit must report it",
-        use_when: "audits only",
-        audit_reference: true,
-        build: |p| boxed(CandidateSelection::from_params(Variant::HardStop, p, true)),
-    },
+    private_candidates::scores::RS_THRESHOLD_EPS0,
+    private_candidates::scores::RS_HARD_EPS0,
 ];
 
 /// A set of mechanisms the runners can choose from by name: the built-ins ([`REGISTRY`]) plus any

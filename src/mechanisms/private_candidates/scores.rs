@@ -32,7 +32,8 @@ use super::{accounting, PrivateSelection, SelectionParams, Stopping};
 use crate::error::{Error, Result};
 use crate::mechanisms::secure::{Grid, SecureEpsilon, SecurePrepared};
 use crate::mechanisms::{
-    check_epsilon, Guarantee, MechParams, Mechanism, ParamSpec, Prepared, Problem,
+    boxed, check_epsilon, Guarantee, MechParams, Mechanism, MechanismSpec, ParamSpec, Prepared,
+    Problem,
 };
 use crate::rng::{Rng, SecureRng};
 use crate::stats::distributions::{exp1, index_and_sign};
@@ -69,14 +70,93 @@ pub const MAX_RUNS: ParamSpec = ParamSpec::integer(
 /// candidates are not mechanisms of seed 001, whose figures `all` reproduces.
 pub const NAMED_ONLY: [&str; 3] = ["rs-threshold", "rs-hard", "rs-hard-delta"];
 
+/// The registry entry of `rs-threshold`: the known threshold (Theorem 3.1) on score vectors.
+pub const RS_THRESHOLD: MechanismSpec = MechanismSpec {
+    name: "rs-threshold",
+    guarantee: "eps-DP",
+    private: true,
+    params: &["gamma"],
+    extra_params: &[THRESHOLD, MAX_RUNS_THRESHOLD],
+    summary: "known threshold (Liu-Talwar 3.1): uniform draws with Lap(Delta_a/eps0), the \
+              first noisy score >= threshold released (else a uniform candidate); stop with \
+              prob. gamma after each miss, at most max_runs; eps0 ~ eps/2",
+    use_when: "a known score level suffices (named only)",
+    audit_reference: false,
+    build: |p| {
+        boxed(CandidateSelection::from_params(
+            Variant::Threshold,
+            p,
+            false,
+        ))
+    },
+};
+
+/// The registry entry of `rs-hard`: the hard stop with the pure statement (Theorem 3.5).
+pub const RS_HARD: MechanismSpec = MechanismSpec {
+    name: "rs-hard",
+    guarantee: "eps-DP",
+    private: true,
+    params: &["gamma"],
+    extra_params: &[MAX_RUNS],
+    summary: "random stopping with a hard stop (Liu-Talwar 3.5): min(Geometric(gamma), \
+              max_runs) uniform draws with Lap(Delta_a/eps0), best released; eps0 ~ eps/3",
+    use_when: "as rs, at most T draws (named only)",
+    audit_reference: false,
+    build: |p| boxed(CandidateSelection::from_params(Variant::HardStop, p, false)),
+};
+
+/// The registry entry of `rs-hard-delta`: the hard stop with the (ε, δ) statement (Theorem 3.4).
+pub const RS_HARD_DELTA: MechanismSpec = MechanismSpec {
+    name: "rs-hard-delta",
+    guarantee: "(eps, delta)-DP",
+    private: true,
+    params: &["gamma"],
+    extra_params: &[MAX_RUNS],
+    summary: "rs-hard with the approximate statement (Liu-Talwar 3.4): eps0 = eps/3, \
+              delta = (1 + e^eps)(1-gamma)^max_runs",
+    use_when: "comparison only; (eps, delta) (named only)",
+    audit_reference: false,
+    build: |p| {
+        boxed(CandidateSelection::from_params(
+            Variant::HardStopDelta,
+            p,
+            false,
+        ))
+    },
+};
+
+/// The registry entry of `rs-threshold-eps0`: audit reference that reports ε₀ instead of Theorem 3.1's total.
+pub const RS_THRESHOLD_EPS0: MechanismSpec = MechanismSpec {
+    name: "rs-threshold-eps0",
+    guarantee: "claims eps-DP; is 2*eps-DP",
+    private: false,
+    params: &["gamma"],
+    extra_params: &[THRESHOLD, MAX_RUNS_THRESHOLD],
+    summary: "rs-threshold spending all of eps on every run (Lap(Delta_a/eps)) while \
+              claiming eps: the total of Theorem 3.1 is 2*eps; the audit must report it",
+    use_when: "audits only",
+    audit_reference: true,
+    build: |p| boxed(CandidateSelection::from_params(Variant::Threshold, p, true)),
+};
+
+/// The registry entry of `rs-hard-eps0`: audit reference that reports ε₀ instead of Theorem 3.5's total.
+pub const RS_HARD_EPS0: MechanismSpec = MechanismSpec {
+    name: "rs-hard-eps0",
+    guarantee: "claims eps-DP; is about 3*eps-DP",
+    private: false,
+    params: &["gamma"],
+    extra_params: &[MAX_RUNS],
+    summary: "rs-hard spending all of eps on every run while claiming eps: the total of \
+              Theorem 3.5 is about 3*eps; the audit must report it",
+    use_when: "audits only",
+    audit_reference: true,
+    build: |p| boxed(CandidateSelection::from_params(Variant::HardStop, p, true)),
+};
+
 /// Refuses a run that needs pure ε-DP (`run` names it in the message) if one of `specs` built
 /// with `params` claims only (ε, δ)-DP ([`Guarantee::Approx`], `rs-hard-delta`): its rows would
 /// read as ε-DP beside the others, and a budget of pure ε cannot pay for its δ.
-pub fn refuse_approximate(
-    specs: &[&crate::mechanisms::MechanismSpec],
-    params: &MechParams,
-    run: &str,
-) -> Result<()> {
+pub fn refuse_approximate(specs: &[&MechanismSpec], params: &MechParams, run: &str) -> Result<()> {
     for spec in specs {
         if let Ok(m) = spec.build(params) {
             if let g @ Guarantee::Approx { .. } = m.guarantee() {
