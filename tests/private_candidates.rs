@@ -891,3 +891,84 @@ fn approximate_dp_is_refused_where_pure_eps_is_needed() {
     let e = cfg.validate().unwrap_err().to_string();
     assert!(e.contains("rs-hard-delta"), "{e}");
 }
+
+/// `rs`, `rs-tnb` and `rs-exp` run through the selection loop of this module; their seeded
+/// outputs are pinned: the counts of `recsel sample --mech M --eps 1 --scores 0,0.5,1,1.2,2,0.3,0.9
+/// --sens 1,2,0.5,1,1.5,0.7,1 --n 100000 --seed 7 --json` for the draw-by-draw loop (γ = 0.5,
+/// 0.05) and the direct maximum draw (γ = 0.001, 0.01, 0.002), every stopping law and both noises.
+#[test]
+fn rs_family_outputs_for_a_seed_are_pinned() {
+    let q = [0.0, 0.5, 1.0, 1.2, 2.0, 0.3, 0.9];
+    let d = [1.0, 2.0, 0.5, 1.0, 1.5, 0.7, 1.0];
+    let problem = Problem::new(&q, &d).unwrap();
+    let cases: [(&str, f64, f64, [u64; 7]); 9] = [
+        (
+            "rs",
+            0.5,
+            0.0,
+            [13035, 14704, 13987, 14625, 16382, 12846, 14421],
+        ),
+        (
+            "rs",
+            0.05,
+            0.0,
+            [9114, 28163, 5477, 13054, 26178, 6035, 11979],
+        ),
+        ("rs", 0.001, 0.0, [2095, 65333, 194, 3095, 26092, 399, 2792]),
+        (
+            "rs-tnb",
+            0.3,
+            0.5,
+            [12390, 15440, 13332, 14892, 17336, 12344, 14266],
+        ),
+        (
+            "rs-tnb",
+            0.05,
+            -0.5,
+            [12075, 15312, 13299, 15047, 17859, 12141, 14267],
+        ),
+        (
+            "rs-tnb",
+            0.002,
+            1.5,
+            [2065, 65868, 77, 2976, 25965, 310, 2739],
+        ),
+        (
+            "rs-tnb",
+            0.2,
+            0.0,
+            [12228, 15217, 13528, 15137, 17726, 12092, 14072],
+        ),
+        (
+            "rs-exp",
+            0.5,
+            0.0,
+            [12425, 17199, 11497, 14983, 18388, 11394, 14114],
+        ),
+        (
+            "rs-exp",
+            0.01,
+            0.0,
+            [4602, 50705, 805, 6660, 29831, 1362, 6035],
+        ),
+    ];
+    for (name, gamma, eta, want) in cases {
+        let params = MechParams {
+            epsilon: 1.0,
+            gamma,
+            eta,
+            ..MechParams::default()
+        };
+        let m = mechanisms::build(name, &params).unwrap();
+        let got = mechanisms::batch::sample_counts(
+            &*m,
+            &problem,
+            recsel::rng::NoiseMode::Fast,
+            Streams::new(7),
+            100_000,
+            &|_| {},
+        )
+        .unwrap();
+        assert_eq!(got, want, "{name} gamma={gamma} eta={eta}");
+    }
+}
