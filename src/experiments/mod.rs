@@ -176,6 +176,11 @@ impl SynthConfig {
     pub fn validate(&self) -> Result<()> {
         let specs = self.mechanism_specs()?;
         mechanisms::check_extra_params(&specs, &self.mech_params())?;
+        mechanisms::private_candidates::scores::refuse_approximate(
+            &specs,
+            &self.mech_params(),
+            "synth (it compares eps-DP mechanisms at each eps)",
+        )?;
         if self.scenarios.is_empty() {
             return Err(Error::Invalid("the scenario list is empty".into()));
         }
