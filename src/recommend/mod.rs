@@ -106,6 +106,14 @@ pub struct RecScratch {
     d: Vec<f64>,
 }
 
+impl RecScratch {
+    /// The model's raw (unclipped) scores of every item for the history last passed to
+    /// [`Recommender::candidates`] or [`Recommender::recommend`].
+    pub fn scores(&self) -> &[f64] {
+        &self.scores
+    }
+}
+
 /// A model, its release artifact and a validated mechanism: one private item per history.
 #[derive(Debug)]
 pub struct Recommender {
