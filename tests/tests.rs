@@ -25,6 +25,7 @@ mod model;
 mod own_data;
 mod partition;
 mod plugins;
+mod policies;
 mod problems;
 mod protocol;
 mod recommend;

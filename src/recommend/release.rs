@@ -151,14 +151,10 @@ pub fn calibrate(
         },
         files: Vec::new(),
     };
-    let mut popularity = vec![0u64; model.n_items()];
-    for &j in data.train.indices() {
-        popularity[j as usize] += 1;
-    }
     Ok(Release {
         manifest,
         sens,
-        popularity: Some(popularity),
+        popularity: Some(crate::scoring::policy::popularity(&data.train)),
     })
 }
 

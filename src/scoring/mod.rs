@@ -11,7 +11,7 @@ use crate::data::{row_items, Csr};
 use crate::error::{Error, Result};
 use crate::model::{Model, Scratch, SCORE_LANES};
 
-pub use policy::{CandidateList, CandidatePolicy};
+pub use policy::{CandidateList, CandidatePolicy, ResolvedPolicy};
 
 /// Anything that scores every item for one user: a fitted model with its users' input rows.
 pub trait UserScorer: Sync {

@@ -242,6 +242,32 @@ impl CandidateList {
     }
 }
 
+/// A policy with its resolved list, as a run configuration holds it: serialised as the policy's
+/// name only (`"all"`, `"popular:100"`, ...), so a configuration records what was asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolvedPolicy {
+    /// The policy as given.
+    pub policy: CandidatePolicy,
+    /// Its list for the run's items.
+    pub list: CandidateList,
+}
+
+impl Serialize for ResolvedPolicy {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        self.policy.serialize(s)
+    }
+}
+
+/// Interactions per item column of `rows` (users × items): the training popularity that
+/// `popular:N` ranks by.
+pub fn popularity(rows: &crate::data::Csr) -> Vec<u64> {
+    let mut counts = vec![0u64; rows.cols()];
+    for &j in rows.indices() {
+        counts[j as usize] += 1;
+    }
+    counts
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
