@@ -1045,6 +1045,7 @@ impl PyRecommender {
     #[new]
     #[pyo3(signature = (model_dir, mech, eps, *, candidates="all", secure=false,
                         allow_non_private=false, **params))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         model_dir: PathBuf,

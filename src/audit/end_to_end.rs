@@ -144,7 +144,7 @@ pub struct EndToEndReport {
     pub n_items: usize,
     /// The user-level ε claimed per recommendation (`None`: no user-level claim).
     pub claimed: Option<f64>,
-    /// The claim in words.
+    /// The claim in words (`claims user-level 1-DP`, or why there is none).
     pub guarantee: String,
     /// Every (pair, direction) bound.
     pub results: Vec<EndToEndResult>,
@@ -276,7 +276,7 @@ pub fn audit_end_to_end(
         None
     };
     let guarantee = match (claimed, held) {
-        (Some(e), _) => format!("user-level {e}-DP"),
+        (Some(e), _) => format!("claims user-level {e}-DP"),
         (None, Guarantee::Pure { .. }) => format!(
             "no user-level claim: candidates '{}' depend on the history",
             rec.candidate_policy()

@@ -101,7 +101,7 @@ fn histories(args: &Args, rec: &Recommender) -> anyhow::Result<Vec<(String, Vec<
 fn print_report(out: &mut impl Write, r: &EndToEndReport, secs: f64) -> std::io::Result<()> {
     writeln!(
         out,
-        "== {} at eps = {}, candidates {} ({} items; claims {})",
+        "== {} at eps = {}, candidates {} ({} items; {})",
         r.mechanism, r.epsilon, r.candidates, r.n_items, r.guarantee
     )?;
     writeln!(

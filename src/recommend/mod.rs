@@ -126,6 +126,9 @@ pub struct Recommender {
     list: CandidateList,
     /// Sensitivities of a fixed list's columns, in its order.
     fixed_deltas: Vec<f64>,
+    /// The candidates of `all` or a fixed list by ascending sensitivity, computed once: the GEM
+    /// family's hull then needs no sort per recommendation.
+    sens_order: Vec<u32>,
     noise: NoiseMode,
     epsilon: Option<f64>,
 }
@@ -225,6 +228,16 @@ impl Recommender {
                 .collect(),
             _ => Vec::new(),
         };
+        let sens_order = {
+            let d: &[f64] = match &list {
+                CandidateList::All => &release.sens.delta,
+                CandidateList::Fixed(_) => &fixed_deltas,
+                CandidateList::HistoryTop(_) => &[],
+            };
+            let mut order: Vec<u32> = (0..d.len() as u32).collect();
+            order.sort_by(|&a, &b| d[a as usize].total_cmp(&d[b as usize]));
+            order
+        };
         Ok(Recommender {
             mech_id: name_id(mech.name()),
             model,
@@ -234,6 +247,7 @@ impl Recommender {
             policy,
             list,
             fixed_deltas,
+            sens_order,
             noise: cfg.noise,
             epsilon,
         })
@@ -465,7 +479,10 @@ impl Recommender {
         if scratch.q.is_empty() {
             return Ok(None);
         }
-        let problem = Problem::new(&scratch.q, self.deltas(scratch))?;
+        let mut problem = Problem::new(&scratch.q, self.deltas(scratch))?;
+        if self.list.history_independent() {
+            problem = problem.with_sens_order(&self.sens_order);
+        }
         let selector = Selector::single(&*self.mech, &problem, self.noise)?;
         let a = selector.sample(draws, self.mech_id, 0, user, 0);
         Ok(Some(self.column(scratch, a)))
