@@ -283,6 +283,14 @@ pub fn audit_end_to_end(
         ),
         (None, g) => format!("no user-level claim: {} is {g}", mech.name()),
     };
+    if let Some((id, _)) = users
+        .iter()
+        .find(|(_, h)| !h.windows(2).all(|w| w[0] < w[1]))
+    {
+        return Err(Error::Invalid(format!(
+            "the history of user '{id}' is not sorted without repeats (item columns ascending)"
+        )));
+    }
     let eligible: Vec<usize> = (0..users.len())
         .filter(|&u| users[u].1.len() >= 2)
         .collect();

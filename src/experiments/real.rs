@@ -121,6 +121,10 @@ impl SelectConfig {
         let mut text = serde_json::to_string(self).expect("configuration serialises");
         // The chunk layout's version: chunks of another layout belong to another configuration.
         text.push_str(CHUNK_LAYOUT);
+        // A pool file's items, not only its name: an edited pool is another configuration.
+        if let Some(c) = &self.candidates {
+            let _ = write!(text, "{:?}", c.list);
+        }
         let mut h: u64 = 0xcbf2_9ce4_8422_2325;
         for b in text.bytes() {
             h ^= u64::from(b);
