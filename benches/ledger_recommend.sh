@@ -28,7 +28,7 @@ with open(f"{work}/users.csv", "w") as f:
         for i in r.sample(ids, 5):
             f.write(f"u{u},{i}\n")
 PY
-COMMON="--model $WORK/model --mech mgem --eps 1 --top 500 --secure --users $WORK/users.csv"
+COMMON="--model $WORK/model --mech mgem --eps 1 --candidates popular:500 --secure --users $WORK/users.csv"
 farm-bench -n "$RUNS" --timeout 600 \
   --vs "sh -c 'exec $BIN recommend $COMMON --out $WORK/plain.csv 2>/dev/null'" \
   -- sh -c "rm -f $WORK/l.db $WORK/l.db-wal $WORK/l.db-shm; exec $BIN recommend $COMMON --out $WORK/charged.csv --ledger $WORK/l.db --budget 10 2>/dev/null"

@@ -12,6 +12,7 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use recsel::mechanisms::MechParams;
 use recsel::recommend::{RecommendConfig, Recommender};
 use recsel::rng::NoiseMode;
+use recsel::scoring::CandidatePolicy;
 use std::hint::black_box;
 use std::time::Duration;
 
@@ -33,15 +34,16 @@ fn recommend_throughput(c: &mut Criterion) {
     g.measurement_time(Duration::from_secs(20)).sample_size(10);
     g.throughput(Throughput::Elements(USERS as u64));
     for (name, mode) in [("fast", NoiseMode::Fast), ("secure", NoiseMode::Secure)] {
-        let cfg = RecommendConfig::new(
+        let mut cfg = RecommendConfig::new(
             "mgem",
             MechParams {
                 epsilon: 1.0,
                 ..Default::default()
             },
-            TOP,
             mode,
-        );
+        )
+        .with_candidates(CandidatePolicy::HistoryTop(TOP));
+        cfg.allow_non_private = true; // the paper's candidates, for throughput comparisons
         let rec = Recommender::load(&dir, &cfg).unwrap();
         g.bench_function(name, |b| {
             b.iter(|| black_box(rec.recommend_all(&users, 7, &|_| {}).unwrap()))

@@ -15,8 +15,8 @@ const LAYERS: &[&[&str]] = &[
     &["data"],
     &["mechanisms", "model"],
     &["scoring", "eval", "ledger"],
-    &["audit", "experiments", "recommend"],
-    &["report"],
+    &["experiments", "recommend"],
+    &["audit", "report"],
 ];
 
 fn layer_of(module: &str) -> Option<usize> {

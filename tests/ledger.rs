@@ -61,7 +61,7 @@ fn ten_charges_of_a_tenth_exhaust_a_budget_of_one_and_the_eleventh_is_refused() 
             epsilon: 0.1,
             ..Default::default()
         };
-        let cfg = RecommendConfig::new("mgem", params, 50, recsel::rng::NoiseMode::Secure);
+        let cfg = RecommendConfig::new("mgem", params, recsel::rng::NoiseMode::Secure);
         let rec = Recommender::load(&model, &cfg).unwrap();
         assert!(
             rec.epsilon().unwrap() < 0.1,

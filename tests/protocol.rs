@@ -78,6 +78,7 @@ fn config(clip: bool, population: PercentileUsers) -> SelectConfig {
         epsilons: vec![1.0],
         trials: 3,
         top: 15,
+        candidates: None,
         clip,
         percentile_users: population,
         seed: 4,

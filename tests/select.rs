@@ -74,6 +74,7 @@ pub(crate) fn config(trials: u32) -> SelectConfig {
         epsilons: vec![0.1, 1.0, 8.0],
         trials,
         top: 40,
+        candidates: None,
         clip: true,
         percentile_users: recsel::scoring::PercentileUsers::All,
         seed: 9,

@@ -134,20 +134,26 @@ class Recommender:
     """Private recommendations from a model folder written by ``recsel fit --out DIR``.
 
     The library's ``Recommender`` (the one ``recsel recommend`` runs): score a history, take the
-    top ``top`` candidates, clip them to the calibrated bounds, select one with the mechanism.
+    candidates of the policy ``candidates`` (``"all"`` by default: every item, the user's own
+    included; ``"popular:N"``; ``"pool:FILE"``; ``"history-top:N"`` only with
+    ``allow_non_private=True``), clip them to the calibrated bounds, select one with the mechanism.
 
     Example::
 
-        rec = recsel.Recommender("out/model", "mgem", 1.0, top=500, secure=True)
-        print(rec.privacy_statement)
+        rec = recsel.Recommender("out/model", "mgem", 1.0, secure=True)
+        print(rec.privacy_statement)  # user-level 1-DP per recommendation ...
         rec.recommend([("alice", ["3", "17", "42"])])  # -> ["<item id>"]
     """
-    def __init__(self, model_dir: str, mech: str, eps: float, *, top: int = 500,
+    def __init__(self, model_dir: str, mech: str, eps: float, *, candidates: str = "all",
                  secure: bool = False, allow_non_private: bool = False,
-                 include_history: bool = False, **params: Any) -> None: ...
+                 **params: Any) -> None: ...
     @property
     def privacy_statement(self) -> str: ...
     @property
     def epsilon(self) -> Optional[float]: ...
+    @property
+    def candidates(self) -> str: ...
+    @property
+    def user_level(self) -> bool: ...
     def recommend(self, users: Sequence[Tuple[str, Sequence[str]]], *,
                   seed: Optional[int] = None) -> List[Optional[str]]: ...

@@ -775,6 +775,7 @@ impl PyConfig {
                 epsilons,
                 trials,
                 top,
+                candidates: None,
                 clip,
                 percentile_users: pop,
                 seed,
@@ -1044,25 +1045,36 @@ struct PyRecommender {
 #[pymethods]
 impl PyRecommender {
     #[new]
-    #[pyo3(signature = (model_dir, mech, eps, *, top=500, secure=false, allow_non_private=false,
-                        include_history=false, **params))]
+    #[pyo3(signature = (model_dir, mech, eps, *, candidates="all", secure=false,
+                        allow_non_private=false, **params))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         model_dir: PathBuf,
         mech: &str,
         eps: f64,
-        top: usize,
+        candidates: &str,
         secure: bool,
         allow_non_private: bool,
-        include_history: bool,
         params: Option<&Bound<'_, PyDict>>,
     ) -> R<Self> {
+        if let Some(d) = params {
+            for old in ["top", "include_history"] {
+                if d.contains(old)? {
+                    return Err(invalid(format!(
+                        "'{old}' was replaced by candidates=: \"all\" (the default, every item), \
+                         \"popular:N\", \"pool:FILE\", or \"history-top:N\" with \
+                         allow_non_private=True (the old top=N; docs/deployment.md)"
+                    )));
+                }
+            }
+        }
         let p = mech_params(eps, params)?;
+        let policy = recsel::scoring::CandidatePolicy::parse(candidates).map_err(err)?;
         let mut cfg =
-            recsel::recommend::RecommendConfig::new(mech, p, top, NoiseMode::from_flag(secure));
+            recsel::recommend::RecommendConfig::new(mech, p, NoiseMode::from_flag(secure))
+                .with_candidates(policy);
         cfg.allow_non_private = allow_non_private;
-        cfg.exclude_history = !include_history;
         let rec = py
             .detach(|| recsel::recommend::Recommender::load(&model_dir, &cfg))
             .map_err(err)?;
@@ -1075,10 +1087,24 @@ impl PyRecommender {
         self.rec.privacy_statement()
     }
 
-    /// The ε the selection guarantees at this `top` (`None` for a mechanism that is not private).
+    /// The ε the selection guarantees for the policy's candidates (`None` for a mechanism that is
+    /// not private); it covers the whole history only when `user_level`.
     #[getter]
     fn epsilon(&self) -> Option<f64> {
         self.rec.epsilon()
+    }
+
+    /// The candidate policy, as given (`"all"`, `"popular:N"`, ...).
+    #[getter]
+    fn candidates(&self) -> String {
+        self.rec.candidate_policy().to_string()
+    }
+
+    /// Whether each recommendation is user-level ε-DP (an ε-DP mechanism on a history-independent
+    /// candidate list).
+    #[getter]
+    fn user_level(&self) -> bool {
+        self.rec.user_level()
     }
 
     /// One private item id per `(user_id, [item ids of the history])`, in order (`None` when a
@@ -1388,6 +1414,7 @@ impl SelectJob {
             epsilons,
             trials: opt(o, "trials")?.unwrap_or(50),
             top: opt(o, "top")?.unwrap_or(500),
+            candidates: None,
             clip: opt(o, "clip")?.unwrap_or(false),
             percentile_users: PercentileUsers::from_name(&population).map_err(err)?,
             seed,

@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod audit;
+mod audit_e2e;
 mod bandit;
 mod bounds;
 mod common;
@@ -44,7 +45,7 @@ enum Command {
     /// Run one mechanism many times on one score vector and count the outputs.
     Sample(sample::Args),
     /// Audit mechanisms: empirical ε lower bounds on adversarial neighbouring inputs.
-    Audit(audit::Args),
+    Audit(Box<audit::Args>),
     /// Utility bounds of RNM, GEM and mGEM on one problem (seed 001 appendix J).
     Bounds(bounds::Args),
     /// Fit SANSA, EASE or the most-popular baseline and report Recall/nDCG.
@@ -80,7 +81,7 @@ pub fn main() -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Mechanisms(a) => mechanisms::run(a),
         Command::Sample(a) => sample::run(a),
-        Command::Audit(a) => audit::run(a),
+        Command::Audit(a) => audit::run(*a),
         Command::Bounds(a) => bounds::run(a),
         Command::Fit(args) => fit::run(args),
         Command::Export(a) => export::run(a),

@@ -9,9 +9,10 @@ use std::time::Instant;
 use anyhow::Context;
 use recsel::mechanisms::MechParams;
 use recsel::recommend::input::{read_users, FileFormat};
-use recsel::recommend::{RecommendConfig, Recommender};
+use recsel::recommend::{picks_in_history, RecommendConfig, Recommender};
 use recsel::report::recommend::{recommendations_bytes, write_recommendations};
 use recsel::rng::NoiseMode;
+use recsel::scoring::CandidatePolicy;
 
 use super::common::{progress, MechOpts};
 
@@ -24,6 +25,13 @@ use super::common::{progress, MechOpts};
   recsel fit --dataset synthetic --out models/synth        # model + release artifact
   recsel recommend --model models/synth --mech mgem --eps 1 --history 3,17,42 --seed 1
   recsel recommend --model models/synth --mech cgem --eps 0.5 --users users.csv --out recs.parquet --secure
+  recsel recommend --model models/synth --mech mgem --eps 1 --candidates popular:200 --users users.csv --secure
+
+Candidate policies (--candidates): all (default: every item, the user's own included),
+popular:N (the N most popular training items, stored in the release), pool:FILE (a public list
+of item ids, one per line) — each user-level eps-DP per recommendation — and history-top:N (the
+user's top N by the user's own scores, own items excluded; candidate membership is NOT protected,
+needs --allow-non-private).
 
 A users file has the columns user,item (csv or parquet; one row per interaction) or one
 {\"user\": ..., \"items\": [...]} object per line (jsonl).")]
@@ -37,9 +45,15 @@ pub struct Args {
     /// ε of each recommendation.
     #[arg(long)]
     eps: f64,
-    /// Candidates per user (the user's top items by model score).
-    #[arg(long, default_value_t = 500)]
-    top: usize,
+    /// Which items are candidates: all, popular:N, pool:FILE or history-top:N (see below).
+    #[arg(long, value_name = "POLICY", default_value = "all")]
+    candidates: String,
+    /// Replaced by --candidates (`history-top:N` is the old `--top N`); an error that says so.
+    #[arg(long, hide = true)]
+    top: Option<String>,
+    /// Replaced by --candidates (`all` includes the history); an error that says so.
+    #[arg(long, hide = true)]
+    include_history: bool,
     /// One user's history: comma-separated item ids.
     #[arg(
         long,
@@ -70,31 +84,44 @@ pub struct Args {
     /// ChaCha20, no seed; docs/secure.md). Use it for anything shown to users.
     #[arg(long)]
     secure: bool,
-    /// Accept a mechanism that is not ε-DP at this --top (rnmh, rnmh-laplace): reference runs only.
+    /// Accept what is not user-level ε-DP: a mechanism that is not ε-DP for this many candidates
+    /// (rnmh, rnmh-laplace) or --candidates history-top:N. Reference runs only.
     #[arg(long)]
     allow_non_private: bool,
-    /// Let the user's own items be recommended too. With --top at least the number of items the
-    /// candidate list then no longer depends on the history and the guarantee is user-level
-    /// (docs/deployment.md, "What is protected, and what is not").
-    #[arg(long)]
-    include_history: bool,
     #[command(flatten)]
     ledger: super::recommend_ledger::LedgerArgs,
 }
 
+/// The error of the options `--candidates` replaced.
+fn replaced_options(args: &Args) -> anyhow::Result<()> {
+    if let Some(top) = &args.top {
+        anyhow::bail!(
+            "--top was replaced by --candidates: the default is now every item ('--candidates \
+             all', user-level eps-DP); the old '--top {top}' (the user's top {top} by score, own \
+             items excluded; candidate membership not protected) is '--candidates \
+             history-top:{top} --allow-non-private' (docs/deployment.md, \"Candidate policies\")"
+        );
+    }
+    if args.include_history {
+        anyhow::bail!(
+            "--include-history was replaced by --candidates: every history-independent policy \
+             ('all', the default, 'popular:N', 'pool:FILE') includes the user's own items \
+             (docs/deployment.md, \"Candidate policies\")"
+        );
+    }
+    Ok(())
+}
+
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    replaced_options(&args)?;
     let params = args.opts.apply(MechParams {
         epsilon: args.eps,
         ..MechParams::default()
     })?;
-    let mut cfg = RecommendConfig::new(
-        &args.mech,
-        params,
-        args.top,
-        NoiseMode::from_flag(args.secure),
-    );
+    let candidates = CandidatePolicy::parse(&args.candidates).context("--candidates")?;
+    let mut cfg = RecommendConfig::new(&args.mech, params, NoiseMode::from_flag(args.secure))
+        .with_candidates(candidates);
     cfg.allow_non_private = args.allow_non_private;
-    cfg.exclude_history = !args.include_history;
     let rec = Recommender::load(&args.model, &cfg)
         .with_context(|| format!("loading the model in {}", args.model.display()))?;
     let seed = if args.secure {
@@ -149,11 +176,19 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let picks = rec.recommend_all(&users, seed, &|n| bar.inc(n))?;
     bar.finish_and_clear();
     let secs = t.elapsed().as_secs_f64();
+    let own = picks_in_history(&users, &picks);
     eprintln!(
-        "[recommend] {} users in {secs:.2} s ({:.0} users/s)",
+        "[recommend] {} users in {secs:.2} s ({:.0} users/s); {own} of {} recommended items \
+         ({:.1}%) were already in the user's history ({})",
         users.len(),
-        users.len() as f64 / secs.max(1e-9)
+        users.len() as f64 / secs.max(1e-9),
+        picks.iter().filter(|p| p.is_some()).count(),
+        100.0 * own as f64 / picks.iter().filter(|p| p.is_some()).count().max(1) as f64,
+        rec.candidate_policy()
     );
+    if !rec.user_level() {
+        eprintln!("[recommend] {}", rec.privacy_statement());
+    }
     let rows: Vec<(&str, Option<&str>)> = users
         .iter()
         .zip(&picks)

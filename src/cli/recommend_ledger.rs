@@ -76,10 +76,19 @@ fn settings_for(args: &LedgerArgs, path: &Path) -> anyhow::Result<Arc<dyn Ledger
 fn fallback_item(args: &LedgerArgs, rec: &Recommender) -> anyhow::Result<Option<u32>> {
     match args.fallback.as_str() {
         "none" => Ok(None),
-        "popular" => bail!(
-            "--fallback popular needs a release with a popularity list, which this model \
-             directory does not have; give a public item with --fallback item:ID"
-        ),
+        // The most popular training item: public, fixed in the release artifact.
+        "popular" => match &rec.release().popularity {
+            Some(counts) => Ok(
+                recsel::scoring::policy::most_popular(counts, 1, rec.n_items())?
+                    .first()
+                    .copied(),
+            ),
+            None => bail!(
+                "--fallback popular needs a release with a popularity list (format version 2), \
+                 which this model directory does not have: write it again with `recsel fit ... \
+                 --out DIR`, or give a public item with --fallback item:ID"
+            ),
+        },
         f => match f.strip_prefix("item:") {
             Some(id) => Ok(Some(rec.item_index(id).with_context(|| {
                 format!("--fallback: item '{id}' is not one of the model's item ids")
@@ -110,8 +119,7 @@ pub fn run(rec: Recommender, args: &LedgerArgs, input: Inputs<'_>) -> anyhow::Re
         format!("{:?}", rec.release().manifest.model_file),
         cfg.mechanism.clone(),
         format!("{:?}", cfg.params),
-        cfg.top.to_string(),
-        cfg.exclude_history.to_string(),
+        cfg.candidates.to_string(),
         format!("{:?}", cfg.noise),
         lr.fallback().unwrap_or("").to_string(),
     ];

@@ -11,7 +11,8 @@ use recsel::experiments::real::{self, ChunkStore, SelectConfig, PAPER_EPSILONS};
 use recsel::mechanisms::{self, MechParams};
 use recsel::report::select::{dump_problems, finish_select, write_paired, SelectRun, Timings};
 use recsel::scoring::{
-    item_sensitivities_with_candidates, ModelScorer, PercentileUsers, SensitivityConfig, UserScorer,
+    item_sensitivities, item_sensitivities_with_candidates, CandidatePolicy, ModelScorer,
+    PercentileUsers, ResolvedPolicy, SensitivityConfig, UserScorer,
 };
 
 use super::common::{parse_f64_list, progress, DataArgs, MechOpts, ModelArgs};
@@ -46,9 +47,16 @@ pub struct Args {
     /// Trials per (user, mechanism, ε).
     #[arg(long, default_value_t = 50)]
     trials: u32,
-    /// Candidates per user (the user's top items by model score).
+    /// Candidates per user (the user's top items by model score, own items excluded: the paper's
+    /// protocol, `--candidates history-top:N`).
     #[arg(long, default_value_t = 500)]
     top: usize,
+    /// Candidate policy: history-top:N (the paper's, the default with N = --top), all (every
+    /// item, the user's own included), popular:N (the N most popular training items) or
+    /// pool:FILE (item ids, one per line). With a policy that keeps the history the tables also
+    /// report how often the pick was already the user's.
+    #[arg(long, value_name = "POLICY", conflicts_with = "top")]
+    candidates: Option<String>,
     /// Clip every candidate score to its item's [p1, p99] range, so that Δ_j bounds how far one
     /// user can move it: only a clipped run is a DP release. Off by default, as in the paper's
     /// text (seed 001 clips only its synthetic scores).
@@ -131,12 +139,42 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             _ => super::common::seed_or_entropy(None),
         },
     };
+    // The paper's candidates are `top` alone (so its runs keep their configuration and outputs);
+    // another policy is resolved against the data's items and training popularity.
+    let (top, candidates) = match args.candidates.as_deref().map(CandidatePolicy::parse) {
+        None => (args.top, None),
+        Some(p) => match p.context("--candidates")? {
+            CandidatePolicy::HistoryTop(n) => (n, None),
+            policy => {
+                let index: std::collections::HashMap<&str, u32> = data
+                    .item_ids
+                    .iter()
+                    .enumerate()
+                    .map(|(j, id)| (id.as_str(), j as u32))
+                    .collect();
+                let pop = recsel::scoring::policy::popularity(&data.train);
+                let list = policy
+                    .resolve(data.n_items(), Some(&pop), &|id| index.get(id).copied())
+                    .context("--candidates")?;
+                eprintln!(
+                    "[select] candidates: {policy} ({} items, the same for every user, the \
+                     user's own included)",
+                    list.k(data.n_items())
+                );
+                (
+                    list.k(data.n_items()),
+                    Some(ResolvedPolicy { policy, list }),
+                )
+            }
+        },
+    };
     let cfg = SelectConfig {
         mechanisms: names,
         params: mech_params,
         epsilons,
         trials: args.trials,
-        top: args.top,
+        top,
+        candidates,
         clip: args.clip && !args.no_clip,
         percentile_users: PercentileUsers::from_name(&args.percentile_users)?,
         seed,
@@ -162,8 +200,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let bar = progress(scorer.n_users() as u64, "percentiles");
     let t = Instant::now();
     let sens_cfg = SensitivityConfig::default().with_population(cfg.percentile_users);
-    let (sens, cache) =
-        item_sensitivities_with_candidates(&scorer, &sens_cfg, cfg.top, &|n| bar.inc(n));
+    // The pass keeps the paper's candidates for the selection; another policy's are rebuilt.
+    let (sens, cache) = match cfg.candidates {
+        None => item_sensitivities_with_candidates(&scorer, &sens_cfg, cfg.top, &|n| bar.inc(n)),
+        Some(_) => (
+            item_sensitivities(&scorer, &sens_cfg, &|n| bar.inc(n)),
+            Default::default(),
+        ),
+    };
     bar.finish_and_clear();
     let sens_s = t.elapsed().as_secs_f64();
     eprintln!("[select] item sensitivities in {sens_s:.1} s");

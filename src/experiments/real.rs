@@ -23,7 +23,8 @@ use crate::mechanisms::{self, MechParams, Mechanism, Problem, Registry, Selector
 use crate::model::{self, Model, ModelParams};
 use crate::rng::{name_id, Draws, NoiseMode, SecureRng, Streams};
 use crate::scoring::{
-    top_candidates, CandidateCache, Candidates, PercentileUsers, Sensitivities, UserScorer,
+    top_candidates, CandidateCache, Candidates, PercentileUsers, ResolvedPolicy, Sensitivities,
+    UserScorer,
 };
 use crate::stats::{pearson, spearman, weighted_correlation};
 
@@ -43,6 +44,11 @@ pub struct SelectConfig {
     pub trials: u32,
     /// Candidates per user.
     pub top: usize,
+    /// Another candidate policy than the paper's (`None`: each user's top `top` by score, the
+    /// user's items excluded — `history-top:top`). Recorded only when set, so the paper's runs
+    /// keep their hash and outputs; `top` is then the policy's number of candidates.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub candidates: Option<ResolvedPolicy>,
     /// Whether scores are clipped to the per-item percentile range (only a clipped run is a DP
     /// release: without clipping Δ_j is an estimate, not a bound).
     pub clip: bool,
@@ -106,11 +112,24 @@ impl SelectConfig {
             .collect()
     }
 
+    /// One user's candidates, best score first: the run's policy ([`SelectConfig::candidates`]) on
+    /// `scores` for a user who has the items `excluded`.
+    pub fn candidate_items(&self, scores: &[f64], excluded: &[u32]) -> Vec<u32> {
+        match &self.candidates {
+            Some(p) => p.list.items(scores, excluded),
+            None => top_candidates(scores, excluded, self.top),
+        }
+    }
+
     /// FNV-1a hash of the resolved configuration.
     pub fn hash(&self) -> u64 {
         let mut text = serde_json::to_string(self).expect("configuration serialises");
         // The chunk layout's version: chunks of another layout belong to another configuration.
         text.push_str(CHUNK_LAYOUT);
+        // A pool file's items, not only its name: an edited pool is another configuration.
+        if let Some(c) = &self.candidates {
+            let _ = write!(text, "{:?}", c.list);
+        }
         let mut h: u64 = 0xcbf2_9ce4_8422_2325;
         for b in text.bytes() {
             h ^= u64::from(b);
@@ -154,6 +173,10 @@ pub struct UserRow {
     /// Share of the trials whose pick is one of the user's held-out items (hit@1), per
     /// (mechanism, ε), mechanism-major; 0 for a scorer without targets.
     pub hit: Vec<f64>,
+    /// Share of the trials whose pick is an item the user already has, per (mechanism, ε) — the
+    /// price of a policy that keeps the history among the candidates; empty when the run's
+    /// candidates exclude the history (the paper's).
+    pub in_history: Vec<f64>,
 }
 
 /// One user's selection problem (docs/protocol.md, steps 5–7): the candidate items (best first),
@@ -183,7 +206,12 @@ pub fn user_problem<S: UserScorer>(
         items,
         scores: q,
         deltas: d,
-    } = Candidates::new(scores, scorer.excluded(user), sens, cfg.top, cfg.clip);
+    } = Candidates::from_items(
+        scores,
+        cfg.candidate_items(scores, scorer.excluded(user)),
+        sens,
+        cfg.clip,
+    );
     if items.is_empty() {
         return None;
     }
@@ -237,7 +265,7 @@ pub fn run_user<S: UserScorer>(
     draws: &mut Draws,
 ) -> Result<Option<UserRow>> {
     scorer.score(user, scores, scratch);
-    let items = top_candidates(scores, scorer.excluded(user), cfg.top);
+    let items = cfg.candidate_items(scores, scorer.excluded(user));
     let problem = Candidates::from_items(scores, items, sens, cfg.clip);
     run_problem(scorer, cfg, mechs, user, problem, draws)
 }
@@ -270,7 +298,7 @@ fn run_user_pass<S: UserScorer>(
         Some((items, raw)) => (items.to_vec(), raw.to_vec()),
         None => {
             scorer.score(user, scores, scratch);
-            let items = top_candidates(scores, scorer.excluded(user), cfg.top);
+            let items = cfg.candidate_items(scores, scorer.excluded(user));
             let raw = items.iter().map(|&j| scores[j as usize]).collect();
             (items, raw)
         }
@@ -325,23 +353,37 @@ fn run_problem<S: UserScorer>(
         .iter()
         .map(|i| targets.binary_search(i).is_ok())
         .collect();
+    // Whether each candidate is already the user's (only a policy that keeps the history).
+    let owned = scorer.excluded(user);
+    let is_own: Vec<bool> = match cfg.candidates {
+        Some(_) => items
+            .iter()
+            .map(|i| owned.binary_search(i).is_ok())
+            .collect(),
+        None => Vec::new(),
+    };
     let mut mean_selected = Vec::with_capacity(mechs.len() * cfg.epsilons.len());
     let mut mse = Vec::with_capacity(mean_selected.capacity());
     let mut hit = Vec::with_capacity(mean_selected.capacity());
+    let mut in_history = Vec::with_capacity(is_own.len().min(mean_selected.capacity()));
     for per_eps in mechs {
         for (e, mech) in per_eps.iter().enumerate() {
             let selector = Selector::new(&**mech, &problem, cfg.noise)?;
             let id = name_id(mech.name());
-            let (mut sum, mut sq, mut hits) = (0.0, 0.0, 0u32);
+            let (mut sum, mut sq, mut hits, mut own) = (0.0, 0.0, 0u32, 0u32);
             selector.sample_trials(draws, id, e as u32, user as u64, 0..cfg.trials, |_, a| {
                 let v = q[a];
                 sum += v;
                 sq += (v - qmax) * (v - qmax);
                 hits += u32::from(is_target[a]);
+                own += u32::from(is_own.get(a).copied().unwrap_or(false));
             });
             mean_selected.push(sum / f64::from(cfg.trials));
             mse.push(sq / f64::from(cfg.trials));
             hit.push(f64::from(hits) / f64::from(cfg.trials));
+            if cfg.candidates.is_some() {
+                in_history.push(f64::from(own) / f64::from(cfg.trials));
+            }
         }
     }
     Ok(Some(UserRow {
@@ -355,6 +397,7 @@ fn run_problem<S: UserScorer>(
         mse,
         random_mse: q.iter().map(|v| (v - qmax) * (v - qmax)).sum::<f64>() / q.len() as f64,
         hit,
+        in_history,
     }))
 }
 
@@ -377,6 +420,13 @@ pub fn user_header(cfg: &SelectConfig) -> String {
             let _ = write!(h, ",hit_{m}_eps{e}");
         }
     }
+    if cfg.candidates.is_some() {
+        for m in &cfg.mechanisms {
+            for e in &cfg.epsilons {
+                let _ = write!(h, ",own_{m}_eps{e}");
+            }
+        }
+    }
     h
 }
 
@@ -392,21 +442,23 @@ pub fn user_line(r: &UserRow) -> String {
         let _ = write!(s, ",{v}");
     }
     let _ = write!(s, ",{}", r.random_mse);
-    for v in &r.hit {
+    for v in r.hit.iter().chain(&r.in_history) {
         let _ = write!(s, ",{v}");
     }
     s
 }
 
-/// Parses one line of the per-user table ([`user_line`]) with `cells` (mechanism, ε) pairs;
-/// errors name `path` (or what the text came from) and the line.
+/// Parses one line of the per-user table ([`user_line`]) with `cells` (mechanism, ε) pairs (and
+/// the in-history cells when the line has them); errors name `path` (or what the text came from)
+/// and the line.
 pub fn parse_line(path: &Path, line_no: usize, line: &str, cells: usize) -> Result<UserRow> {
     let bad = |m: String| Error::Parse {
         context: format!("{} line {}", path.display(), line_no),
         message: m,
     };
     let f: Vec<&str> = line.split(',').collect();
-    if f.len() != 7 + 3 * cells {
+    let own = f.len() == 7 + 4 * cells && cells > 0;
+    if f.len() != 7 + 3 * cells && !own {
         return Err(bad(format!(
             "expected {} fields, found {}",
             7 + 3 * cells,
@@ -433,7 +485,12 @@ pub fn parse_line(path: &Path, line_no: usize, line: &str, cells: usize) -> Resu
         mean_selected: vals[..cells].to_vec(),
         mse: vals[cells..2 * cells].to_vec(),
         random_mse: vals[2 * cells],
-        hit: vals[2 * cells + 1..].to_vec(),
+        hit: vals[2 * cells + 1..3 * cells + 1].to_vec(),
+        in_history: if own {
+            vals[3 * cells + 1..].to_vec()
+        } else {
+            Vec::new()
+        },
     })
 }
 
@@ -740,6 +797,7 @@ pub fn add_mechanisms<S: UserScorer>(
             r.mean_selected.extend(e.mean_selected);
             r.mse.extend(e.mse);
             r.hit.extend(e.hit);
+            r.in_history.extend(e.in_history);
         }
         merged.write(c, &header, &chunk)?;
         let (start, end) = (
@@ -947,6 +1005,10 @@ pub struct MseRow {
     pub hit1: f64,
     /// Standard error of hit@1 over users.
     pub hit1_se: f64,
+    /// Share of picks that are already in the user's history, with its standard error over
+    /// users; only for a candidate policy that keeps the history (`None` for the paper's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub in_history: Option<(f64, f64)>,
     /// MSE relative to a uniformly random choice among the same candidates: `mse` over the mean of
     /// the users' expected random-choice MSE (1 = no better than random, 0 = always the best).
     pub relative_mse: f64,
@@ -985,6 +1047,13 @@ pub fn mse_table(cfg: &SelectConfig, rows: &[UserRow]) -> Vec<MseRow> {
             let (mean, se) = mean_se(&vals);
             let hits: Vec<f64> = rows.iter().map(|r| r.hit[m * ne + e]).collect();
             let (hit1, hit1_se) = mean_se(&hits);
+            let in_history = cfg.candidates.as_ref().map(|_| {
+                let own: Vec<f64> = rows
+                    .iter()
+                    .map(|r| r.in_history.get(m * ne + e).copied().unwrap_or(0.0))
+                    .collect();
+                mean_se(&own)
+            });
             let (g_eps, guarantee) = match spec {
                 Ok(s) => actual_guarantee(s, &cfg.params.with_epsilon(eps), cfg.top),
                 Err(_) => (f64::NAN, "unknown".into()),
@@ -1001,6 +1070,7 @@ pub fn mse_table(cfg: &SelectConfig, rows: &[UserRow]) -> Vec<MseRow> {
                 trials: cfg.trials,
                 hit1,
                 hit1_se,
+                in_history,
                 relative_mse: mean / random,
             });
         }
@@ -1253,7 +1323,7 @@ pub fn candidate_pass_range<S: UserScorer>(
     users: std::ops::Range<usize>,
     sample: &[usize],
 ) -> (ItemCounts, CandidateSample) {
-    let (n_items, top) = (scorer.n_items(), cfg.top);
+    let n_items = scorer.n_items();
     let fresh = || ItemCounts {
         appearances: vec![0; n_items],
         outside: vec![0; n_items],
@@ -1268,7 +1338,7 @@ pub fn candidate_pass_range<S: UserScorer>(
             || (fresh(), Vec::new(), vec![0.0; n_items], scorer.scratch()),
             |(mut c, mut masks, mut buf, mut scratch), u| {
                 scorer.score(u, &mut buf, &mut scratch);
-                let items = top_candidates(&buf, scorer.excluded(u), top);
+                let items = cfg.candidate_items(&buf, scorer.excluded(u));
                 let mut q = Vec::with_capacity(items.len());
                 let mut d = Vec::with_capacity(items.len());
                 for &j in &items {
@@ -1307,7 +1377,7 @@ pub fn candidate_pass_range<S: UserScorer>(
             || (vec![0.0; n_items], scorer.scratch()),
             |(buf, scratch), &u| {
                 scorer.score(u, buf, scratch);
-                let items = top_candidates(buf, scorer.excluded(u), top);
+                let items = cfg.candidate_items(buf, scorer.excluded(u));
                 (
                     items.iter().map(|&j| buf[j as usize]).collect(),
                     items.iter().map(|&j| sens.delta[j as usize]).collect(),

@@ -55,6 +55,10 @@ pub struct SelectPipeline {
     pub trials: Option<u32>,
     /// Candidates per user.
     pub top: Option<usize>,
+    /// Candidate policy (`all`, `popular:N`, `pool:FILE`, `history-top:N`); replaces `top`.
+    /// Written only when set, so the paper's runs keep their resolved configuration.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub candidates: Option<String>,
     /// Clip scores to each item's [p1, p99] (default false, the paper's text; only a clipped run
     /// is a DP release).
     pub clip: Option<bool>,
@@ -171,8 +175,10 @@ impl SelectPipeline {
         if let Some(v) = self.trials {
             push("trials", v.to_string());
         }
-        if let Some(v) = self.top {
-            push("top", v.to_string());
+        match (&self.candidates, self.top) {
+            (Some(c), _) => push("candidates", c.clone()),
+            (None, Some(v)) => push("top", v.to_string()),
+            (None, None) => {}
         }
         for (flag, v) in [
             ("gamma", self.gamma),

@@ -59,6 +59,9 @@ pub struct Problem<'a> {
     sens: &'a [f64],
     max_sens: f64,
     max_score: f64,
+    /// The candidates ordered by ascending sensitivity, when the caller knows it (serving with
+    /// fixed sensitivities computes it once): GEM's hull then needs no sort.
+    sens_order: Option<&'a [u32]>,
 }
 
 impl<'a> Problem<'a> {
@@ -91,7 +94,25 @@ impl<'a> Problem<'a> {
             sens,
             max_sens,
             max_score,
+            sens_order: None,
         })
+    }
+
+    /// This problem with `order`, a permutation of the candidates by ascending sensitivity (ties
+    /// in any order), known to the caller: the GEM family builds its hull from it without
+    /// sorting. Same selections in distribution and, for a seed, the same selections.
+    pub(crate) fn with_sens_order(mut self, order: &'a [u32]) -> Self {
+        debug_assert_eq!(order.len(), self.sens.len());
+        debug_assert!(order
+            .windows(2)
+            .all(|w| self.sens[w[0] as usize] <= self.sens[w[1] as usize]));
+        self.sens_order = Some(order);
+        self
+    }
+
+    /// The order given by [`Problem::with_sens_order`], if any.
+    pub(crate) fn sens_order(&self) -> Option<&'a [u32]> {
+        self.sens_order
     }
 
     /// Number of candidates k.

@@ -129,6 +129,7 @@ pub fn rerun_table(
     t.epsilons = Some(cfg.epsilons.clone());
     t.trials = Some(cfg.trials);
     t.top = Some(cfg.top);
+    t.candidates = cfg.candidates.as_ref().map(|c| c.policy.to_string());
     t.clip = Some(cfg.clip);
     t.percentile_users = Some(cfg.percentile_users.name().to_string());
     let p = &cfg.params;
@@ -392,6 +393,7 @@ pub fn fig13_column(dir: &Path) -> Result<plot::Fig13Column> {
             mse: Vec::new(),
             random_mse: 0.0,
             hit: Vec::new(),
+            in_history: Vec::new(),
         })
         .collect();
     let summary = crate::experiments::real::spearman_summary(&rows);
@@ -576,8 +578,22 @@ pub fn write_problems(
         .write(dir, &stem)
 }
 
-/// The MSE table: one row per (mechanism, ε).
+/// The MSE table: one row per (mechanism, ε); with a candidate policy that keeps the history,
+/// also the share of picks already in the user's history (`in_history`, `in_history_se`).
 fn mse_table(dataset: &str, mse: &[MseRow]) -> Table {
+    let t = mse_table_base(dataset, mse);
+    if mse.iter().all(|r| r.in_history.is_none()) {
+        return t;
+    }
+    let own = |i: usize| move |r: &MseRow| r.in_history.map_or(f64::NAN, |o| [o.0, o.1][i]);
+    t.with("in_history", Values::F64(mse.iter().map(own(0)).collect()))
+        .with(
+            "in_history_se",
+            Values::F64(mse.iter().map(own(1)).collect()),
+        )
+}
+
+fn mse_table_base(dataset: &str, mse: &[MseRow]) -> Table {
     Table::default()
         .with("dataset", Values::Str(vec![dataset.to_string(); mse.len()]))
         .with(
@@ -814,11 +830,22 @@ pub fn summary_text(
     }
     // The guarantee column: what each mechanism really is at this run's k (= top).
     type Cell = fn(&MseRow) -> String;
-    let grids: [(&str, Cell); 3] = [
+    let mut grids: Vec<(&str, Cell)> = vec![
         ("MSE", |r| format!("{:.3e}", r.mse)),
         ("MSE/random", |r| format!("{:.3}", r.relative_mse)),
         ("hit@1", |r| format!("{:.4}", r.hit1)),
     ];
+    if let Some(c) = &cfg.candidates {
+        let _ = writeln!(
+            out,
+            "candidates: {} ({} items, the same for every user, the user's own included: a \
+             clipped run is user-level eps-DP per pick)",
+            c.policy, cfg.top
+        );
+        grids.push(("in history", |r| {
+            format!("{:.4}", r.in_history.map_or(f64::NAN, |o| o.0))
+        }));
+    }
     for (title, cell) in grids {
         let _ = write!(out, "\n{title:<13} {:>12}", format!("guar. k={}", cfg.top));
         for e in &cfg.epsilons {
@@ -840,6 +867,13 @@ pub fn summary_text(
         "(hit@1: share of private picks that are one of the user's held-out items; MSE/random: \
          1 = no better than a uniform choice among the candidates)"
     );
+    if cfg.candidates.is_some() {
+        let _ = writeln!(
+            out,
+            "(in history: share of picks that are an item the user already has, the price of \
+             candidates that do not depend on the history)"
+        );
+    }
     let _ = writeln!(
         out,
         "\nadvice (docs/deployment.md, \"Which mechanism for my data\"):"

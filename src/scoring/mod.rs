@@ -2,12 +2,16 @@
 //! percentiles computed without the users × items score matrix, clipping, and each user's top
 //! candidates.
 
+pub mod policy;
+
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::data::{row_items, Csr};
 use crate::error::{Error, Result};
 use crate::model::{Model, Scratch, SCORE_LANES};
+
+pub use policy::{CandidateList, CandidatePolicy, ResolvedPolicy};
 
 /// Anything that scores every item for one user: a fitted model with its users' input rows.
 pub trait UserScorer: Sync {
