@@ -1,5 +1,5 @@
-//! Criterion benchmark of `recsel recommend`'s library path (issue 17, docs/deployment.md,
-//! "Throughput"): `Recommender::recommend_all` on 100,000 users × 500 candidates.
+//! Criterion benchmark of `recsel recommend`'s library path (docs/deployment.md;
+//! docs/results.md, "Serving throughput"): `Recommender::recommend_all` on 100,000 users × 500 candidates.
 //!
 //! `cargo bench --bench recommend` fits SANSA on the generated `synthetic` data (1,500 items; exact,
 //! λ = 200, density 0.01), writes the release artifact into a temporary directory, and serves

@@ -1,6 +1,6 @@
-//! The figures added for issue 10: the reconstructed candidate sets of seed 001 figs 6/24 against
-//! the published correlations; fig 22's exact density of a Laplace maximum against Monte Carlo
-//! (with power); the box statistics of figs 19/20 against a brute-force recomputation.
+//! Figures of the gallery (docs/results.md): the reconstructed candidate sets of seed 001 figs
+//! 6/24 against the published correlations; fig 22's exact density of a Laplace maximum against
+//! Monte Carlo (with power); the box statistics of figs 19/20 against a brute-force recomputation.
 
 use recsel::experiments::illustrate::{fig22_scale_sets, sample_max_laplace};
 use recsel::experiments::scenarios::{self, exceptional, group_boxes, Scenario};

@@ -1,4 +1,4 @@
-//! The secure path (issue 14, `docs/secure.md`): exact samplers against their exact laws, every
+//! The secure path (`docs/secure.md`): exact samplers against their exact laws, every
 //! secure mechanism against its output law, the rounding never costing privacy (property tests),
 //! the audit of the secure path, and the type separation from the float samplers.
 //!

@@ -1,4 +1,4 @@
-//! Synthetic experiments (issue 3; docs/experiments.md and docs/mechanisms.md): the paper's findings with statistical margins,
+//! Synthetic experiments (docs/experiments.md and docs/mechanisms.md): the paper's findings with statistical margins,
 //! data generation, determinism across thread counts, outputs, pipelines and the two-candidate
 //! closed form.
 
@@ -13,7 +13,7 @@ use recsel::experiments::{run_synth, SynthConfig};
 use recsel::rng::Streams;
 use recsel::stats::spearman;
 
-/// Differences must exceed this many standard errors (issue 3).
+/// Differences must exceed this many standard errors.
 const Z: f64 = 4.0;
 
 fn run(scenario: u8, mechs: &str, eps: &[f64], trials: u64, seed: u64) -> Vec<MseRow> {

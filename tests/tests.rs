@@ -13,6 +13,7 @@ mod bandit;
 mod bounds;
 mod cli;
 mod data;
+mod docs;
 mod errors;
 mod figures;
 mod gem_property;
