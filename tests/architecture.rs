@@ -17,6 +17,7 @@ const LAYERS: &[&[&str]] = &[
     &["scoring", "eval", "ledger"],
     &["audit", "experiments", "recommend"],
     &["report"],
+    &["serve"],
 ];
 
 fn layer_of(module: &str) -> Option<usize> {

@@ -31,4 +31,7 @@ mod recommend;
 mod samplers;
 mod secure;
 mod select;
+mod serve;
+mod serve_faults;
+mod serve_postgres;
 mod synth;
