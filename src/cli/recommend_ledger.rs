@@ -149,10 +149,9 @@ pub fn run(rec: Recommender, args: &LedgerArgs, input: Inputs<'_>) -> anyhow::Re
                 .context("--history with --ledger needs --user ID (whose budget pays)")?;
             let ids = h.split(',').map(str::trim).filter(|s| !s.is_empty());
             let history = rec.history(ids).context("--history")?;
-            let request_id = args
-                .request_id
-                .clone()
-                .unwrap_or_else(|| format!("{}/{}", Timestamp::now().0, rand_suffix()));
+            let request_id = args.request_id.clone().unwrap_or_else(|| {
+                format!("{}/{}", Timestamp::now().0, rand_suffix())
+            });
             let one = BatchRequest {
                 user,
                 request_id,
@@ -222,11 +221,7 @@ pub fn run(rec: Recommender, args: &LedgerArgs, input: Inputs<'_>) -> anyhow::Re
     })?;
     bar.finish_and_clear();
     let secs = t.elapsed().as_secs_f64();
-    let rows: Vec<LedgerRow> = batch
-        .iter()
-        .zip(&outcomes)
-        .map(|(b, o)| row(b, o))
-        .collect();
+    let rows: Vec<LedgerRow> = batch.iter().zip(&outcomes).map(|(b, o)| row(b, o)).collect();
     emit(&rows, &input, false)?;
     ledger.finish_run(&run.id, Timestamp::now())?;
     let stats = lr.stats();
@@ -263,11 +258,7 @@ fn emit(rows: &[LedgerRow], input: &Inputs<'_>, single: bool) -> anyhow::Result<
             eprintln!("[recommend] wrote {}", path.display());
         }
         None if single => {
-            writeln!(
-                std::io::stdout(),
-                "{}",
-                rows[0].item.as_deref().unwrap_or("")
-            )?;
+            writeln!(std::io::stdout(), "{}", rows[0].item.as_deref().unwrap_or(""))?;
         }
         None => {
             anyhow::ensure!(

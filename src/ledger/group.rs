@@ -135,7 +135,10 @@ impl GroupCommitter {
 
     /// Stops accepting jobs, commits the queued ones and joins the thread.
     pub fn shutdown(&mut self) {
-        self.sender.lock().unwrap_or_else(|e| e.into_inner()).take();
+        self.sender
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }

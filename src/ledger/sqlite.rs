@@ -235,11 +235,8 @@ impl SqliteLedger {
                 ("period", settings.period.name().to_string()),
                 ("created", created),
             ] {
-                tx.execute(
-                    "INSERT INTO meta (key, value) VALUES (?1, ?2)",
-                    params![k, v],
-                )
-                .map_err(e)?;
+                tx.execute("INSERT INTO meta (key, value) VALUES (?1, ?2)", params![k, v])
+                    .map_err(e)?;
             }
         }
         let meta = |key: &str| -> Result<String> {
@@ -263,9 +260,7 @@ impl SqliteLedger {
             .ok()
             .and_then(|n| Units::new(n).ok())
             .ok_or_else(|| Self::store_err(path, "bad budget_units in meta"))?;
-        let period = meta("period")?
-            .parse()
-            .map_err(|x| Self::store_err(path, x))?;
+        let period = meta("period")?.parse().map_err(|x| Self::store_err(path, x))?;
         tx.commit().map_err(e)?;
         Ok((conn, Settings { budget, period }))
     }
@@ -381,9 +376,7 @@ impl SqliteLedger {
              answer_kind, answer_item) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
         )?;
         if r.epsilon <= remaining {
-            let after = spent
-                .checked_add(r.epsilon)
-                .expect("spent + charge <= budget");
+            let after = spent.checked_add(r.epsilon).expect("spent + charge <= budget");
             let (kind, item) = answer_columns(&r.answer);
             insert.execute(params![
                 r.request_id,
@@ -492,7 +485,9 @@ impl Ledger for SqliteLedger {
                 "SELECT {EVENT_COLUMNS} FROM events WHERE user = ?1 ORDER BY seq"
             ))
             .map_err(self.err())?;
-        let rows = stmt.query_map([user], event_from_row).map_err(self.err())?;
+        let rows = stmt
+            .query_map([user], event_from_row)
+            .map_err(self.err())?;
         rows.collect::<std::result::Result<_, _>>()
             .map_err(self.err())
     }
@@ -511,7 +506,9 @@ impl Ledger for SqliteLedger {
         let mut stmt = conn
             .prepare("SELECT DISTINCT user FROM events ORDER BY user")
             .map_err(self.err())?;
-        let rows = stmt.query_map([], |r| r.get(0)).map_err(self.err())?;
+        let rows = stmt
+            .query_map([], |r| r.get(0))
+            .map_err(self.err())?;
         rows.collect::<std::result::Result<_, _>>()
             .map_err(self.err())
     }

@@ -226,8 +226,8 @@ impl LedgeredRecommender {
         let mut results: Vec<Option<Vec<Outcome>>> = vec![None; blocks.len()];
         let mut next_done = 0;
         let deliver = |results: &mut Vec<Option<Vec<Outcome>>>,
-                       next_done: &mut usize,
-                       done: &mut dyn FnMut(&[BatchRequest], &[Outcome])| {
+                           next_done: &mut usize,
+                           done: &mut dyn FnMut(&[BatchRequest], &[Outcome])| {
             while *next_done < blocks.len() {
                 match &results[*next_done] {
                     Some(o) => done(blocks[*next_done], o),
