@@ -16,7 +16,7 @@ use serde_json::Value;
 use crate::serve::{args, good, http, Server};
 
 const KILLS: usize = 20;
-const USERS: usize = 150;
+const USERS: usize = 600;
 const BUDGET: &str = "3";
 
 /// What the clients saw: request id → (user, item) of every 200, and replays that disagreed.
