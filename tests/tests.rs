@@ -18,6 +18,8 @@ mod errors;
 mod figures;
 mod gem_property;
 mod laws;
+mod ledger;
+mod ledger_cli;
 mod mechanisms;
 mod memory;
 mod metrics;

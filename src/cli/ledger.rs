@@ -82,7 +82,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             match user {
                 Some(u) => {
                     let b = l.balance(&u, at)?;
-                    writeln!(out, "user {u}: spent {}, remaining {}", b.spent, b.remaining)?;
+                    writeln!(
+                        out,
+                        "user {u}: spent {}, remaining {}",
+                        b.spent, b.remaining
+                    )?;
                     writeln!(out, "seq\ttime\trequest_id\tmechanism\tepsilon\tanswer")?;
                     for e in l.events(&u)? {
                         let answer = match &e.answer {
@@ -127,8 +131,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Sub::Import { ledger, from } => {
             let file = std::fs::File::open(&from)
                 .with_context(|| format!("opening {}", from.display()))?;
-            let verified =
-                export::read(&mut BufReader::new(file), &from.display().to_string())?;
+            let verified = export::read(&mut BufReader::new(file), &from.display().to_string())?;
             let l = ledger::open(&ledger.to_string_lossy(), verified.settings)?;
             let s = export::import(&*l, &verified)?;
             eprintln!(

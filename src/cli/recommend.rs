@@ -109,7 +109,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             cfg: &cfg,
             history: args.history.as_deref(),
             users: args.users.as_deref(),
-            format: args.format.as_deref().map(FileFormat::from_name).transpose()?,
+            format: args
+                .format
+                .as_deref()
+                .map(FileFormat::from_name)
+                .transpose()?,
             out: args.out.as_deref(),
             out_format: match (&args.out_format, &args.out) {
                 (Some(f), _) => FileFormat::from_name(f)?,

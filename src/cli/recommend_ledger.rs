@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{bail, Context};
-use recsel::ledger::{self, GroupCommitter, Ledger, Period, Settings, Timestamp, Units};
+use recsel::ledger::{self, GroupCommitter, Ledger, Period, Timestamp, Units};
 use recsel::recommend::input::{read_requests, FileFormat};
 use recsel::recommend::ledgered::{request_ids, run_key, BatchRequest, LedgeredRecommender};
 use recsel::recommend::{RecommendConfig, Recommender};
@@ -37,10 +37,12 @@ pub struct LedgerArgs {
     /// Requests per durable commit (one fsync each).
     #[arg(long, default_value_t = 256, requires = "ledger")]
     pub group: usize,
-    /// Start a new run even if the ledger holds an unfinished run of the same command (which
-    /// would otherwise be resumed: its committed answers replayed, nothing charged twice).
-    #[arg(long, requires = "ledger")]
-    pub new_run: bool,
+    /// The batch's run id: request ids are <run id>/<user> (unless the users file has a
+    /// request_id column). Default: a fingerprint of the users file and the serving options, so
+    /// the same command never charges twice — a rerun after a crash replays what was committed.
+    /// Name a new batch over the same file with a new run id (e.g. the date).
+    #[arg(long, value_name = "ID", requires = "ledger")]
+    pub run_id: Option<String>,
     /// With --history: the user whose budget pays.
     #[arg(long, value_name = "ID", requires = "ledger")]
     pub user: Option<String>,
@@ -68,34 +70,7 @@ fn settings_for(args: &LedgerArgs, path: &Path) -> anyhow::Result<Arc<dyn Ledger
         .map(Units::budget)
         .transpose()
         .context("--budget")?;
-    if path.exists() {
-        let l = ledger::open_existing(path)?;
-        let stored = l.settings();
-        let given = Settings {
-            budget: budget.unwrap_or(stored.budget),
-            period: period.unwrap_or(stored.period),
-        };
-        if given != stored {
-            return Err(ledger::LedgerError::SettingsMismatch {
-                path: path.display().to_string(),
-                stored,
-                given,
-            }
-            .into());
-        }
-        return Ok(l);
-    }
-    let Some(budget) = budget else {
-        bail!(
-            "{} does not exist: creating a ledger needs --budget EPS",
-            path.display()
-        );
-    };
-    let settings = Settings {
-        budget,
-        period: period.unwrap_or(Period::None),
-    };
-    Ok(ledger::open(&path.to_string_lossy(), settings)?)
+    Ok(ledger::open_or_create(path, budget, period)?)
 }
 
 fn fallback_item(args: &LedgerArgs, rec: &Recommender) -> anyhow::Result<Option<u32>> {
@@ -149,9 +124,10 @@ pub fn run(rec: Recommender, args: &LedgerArgs, input: Inputs<'_>) -> anyhow::Re
                 .context("--history with --ledger needs --user ID (whose budget pays)")?;
             let ids = h.split(',').map(str::trim).filter(|s| !s.is_empty());
             let history = rec.history(ids).context("--history")?;
-            let request_id = args.request_id.clone().unwrap_or_else(|| {
-                format!("{}/{}", Timestamp::now().0, rand_suffix())
-            });
+            let request_id = args
+                .request_id
+                .clone()
+                .unwrap_or_else(|| format!("{}/{}", Timestamp::now().0, rand_suffix()));
             let one = BatchRequest {
                 user,
                 request_id,
@@ -197,19 +173,17 @@ pub fn run(rec: Recommender, args: &LedgerArgs, input: Inputs<'_>) -> anyhow::Re
         let refs: Vec<&str> = key_config.iter().map(|s| s.as_str()).collect();
         run_key(&users_bytes, &refs)
     };
-    let key = if args.new_run {
-        format!("{key}/{}", rand_suffix())
-    } else {
-        key
-    };
-    let run = ledger.open_run(&key, now)?;
+    let id = args.run_id.clone().unwrap_or_else(|| key[..16].to_string());
+    let run = ledger.open_run(&id, &key, now)?;
     eprintln!(
-        "[ledger] run {} ({}); request ids are the file's request_id, else {}/<user>",
+        "[ledger] run {} (attempt {}{}); request ids are the file's request_id, else {}/<user>",
         run.id,
-        if run.resumed {
-            "resuming an unfinished run of this command: what it committed is replayed"
+        run.attempts,
+        if run.attempts > 1 {
+            ": answers committed by earlier attempts are replayed, not charged again; a new \
+             batch over this file needs --run-id NAME"
         } else {
-            "new"
+            ""
         },
         run.id
     );
@@ -221,9 +195,12 @@ pub fn run(rec: Recommender, args: &LedgerArgs, input: Inputs<'_>) -> anyhow::Re
     })?;
     bar.finish_and_clear();
     let secs = t.elapsed().as_secs_f64();
-    let rows: Vec<LedgerRow> = batch.iter().zip(&outcomes).map(|(b, o)| row(b, o)).collect();
+    let rows: Vec<LedgerRow> = batch
+        .iter()
+        .zip(&outcomes)
+        .map(|(b, o)| row(b, o))
+        .collect();
     emit(&rows, &input, false)?;
-    ledger.finish_run(&run.id, Timestamp::now())?;
     let stats = lr.stats();
     let count = |s: &str| rows.iter().filter(|r| r.status == s).count();
     eprintln!(
@@ -258,7 +235,11 @@ fn emit(rows: &[LedgerRow], input: &Inputs<'_>, single: bool) -> anyhow::Result<
             eprintln!("[recommend] wrote {}", path.display());
         }
         None if single => {
-            writeln!(std::io::stdout(), "{}", rows[0].item.as_deref().unwrap_or(""))?;
+            writeln!(
+                std::io::stdout(),
+                "{}",
+                rows[0].item.as_deref().unwrap_or("")
+            )?;
         }
         None => {
             anyhow::ensure!(

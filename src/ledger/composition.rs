@@ -37,7 +37,7 @@ pub fn zcdp_rho(mech: &dyn Mechanism, epsilon: f64) -> Result<f64> {
 
 /// The ε of (ε, δ)-DP implied by ρ-zCDP: `ρ + 2√(ρ ln(1/δ))` (Bun & Steinke 2016, Prop. 1.3).
 pub fn zcdp_epsilon(rho: f64, delta: f64) -> Result<f64> {
-    if !(delta > 0.0 && delta < 1.0) || !(rho.is_finite() && rho >= 0.0) {
+    if !(delta > 0.0 && delta < 1.0 && rho.is_finite() && rho >= 0.0) {
         return Err(LedgerError::Invalid(format!(
             "need rho >= 0 and 0 < delta < 1, got rho = {rho}, delta = {delta}"
         )));

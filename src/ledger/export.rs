@@ -147,8 +147,8 @@ pub fn read(input: &mut dyn BufRead, source: &str) -> Result<Verified> {
         }
     };
     let (i, text) = next()?.ok_or_else(|| bad(0, "the file is empty".into()))?;
-    let header: Header = serde_json::from_str(&text)
-        .map_err(|e| bad(i, format!("not an export header: {e}")))?;
+    let header: Header =
+        serde_json::from_str(&text).map_err(|e| bad(i, format!("not an export header: {e}")))?;
     if header.format != EXPORT_FORMAT || header.version != EXPORT_VERSION {
         return Err(bad(
             i,
@@ -203,8 +203,7 @@ pub fn read(input: &mut dyn BufRead, source: &str) -> Result<Verified> {
             }
             break;
         }
-        let l: Line =
-            serde_json::from_str(&text).map_err(|e| bad(i, format!("bad event: {e}")))?;
+        let l: Line = serde_json::from_str(&text).map_err(|e| bad(i, format!("bad event: {e}")))?;
         let units = Units::new(l.units)?;
         let time = Timestamp(l.time_ms);
         let checks = [

@@ -44,7 +44,7 @@ struct Counters {
 /// dropping it commits what was queued, then stops the thread.
 pub struct GroupCommitter {
     sender: Mutex<Option<Sender<Job>>>,
-    thread: Option<JoinHandle<()>>,
+    thread: Mutex<Option<JoinHandle<()>>>,
     counters: Arc<Counters>,
     ledger: Arc<dyn Ledger>,
 }
@@ -74,7 +74,7 @@ impl GroupCommitter {
         };
         GroupCommitter {
             sender: Mutex::new(Some(tx)),
-            thread: Some(thread),
+            thread: Mutex::new(Some(thread)),
             counters,
             ledger,
         }
@@ -133,13 +133,12 @@ impl GroupCommitter {
         }
     }
 
-    /// Stops accepting jobs, commits the queued ones and joins the thread.
-    pub fn shutdown(&mut self) {
-        self.sender
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take();
-        if let Some(t) = self.thread.take() {
+    /// Stops accepting jobs (later ones get an error), commits the queued ones and joins the
+    /// thread: a server's graceful shutdown. Idempotent; also done on drop.
+    pub fn shutdown(&self) {
+        self.sender.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let thread = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(t) = thread {
             let _ = t.join();
         }
     }

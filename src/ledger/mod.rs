@@ -278,14 +278,15 @@ pub struct Balance {
     pub remaining: Units,
 }
 
-/// A batch run of `recsel recommend --ledger`: the run id its request ids derive from, and
-/// whether it resumes an unfinished run of the same command.
+/// A batch run of `recsel recommend --ledger`: its request ids are `<run id>/<user>`, so every
+/// attempt of one run (a rerun after a crash) asks for the same ids and is charged once.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Run {
     /// The run id.
     pub id: String,
-    /// `true` if an unfinished run with the same key was found and is resumed.
-    pub resumed: bool,
+    /// Attempts recorded so far, this one included (more than 1: earlier attempts' charges are
+    /// replayed, not repeated).
+    pub attempts: u64,
 }
 
 /// A durable per-user privacy ledger. Object-safe: the server holds an `Arc<dyn Ledger>`, and a
@@ -324,12 +325,10 @@ pub trait Ledger: Send + Sync + fmt::Debug {
     /// keeping their sequence numbers. An error if the ledger already has events.
     fn import_events(&self, events: &[Event]) -> Result<()>;
 
-    /// The unfinished run of the batch command with this `key`, or a new run (its id stored
-    /// durably before it is returned).
-    fn open_run(&self, key: &str, at: Timestamp) -> Result<Run>;
-
-    /// Marks a run finished, so the same command starts a new run next time.
-    fn finish_run(&self, id: &str, at: Timestamp) -> Result<()>;
+    /// Records an attempt of the batch run `id` whose command has the fingerprint `key`
+    /// (durably, before any of its charges). An error if `id` was used before with another
+    /// key: its request ids would replay answers computed for other inputs.
+    fn open_run(&self, id: &str, key: &str, at: Timestamp) -> Result<Run>;
 }
 
 /// Opens the ledger named by `spec` with `settings`: a file path (the embedded SQLite store,
@@ -345,4 +344,42 @@ pub fn open(spec: &str, settings: Settings) -> Result<Arc<dyn Ledger>> {
 /// Opens an existing ledger file with the settings stored in it (for inspection and export).
 pub fn open_existing(path: &Path) -> Result<Arc<dyn Ledger>> {
     Ok(Arc::new(SqliteLedger::open_existing(path)?))
+}
+
+/// What a serving command does with `--ledger FILE [--budget B] [--period P]`: an existing ledger
+/// is opened with its stored settings, and a budget or period given that differs from them is
+/// [`LedgerError::SettingsMismatch`]; a missing file is created with `budget` (required then)
+/// and `period` (default [`Period::None`]).
+pub fn open_or_create(
+    path: &Path,
+    budget: Option<Units>,
+    period: Option<Period>,
+) -> Result<Arc<dyn Ledger>> {
+    if path.exists() {
+        let l = open_existing(path)?;
+        let stored = l.settings();
+        let given = Settings {
+            budget: budget.unwrap_or(stored.budget),
+            period: period.unwrap_or(stored.period),
+        };
+        if given != stored {
+            return Err(LedgerError::SettingsMismatch {
+                path: path.display().to_string(),
+                stored,
+                given,
+            });
+        }
+        return Ok(l);
+    }
+    let Some(budget) = budget else {
+        return Err(LedgerError::Invalid(format!(
+            "{} does not exist: creating a ledger needs a budget (--budget EPS)",
+            path.display()
+        )));
+    };
+    let settings = Settings {
+        budget,
+        period: period.unwrap_or(Period::None),
+    };
+    Ok(Arc::new(SqliteLedger::open(path, settings)?))
 }

@@ -402,8 +402,9 @@ fn setup(c: &mut Client, location: &str, settings: Settings) -> Result<Settings>
              CREATE TABLE recsel_runs (
                  run_id TEXT PRIMARY KEY,
                  key TEXT NOT NULL,
-                 started_ms BIGINT NOT NULL,
-                 finished_ms BIGINT
+                 first_ms BIGINT NOT NULL,
+                 last_ms BIGINT NOT NULL,
+                 attempts BIGINT NOT NULL CHECK (attempts >= 1)
              );"
         ))
         .map_err(e)?;
@@ -595,46 +596,55 @@ impl Ledger for PostgresLedger {
         tx.commit().map_err(&e)
     }
 
-    fn open_run(&self, key: &str, at: Timestamp) -> Result<Run> {
+    fn open_run(&self, id: &str, key: &str, at: Timestamp) -> Result<Run> {
+        if id.is_empty() || id.contains('/') {
+            return Err(LedgerError::Invalid(format!(
+                "run id '{id}' must be non-empty and without '/'"
+            )));
+        }
         let mut c = lock(&self.writer);
         let e = self.err();
         let mut tx = c.transaction().map_err(&e)?;
-        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&(SETUP_LOCK + 1)])
-            .map_err(&e)?;
         let found = tx
             .query_opt(
-                "SELECT run_id FROM recsel_runs WHERE key = $1 AND finished_ms IS NULL \
-                 ORDER BY started_ms DESC LIMIT 1",
-                &[&key],
+                "SELECT key, attempts FROM recsel_runs WHERE run_id = $1 FOR UPDATE",
+                &[&id],
             )
             .map_err(&e)?;
-        let run = match found {
-            Some(r) => Run {
-                id: r.get(0),
-                resumed: true,
-            },
-            None => {
-                let id = format!("{:016x}", rand::random::<u64>());
+        let attempts = match found.map(|r| (r.get::<_, String>(0), r.get::<_, i64>(1))) {
+            Some((k, _)) if k != key => {
+                return Err(LedgerError::Invalid(format!(
+                    "{}: run id '{id}' was used with another users file or configuration; its \
+                     request ids would replay answers computed for other inputs. Choose another \
+                     run id",
+                    self.location
+                )))
+            }
+            Some((_, n)) => {
                 tx.execute(
-                    "INSERT INTO recsel_runs (run_id, key, started_ms) VALUES ($1, $2, $3)",
+                    "UPDATE recsel_runs SET attempts = $2, last_ms = $3 WHERE run_id = $1",
+                    &[&id, &(n + 1), &at.0],
+                )
+                .map_err(&e)?;
+                n as u64 + 1
+            }
+            None => {
+                // A concurrent first attempt of the same id waits on the primary key, then fails
+                // here; the command can simply be run again.
+                tx.execute(
+                    "INSERT INTO recsel_runs (run_id, key, first_ms, last_ms, attempts) \
+                     VALUES ($1, $2, $3, $3, 1)",
                     &[&id, &key, &at.0],
                 )
                 .map_err(&e)?;
-                Run { id, resumed: false }
+                1
             }
         };
         tx.commit().map_err(&e)?;
-        Ok(run)
-    }
-
-    fn finish_run(&self, id: &str, at: Timestamp) -> Result<()> {
-        lock(&self.writer)
-            .execute(
-                "UPDATE recsel_runs SET finished_ms = $2 WHERE run_id = $1",
-                &[&id, &at.0],
-            )
-            .map_err(self.err())?;
-        Ok(())
+        Ok(Run {
+            id: id.to_string(),
+            attempts,
+        })
     }
 }
 

@@ -10,8 +10,8 @@
 //!
 //! Tables: `meta` (format, version, budget, period), `events` (one row per charged request or
 //! served fallback; the request id is unique), `windows` (the running total per user and window,
-//! updated in the same transaction as its events) and `runs` (batch runs and whether they
-//! finished).
+//! updated in the same transaction as its events) and `runs` (batch runs: the fingerprint of
+//! their command and how often they were attempted).
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
@@ -54,8 +54,9 @@ CREATE TABLE IF NOT EXISTS windows (
 CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY,
     key TEXT NOT NULL,
-    started_ms INTEGER NOT NULL,
-    finished_ms INTEGER
+    first_ms INTEGER NOT NULL,
+    last_ms INTEGER NOT NULL,
+    attempts INTEGER NOT NULL
 );
 ";
 
@@ -235,8 +236,11 @@ impl SqliteLedger {
                 ("period", settings.period.name().to_string()),
                 ("created", created),
             ] {
-                tx.execute("INSERT INTO meta (key, value) VALUES (?1, ?2)", params![k, v])
-                    .map_err(e)?;
+                tx.execute(
+                    "INSERT INTO meta (key, value) VALUES (?1, ?2)",
+                    params![k, v],
+                )
+                .map_err(e)?;
             }
         }
         let meta = |key: &str| -> Result<String> {
@@ -260,7 +264,9 @@ impl SqliteLedger {
             .ok()
             .and_then(|n| Units::new(n).ok())
             .ok_or_else(|| Self::store_err(path, "bad budget_units in meta"))?;
-        let period = meta("period")?.parse().map_err(|x| Self::store_err(path, x))?;
+        let period = meta("period")?
+            .parse()
+            .map_err(|x| Self::store_err(path, x))?;
         tx.commit().map_err(e)?;
         Ok((conn, Settings { budget, period }))
     }
@@ -376,7 +382,9 @@ impl SqliteLedger {
              answer_kind, answer_item) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
         )?;
         if r.epsilon <= remaining {
-            let after = spent.checked_add(r.epsilon).expect("spent + charge <= budget");
+            let after = spent
+                .checked_add(r.epsilon)
+                .expect("spent + charge <= budget");
             let (kind, item) = answer_columns(&r.answer);
             insert.execute(params![
                 r.request_id,
@@ -485,9 +493,7 @@ impl Ledger for SqliteLedger {
                 "SELECT {EVENT_COLUMNS} FROM events WHERE user = ?1 ORDER BY seq"
             ))
             .map_err(self.err())?;
-        let rows = stmt
-            .query_map([user], event_from_row)
-            .map_err(self.err())?;
+        let rows = stmt.query_map([user], event_from_row).map_err(self.err())?;
         rows.collect::<std::result::Result<_, _>>()
             .map_err(self.err())
     }
@@ -506,9 +512,7 @@ impl Ledger for SqliteLedger {
         let mut stmt = conn
             .prepare("SELECT DISTINCT user FROM events ORDER BY user")
             .map_err(self.err())?;
-        let rows = stmt
-            .query_map([], |r| r.get(0))
-            .map_err(self.err())?;
+        let rows = stmt.query_map([], |r| r.get(0)).map_err(self.err())?;
         rows.collect::<std::result::Result<_, _>>()
             .map_err(self.err())
     }
@@ -580,44 +584,56 @@ impl Ledger for SqliteLedger {
         tx.commit().map_err(&e)
     }
 
-    fn open_run(&self, key: &str, at: Timestamp) -> Result<Run> {
+    fn open_run(&self, id: &str, key: &str, at: Timestamp) -> Result<Run> {
+        if id.is_empty() || id.contains('/') {
+            return Err(LedgerError::Invalid(format!(
+                "run id '{id}' must be non-empty and without '/'"
+            )));
+        }
         let mut conn = lock(&self.writer);
         let e = self.err();
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(&e)?;
-        let found: Option<String> = tx
+        let found: Option<(String, i64)> = tx
             .query_row(
-                "SELECT run_id FROM runs WHERE key = ?1 AND finished_ms IS NULL \
-                 ORDER BY started_ms DESC LIMIT 1",
-                [key],
-                |r| r.get(0),
+                "SELECT key, attempts FROM runs WHERE run_id = ?1",
+                [id],
+                |r| Ok((r.get(0)?, r.get(1)?)),
             )
             .optional()
             .map_err(&e)?;
-        let run = match found {
-            Some(id) => Run { id, resumed: true },
-            None => {
-                let id = format!("{:016x}", rand::random::<u64>());
+        let attempts = match found {
+            Some((k, _)) if k != key => {
+                return Err(LedgerError::Invalid(format!(
+                    "{}: run id '{id}' was used with another users file or configuration; its \
+                     request ids would replay answers computed for other inputs. Choose another \
+                     run id",
+                    self.path.display()
+                )))
+            }
+            Some((_, n)) => {
                 tx.execute(
-                    "INSERT INTO runs (run_id, key, started_ms) VALUES (?1, ?2, ?3)",
+                    "UPDATE runs SET attempts = ?2, last_ms = ?3 WHERE run_id = ?1",
+                    params![id, n + 1, at.0],
+                )
+                .map_err(&e)?;
+                n as u64 + 1
+            }
+            None => {
+                tx.execute(
+                    "INSERT INTO runs (run_id, key, first_ms, last_ms, attempts) \
+                     VALUES (?1, ?2, ?3, ?3, 1)",
                     params![id, key, at.0],
                 )
                 .map_err(&e)?;
-                Run { id, resumed: false }
+                1
             }
         };
         tx.commit().map_err(&e)?;
-        Ok(run)
-    }
-
-    fn finish_run(&self, id: &str, at: Timestamp) -> Result<()> {
-        let conn = lock(&self.writer);
-        conn.execute(
-            "UPDATE runs SET finished_ms = ?2 WHERE run_id = ?1",
-            params![id, at.0],
-        )
-        .map_err(self.err())?;
-        Ok(())
+        Ok(Run {
+            id: id.to_string(),
+            attempts,
+        })
     }
 }

@@ -150,10 +150,12 @@ impl Period {
     pub fn window(self, t: Timestamp) -> Window {
         let days = t.0.div_euclid(MS_PER_DAY);
         let (start, end) = match self {
-            Period::None => return Window {
-                start: Timestamp(i64::MIN),
-                end: None,
-            },
+            Period::None => {
+                return Window {
+                    start: Timestamp(i64::MIN),
+                    end: None,
+                }
+            }
             Period::Day => (days, days + 1),
             Period::Week => {
                 // 1970-01-01 was a Thursday: Monday-based weekday = (days + 3) mod 7.

@@ -30,7 +30,9 @@ use super::LedgerError;
 
 /// A non-negative amount of ε in units of 10⁻⁹, at most [`Units::MAX`] (`i64::MAX`, so every
 /// amount fits a signed 64-bit database column).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
+)]
 #[serde(transparent)]
 pub struct Units(u64);
 

@@ -226,8 +226,8 @@ impl LedgeredRecommender {
         let mut results: Vec<Option<Vec<Outcome>>> = vec![None; blocks.len()];
         let mut next_done = 0;
         let deliver = |results: &mut Vec<Option<Vec<Outcome>>>,
-                           next_done: &mut usize,
-                           done: &mut dyn FnMut(&[BatchRequest], &[Outcome])| {
+                       next_done: &mut usize,
+                       done: &mut dyn FnMut(&[BatchRequest], &[Outcome])| {
             while *next_done < blocks.len() {
                 match &results[*next_done] {
                     Some(o) => done(blocks[*next_done], o),
@@ -301,16 +301,29 @@ pub fn request_ids(requests: Vec<UserRequest>, run: &Run) -> Vec<BatchRequest> {
         .collect()
 }
 
-/// The key of a batch command for [`crate::ledger::Ledger::open_run`]: a hash of what decides
-/// its requests (the users file's bytes and the serving configuration), not of the seed or the
-/// output path, so that rerunning the same command after a crash finds the unfinished run.
+/// The fingerprint of a batch command for [`crate::ledger::Ledger::open_run`], and its default
+/// run id (its first 16 hex digits): a hash of what decides its requests (the users file's bytes
+/// and the serving configuration), not of the seed or the output path. The same command
+/// therefore has the same run id and the same request ids on every attempt: a rerun after a
+/// crash replays what was committed and charges only the rest, and running it again after it
+/// finished charges nothing. A new batch over the same file takes a new run id.
 pub fn run_key(users_file: &[u8], config: &[&str]) -> String {
     let mut h = Fnv64::new();
     h.write(&(users_file.len() as u64).to_le_bytes());
     h.write(users_file);
+    let first = h.finish();
     for c in config {
         h.write(&(c.len() as u64).to_le_bytes());
         h.write(c.as_bytes());
     }
-    format!("{:016x}", h.finish())
+    // Two 64-bit halves: the second hashes everything again in reverse order, so the key is not
+    // one 64-bit FNV value whose collisions are easy to find.
+    let mut g = Fnv64::new();
+    for c in config.iter().rev() {
+        g.write(c.as_bytes());
+        g.write(&[0xff]);
+    }
+    g.write(&first.to_le_bytes());
+    g.write(users_file);
+    format!("{:016x}{:016x}", h.finish(), g.finish())
 }

@@ -728,6 +728,8 @@ pub fn run(opts: ServeOptions) -> Result<Served, ServeError> {
         while Arc::strong_count(&svc) > 2 && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(10));
         }
+        // Commit what is queued and stop the commit thread before reporting.
+        svc.committer().shutdown();
         served.commits = svc.committer().stats();
     }
     drop(st);
