@@ -190,6 +190,18 @@ impl Server {
         );
     }
 
+    /// Waits until the server's stderr holds `needle` (it is read by another thread).
+    pub fn log_contains(&self, needle: &str) -> bool {
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_secs(10) {
+            if self.log.lock().unwrap().contains(needle) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        false
+    }
+
     pub fn post(&self, path: &str, key: Option<&str>, body: &Value) -> Reply {
         self.post_raw(path, key, body.to_string().as_bytes())
     }
@@ -599,7 +611,7 @@ fn replays_fallbacks_batches_and_the_model_are_served_as_documented() {
         ],
     ));
     s.wait_ready(Duration::from_secs(30));
-    assert!(s.log.lock().unwrap().contains("INSECURE TEST SEED"));
+    assert!(s.log_contains("INSECURE TEST SEED"));
     let first = s.post("/v1/recommend", None, &good("bob", "b1")).json();
     assert_eq!(first["guarantee"], "user-level eps-DP per recommendation");
     assert_eq!(first["candidates"], "all");
@@ -722,7 +734,7 @@ fn a_policy_that_is_not_user_level_needs_allow_non_private_and_says_so_in_every_
         &["--candidates", "history-top:100", "--allow-non-private"],
     ));
     s.wait_ready(Duration::from_secs(30));
-    assert!(s.log.lock().unwrap().contains("WARNING: NOT user-level"));
+    assert!(s.log_contains("WARNING: NOT user-level"));
     let r = s.post("/v1/recommend", None, &good("dave", "d1")).json();
     assert!(
         r["guarantee"]
