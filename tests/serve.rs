@@ -290,6 +290,15 @@ fn key_file(dir: &Path) -> PathBuf {
     p
 }
 
+/// A bad-input case: its name, the body, the API key sent, the status and the field expected.
+type Case = (
+    &'static str,
+    Vec<u8>,
+    Option<&'static str>,
+    u16,
+    &'static str,
+);
+
 #[test]
 fn bad_input_gets_the_right_4xx_naming_the_field_and_the_next_good_request_is_served() {
     let tmp = tempfile::tempdir().unwrap();
@@ -315,7 +324,7 @@ fn bad_input_gets_the_right_4xx_naming_the_field_and_the_next_good_request_is_se
         "x".repeat(5000)
     );
     // (case, body, key, status, field)
-    let cases: Vec<(&str, Vec<u8>, Option<&str>, u16, &str)> = vec![
+    let cases: Vec<Case> = vec![
         (
             "malformed JSON",
             b"{\"user\": \"u\", \"history\": [".to_vec(),
@@ -709,39 +718,4 @@ fn sigterm_finishes_the_requests_in_flight_commits_and_exits_0() {
     }
     assert!(answered > 0);
     l.verify().unwrap();
-}
-
-#[test]
-fn a_policy_that_is_not_user_level_needs_allow_non_private_and_says_so_in_every_response() {
-    let tmp = tempfile::tempdir().unwrap();
-    let ledger = tmp.path().join("ledger.db");
-    let out = Command::new(env!("CARGO_BIN_EXE_recsel"))
-        .arg("serve")
-        .args(args(
-            ledger.to_str().unwrap(),
-            "10",
-            &["--candidates", "history-top:100"],
-        ))
-        .args(["--listen", "127.0.0.1:0"])
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("--allow-non-private"), "{err}");
-    let s = Server::start(&args(
-        ledger.to_str().unwrap(),
-        "10",
-        &["--candidates", "history-top:100", "--allow-non-private"],
-    ));
-    s.wait_ready(Duration::from_secs(30));
-    assert!(s.log_contains("WARNING: NOT user-level"));
-    let r = s.post("/v1/recommend", None, &good("dave", "d1")).json();
-    assert!(
-        r["guarantee"]
-            .as_str()
-            .unwrap()
-            .starts_with("NOT user-level"),
-        "{r}"
-    );
-    assert_eq!(r["candidates"], "history-top:100");
 }

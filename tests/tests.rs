@@ -35,5 +35,6 @@ mod secure;
 mod select;
 mod serve;
 mod serve_faults;
+mod serve_options;
 mod serve_postgres;
 mod synth;
