@@ -586,6 +586,26 @@ fn one_user_with_budget_for_10_gets_exactly_10_of_100_simultaneous_requests() {
     assert_eq!(l.events("alice").unwrap().len(), 10);
 }
 
+/// Power of the count above: two servers that do not share a ledger (the deployment mistake
+/// docs/serving.md warns about) each grant the whole budget, and the count sees 20.
+#[test]
+fn two_servers_with_two_ledgers_grant_the_budget_twice_and_the_count_sees_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let servers: Vec<Server> = ["a.db", "b.db"]
+        .iter()
+        .map(|f| Server::start(&args(tmp.path().join(f).to_str().unwrap(), "10", &[])))
+        .collect();
+    for s in &servers {
+        s.wait_ready(Duration::from_secs(30));
+    }
+    let addrs: Vec<SocketAddr> = servers.iter().map(|s| s.addr).collect();
+    let ok = simultaneous(&addrs, 100, "mallory")
+        .iter()
+        .filter(|r| r.status == 200)
+        .count();
+    assert_eq!(ok, 20);
+}
+
 /// `n` requests for `user` with distinct ids, all sent at once (after a barrier), spread over
 /// `servers` in turn.
 pub fn simultaneous(servers: &[SocketAddr], n: usize, user: &str) -> Vec<Reply> {
