@@ -558,6 +558,11 @@ fn one_user_with_budget_for_10_gets_exactly_10_of_100_simultaneous_requests() {
     let replies = simultaneous(&[s.addr], 100, "alice");
     let ok = replies.iter().filter(|r| r.status == 200).count();
     let refused: Vec<&Reply> = replies.iter().filter(|r| r.status == 429).collect();
+    eprintln!(
+        "one server, embedded ledger: 100 simultaneous requests of one user, budget for 10: {ok} \
+         answered, {} refused",
+        refused.len()
+    );
     assert_eq!(
         (ok, refused.len()),
         (10, 90),
@@ -603,6 +608,7 @@ fn two_servers_with_two_ledgers_grant_the_budget_twice_and_the_count_sees_it() {
         .iter()
         .filter(|r| r.status == 200)
         .count();
+    eprintln!("two servers, two ledgers (the mistake): {ok} answered");
     assert_eq!(ok, 20);
 }
 

@@ -293,6 +293,7 @@ fn postgres_ledger_decides_like_the_embedded_one_and_replicas_cannot_overspend()
         .iter()
         .filter(|o| matches!(o, Outcome::Refused { .. }))
         .count();
+    eprintln!("two ledgers on one PostgreSQL, 16 threads: {charged} charged, {refused} refused");
     assert_eq!((charged, refused), (10, 90));
     drop(committers);
 
@@ -307,6 +308,10 @@ fn postgres_ledger_decides_like_the_embedded_one_and_replicas_cannot_overspend()
     let replies = simultaneous(&[s1.addr, s2.addr], 100, "frank");
     let ok = replies.iter().filter(|r| r.status == 200).count();
     let refused = replies.iter().filter(|r| r.status == 429).count();
+    eprintln!(
+        "two servers sharing PostgreSQL: 100 simultaneous requests of one user, budget for 10: \
+         {ok} answered, {refused} refused"
+    );
     assert_eq!(
         (ok, refused),
         (10, 90),
