@@ -341,8 +341,15 @@ pub fn open(spec: &str, settings: Settings) -> Result<Arc<dyn Ledger>> {
     Ok(Arc::new(SqliteLedger::open(Path::new(spec), settings)?))
 }
 
-/// Opens an existing ledger file with the settings stored in it (for inspection and export).
+/// Opens an existing ledger file with the settings stored in it (for inspection and export); a
+/// `postgres://` URL in place of the path opens the shared ledger in that database.
 pub fn open_existing(path: &Path) -> Result<Arc<dyn Ledger>> {
+    if let Some(url) = path
+        .to_str()
+        .filter(|p| p.starts_with("postgres://") || p.starts_with("postgresql://"))
+    {
+        return Ok(Arc::new(PostgresLedger::open_existing(url)?));
+    }
     Ok(Arc::new(SqliteLedger::open_existing(path)?))
 }
 

@@ -133,7 +133,7 @@ impl PostgresLedger {
     pub fn open(url: &str, settings: Settings) -> Result<Self> {
         let location = redact(url);
         let mut writer = connect(url, &location)?;
-        let stored = setup(&mut writer, &location, settings)?;
+        let stored = setup(&mut writer, &location, Some(settings))?;
         if stored != settings {
             return Err(LedgerError::SettingsMismatch {
                 path: location,
@@ -141,6 +141,21 @@ impl PostgresLedger {
                 given: settings,
             });
         }
+        let reader = connect(url, &location)?;
+        Ok(PostgresLedger {
+            location,
+            settings,
+            writer: Mutex::new(writer),
+            reader: Mutex::new(reader),
+        })
+    }
+
+    /// Connects to an existing ledger in the database of `url`, with the settings stored in it
+    /// (for inspection and export).
+    pub fn open_existing(url: &str) -> Result<Self> {
+        let location = redact(url);
+        let mut writer = connect(url, &location)?;
+        let settings = setup(&mut writer, &location, None)?;
         let reader = connect(url, &location)?;
         Ok(PostgresLedger {
             location,
@@ -368,7 +383,7 @@ fn connect(url: &str, location: &str) -> Result<Client> {
 
 /// Creates the tables if needed (under an advisory lock, so replicas starting together do not
 /// race) and returns the stored settings.
-fn setup(c: &mut Client, location: &str, settings: Settings) -> Result<Settings> {
+fn setup(c: &mut Client, location: &str, create: Option<Settings>) -> Result<Settings> {
     let e = |x: postgres::Error| store_err(location, x);
     let mut tx = c.transaction().map_err(e)?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&SETUP_LOCK])
@@ -378,6 +393,9 @@ fn setup(c: &mut Client, location: &str, settings: Settings) -> Result<Settings>
         .map_err(e)?
         .get(0);
     if !exists {
+        let Some(settings) = create else {
+            return Err(store_err(location, "no recsel ledger in this database"));
+        };
         let budget = to_i64(settings.budget);
         tx.batch_execute(&format!(
             "CREATE TABLE recsel_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
