@@ -334,4 +334,17 @@ fn postgres_ledger_decides_like_the_embedded_one_and_replicas_cannot_overspend()
     .unwrap();
     check.verify().unwrap();
     assert_eq!(check.events("frank").unwrap().len(), 10);
+    // `recsel ledger export` reads the shared ledger too (backups of a replicated service).
+    let out = Command::new(env!("CARGO_BIN_EXE_recsel"))
+        .args(["ledger", "export", "--ledger", &url])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let verified = ledger::export::read(&mut text.as_bytes(), "export").unwrap();
+    assert_eq!(verified.events.len(), 10);
 }
