@@ -82,7 +82,7 @@ fn mechanisms_lists_the_registry() {
         assert_eq!(e["audit_reference"], spec.audit_reference, "{}", spec.name);
         assert_eq!(
             e["parameters"].as_array().unwrap().len(),
-            spec.params.len(),
+            spec.params.len() + spec.extra_params.len(),
             "{}",
             spec.name
         );

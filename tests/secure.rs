@@ -512,7 +512,7 @@ fn audit_of_the_secure_path_is_consistent_for_every_private_mechanism() {
         );
         audited += 1;
     }
-    assert_eq!(audited, 12);
+    assert_eq!(audited, 15);
     // Power: the secure path of an rnm that claims ε but scales its noise for 2ε is refuted.
     let bad = NoisyMax::miscalibrated(Noise::Exponential, 1.0, 2.0).unwrap();
     let r = audit::audit(

@@ -26,6 +26,13 @@ def audit(mech: str, scores: Sequence[float], sens: Sequence[float], eps: float,
 def sensitivities(model: Model, users: UserRows, lower: float, upper: float, floor: float,
                   population: str) -> Sensitivities: ...
 def split_users(n_users: int, parts: int) -> List[Tuple[int, int]]: ...
+def select_private_candidates(
+    fn_: Any, stopping: str, eps0: float, gamma: Optional[float] = None,
+    eta: Optional[float] = None, mu: Optional[float] = None, runs: Optional[int] = None,
+    threshold: Optional[float] = None, max_runs: Optional[int] = None, delta0: float = 0.0,
+    seed: int = 0, secure: bool = False,
+) -> Tuple[Any, Optional[float], Tuple[float, float, str], int,
+           List[Tuple[float, float, str]]]: ...
 def percentile_counts_of(model: Model, users: UserRows,
                          config: SelectConfig) -> npt.NDArray[np.uint64]: ...
 def sketch_partition(model: Model, users: UserRows, counts: npt.NDArray[np.uint64],

@@ -33,6 +33,8 @@ use recsel::scoring::{
 };
 use recsel::stats::Chooser;
 
+mod candidates;
+
 pyo3::create_exception!(
     _native,
     RecselError,
@@ -1531,6 +1533,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(sketch_partition, m)?)?;
     m.add_function(wrap_pyfunction!(merge_sketches, m)?)?;
     m.add_function(wrap_pyfunction!(run_partition, m)?)?;
+    m.add_function(wrap_pyfunction!(candidates::select_private_candidates, m)?)?;
     m.add_class::<UserRows>()?;
     m.add_class::<PyModel>()?;
     m.add_class::<PySens>()?;

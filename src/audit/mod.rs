@@ -193,6 +193,10 @@ pub fn audit(
         (NoiseMode::Secure, Guarantee::Pure { .. }) => Guarantee::Pure {
             epsilon: mech.secure_epsilon()?,
         },
+        (NoiseMode::Secure, Guarantee::Approx { delta, .. }) => Guarantee::Approx {
+            epsilon: mech.secure_epsilon()?,
+            delta,
+        },
         (NoiseMode::Secure, g) => {
             mech.secure_epsilon()?;
             g
@@ -241,10 +245,19 @@ pub fn audit(
         .fold(0.0f64, |a, b| if b > a { b } else { a });
     // A small relative slack keeps rounding in the bounds from reading as a violation.
     let exceeds = |r: &DirectionResult, eps: f64| r.eps_lb > eps * (1.0 + 1e-9);
+    // An (ε, δ) claim is refuted when P_lo > e^ε·P_hi + δ: the bound with δ taken off first.
+    let delta = guarantee.delta();
+    let refutes = |r: &DirectionResult, eps: f64| {
+        if delta == 0.0 {
+            exceeds(r, eps)
+        } else {
+            ((r.p_lo - delta).max(0.0) / r.p_hi).ln() > eps * (1.0 + 1e-9)
+        }
+    };
     let violation = guarantee.is_private()
         && results
             .iter()
-            .any(|r| r.claimed.is_some_and(|c| exceeds(r, c)));
+            .any(|r| r.claimed.is_some_and(|c| refutes(r, c)));
     let exceeds_nominal = results.iter().any(|r| exceeds(r, mech.epsilon()));
     Ok(AuditReport {
         mechanism: mech.name().to_string(),

@@ -117,6 +117,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let per_mech = pairs.len() as u64 * 2 * (config.samples + config.select_samples);
     let bar = progress(per_mech * specs.len() as u64, "auditing");
     let start = Instant::now();
+    mechanisms::check_extra_params(&specs, &params)?;
     let mut mechs = Vec::new();
     for spec in &specs {
         let mech = spec

@@ -28,6 +28,10 @@ pub struct MechOpts {
     /// Number of draws T of the audit reference bot-exp, >= 1.
     #[arg(long, value_name = "T")]
     pub draws: Option<u64>,
+    /// A parameter a mechanism declares (`recsel mechanisms` lists them), e.g. `--param
+    /// threshold=0.8 --param max_runs=100` for rs-threshold; repeatable.
+    #[arg(long = "param", value_name = "NAME=VALUE", allow_hyphen_values = true)]
+    pub param: Vec<String>,
 }
 
 impl MechOpts {
@@ -50,6 +54,16 @@ impl MechOpts {
         }
         if let Some(t) = self.draws {
             base.draws = t;
+        }
+        for p in &self.param {
+            let (name, value) = p
+                .split_once('=')
+                .with_context(|| format!("--param '{p}': expected NAME=VALUE"))?;
+            let v: f64 = value
+                .trim()
+                .parse()
+                .with_context(|| format!("--param '{p}': '{value}' is not a number"))?;
+            base.extra.insert(name.trim().to_string(), v);
         }
         Ok(base)
     }

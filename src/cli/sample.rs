@@ -55,6 +55,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .opts
         .apply(MechParams::default().with_epsilon(args.eps))?;
     let spec = mechanisms::spec(&args.mech)?;
+    mechanisms::check_extra_params(&[spec], &params)?;
     let mech = spec
         .build(&params)
         .with_context(|| format!("invalid parameters for {}", spec.name))?;

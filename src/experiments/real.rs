@@ -84,6 +84,11 @@ impl SelectConfig {
             .map(|name| self.registry.get(name))
             .collect::<Result<Vec<_>>>()?;
         mechanisms::check_extra_params(&specs, &self.params)?;
+        mechanisms::private_candidates::scores::refuse_approximate(
+            &specs,
+            &self.params,
+            "select (it compares eps-DP mechanisms at each eps)",
+        )?;
         specs
             .iter()
             .map(|spec| {

@@ -35,6 +35,7 @@ pub mod gem;
 mod krr;
 mod maxdraw;
 mod pf;
+pub mod private_candidates;
 mod random;
 mod rnm;
 pub mod rs;
@@ -45,6 +46,7 @@ pub use em::ExponentialMechanism;
 pub use gem::{Gem, GemVariant};
 pub use krr::KRandomizedResponse;
 pub use pf::PermuteAndFlip;
+pub use private_candidates::scores::{CandidateSelection, Variant};
 pub use random::UniformRandom;
 pub use rnm::{Noise, NoisyMax};
 pub use rs::{RandomStopping, StoppingRule};
@@ -146,6 +148,14 @@ pub enum Guarantee {
     },
     /// No differential privacy guarantee for any ε (`rnmh`).
     NotPrivate,
+    /// (ε, δ)-DP: `P[M(q) ∈ S] ≤ e^ε P[M(q') ∈ S] + δ` (`rs-hard-delta`). Runs and serving paths
+    /// that need pure ε-DP refuse it.
+    Approx {
+        /// The ε.
+        epsilon: f64,
+        /// The δ.
+        delta: f64,
+    },
 }
 
 impl Guarantee {
@@ -154,8 +164,22 @@ impl Guarantee {
         match *self {
             Guarantee::Pure { epsilon } => Some(epsilon),
             Guarantee::PerCandidate { epsilon } => Some(epsilon * k.saturating_sub(1) as f64),
+            Guarantee::Approx { epsilon, .. } => Some(epsilon),
             Guarantee::NotPrivate => None,
         }
+    }
+
+    /// The δ of the guarantee: 0 except for [`Guarantee::Approx`].
+    pub fn delta(&self) -> f64 {
+        match *self {
+            Guarantee::Approx { delta, .. } => delta,
+            _ => 0.0,
+        }
+    }
+
+    /// Whether the guarantee is pure ε-DP for every k ([`Guarantee::Pure`]).
+    pub fn is_pure(&self) -> bool {
+        matches!(self, Guarantee::Pure { .. })
     }
 
     /// Whether the mechanism claims any differential privacy.
@@ -170,6 +194,7 @@ impl fmt::Display for Guarantee {
             Guarantee::Pure { epsilon } => write!(f, "{epsilon}-DP"),
             Guarantee::PerCandidate { epsilon } => write!(f, "(k-1)*{epsilon}-DP"),
             Guarantee::NotPrivate => write!(f, "not private"),
+            Guarantee::Approx { epsilon, delta } => write!(f, "({epsilon}, {delta})-DP"),
         }
     }
 }
@@ -610,6 +635,12 @@ impl MechanismSpec {
     pub fn build(&self, params: &MechParams) -> Result<Box<dyn Mechanism>> {
         (self.build)(params)
     }
+
+    /// Whether `all` includes it: every entry but the audit references and the built-ins that
+    /// run only when named ([`private_candidates::scores::NAMED_ONLY`]).
+    pub fn in_all(&self) -> bool {
+        !self.audit_reference && !private_candidates::scores::NAMED_ONLY.contains(&self.name)
+    }
 }
 
 /// `m` boxed as a trait object: the usual last step of a [`MechanismSpec::build`] function.
@@ -743,6 +774,9 @@ pub static REGISTRY: &[MechanismSpec] = &[
             ))
         },
     },
+    private_candidates::scores::RS_THRESHOLD,
+    private_candidates::scores::RS_HARD,
+    private_candidates::scores::RS_HARD_DELTA,
     MechanismSpec {
         name: "gem",
         guarantee: "eps-DP",
@@ -831,6 +865,8 @@ pub static REGISTRY: &[MechanismSpec] = &[
             ))
         },
     },
+    private_candidates::scores::RS_THRESHOLD_EPS0,
+    private_candidates::scores::RS_HARD_EPS0,
 ];
 
 /// A set of mechanisms the runners can choose from by name: the built-ins ([`REGISTRY`]) plus any
@@ -947,11 +983,12 @@ impl Registry {
         self.get(name)?.build(params)
     }
 
-    /// Parses `all` (every entry but the audit references) or a comma-separated list of names
-    /// into entries, in the given order.
+    /// Parses `all` (every entry but the audit references and the named-only built-ins,
+    /// [`MechanismSpec::in_all`]) or a comma-separated list of names into entries, in the given
+    /// order.
     pub fn parse_list(&self, list: &str) -> Result<Vec<&'static MechanismSpec>> {
         if list.trim() == "all" {
-            return Ok(self.iter().filter(|s| !s.audit_reference).collect());
+            return Ok(self.iter().filter(|s| s.in_all()).collect());
         }
         let mut out = Vec::new();
         for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
@@ -1060,7 +1097,7 @@ pub fn build(name: &str, params: &MechParams) -> Result<Box<dyn Mechanism>> {
 /// into registry entries, in the given order.
 pub fn parse_list(list: &str) -> Result<Vec<&'static MechanismSpec>> {
     if list.trim() == "all" {
-        return Ok(REGISTRY.iter().filter(|s| !s.audit_reference).collect());
+        return Ok(REGISTRY.iter().filter(|s| s.in_all()).collect());
     }
     let mut out = Vec::new();
     for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {

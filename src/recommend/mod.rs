@@ -155,6 +155,14 @@ impl Recommender {
             NoiseMode::Secure => Some(mech.secure_epsilon()?),
             NoiseMode::Fast => guarantee.epsilon_for(cfg.top),
         };
+        if let Guarantee::Approx { .. } = guarantee {
+            // Serving charges pure ε per recommendation (and the privacy statement says ε-DP).
+            return Err(Error::Invalid(format!(
+                "mechanism '{}' is {guarantee}, not eps-DP: recommend serves only pure eps-DP \
+                 mechanisms (e.g. mgem, gem, cgem, rnm, rs-hard)",
+                cfg.mechanism
+            )));
+        }
         let pure = matches!(guarantee, Guarantee::Pure { .. });
         if !pure && !cfg.allow_non_private {
             return Err(Error::Invalid(format!(

@@ -6,13 +6,15 @@
 //! learner ([`PolicyKind`]) picks one arm per step for `horizon` steps; every (policy, run) draws
 //! from its own random stream, so results do not depend on the number of threads. Private learners
 //! keep per-arm private reward sums ([`counter::HybridCounter`]), private per-arm sensitivities
-//! from exponential-mechanism quantiles over disjoint windows ([`quantile::EmQuantile`]), and select
+//! from private quantiles over disjoint windows ([`quantile::EmQuantile`], or Duff's utility,
+//! [`duff::DuffQuantile`]), and select
 //! with a mechanism of the registry (docs/mechanisms.md).
 //!
 //! This module depends only on `mechanisms`, `stats`, `rng` and `error` (the experiment layer);
 //! tables and plots are assembled in `report::bandit`.
 
 pub mod counter;
+pub mod duff;
 pub mod env;
 pub mod quantile;
 
@@ -28,8 +30,8 @@ use crate::rng::{name_id, Rng, Streams};
 use crate::stats::percentile_linear;
 use crate::stats::Chooser;
 use counter::HybridCounter;
+use duff::{PrivateQuantile, QuantileMethod};
 use env::{Arms, Environment, REWARD_HI, REWARD_LO};
-use quantile::EmQuantile;
 
 /// Label of the bandit's stream family ([`Streams::derive`]).
 const STREAM_LABEL: u64 = 0x6261_6e64_6974; // "bandit"
@@ -70,6 +72,9 @@ pub struct BanditConfig {
     pub eps_mean: f64,
     /// ε_p of each released (lower, upper) quantile pair; each quantile gets ε_p / 2.
     pub eps_quantile: f64,
+    /// The private quantile: the standard exponential mechanism (`em`, the default) or Duff's
+    /// dataset-based utility (`duff`; docs/bandit.md, "Private sensitivities").
+    pub quantile: QuantileMethod,
     /// Lower quantile level of the sensitivity (0.1: p10).
     pub q_lo: f64,
     /// Upper quantile level (0.9: p90).
@@ -115,6 +120,7 @@ impl Default for BanditConfig {
             eps_krr: 4.0,
             eps_mean: 1.0,
             eps_quantile: 1.0,
+            quantile: QuantileMethod::Em,
             q_lo: 0.1,
             q_hi: 0.9,
             alpha: std::f64::consts::SQRT_2,
@@ -365,10 +371,7 @@ impl BanditConfig {
             // private or only (k−1)ε-DP are left to an explicit list).
             for s in mechanisms::REGISTRY {
                 let m = s.build(&self.mech_params(s.name))?;
-                if matches!(m.guarantee(), Guarantee::Pure { .. })
-                    && s.private
-                    && !s.audit_reference
-                {
+                if matches!(m.guarantee(), Guarantee::Pure { .. }) && s.private && s.in_all() {
                     base.push(s.name.to_string());
                 }
             }
@@ -445,6 +448,11 @@ impl BanditConfig {
                         mechanisms::valid_names()
                     ),
                 })?;
+                mechanisms::private_candidates::scores::refuse_approximate(
+                    &[spec],
+                    &self.mech_params(m),
+                    "the bandit (it composes pure eps over the rounds)",
+                )?;
                 let mech = spec.build(&self.mech_params(m))?;
                 // `krr` reads only the argmax of the scores; `random` reads nothing.
                 let (uses_means, uses_quantiles) = match m {
@@ -642,7 +650,8 @@ pub fn run_one(
 ) -> Result<RunTrace> {
     let k = env.arms();
     let private = policy.private_stats();
-    let quantile = EmQuantile::new(cfg.eps_quantile / 2.0, REWARD_LO, REWARD_HI)?;
+    let quantile =
+        PrivateQuantile::new(cfg.quantile, cfg.eps_quantile / 2.0, REWARD_LO, REWARD_HI)?;
     let counter = HybridCounter::new(cfg.eps_mean, REWARD_HI - REWARD_LO)?;
     let mut st = ArmState {
         pulls: vec![0; k],
