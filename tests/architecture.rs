@@ -17,6 +17,7 @@ const LAYERS: &[&[&str]] = &[
     &["scoring", "eval", "ledger"],
     &["experiments", "recommend"],
     &["audit", "report"],
+    &["serve"],
 ];
 
 fn layer_of(module: &str) -> Option<usize> {

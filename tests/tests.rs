@@ -38,4 +38,8 @@ mod recommend;
 mod samplers;
 mod secure;
 mod select;
+mod serve;
+mod serve_faults;
+mod serve_options;
+mod serve_postgres;
 mod synth;

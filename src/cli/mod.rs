@@ -20,6 +20,7 @@ mod recommend_ledger;
 mod run;
 mod sample;
 mod select;
+mod serve;
 mod synth;
 mod twocand;
 
@@ -58,6 +59,8 @@ enum Command {
     Recommend(Box<recommend::Args>),
     /// Inspect, export and import a privacy ledger (docs/ledger.md).
     Ledger(ledger::Args),
+    /// Serve private recommendations over HTTP, each charged to the user's budget.
+    Serve(Box<serve::Args>),
     /// Synthetic experiments of seed 001 (scenarios 1-8, correlation and share sweeps).
     Synth(synth::Args),
     /// Two-candidate head-to-head heatmaps of seed 001 (figures 3, 15, 16, 17).
@@ -88,6 +91,7 @@ pub fn main() -> anyhow::Result<ExitCode> {
         Command::Select(a) => select::run(*a),
         Command::Recommend(a) => recommend::run(*a),
         Command::Ledger(a) => ledger::run(a),
+        Command::Serve(a) => serve::run(*a, cli.threads),
         Command::Synth(a) => synth::run(a),
         Command::Twocand(a) => twocand::run(a),
         Command::Run(a) => run::run(a),

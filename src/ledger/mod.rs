@@ -5,7 +5,8 @@
 //! * [`units`] — budgets and charges as integers ([`Units`], 10⁻⁹ ε), converted once;
 //! * [`time`] — instants ([`Timestamp`]) and the budget's UTC periods ([`Period`], [`Window`]);
 //! * the [`Ledger`] trait — charge a group of requests in one durable commit, balances, event
-//!   logs, export and import; its default implementation is [`SqliteLedger`] (`sqlite`);
+//!   logs, export and import; its default implementation is [`SqliteLedger`] (`sqlite`), and
+//!   [`PostgresLedger`] (`postgres`) is the database several service replicas share;
 //! * [`GroupCommitter`] (`group`) — a thread that joins requests arriving together into one
 //!   commit, for the batch path and the server;
 //! * [`export`] — the JSON-lines export format and a verifying import;
@@ -20,6 +21,7 @@
 pub mod composition;
 pub mod export;
 mod group;
+mod postgres;
 mod sqlite;
 pub mod time;
 pub mod units;
@@ -31,6 +33,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 pub use group::{CommitStats, GroupCommitter};
+pub use postgres::PostgresLedger;
 pub use sqlite::SqliteLedger;
 pub use time::{Period, Timestamp, Window};
 pub use units::Units;
@@ -329,19 +332,24 @@ pub trait Ledger: Send + Sync + fmt::Debug {
 }
 
 /// Opens the ledger named by `spec` with `settings`: a file path (the embedded SQLite store,
-/// created if missing; an existing file must have the same settings). A `postgres://` URL is
-/// reserved for a shared backend and is an error in this build.
+/// created if missing) or a `postgres://` URL (a database shared by several service replicas;
+/// its tables are created if missing). An existing ledger must have the same settings.
 pub fn open(spec: &str, settings: Settings) -> Result<Arc<dyn Ledger>> {
     if spec.starts_with("postgres://") || spec.starts_with("postgresql://") {
-        return Err(LedgerError::Invalid(format!(
-            "'{spec}': this build has only the embedded ledger; give a file path"
-        )));
+        return Ok(Arc::new(PostgresLedger::open(spec, settings)?));
     }
     Ok(Arc::new(SqliteLedger::open(Path::new(spec), settings)?))
 }
 
-/// Opens an existing ledger file with the settings stored in it (for inspection and export).
+/// Opens an existing ledger file with the settings stored in it (for inspection and export); a
+/// `postgres://` URL in place of the path opens the shared ledger in that database.
 pub fn open_existing(path: &Path) -> Result<Arc<dyn Ledger>> {
+    if let Some(url) = path
+        .to_str()
+        .filter(|p| p.starts_with("postgres://") || p.starts_with("postgresql://"))
+    {
+        return Ok(Arc::new(PostgresLedger::open_existing(url)?));
+    }
     Ok(Arc::new(SqliteLedger::open_existing(path)?))
 }
 

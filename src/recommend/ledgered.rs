@@ -32,6 +32,31 @@ pub struct LedgeredRecommender {
     fallback: Option<String>,
 }
 
+/// Picks that are computed but not released ([`LedgeredRecommender::prepare`]): their answers
+/// cannot be read, only charged ([`LedgeredRecommender::submit`]).
+#[derive(Debug, Default)]
+pub struct PendingCharges(Vec<ChargeRequest>);
+
+impl PendingCharges {
+    /// Number of requests.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Appends `other`'s requests after these (one job, one commit).
+    pub fn append(&mut self, mut other: PendingCharges) {
+        self.0.append(&mut other.0);
+    }
+}
+
+/// The callback of [`LedgeredRecommender::submit`].
+pub type Reply = Box<dyn FnOnce(crate::ledger::Result<Vec<Outcome>>) + Send>;
+
 /// One request of a batch: the user, the request id (see [`request_ids`]) and the history.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BatchRequest {
@@ -103,6 +128,11 @@ impl LedgeredRecommender {
         self.charge
     }
 
+    /// The mechanism's registry name, as logged with each charge.
+    pub fn mechanism(&self) -> &str {
+        &self.mechanism
+    }
+
     /// The fallback item id, if configured.
     pub fn fallback(&self) -> Option<&str> {
         self.fallback.as_deref()
@@ -148,6 +178,31 @@ impl LedgeredRecommender {
     ) -> Result<Outcome> {
         let r = self.request(user, request_id, history, time, draws, scratch)?;
         Ok(self.committer.charge_one(r)?)
+    }
+
+    /// The picks of `requests` at `time`, computed on the calling thread with `draws` and
+    /// `scratch`, held unreleased until [`LedgeredRecommender::submit`] charges them: the first
+    /// half of [`LedgeredRecommender::recommend`] for callers that must not block on the commit
+    /// (an async server computes on a worker pool, then awaits the commit).
+    pub fn prepare(
+        &self,
+        requests: &[BatchRequest],
+        time: Timestamp,
+        draws: &mut Draws,
+        scratch: &mut RecScratch,
+    ) -> Result<PendingCharges> {
+        requests
+            .iter()
+            .map(|r| self.request(&r.user, &r.request_id, &r.history, time, draws, scratch))
+            .collect::<Result<_>>()
+            .map(PendingCharges)
+    }
+
+    /// Queues `pending` as one job of the group committer; `reply` receives one outcome per
+    /// request, in order, on the commit thread once the group is durable (or the group's error).
+    /// Only [`Outcome::answer`] may be released.
+    pub fn submit(&self, pending: PendingCharges, reply: Reply) {
+        self.committer.submit(pending.0, reply);
     }
 
     /// One recommendation per request, in input order. Requests are charged in groups of
