@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Benchmark of the default figure 14 (issue 9 goal: <= 60 s on 2 cores): every policy of `all`
+# Benchmark of the default figure 14 (target: <= 60 s on 2 cores): every policy of `all`
 # x 20 runs x T = 50,000, the default outputs (tables and four PNGs) included.
 #   benches/bandit.sh [extra recsel bandit options]
 # Prints the wall-clock time of three repetitions (after one warm-up build).

@@ -1,4 +1,4 @@
-//! Per-mechanism cost of the fig-13 select grid (issue 12; README, "Scale"): for every mechanism
+//! Per-mechanism cost of the fig-13 select grid (docs/results.md, "Where the time goes"): for every mechanism
 //! of `--mech all`, one user's cells as `recsel select` runs them — each of the 11 ε prepared once
 //! on a top-500 problem, then 50 trials, each from its own seeded stream, γ = 0.0008 — timed over
 //! a number of synthetic users on one thread. Prints the milliseconds per user, the share of the

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Scale benchmark (issue 12): on the netflix- and ml20m-shaped synthetic data (docs/sansa.md,
-# "Memory"; README, "Scale"), `recsel fit` with `exact` and `icf` and then the full fig-13 select
+# Scale benchmark: on the netflix- and ml20m-shaped synthetic data (docs/sansa.md,
+# "Memory"; docs/results.md, "Scale and memory"), `recsel fit` with `exact` and `icf` and then the full fig-13 select
 # grid (every mechanism of `--mech all` × the 11 ε × 50 trials, top 500, every test user) on the
 # exact model, with the fig-13 pipeline's λ and γ of each shape (netflix λ = 1200, γ = 0.0008;
 # ml20m λ = 600, γ = 0.008; density 0.005). Every stage prints: wall time, CPU time (user + sys:

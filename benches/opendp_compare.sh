@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Side by side (issue 14): OpenDP's exact `make_noisy_max` (PyPI `opendp`, installed into a throwaway
+# Side by side: OpenDP's exact `make_noisy_max` (PyPI `opendp`, installed into a throwaway
 # venv) versus recsel's secure `rnm` and `gem` and its float path, at k = 500 with N(0, 1) scores,
 # one selection per call, in the same run on the same machine. Prints per-selection times and the
-# ratios the issue asks for (secure >= 10x faster than OpenDP; secure within 20x of float).
+# target ratios (secure >= 10x faster than OpenDP; secure within 20x of float).
 #
 # Usage: benches/opendp_compare.sh            (VENV=/tmp/recsel-opendp-venv, OPENDP=0.16.0)
 # Needs python3 with venv and network access to PyPI for the first run.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `recsel select` versus `python -m recsel.ray select` (issue 11) on synthetic data of Netflix's
+# `recsel select` versus `python -m recsel.ray select` on synthetic data of Netflix's
 # shape (463,435 users, 17,769 items, 40,000 test users), on a local Ray cluster with 2 workers:
 # the MSE tables must be identical, the wall times are printed side by side.
 #
@@ -16,7 +16,7 @@ OUT=${OUT:-/tmp/recsel-ray-bench}
 RECSEL="${RECSEL:-${CARGO_TARGET_DIR:-$ROOT/target}/release/recsel}"
 # shellcheck disable=SC2206
 grid=(${SELECT:---mech gem,mgem,rnm --eps 0.1,1 --trials 5})
-# The model of README's netflix-shaped scale run (MODEL overrides).
+# The model of the netflix-shaped scale run (docs/results.md, "Python and Ray") (MODEL overrides).
 # shellcheck disable=SC2206
 model=(${MODEL:---method icf --l2 20 --density 0.005})
 common=(--dataset synthetic --shape "$SHAPE" "${model[@]}" "${grid[@]}" --seed 7 --model-dir "$OUT/model")

@@ -1,5 +1,5 @@
-//! Criterion benchmark of `recsel recommend`'s library path (issue 17, docs/deployment.md,
-//! "Throughput"): `Recommender::recommend_all` on 100,000 users × 500 candidates.
+//! Criterion benchmark of `recsel recommend`'s library path (docs/deployment.md;
+//! docs/results.md, "Serving throughput"): `Recommender::recommend_all` on 100,000 users × 500 candidates.
 //!
 //! `cargo bench --bench recommend` fits SANSA on the generated `synthetic` data (1,500 items; exact,
 //! λ = 200, density 0.01), writes the release artifact into a temporary directory, and serves
@@ -12,6 +12,7 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use recsel::mechanisms::MechParams;
 use recsel::recommend::{RecommendConfig, Recommender};
 use recsel::rng::NoiseMode;
+use recsel::scoring::CandidatePolicy;
 use std::hint::black_box;
 use std::time::Duration;
 
@@ -33,7 +34,9 @@ fn recommend_throughput(c: &mut Criterion) {
     g.measurement_time(Duration::from_secs(20)).sample_size(10);
     g.throughput(Throughput::Elements(USERS as u64));
     for (name, mode) in [("fast", NoiseMode::Fast), ("secure", NoiseMode::Secure)] {
-        let cfg = RecommendConfig::new("mgem", MechParams::default().with_epsilon(1.0), TOP, mode);
+        let mut cfg = RecommendConfig::new("mgem", MechParams::default().with_epsilon(1.0), mode)
+            .with_candidates(CandidatePolicy::HistoryTop(TOP));
+        cfg.allow_non_private = true; // the paper's candidates, for throughput comparisons
         let rec = Recommender::load(&dir, &cfg).unwrap();
         g.bench_function(name, |b| {
             b.iter(|| black_box(rec.recommend_all(&users, 7, &|_| {}).unwrap()))

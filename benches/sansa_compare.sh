@@ -2,7 +2,7 @@
 # recsel fit versus the Python reference (PyPI sansa 1.1.0 via ../shared/anchors/sansa_anchor.py),
 # side by side on the same data, λ and density. Prints fit time, peak memory and Recall@20
 # (LightGCN convention, hits/|T|) of both, and the ratios recsel / reference.
-# Goals (issue 4): fit time ratio <= 1/3, memory ratio <= 0.5, Recall@20 within 2% relative.
+# Targets: fit time ratio <= 1/3, memory ratio <= 0.5, Recall@20 within 2% relative.
 #
 # Usage: CARGO_TARGET_DIR=... benches/sansa_compare.sh [--synthetic | --synthetic-only] [--exact-large]
 #          [--before BIN]
@@ -20,7 +20,7 @@
 #   users from their train.txt rows, so Recall@20 (hits/|T|) compares like with like.
 #   --synthetic-only runs only those rows. SHAPES="netflix ml20m" (the default) chooses the shapes.
 #   --exact-large adds `exact` on amazon-book-kgat and gowalla (the reference's CHOLMOD did not finish
-#   in 220 s / 700 s there, README, "SANSA versus the Python reference"; stopped after REF_TIMEOUT seconds).
+#   in 220 s / 700 s there, docs/results.md, "SANSA against the Python reference"; stopped after REF_TIMEOUT seconds).
 #   Every row also gives the CPU time (user + sys) of each whole command (loading, fit, evaluation)
 #   and the 1-minute load average when the row started.
 set -euo pipefail
@@ -44,7 +44,7 @@ while [ $# -gt 0 ]; do
 done
 
 if ! "$VENV/bin/python" -c "import sansa" 2>/dev/null; then
-  echo "installing the Python reference into $VENV (README, section 'SANSA versus the Python reference') ..." >&2
+  echo "installing the Python reference into $VENV (docs/results.md, section 'SANSA against the Python reference') ..." >&2
   # CHOLMOD calls the system BLAS/LAPACK (libblas.so.3): OpenBLAS, not the netlib reference BLAS, which
   # alone made the reference's dense-ish supernodal factorisations several times slower here.
   apt-get install -y -qq libsuitesparse-dev libopenblas0-pthread >&2

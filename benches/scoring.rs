@@ -1,11 +1,11 @@
-//! SANSA scoring, one user at a time against blocks of `SCORE_LANES` users (issue 12; docs/sansa.md,
+//! SANSA scoring, one user at a time against blocks of `SCORE_LANES` users (docs/sansa.md,
 //! "Scoring"): milliseconds per user on one thread for `Model::score_into` (the rows of `W_r` a
 //! user touches, in ascending order) and `Model::score_block` (`W_r` read by columns once per
 //! block), their ratio, and the wall milliseconds per user of blocks scored on every thread, as
 //! `recsel fit` evaluates. The two paths give the same bits (`tests/model.rs`); this measures what
 //! the block buys.
-//! For reference it also times the one-user loop recsel had before issue 12's block scoring (the
-//! touched rows in the order they were first touched, which sums in another order).
+//! For reference it also times the one-user loop that walks the touched rows in the order they were
+//! first touched (which sums in another order than `score_into`).
 //!
 //! Usage: `cargo bench --bench scoring [-- MODEL_DIR [USERS]]`. MODEL_DIR is a model saved by
 //! `recsel fit --out` (for the netflix shape: `recsel fit --dataset synthetic --shape netflix
@@ -147,6 +147,6 @@ fn main() {
         rayon::current_num_threads()
     );
     if let Some(before) = before {
-        println!("before issue 12 (touched order):  {before:.3} ms per user");
+        println!("touched order (one user):         {before:.3} ms per user");
     }
 }

@@ -1,4 +1,4 @@
-//! Criterion benchmarks of the secure path (issue 14, `docs/secure.md`) against the float path.
+//! Criterion benchmarks of the secure path (`docs/secure.md`) against the float path.
 //!
 //! `cargo bench --bench secure` measures, at k = 500 with N(0, 1) scores and sensitivities in
 //! [0.5, 2] (fixed seed), for `rnm`, `gem` and `mgem`:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Wall time and peak memory of the full real-data grid (issue 5): every mechanism of docs/mechanisms.md × the
+# Wall time and peak memory of the full real-data grid: every mechanism of docs/mechanisms.md × the
 # 11 ε of docs/protocol.md, step 8 × 50 trials for every test user, top-500 candidates, on the shared data sets.
-# Goal: amazon-book-kgat in at most 10 minutes on the 2-core machine.
+# Target: amazon-book-kgat in at most 10 minutes on the 2-core machine.
 #
 # Usage: CARGO_TARGET_DIR=... benches/select_real.sh [DATASET ...]
 #   DATASET in amazon-book-kgat (default), gowalla, ml-1m-implicit; DATA=../shared/data overrides.
@@ -19,7 +19,7 @@ sets=("$@")
 [ ${#sets[@]} -gt 0 ] || sets=(amazon-book-kgat)
 printf "%-18s %-28s %10s %10s %10s %10s\n" dataset model users "sens s" "select s" "peak MB"
 for d in "${sets[@]}"; do
-  # The model settings of README, "SANSA versus the Python reference" for these data sets.
+  # The model settings of docs/results.md, "SANSA against the Python reference", for these data sets.
   case "$d" in
     amazon-book-kgat|gowalla) model=(--method icf --l2 20 --density 0.0005) ;;
     ml-1m-implicit) model=(--method exact --l2 200 --density 0.05) ;;

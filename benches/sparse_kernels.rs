@@ -1,7 +1,8 @@
 //! Criterion benchmarks of the sparse kernels SANSA's fit keeps hand-written, each against the
-//! sprs operation that would replace it (issue 15: a kernel stays only where the library path is
-//! slower). Inputs are the fit's own matrices on the built-in synthetic data (1,500 items) and, when
-//! `../shared/data` is present, on ml-1m-implicit (3,706 items, a nearly dense Gram matrix).
+//! sprs operation that would replace it (a kernel stays only where the library path is slower;
+//! docs/design.md). Inputs are the fit's own matrices on the built-in synthetic data (1,500 items)
+//! and, when `../shared/data` is present, on ml-1m-implicit (3,706 items, a nearly dense Gram
+//! matrix).
 //!
 //! `cargo bench --bench sparse_kernels` measures, for each data set:
 //! * `gram`: `XᵀX` lower triangle — recsel's parallel column kernel vs sprs `&Xᵀ * &X` (full

@@ -178,6 +178,7 @@ pub fn run(out: &Path) -> recsel::Result<Outcome> {
         epsilons: vec![1.0, 100.0], // Δ is wide on this data: a large ε shows the noisy max work
         trials: 3,
         top: 100,
+        candidates: None,
         clip: true,
         percentile_users: Default::default(),
         seed: 7,

@@ -11,6 +11,7 @@
 //! * [`recommend`] — the release artifact and the `Recommender` that serves one private item per
 //!   user (docs/deployment.md);
 //! * [`report`] — tables (CSV, Parquet), resolved configurations, plots;
+//! * [`serve`] — the private recommendation service over HTTP (`recsel serve`, docs/serving.md);
 //! * [`audit`] — empirical ε lower bounds;
 //! * [`stats`] — shared numerics: samplers, percentiles, correlations, hypothesis tests;
 //! * [`rng`] — reproducible random streams, one per (user, mechanism, ε index, trial);
@@ -18,7 +19,7 @@
 //! * [`options`] — option tables: a job's options declared once, for every front end;
 //! * [`hugepages`] — huge pages for the few large arrays read at scattered places.
 //!
-//! Dependencies run one way, from `report` down to `error` (docs/ARCHITECTURE.md; enforced by
+//! Dependencies run one way, from `serve` down to `error` (docs/ARCHITECTURE.md; enforced by
 //! `tests/architecture.rs`). The science is written out in the repository's `docs/`:
 //! `docs/mechanisms.md` (every mechanism, its guarantee and cost), `docs/experiments.md` (the
 //! synthetic scenarios), `docs/protocol.md` (the real-data protocol) and `docs/sansa.md` (the
@@ -33,6 +34,7 @@ pub mod eval;
 pub mod experiments;
 pub mod hugepages;
 pub mod io;
+pub mod ledger;
 pub mod mechanisms;
 pub mod model;
 pub mod options;
@@ -40,6 +42,7 @@ pub mod recommend;
 pub mod report;
 pub mod rng;
 pub mod scoring;
+pub mod serve;
 mod simd;
 pub mod stats;
 

@@ -55,6 +55,11 @@ pub struct OptionSpec {
     pub negatable: bool,
     /// The job cannot run without it (a front end may ask for it up front).
     pub required: bool,
+    /// Left out of help texts and the generated references (an option kept only to say what
+    /// replaced it, or one for tests).
+    pub hidden: bool,
+    /// The keys of options it cannot be given with (the table's check says so too).
+    pub conflicts: &'static [&'static str],
     /// Section of the help it is listed in.
     pub group: &'static str,
     /// Its default, written as text (`None`: no default, or one that depends on the data).
@@ -86,6 +91,8 @@ impl OptionSpec {
             choices: &[],
             negatable: false,
             required: false,
+            hidden: false,
+            conflicts: &[],
             group: "Options",
             default: default.map(OptionValue::show),
             check: Arc::new(|text: &str| T::parse_text(text).map(|_| ())),
@@ -99,7 +106,7 @@ impl OptionSpec {
 }
 
 /// `key` with `-` for `_`, kept for the program's life (option keys are few and static).
-fn leak_flag(key: &'static str) -> &'static str {
+pub(crate) fn leak_flag(key: &'static str) -> &'static str {
     if key.contains('_') {
         Box::leak(key.replace('_', "-").into_boxed_str())
     } else {
@@ -238,6 +245,20 @@ pub trait OptionTable: Sized {
     fn set(&mut self, key: &str, text: &str) -> Result<bool>;
 }
 
+/// `over`'s options set over `base`'s (an option given in both takes `over`'s value): the
+/// flags of a command line over a file's table. Both go through their serde tables, where an
+/// option that is not given is absent.
+pub fn overlay<T: serde::Serialize + serde::de::DeserializeOwned>(base: &T, over: &T) -> Result<T> {
+    let table = |t: &T| {
+        toml::Table::try_from(t).map_err(|e| Error::Invalid(format!("an option table: {e}")))
+    };
+    let mut merged = table(base)?;
+    merged.extend(table(over)?);
+    merged
+        .try_into()
+        .map_err(|e: toml::de::Error| Error::Invalid(e.to_string()))
+}
+
 /// Declares an option table (see the module documentation):
 ///
 /// ```ignore
@@ -257,8 +278,9 @@ pub trait OptionTable: Sized {
 /// Every `#[option(...)]` field becomes `Option<T>` (absent from a TOML table when unset, `null`
 /// in JSON); the
 /// attribute's `name = value` pairs set [`OptionSpec`] fields (`flag`, `value_name`, `choices`,
-/// `negatable`, `required`, `group`). `= default` gives the value [`OptionTable::defaults`] sets and the
-/// help shows.
+/// `negatable`, `required`, `hidden`, `conflicts`, `group`). `= default` gives the value [`OptionTable::defaults`] sets and the
+/// help shows. A `#[table_only]` field is a key of the serde table only (no option: the command
+/// line gives it another way), of its own type, `Default` when absent.
 macro_rules! option_table {
     ($(#[$m:meta])* pub struct $name:ident { $($body:tt)* }) => {
         // The names the generated code shares pass through every step, so that they resolve to
@@ -295,6 +317,16 @@ macro_rules! option_table {
                 $table.$f = Some($crate::options::parse_value::<$t>($text)?);
                 return Ok(true);
             }]
+            $($rest)*);
+    };
+    (@munch $meta:tt $name:ident [$out:ident $defs:ident $table:ident $key:ident $text:ident]
+        [$($fields:tt)*] [$($defaults:tt)*] [$($specs:tt)*] [$($sets:tt)*]
+        $(#[doc = $d:literal])* #[table_only] pub $f:ident : $t:ty, $($rest:tt)*) => {
+        $crate::options::option_table!(@munch $meta $name [$out $defs $table $key $text]
+            [$($fields)* $(#[doc = $d])* #[serde(default)] pub $f: $t,]
+            [$($defaults)* $f: Default::default(),]
+            [$($specs)*]
+            [$($sets)*]
             $($rest)*);
     };
     (@default $def:expr) => { Some($def) };

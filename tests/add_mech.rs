@@ -1,4 +1,4 @@
-//! `recsel select --add-mech` (issue 18): adding mechanisms to a finished run gives exactly the
+//! `recsel select --add-mech` (docs/protocol.md): adding mechanisms to a finished run gives exactly the
 //! tables of a run with all of them from the start, and reports paired per-user differences.
 
 use std::path::Path;

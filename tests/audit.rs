@@ -1,4 +1,5 @@
-//! The privacy audit passes every private mechanism and catches the non-private ones (issue 6).
+//! The privacy audit passes every private mechanism and catches the non-private ones
+//! (docs/usage.md, "recsel audit").
 
 use recsel::audit::{self, builtin_pairs, AuditConfig, NeighbourPair};
 use recsel::mechanisms::{self, MechParams, Noise, NoisyMax, REGISTRY};
@@ -75,7 +76,7 @@ fn rnmh_laplace_is_flagged_at_nominal_epsilon() {
     );
 }
 
-/// The power check of the issue: `rnm` with noise scaled for 2ε while claiming ε is refuted.
+/// The audit's power check: `rnm` with noise scaled for 2ε while claiming ε is refuted.
 #[test]
 fn miscalibrated_rnm_is_caught() {
     for eps in [0.5, 1.0, 2.0] {

@@ -1,4 +1,4 @@
-//! Loaders, preprocessing, splits and synthetic data (issue 4).
+//! Loaders, preprocessing, splits and synthetic data (docs/protocol.md, steps 1–3).
 
 use std::path::{Path, PathBuf};
 

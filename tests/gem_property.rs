@@ -1,7 +1,7 @@
 //! Property tests: the O(k log k) GEM transform equals the O(k²) definition, and every mechanism
 //! returns an index in range, reproducibly.
 //!
-//! The generator is seeded (issue 13, item 6): every run — CI included — explores the same cases,
+//! The generator is seeded: every run — CI included — explores the same cases,
 //! so a failure is reproducible from the commit alone. `PROPTEST_RNG_SEED=<u64>` explores other
 //! cases locally. A failing case is also written to `proptest-regressions/gem_property.txt`
 //! (commit it: proptest replays those cases first on every later run).

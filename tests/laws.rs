@@ -1,5 +1,5 @@
 //! Exact output laws of random stopping (`rs`, `rs-tnb`, `rs-exp`) and of GEM / mGEM with unequal
-//! sensitivities (issue 13, items 1 and 2), each with power checks.
+//! sensitivities, each with power checks.
 //!
 //! Every reference here is computed in the test from the definitions (docs/mechanisms.md), never from the
 //! library's own helpers: the noise densities, the probability generating functions of the

@@ -1,12 +1,12 @@
-//! Peak memory is bounded by design (README, "Memory"): the peak resident memory (VmHWM, Linux) of
-//! `recsel fit` and `recsel select` stays under a formula in the numbers of users, items and
-//! stored interactions. The shape (many users, few items) is chosen so that the formula is well
+//! Peak memory is bounded by design (docs/results.md, "Memory bound"): the peak resident memory
+//! (VmHWM, Linux) of `recsel fit` and `recsel select` stays under a formula in the numbers of
+//! users, items and stored interactions. The shape (many users, few items) is chosen so that the formula is well
 //! below one users × items matrix of f64: a regression that held such a matrix would fail.
 
 use std::io::Write;
 use std::path::Path;
 
-/// The bound of README, "Memory", in bytes: a fixed 64 MiB (the binary, its libraries, thread
+/// The bound of docs/results.md, "Memory bound", in bytes: a fixed 64 MiB (the binary, its libraries, thread
 /// stacks) + 32 B per stored interaction + 16 B per item pair + 256 B per user, plus for `select`
 /// 24 B (three f64) per (user, mechanism, ε) cell of the per-user results and 12 B per kept
 /// candidate (`candidates` = test users × top).
@@ -53,10 +53,10 @@ fn run_json(args: &[&str]) -> serde_json::Value {
 }
 
 #[test]
-fn fit_and_select_peak_memory_stay_under_the_readme_formula() {
+fn fit_and_select_peak_memory_stay_under_the_documented_formula() {
     if !Path::new("/proc/self/status").exists() {
         crate::util::missing_prerequisite(
-            "fit_and_select_peak_memory_stay_under_the_readme_formula",
+            "fit_and_select_peak_memory_stay_under_the_documented_formula",
             "/proc/self/status (VmHWM is Linux only)",
         );
         return;

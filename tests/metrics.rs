@@ -1,5 +1,5 @@
-//! Recall and nDCG in both conventions (docs/protocol.md, "Steps", 4) on hand-made rankings, values worked out by hand
-//! (issue 13, item 3), through the public path: a LightGCN directory written here, loaded, and
+//! Recall and nDCG in both conventions (docs/protocol.md, "Steps", 4) on hand-made rankings, values
+//! worked out by hand, through the public path: a LightGCN directory written here, loaded, and
 //! scored by a most-popular model whose scores fix the ranking.
 
 use recsel::data::{load_dataset, DataSource, Format};

@@ -1,4 +1,4 @@
-//! EASE, SANSA (exact, icf), evaluation and model files (issue 4).
+//! EASE, SANSA (exact, icf), evaluation and model files (docs/sansa.md).
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;

@@ -1,8 +1,10 @@
 //! Options declared once reach every front end: each option of `SelectOptions` is a flag of
 //! `recsel select`, a key of the `[select]` table, a key of the rerun table in a run's
 //! `config.toml` and (through the same declarations, `recsel._native.select_options()`) a Python
-//! keyword; a key that is none of these is an error naming it; and `docs/cli.md` is what the
-//! binary prints.
+//! keyword; each option of `RecommendOptions` is a flag of `recsel recommend`, a key of its table
+//! and a keyword of the Python `Recommender`; the options the service shares with it are the
+//! same declarations; a key that is none of these is an error naming it; and `docs/cli.md` is
+//! what the binary prints.
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -11,6 +13,9 @@ use recsel::experiments::pipeline::Pipeline;
 use recsel::experiments::select::SelectOptions;
 use recsel::mechanisms::{MechValues, Registry};
 use recsel::options::{Kind, OptionSpec, OptionTable};
+use recsel::recommend::options::{LedgerOptions, ServingOptions};
+use recsel::recommend::RecommendOptions;
+use recsel::serve::ServeOptions;
 
 fn recsel(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_recsel"))
@@ -28,7 +33,7 @@ fn sample(spec: &OptionSpec) -> String {
         Kind::Real => &["0.5"],
         Kind::Reals => &["0.5,2"],
         Kind::Path => &["some/dir"],
-        Kind::Text => &["none", "4", "x"],
+        Kind::Text => &["none", "4", "x", "all"],
     };
     let default = spec.default.clone();
     spec.choices
@@ -143,8 +148,10 @@ fn a_run_records_every_select_option_in_config_toml() {
     let recorded: SelectOptions = toml::Value::Table(table.clone()).try_into().unwrap();
     assert!(recorded.check().is_ok());
     // Every option of the job is recorded, except the data options a named synthetic data set
-    // does not use and the parameters of mechanisms that neither this run nor `all` reads.
+    // does not use, the parameters of mechanisms that neither this run nor `all` reads, and the
+    // candidate policy of a run with the paper's candidates (`top`).
     let unused_data = [
+        "candidates",
         "data_dir",
         "format",
         "path",
@@ -214,6 +221,133 @@ fn a_table_key_that_is_no_option_is_an_error_naming_it() {
         .to_string();
     assert!(e.contains("chooser") && e.contains("kendall"), "{e}");
     let _ = MechValues::new();
+}
+
+/// The options ported into the tables after they were introduced — the candidate policy of
+/// `select` and of `recommend`, the ledger's options of `recommend` — reach every front end
+/// from their one declaration: the command line, the table, a run's `config.toml` (select) and
+/// Python (`python/tests/test_options.py` checks the keyword lists against the same `--help`).
+#[test]
+fn ported_options_reach_every_front_end() {
+    // select --candidates: a flag, a [select] key, recorded in config.toml and rerun from it.
+    let select = SelectOptions::options();
+    let spec = select.iter().find(|s| s.key == "candidates").unwrap();
+    assert_eq!(
+        (spec.flag, spec.python_name()),
+        ("candidates", "candidates".into())
+    );
+    let help = String::from_utf8(recsel(&["select", "--help"]).stdout).unwrap();
+    assert!(
+        missing_flags(std::slice::from_ref(spec), &help).is_empty(),
+        "{help}"
+    );
+    let text = "figure = \"f\"\nout = \"o\"\n[select]\ndataset = \"synthetic\"\n\
+                candidates = \"popular:40\"\n";
+    let p = Pipeline::parse(text, "t.toml").unwrap();
+    assert_eq!(
+        p.select.unwrap().candidates.unwrap().to_string(),
+        "popular:40"
+    );
+    // A bad policy is an error naming the option, on the command line and in a table.
+    let o = recsel(&["select", "--dataset", "synthetic", "--candidates", "best:3"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("--candidates") && err.contains("best:3"),
+        "{err}"
+    );
+    let bad = text.replace("popular:40", "best:3");
+    let e = Pipeline::parse(&bad, "t.toml").unwrap_err().to_string();
+    assert!(e.contains("best:3"), "{e}");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let o = recsel(&[
+        "select",
+        "--dataset",
+        "synthetic",
+        "--mech",
+        "rnm",
+        "--eps",
+        "1",
+        "--trials",
+        "2",
+        "--candidates",
+        "popular:40",
+        "--seed",
+        "5",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let config: toml::Table = std::fs::read_to_string(out.join("config.toml"))
+        .unwrap()
+        .parse()
+        .unwrap();
+    let table = config["config"]["pipeline"].as_table().unwrap();
+    assert_eq!(table["candidates"].as_str(), Some("popular:40"));
+    assert!(
+        !table.contains_key("top"),
+        "a policy's run records the policy"
+    );
+    let recorded: SelectOptions = toml::Value::Table(table.clone()).try_into().unwrap();
+    assert!(recorded.check().is_ok());
+
+    // recommend: every option (the candidates and the ledger's among them) is a flag of
+    // `recsel recommend` but the hidden ones kept to name what replaced them, and a key of the
+    // table that reads back to the same options.
+    let specs = RecommendOptions::options();
+    for key in [
+        "candidates",
+        "ledger",
+        "budget",
+        "period",
+        "fallback",
+        "group",
+        "run_id",
+    ] {
+        assert!(specs.iter().any(|s| s.key == key), "{key} is not an option");
+    }
+    let help = String::from_utf8(recsel(&["recommend", "--help"]).stdout).unwrap();
+    let shown: Vec<OptionSpec> = specs.iter().filter(|s| !s.hidden).cloned().collect();
+    assert_eq!(missing_flags(&shown, &help), Vec::<&str>::new(), "{help}");
+    for hidden in specs.iter().filter(|s| s.hidden) {
+        assert!(
+            !help.contains(&format!("--{} ", hidden.flag)),
+            "{}",
+            hidden.key
+        );
+    }
+    for spec in &specs {
+        let mut o = RecommendOptions::default();
+        assert!(o.set(spec.key, &sample(spec)).unwrap(), "{}", spec.key);
+        let table = toml::to_string(&o).unwrap();
+        assert!(
+            table.contains(&format!("{} = ", spec.key)),
+            "{}: {table}",
+            spec.key
+        );
+        assert_eq!(
+            toml::from_str::<RecommendOptions>(&table).unwrap(),
+            o,
+            "{}",
+            spec.key
+        );
+    }
+    // The service's options include the serving and ledger options as the same declarations:
+    // same keys, flags and help.
+    let serve = ServeOptions::options();
+    for shared in ServingOptions::options()
+        .into_iter()
+        .chain(LedgerOptions::options())
+    {
+        let s = serve.iter().find(|s| s.key == shared.key).unwrap();
+        let r = specs.iter().find(|s| s.key == shared.key).unwrap();
+        for o in [s, r] {
+            assert_eq!((o.flag, &o.help), (shared.flag, &shared.help), "{}", o.key);
+        }
+    }
+    let help = String::from_utf8(recsel(&["serve", "--help"]).stdout).unwrap();
+    let shown: Vec<OptionSpec> = serve.iter().filter(|s| !s.hidden).cloned().collect();
+    assert_eq!(missing_flags(&shown, &help), Vec::<&str>::new(), "{help}");
 }
 
 #[test]

@@ -1,4 +1,4 @@
-//! A user's own data (issue 18): a tab-separated click log without ratings, the data options on
+//! A user's own data (data/README.md): a tab-separated click log without ratings, the data options on
 //! the command line and in pipelines, and `recsel run --check` validating files and columns.
 
 use std::path::Path;

@@ -1,4 +1,4 @@
-//! Mechanisms from outside the crate (issue 18): the example's `laplace-max` is registered and runs
+//! Mechanisms from outside the crate (docs/extending.md): the example's `laplace-max` is registered and runs
 //! through `select`, `synth` and `audit`; its typed parameter is validated; the generic checks
 //! pass it and reject broken variants.
 

@@ -1,4 +1,4 @@
-//! `recsel select --dump-problems` (issue 18): the exported problems are the ones the mechanisms
+//! `recsel select --dump-problems` (docs/protocol.md): the exported problems are the ones the mechanisms
 //! ran on. A short Python script (pyarrow only) re-scores them: it recomputes every user's
 //! candidate count and best score exactly, and the exact expected MSE of `random` and `krr` from
 //! their closed forms, which recsel's Monte-Carlo MSE must match within its Monte-Carlo error.

@@ -1,4 +1,4 @@
-//! The real-data protocol options of issue 10 (docs/protocol.md, step 6): whose scores the per-item percentiles
+//! The real-data protocol options (docs/protocol.md, step 6; docs/real-data.md): whose scores the per-item percentiles
 //! are taken over (`all` test users or those `without-item`) and whether candidate scores are
 //! clipped — each checked against a brute-force computation —, the per-run diagnostics, and the
 //! random scatter sample.
@@ -78,6 +78,7 @@ fn config(clip: bool, population: PercentileUsers) -> SelectConfig {
         epsilons: vec![1.0],
         trials: 3,
         top: 15,
+        candidates: None,
         clip,
         percentile_users: population,
         seed: 4,
@@ -257,7 +258,7 @@ fn scatter_sample_is_random_distinct_and_reproducible() {
 }
 
 /// `recsel select --json` carries the run's kind and diagnostics, and the items table is written
-/// (issue 10, "Must show"); the default run is the paper's text (all users, no clipping).
+/// (docs/real-data.md); the default run is the paper's text (all users, no clipping).
 #[test]
 fn select_json_has_the_diagnostics_and_the_items_table() {
     let dir = tempfile::tempdir().unwrap();

@@ -7,6 +7,7 @@ use std::process::{Command, Output};
 use recsel::mechanisms::MechParams;
 use recsel::recommend::{RecommendConfig, Recommender};
 use recsel::rng::NoiseMode;
+use recsel::scoring::CandidatePolicy;
 
 fn recsel(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_recsel"))
@@ -39,11 +40,14 @@ fn read_recs(path: &Path) -> Vec<(String, String)> {
 
 const TOP: usize = 50;
 
-/// The Must-show test of the recommend path: one item per user, never in the user's history,
-/// always among the user's top-`--top` candidates (recomputed through the library), identical for
-/// the same seed and different across seeds; the same users in jsonl and parquet give the same
-/// items as in csv (draws are keyed by user id, not file position); the secure path also picks
-/// from the candidates; a mechanism that is not ε-DP is refused.
+/// The recommend path with the paper's candidates (`history-top:50`, a reference run): one item
+/// per user, never in the user's history, always among the user's top-50 candidates (recomputed
+/// through the library), identical for the same seed and different across seeds; the same users in
+/// jsonl and parquet give the same items as in csv (draws are keyed by user id, not file
+/// position); the secure path also picks from the candidates; every run says that candidate
+/// membership is not protected; a mechanism that is not ε-DP is refused; the default policy
+/// (every item) is user-level; the replaced `--top` and `--include-history` are errors that point
+/// to `--candidates`.
 #[test]
 fn recommend_serves_one_private_item_per_user_from_its_candidates() {
     let tmp = tempfile::tempdir().unwrap();
@@ -88,7 +92,7 @@ fn recommend_serves_one_private_item_per_user_from_its_candidates() {
     std::fs::write(&users_csv, csv).unwrap();
     let users_jsonl = tmp.path().join("users.jsonl");
     std::fs::write(&users_jsonl, jsonl).unwrap();
-    let top = TOP.to_string();
+    let top = format!("history-top:{TOP}");
     let run = |users: &Path, seed: &str, out: &str| -> std::path::PathBuf {
         let out = tmp.path().join(out);
         let o = ok(recsel(&[
@@ -99,8 +103,9 @@ fn recommend_serves_one_private_item_per_user_from_its_candidates() {
             "mgem",
             "--eps",
             "1",
-            "--top",
+            "--candidates",
             &top,
+            "--allow-non-private",
             "--users",
             users.to_str().unwrap(),
             "--seed",
@@ -110,7 +115,9 @@ fn recommend_serves_one_private_item_per_user_from_its_candidates() {
         ]));
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(
-            err.contains("candidates is 1-DP (mgem) with respect to the user's history"),
+            err.contains("NOT user-level private: candidate membership is not protected")
+                && err.contains("only the choice among the candidates is 1-DP (mgem)")
+                && err.contains("0 of 60 recommended items (0.0%) were already in the user's"),
             "{err}"
         );
         out
@@ -120,16 +127,20 @@ fn recommend_serves_one_private_item_per_user_from_its_candidates() {
     let c = read_recs(&run(&users_csv, "8", "c.csv"));
     let j = read_recs(&run(&users_jsonl, "7", "j.csv"));
     assert_eq!(a.len(), histories.len(), "one row per user");
-    let rec = Recommender::load(
-        &model,
-        &RecommendConfig::new(
-            "mgem",
-            MechParams::default().with_epsilon(1.0),
-            TOP,
-            NoiseMode::Fast,
-        ),
+    let mut cfg = RecommendConfig::new(
+        "mgem",
+        MechParams::default().with_epsilon(1.0),
+        NoiseMode::Fast,
     )
-    .unwrap();
+    .with_candidates(CandidatePolicy::HistoryTop(TOP));
+    // The leaky policy is refused without the explicit permission.
+    let e = Recommender::load(&model, &cfg).unwrap_err().to_string();
+    assert!(
+        e.contains("not protected") && e.contains("history-top:50"),
+        "{e}"
+    );
+    cfg.allow_non_private = true;
+    let rec = Recommender::load(&model, &cfg).unwrap();
     let mut scratch = rec.scratch();
     let check =
         |recs: &[(String, String)], what: &str, scratch: &mut recsel::recommend::RecScratch| {
@@ -171,8 +182,9 @@ fn recommend_serves_one_private_item_per_user_from_its_candidates() {
         "cgem",
         "--eps",
         "0.5",
-        "--top",
+        "--candidates",
         &top,
+        "--allow-non-private",
         "--users",
         users_jsonl.to_str().unwrap(),
         "--secure",
@@ -209,18 +221,47 @@ fn recommend_serves_one_private_item_per_user_from_its_candidates() {
         recsel(&args)
     };
     // Not ε-DP at k = 50: refused without --allow-non-private.
-    let o = one("rnmh-laplace", &["--top", &top]);
+    let o = one("rnmh-laplace", &["--candidates", "popular:50"]);
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("only 49-DP at top = 50"), "{err}");
-    ok(one("rnmh-laplace", &["--top", &top, "--allow-non-private"]));
-    // Every item a candidate, the history included: the guarantee is user-level.
-    let o = ok(one("mgem", &["--top", "100000", "--include-history"]));
+    assert!(err.contains("only 49-DP at 50 candidates"), "{err}");
+    let o = ok(one(
+        "rnmh-laplace",
+        &["--candidates", "popular:50", "--allow-non-private"],
+    ));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
-        err.contains("is 1-DP (mgem) with respect to the user's whole history"),
+        err.contains("NOT user-level private: rnmh-laplace is only 49-DP"),
         "{err}"
     );
+    // history-top without the permission: refused, naming the leak.
+    let o = one("mgem", &["--candidates", &top]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("is not protected"), "{err}");
+    // The default, every item a candidate (and the public lists): user-level.
+    for extra in [&[][..], &["--candidates", "popular:100"][..]] {
+        let o = ok(one("mgem", extra));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains("user-level 1-DP per recommendation (mgem)")
+                && err.contains("with respect to the user's whole history"),
+            "{extra:?}: {err}"
+        );
+    }
+    // The replaced options say what replaces them.
+    for (old, want) in [
+        (
+            &["--top", "50"][..],
+            "--candidates history-top:50 --allow-non-private",
+        ),
+        (&["--include-history"][..], "replaced by --candidates"),
+    ] {
+        let o = one("mgem", old);
+        assert!(!o.status.success());
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(want), "{old:?}: {err}");
+    }
 }
 
 /// Bad users files are errors naming the file, the line and the value; a changed model file is
@@ -314,5 +355,110 @@ fn readme_library_example_is_the_recommend_doc_test() {
     assert_eq!(
         readme_lines, visible,
         "README's library example differs from the doc test in src/recommend/mod.rs"
+    );
+}
+
+/// Each candidate policy picks from its own list: `popular:N` from the N most popular training
+/// items (counted here from the data, against the release's stored counts), `pool:FILE` from the
+/// file's items, `all` from every item with the history included (its candidates hold the
+/// history's items); a pool file with an unknown id is an error naming the file and the line; a
+/// version-1 release (no popularity) still serves `all` and refuses `popular:N` with a message that
+/// says how to rewrite it.
+#[test]
+fn candidate_policies_pick_from_their_lists() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("model");
+    let data = recsel::recommend::example_release(&dir).unwrap();
+    let n = data.n_items();
+    let mut counts = vec![0u64; n];
+    for &j in data.train.indices() {
+        counts[j as usize] += 1;
+    }
+    let release = recsel::recommend::Release::read(&dir).unwrap();
+    assert_eq!(release.popularity.as_deref(), Some(&counts[..]));
+    assert_eq!(release.manifest.format_version, 2);
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by(|&a, &b| counts[b].cmp(&counts[a]).then(a.cmp(&b)));
+    let popular: Vec<u32> = order[..20].iter().map(|&j| j as u32).collect();
+    let pool_ids: Vec<&str> = (0..10)
+        .map(|i| data.item_ids[7 + 31 * i].as_str())
+        .collect();
+    let pool_file = tmp.path().join("pool.txt");
+    std::fs::write(
+        &pool_file,
+        format!("# a public pool\n{}\n", pool_ids.join("\n")),
+    )
+    .unwrap();
+    let params = MechParams {
+        epsilon: 1.0,
+        ..Default::default()
+    };
+    let histories: Vec<Vec<u32>> = (0..200)
+        .map(|u| data.test_input.outer_view(u).unwrap().indices().to_vec())
+        .collect();
+    let picks = |policy: CandidatePolicy| -> (Recommender, Vec<u32>) {
+        let cfg =
+            RecommendConfig::new("mgem", params.clone(), NoiseMode::Fast).with_candidates(policy);
+        let rec = Recommender::load(&dir, &cfg).unwrap();
+        assert!(rec.user_level());
+        let mut draws = rec.draws_seeded(5).unwrap();
+        let mut scratch = rec.scratch();
+        let p = histories
+            .iter()
+            .enumerate()
+            .map(|(u, h)| {
+                rec.recommend(h, u as u64, &mut draws, &mut scratch)
+                    .unwrap()
+                    .unwrap()
+            })
+            .collect();
+        (rec, p)
+    };
+    let (rec, p) = picks(CandidatePolicy::Popular(20));
+    assert!(p.iter().all(|j| popular.contains(j)), "popular:20 picks");
+    let mut scratch = rec.scratch();
+    let mut c = rec.candidates(&histories[0], &mut scratch).items;
+    c.sort_unstable();
+    let mut want = popular.clone();
+    want.sort_unstable();
+    assert_eq!(c, want);
+    let (rec, p) = picks(CandidatePolicy::Pool(pool_file.clone()));
+    let pool_cols: Vec<u32> = pool_ids
+        .iter()
+        .map(|i| rec.item_index(i).unwrap())
+        .collect();
+    assert!(p.iter().all(|j| pool_cols.contains(j)), "pool picks");
+    let (rec, p) = picks(CandidatePolicy::All);
+    let mut scratch = rec.scratch();
+    let c = rec.candidates(&histories[0], &mut scratch);
+    assert_eq!(c.items.len(), n);
+    assert!(histories[0].iter().all(|j| c.items.contains(j)));
+    // Power of the pool and popular checks: `all` picks outside both lists.
+    assert!(p
+        .iter()
+        .any(|j| !pool_cols.contains(j) && !popular.contains(j)));
+    // A pool naming an unknown item: file and line.
+    std::fs::write(&pool_file, "# pool\n3\nnot-an-item\n").unwrap();
+    let cfg = RecommendConfig::new("mgem", params.clone(), NoiseMode::Fast)
+        .with_candidates(CandidatePolicy::Pool(pool_file.clone()));
+    let e = Recommender::load(&dir, &cfg).unwrap_err().to_string();
+    assert!(
+        e.contains("pool.txt line 3") && e.contains("'not-an-item'"),
+        "{e}"
+    );
+    // A version-1 release: no popularity.
+    let mut old = recsel::recommend::Release::read(&dir).unwrap();
+    old.popularity = None;
+    old.write(&dir).unwrap();
+    let back = recsel::recommend::Release::read(&dir).unwrap();
+    assert_eq!((back.manifest.format_version, back.popularity), (1, None));
+    let all = RecommendConfig::new("mgem", params.clone(), NoiseMode::Fast);
+    Recommender::load(&dir, &all).unwrap();
+    let e = Recommender::load(&dir, &all.with_candidates(CandidatePolicy::Popular(5)))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("popularity") && e.contains("format version 1") && e.contains("recsel fit"),
+        "{e}"
     );
 }

@@ -1,4 +1,4 @@
-//! The secure path (issue 14, `docs/secure.md`): exact samplers against their exact laws, every
+//! The secure path (`docs/secure.md`): exact samplers against their exact laws, every
 //! secure mechanism against its output law, the rounding never costing privacy (property tests),
 //! the audit of the secure path, and the type separation from the float samplers.
 //!
@@ -426,7 +426,12 @@ fn problem_strategy() -> impl Strategy<Value = (Vec<f64>, Vec<f64>, Vec<f64>)> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(400))]
+    // Seeded, like every property test here: CI draws the same cases on every run.
+    #![proptest_config(ProptestConfig {
+        cases: 400,
+        rng_seed: proptest::test_runner::RngSeed::Fixed(0x5ec0_2e),
+        ..ProptestConfig::default()
+    })]
 
     /// The effective ε after discretisation never exceeds the requested ε, for every mechanism
     /// with a secure path, and loses at most one step of the 2^−32 grid below 2^12.
@@ -438,8 +443,12 @@ proptest! {
             let m = spec.build(&params).unwrap();
             if let Ok(e) = m.secure_epsilon() {
                 prop_assert!(e <= eps, "{}: {e} > {eps}", spec.name);
+                // At most about one grid step lost. The selections from private candidates
+                // (rs-threshold, rs-hard, rs-hard-delta) report a theorem's total, a
+                // floating-point formula of the gridded ε₀, so their loss also has a rounding
+                // part relative to ε (measured up to 1.3e-13·ε).
                 if spec.name != "random" && eps < 4096.0 {
-                    prop_assert!(eps - e <= 2.0 * 2f64.powi(-32) + 1e-15 * eps,
+                    prop_assert!(eps - e <= 2.0 * 2f64.powi(-32) + 1e-12 * eps,
                         "{}: {e} vs {eps}", spec.name);
                 }
             }
@@ -512,7 +521,7 @@ fn audit_of_the_secure_path_is_consistent_for_every_private_mechanism() {
         );
         audited += 1;
     }
-    assert_eq!(audited, 12);
+    assert_eq!(audited, 15);
     // Power: the secure path of an rnm that claims ε but scales its noise for 2ε is refuted.
     let bad = NoisyMax::miscalibrated(Noise::Exponential, 1.0, 2.0).unwrap();
     let r = audit::audit(

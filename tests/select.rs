@@ -1,4 +1,4 @@
-//! The real-data runner on a small deterministic score table (issue 5): thread-count independence,
+//! The real-data runner on a small deterministic score table: thread-count independence,
 //! resumption, configuration guard, and `random`'s MSE against its exact expectation.
 
 use recsel::experiments::select::{self, ChunkStore, SelectConfig, CHUNK_USERS};
@@ -71,6 +71,7 @@ pub(crate) fn config(trials: u32) -> SelectConfig {
         epsilons: vec![0.1, 1.0, 8.0],
         trials,
         top: 40,
+        candidates: None,
         clip: true,
         percentile_users: recsel::scoring::PercentileUsers::All,
         seed: 9,
@@ -216,7 +217,7 @@ impl UserScorer for BestIsTarget {
     }
 }
 
-/// The utility columns a product owner reads (issue 17): hit@1 equals the exact probability of
+/// The utility columns a product owner reads (`hit1`, `relative_mse`): hit@1 equals the exact probability of
 /// picking the held-out item (krr picks the argmax with probability e^ε/(e^ε + k − 1), random with
 /// 1/k — each rejects the other's value), random's MSE relative to random is 1, and the guarantee
 /// column states what `rnmh-laplace` really is at k = top ((k − 1)ε, so not ε-DP) while `rnm` is

@@ -1,4 +1,4 @@
-//! Synthetic experiments (issue 3; docs/experiments.md and docs/mechanisms.md): the paper's findings with statistical margins,
+//! Synthetic experiments (docs/experiments.md and docs/mechanisms.md): the paper's findings with statistical margins,
 //! data generation, determinism across thread counts, outputs, pipelines and the two-candidate
 //! closed form.
 
@@ -13,7 +13,7 @@ use recsel::experiments::{run_synth, SynthConfig};
 use recsel::rng::Streams;
 use recsel::stats::spearman;
 
-/// Differences must exceed this many standard errors (issue 3).
+/// Differences must exceed this many standard errors.
 const Z: f64 = 4.0;
 
 fn run(scenario: u8, mechs: &str, eps: &[f64], trials: u64, seed: u64) -> Vec<MseRow> {
@@ -425,6 +425,69 @@ fn rnmh_head_to_head_matches_its_closed_form() {
     let bad = rs(large, small);
     assert!(good.hg > Z * good.se, "{good:?}");
     assert!(bad.hg < -Z * bad.se, "{bad:?}");
+}
+
+/// Fig 16's ε = 3, gap 5 panel as `recsel run pipelines/fig16.toml` draws it (seed 16, 10,000
+/// trials, the 20 × 20 grid, the pipeline's stream of every cell). The worse candidate wins there
+/// with probability below 1e-4 in the cells with small sensitivities, so some cells see no error of
+/// either mechanism while the closed form is not 0; with a plug-in standard error those cells
+/// were "infinitely many" standard errors from it although the mechanism and the closed form are
+/// right. Every cell must lie within 6 standard errors of the closed form (64 cells: a
+/// false-failure rate below 1e-6 under the normal approximation), and the same check must reject
+/// the closed form at 1.3 ε.
+#[test]
+fn fig16_cells_without_errors_agree_with_the_closed_form() {
+    use rayon::prelude::*;
+    let cfg = TwocandConfig {
+        figure: 16,
+        trials: 10_000,
+        seed: 16,
+        ..TwocandConfig::default()
+    };
+    let panels = twocand::panels(16).unwrap();
+    let pi = panels
+        .iter()
+        .position(|p| p.epsilon == 3.0 && p.gap == 5.0)
+        .unwrap();
+    let panel = &panels[pi];
+    let deltas = cfg.deltas();
+    let n = deltas.len();
+    let streams = Streams::new(cfg.seed);
+    // The cells with Δ_1, Δ_2 ≤ 1.9 (the first 8 grid points): every cell where the worse
+    // candidate wins with probability below 1e-3, and enough larger ones for the power check.
+    let m = 8;
+    let rows: Vec<_> = (0..m * m)
+        .into_par_iter()
+        .map(|i| {
+            let (i1, i2) = (i % m, i / m);
+            let (d1, d2) = (deltas[i1], deltas[i2]);
+            let ci = (pi * n * n + i2 * n + i1) as u32;
+            twocand::hg_cell(16, panel, d1, d2, cfg.trials, &streams, ci, pi as u64).unwrap()
+        })
+        .collect();
+    let silent: Vec<_> = rows
+        .iter()
+        .filter(|r| r.hg == 0.0 && r.hg_exact.abs() > 1e-9)
+        .collect();
+    assert!(
+        silent.len() >= 3,
+        "the panel should have cells where neither mechanism erred: {}",
+        silent.len()
+    );
+    for r in &rows {
+        assert!(r.se > 0.0, "{r:?}");
+        let z = (r.hg - r.hg_exact).abs() / r.se;
+        assert!(z < 6.0, "{r:?}: z = {z}");
+    }
+    // Power: the closed form with ε misstated by 30% is rejected by the same check.
+    let worst = rows
+        .iter()
+        .map(|r| {
+            let wrong = twocand::hg_rnmh_exact(1.3 * r.epsilon, r.gap, r.delta1, r.delta2);
+            (r.hg - wrong).abs() / r.se
+        })
+        .fold(0.0, f64::max);
+    assert!(worst > 6.0, "no power: largest z {worst}");
 }
 
 #[test]

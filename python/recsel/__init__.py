@@ -53,9 +53,12 @@ __all__ = [
     "sensitivities",
     "user_rows",
     "read_table",
+    "select_private_candidates",
 ]
 
 __version__ = _native.__version__
+
+from .candidates import select_private_candidates  # noqa: E402  (needs _seed below at call time)
 
 
 def _seed(seed: Optional[int]) -> int:

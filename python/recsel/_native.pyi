@@ -15,6 +15,7 @@ class RecselError(ValueError):
 def mechanisms_list() -> List[Dict[str, Any]]: ...
 def mechanism_params() -> List[Dict[str, Any]]: ...
 def select_options() -> List[Dict[str, Any]]: ...
+def recommend_options() -> List[Dict[str, Any]]: ...
 def sample(mech: str, scores: npt.NDArray[np.float64], sens: npt.NDArray[np.float64], eps: float,
            n: int, seed: int, secure: bool,
            params: Optional[Dict[str, Any]] = None) -> npt.NDArray[np.uint64]: ...
@@ -28,6 +29,13 @@ def audit(mech: str, scores: Sequence[float], sens: Sequence[float], eps: float,
 def sensitivities(model: Model, users: UserRows, lower: float, upper: float, floor: float,
                   population: str) -> Sensitivities: ...
 def split_users(n_users: int, parts: int) -> List[Tuple[int, int]]: ...
+def select_private_candidates(
+    fn_: Any, stopping: str, eps0: float, gamma: Optional[float] = None,
+    eta: Optional[float] = None, mu: Optional[float] = None, runs: Optional[int] = None,
+    threshold: Optional[float] = None, max_runs: Optional[int] = None, delta0: float = 0.0,
+    seed: int = 0, secure: bool = False,
+) -> Tuple[Any, Optional[float], Tuple[float, float, str], int,
+           List[Tuple[float, float, str]]]: ...
 def percentile_counts_of(model: Model, users: UserRows,
                          config: SelectConfig) -> npt.NDArray[np.uint64]: ...
 def sketch_partition(model: Model, users: UserRows, counts: npt.NDArray[np.uint64],
@@ -129,23 +137,32 @@ class Recommender:
     """Private recommendations from a model folder written by ``recsel fit --out DIR``.
 
     The library's ``Recommender`` (the one ``recsel recommend`` runs): score a history, take the
-    top ``top`` candidates, clip them to the calibrated bounds, select one with the mechanism.
+    candidates of the policy ``candidates`` (``"all"`` by default: every item, the user's own
+    included; ``"popular:N"``; ``"pool:FILE"``; ``"history-top:N"`` only with
+    ``allow_non_private=True``), clip them to the calibrated bounds, select one with the mechanism.
 
     Example::
 
-        rec = recsel.Recommender("out/model", "mgem", 1.0, top=500, secure=True)
-        print(rec.privacy_statement)
+        rec = recsel.Recommender("out/model", "mgem", 1.0, secure=True)
+        print(rec.privacy_statement)  # user-level 1-DP per recommendation ...
         rec.recommend([("alice", ["3", "17", "42"])])  # -> ["<item id>"]
     """
-    def __init__(self, model_dir: str, mech: str, eps: float, *, top: int = 500,
+    def __init__(self, model_dir: str, mech: str, eps: float, *, candidates: str = "all",
                  secure: bool = False, allow_non_private: bool = False,
-                 include_history: bool = False, **options: Any) -> None:
+                 **options: Any) -> None:
         """``options``: any other option of ``recsel recommend`` by its flag with ``_`` for
-        ``-``, and the mechanism's parameters (``recsel.mechanism_params()``)."""
+        ``-`` (``recommend_options()``), and the mechanism's parameters
+        (``recsel.mechanism_params()``). ``top=`` and ``include_history=`` were replaced by
+        ``candidates=`` and say so; the ledger options are refused (``recsel recommend --ledger``
+        and ``recsel serve`` charge a ledger)."""
         ...
     @property
     def privacy_statement(self) -> str: ...
     @property
     def epsilon(self) -> Optional[float]: ...
+    @property
+    def candidates(self) -> str: ...
+    @property
+    def user_level(self) -> bool: ...
     def recommend(self, users: Sequence[Tuple[str, Sequence[str]]], *,
                   seed: Optional[int] = None) -> List[Optional[str]]: ...

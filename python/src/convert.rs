@@ -6,7 +6,7 @@ use numpy::PyReadonlyArray1;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
-use recsel::options::{OptionSpec, OptionTable};
+use recsel::options::{Kind, OptionSpec, OptionTable};
 
 pyo3::create_exception!(
     _native,
@@ -94,4 +94,34 @@ pub(crate) fn fill<T: OptionTable>(
         }
     }
     Ok(())
+}
+
+/// The options of the table `T` (declared once in the library), as dicts: the keyword `name`
+/// (the command line's flag with `_` for `-`), the table `key`, the `flag`, `help`, `kind`,
+/// `choices`, `negatable`, `hidden`, `default` and `group`.
+pub(crate) fn option_dicts<T: OptionTable>(py: Python<'_>) -> R<Bound<'_, PyList>> {
+    let out = PyList::empty(py);
+    for spec in T::options() {
+        let d = PyDict::new(py);
+        d.set_item("name", spec.python_name())?;
+        d.set_item("key", spec.key)?;
+        d.set_item("flag", spec.flag)?;
+        d.set_item("help", &spec.help)?;
+        let kind = match spec.kind {
+            Kind::Text => "text",
+            Kind::Path => "path",
+            Kind::Count => "count",
+            Kind::Real => "real",
+            Kind::Flag => "flag",
+            Kind::Reals => "reals",
+        };
+        d.set_item("kind", kind)?;
+        d.set_item("choices", spec.choices.to_vec())?;
+        d.set_item("negatable", spec.negatable)?;
+        d.set_item("hidden", spec.hidden)?;
+        d.set_item("default", spec.default.clone())?;
+        d.set_item("group", spec.group)?;
+        out.append(d)?;
+    }
+    Ok(out)
 }

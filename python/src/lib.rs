@@ -9,11 +9,13 @@
 //!
 //! One file per topic: `convert` (errors, arrays, values), `mechanisms` (the registry, sampling,
 //! batches, audits), `model` (models and user rows), `partition` (sensitivities and the phases of
-//! a distributed `select`), `select` (a `select` run prepared on the driver) and `recommend`
-//! (serving); this one only registers them.
+//! a distributed `select`), `select` (a `select` run prepared on the driver), `recommend`
+//! (serving) and `candidates` (selection from private candidates with a Python function); this
+//! one only registers them.
 
 use pyo3::prelude::*;
 
+mod candidates;
 mod convert;
 mod mechanisms;
 mod model;
@@ -38,6 +40,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(partition::merge_sketches, m)?)?;
     m.add_function(wrap_pyfunction!(partition::run_partition, m)?)?;
     m.add_function(wrap_pyfunction!(select::select_options, m)?)?;
+    m.add_function(wrap_pyfunction!(recommend::recommend_options, m)?)?;
+    m.add_function(wrap_pyfunction!(candidates::select_private_candidates, m)?)?;
     m.add_class::<model::UserRows>()?;
     m.add_class::<model::PyModel>()?;
     m.add_class::<partition::PySens>()?;

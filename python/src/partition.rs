@@ -143,8 +143,10 @@ impl PyConfig {
     fn from_state(state: &Bound<'_, PyTuple>) -> R<Self> {
         let json: String = state.get_item(0)?.extract()?;
         let (lower, upper, floor): (f64, f64, f64) = state.get_item(1)?.extract()?;
+        let candidates: String = state.get_item(2)?.extract()?;
         let cfg: SelectConfig = serde_json::from_str(&json)
             .map_err(|e| invalid(format!("corrupt SelectConfig state: {e}")))?;
+        let cfg = cfg.with_candidates_state(&candidates).map_err(err)?;
         let population = cfg.percentile_users.name().to_string();
         Ok(PyConfig {
             sens: sens_config(lower, upper, floor, &population)?,
@@ -160,6 +162,7 @@ impl PyConfig {
             [
                 self.to_json()?.into_pyobject(py)?.into_any(),
                 (s.lower, s.upper, s.floor).into_pyobject(py)?.into_any(),
+                self.cfg.candidates_state().into_pyobject(py)?.into_any(),
             ],
         )
     }

@@ -3,13 +3,20 @@
 use std::path::PathBuf;
 
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyDict, PyList};
 
 use recsel::mechanisms::Registry;
 use recsel::recommend::RecommendOptions;
 use recsel::rng::Streams;
 
-use crate::convert::{err, fill, invalid, R};
+use crate::convert::{err, fill, invalid, option_dicts, R};
+
+/// The options of the `Recommender` (`recsel recommend`'s, declared once in the library), as
+/// dicts ([`option_dicts`]).
+#[pyfunction]
+pub fn recommend_options(py: Python<'_>) -> R<Bound<'_, PyList>> {
+    option_dicts::<RecommendOptions>(py)
+}
 
 /// Private recommendations from a model folder written by `recsel fit --out DIR` (model and
 /// release artifact; docs/deployment.md): the library's `recsel::recommend::Recommender`, the
@@ -31,14 +38,20 @@ impl PyRecommender {
         eps: f64,
         options: Option<&Bound<'_, PyDict>>,
     ) -> R<Self> {
-        let mut opts = RecommendOptions {
-            model: Some(model_dir),
-            mechanism: Some(mech.to_string()),
-            epsilon: Some(eps),
-            ..RecommendOptions::default()
-        };
+        let mut opts = RecommendOptions::default();
+        opts.serving.model = Some(model_dir);
+        opts.serving.mechanism = Some(mech.to_string());
+        opts.serving.epsilon = Some(eps);
         fill(&mut opts, "Recommender option", options)?;
         let cfg = opts.config(&Registry::builtin()).map_err(err)?;
+        if opts.charges_a_ledger() {
+            return Err(invalid(
+                "the Python Recommender does not charge a privacy ledger: charge one with \
+                 `recsel recommend --ledger FILE` or serve through `recsel serve` \
+                 (docs/ledger.md)"
+                    .into(),
+            ));
+        }
         let dir = opts.model_dir().map_err(err)?;
         let rec = py
             .detach(|| recsel::recommend::Recommender::load(dir, &cfg))
@@ -55,10 +68,24 @@ impl PyRecommender {
         self.rec.privacy_statement()
     }
 
-    /// The ε the selection guarantees at this `top` (`None` for a mechanism that is not private).
+    /// The ε the selection guarantees for the policy's candidates (`None` for a mechanism that is
+    /// not private); it covers the whole history only when `user_level`.
     #[getter]
     fn epsilon(&self) -> Option<f64> {
         self.rec.epsilon()
+    }
+
+    /// The candidate policy, as given (`"all"`, `"popular:N"`, ...).
+    #[getter]
+    fn candidates(&self) -> String {
+        self.rec.candidate_policy().to_string()
+    }
+
+    /// Whether each recommendation is user-level ε-DP (an ε-DP mechanism on a history-independent
+    /// candidate list).
+    #[getter]
+    fn user_level(&self) -> bool {
+        self.rec.user_level()
     }
 
     /// One private item id per `(user_id, [item ids of the history])`, in order (`None` when a

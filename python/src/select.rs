@@ -10,42 +10,18 @@ use pyo3::types::{PyDict, PyList};
 use recsel::experiments::select::partition::{self, PartitionResult};
 use recsel::experiments::select::{self, Placement, SelectOptions};
 use recsel::mechanisms::Registry;
-use recsel::options::{Kind, OptionTable};
 use recsel::report::select::{finish, Print, Timings};
 use recsel::scoring::SensitivityConfig;
 
-use crate::convert::{err, fill, R};
+use crate::convert::{err, fill, option_dicts, R};
 use crate::model::{PyModel, UserRows};
 use crate::partition::{PyConfig, PyPart, PySens};
 
-/// The select job's options (`recsel select`'s, declared once in the library), as dicts: the
-/// keyword `name` (the command line's flag with `_` for `-`), the table `key`, `help`, `kind`,
-/// `choices`, `default` and `group` — the keyword arguments [`SelectJob`] accepts.
+/// The select job's options (`recsel select`'s, declared once in the library), as dicts
+/// ([`option_dicts`]): the keyword arguments [`SelectJob`] accepts.
 #[pyfunction]
 pub fn select_options(py: Python<'_>) -> R<Bound<'_, PyList>> {
-    let out = PyList::empty(py);
-    for spec in SelectOptions::options() {
-        let d = PyDict::new(py);
-        d.set_item("name", spec.python_name())?;
-        d.set_item("key", spec.key)?;
-        d.set_item("flag", spec.flag)?;
-        d.set_item("help", &spec.help)?;
-        let kind = match spec.kind {
-            Kind::Text => "text",
-            Kind::Path => "path",
-            Kind::Count => "count",
-            Kind::Real => "real",
-            Kind::Flag => "flag",
-            Kind::Reals => "reals",
-        };
-        d.set_item("kind", kind)?;
-        d.set_item("choices", spec.choices.to_vec())?;
-        d.set_item("negatable", spec.negatable)?;
-        d.set_item("default", spec.default.clone())?;
-        d.set_item("group", spec.group)?;
-        out.append(d)?;
-    }
-    Ok(out)
+    option_dicts::<SelectOptions>(py)
 }
 
 /// The data, model and configuration of a `select` run, prepared as `recsel select` prepares

@@ -33,14 +33,18 @@ def test_recommender_equals_recsel_recommend_for_the_same_seed(release, run_cli,
             for i in items:
                 w.writerow([u, i])
     out = tmp_path / "recs.csv"
-    run_cli("recommend", "--model", release, "--mech", "mgem", "--eps", "1", "--top", "50",
+    run_cli("recommend", "--model", release, "--mech", "mgem", "--eps", "1",
+            "--candidates", "history-top:50", "--allow-non-private",
             "--users", path, "--out", out, "--seed", "9")
     with open(out) as f:
         rows = list(csv.reader(f))[1:]
     cli = {u: i for u, i in rows}
 
-    rec = recsel.Recommender(str(release), "mgem", 1.0, top=50)
+    rec = recsel.Recommender(str(release), "mgem", 1.0, candidates="history-top:50",
+                             allow_non_private=True)
     assert "mgem" in rec.privacy_statement
+    assert "candidate membership is not protected" in rec.privacy_statement
+    assert not rec.user_level
     picks = rec.recommend(users, seed=9)
     assert picks == [cli[u] for u, _ in users]
     for (u, hist), p in zip(users, picks):
@@ -51,10 +55,66 @@ def test_recommender_equals_recsel_recommend_for_the_same_seed(release, run_cli,
 
 def test_recommender_errors(release):
     with pytest.raises(recsel.RecselError, match="rnmh-laplace"):
-        recsel.Recommender(str(release), "rnmh-laplace", 1.0, top=50)
-    rec = recsel.Recommender(str(release), "mgem", 1.0, top=50, secure=True)
+        recsel.Recommender(str(release), "rnmh-laplace", 1.0, candidates="popular:50")
+    rec = recsel.Recommender(str(release), "mgem", 1.0, secure=True)
     with pytest.raises(recsel.RecselError, match="no seed"):
         rec.recommend([("a", ["1"])], seed=1)
     assert len(rec.recommend([("a", ["1", "2"])])) == 1
     with pytest.raises(recsel.RecselError, match="no-such-item"):
         rec.recommend([("a", ["no-such-item"])])
+
+
+def _users_csv(users, path):
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["user", "item"])
+        for u, items in users:
+            for i in items:
+                w.writerow([u, i])
+
+
+def test_recommender_candidate_policies(release, run_cli, tmp_path):
+    """candidates= is the library's policy: "all" (the default) is user-level and equals
+    `recsel recommend` for the same seed; "popular:N" picks among the N most popular training
+    items of the release (its `popularity` array); "pool:FILE" among the file's items;
+    "history-top:N" needs allow_non_private; the replaced keywords name candidates=."""
+    np = pytest.importorskip("numpy")
+    users = _users(release, n=60)
+    rec = recsel.Recommender(str(release), "mgem", 1.0)
+    assert rec.candidates == "all" and rec.user_level
+    assert "user-level 1-DP per recommendation (mgem)" in rec.privacy_statement
+    picks = rec.recommend(users, seed=4)
+    path, out = tmp_path / "users.csv", tmp_path / "recs.csv"
+    _users_csv(users, path)
+    run_cli("recommend", "--model", release, "--mech", "mgem", "--eps", "1",
+            "--users", path, "--out", out, "--seed", "4")
+    with open(out) as f:
+        cli = {u: i for u, i in list(csv.reader(f))[1:]}
+    assert picks == [cli[u] for u, _ in users]
+    ids = json.loads((release / "release.json").read_text())["item_ids"]
+    counts = np.load(release / "calibration.npz")["popularity"]
+    order = sorted(range(len(ids)), key=lambda j: (-int(counts[j]), j))
+    popular = {ids[j] for j in order[:20]}
+    rec = recsel.Recommender(str(release), "mgem", 1.0, candidates="popular:20")
+    assert rec.user_level
+    assert set(rec.recommend(users, seed=4)) <= popular
+    # The history stays among the candidates: a user who has all 20 is shown one of them.
+    owner = [("owner", sorted(popular))]
+    assert rec.recommend(owner, seed=4)[0] in popular
+    pool = [ids[j] for j in range(3, len(ids), 97)]
+    (tmp_path / "pool.txt").write_text("# public pool\n" + "\n".join(pool) + "\n")
+    rec = recsel.Recommender(str(release), "rnm", 1.0, candidates=f"pool:{tmp_path / 'pool.txt'}")
+    picks = rec.recommend(users, seed=4)
+    assert set(picks) <= set(pool)
+    # Power of the subset checks: "all" picks outside both lists.
+    assert not set(recsel.Recommender(str(release), "rnm", 1.0).recommend(users, seed=4)) <= (
+        popular | set(pool))
+
+    with pytest.raises(recsel.RecselError, match="not protected"):
+        recsel.Recommender(str(release), "mgem", 1.0, candidates="history-top:50")
+    with pytest.raises(recsel.RecselError, match="candidates="):
+        recsel.Recommender(str(release), "mgem", 1.0, top=50)
+    with pytest.raises(recsel.RecselError, match="candidates="):
+        recsel.Recommender(str(release), "mgem", 1.0, include_history=True)
+    with pytest.raises(recsel.RecselError, match="unknown candidate policy"):
+        recsel.Recommender(str(release), "mgem", 1.0, candidates="top:5")

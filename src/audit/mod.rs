@@ -19,6 +19,7 @@
 //! the 2^−32 grid).
 
 pub mod conformance;
+pub mod end_to_end;
 pub mod pairs;
 
 use rayon::prelude::*;
@@ -152,25 +153,172 @@ fn counts(
 ) -> Result<Vec<u64>> {
     let problem = Problem::new(q, sens)?;
     let selector = Selector::new(mech, &problem, noise)?;
-    let id = name_id(mech.name());
+    counts_of(
+        &selector,
+        name_id(mech.name()),
+        None,
+        q.len(),
+        n,
+        streams,
+        family,
+        noise,
+    )
+}
+
+/// Output counts of `n` selections from `selector` (stream family `family` of mechanism `id`),
+/// over `outputs` outputs: candidate a counts as output `map[a]` (as a itself without a map).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn counts_of(
+    selector: &Selector<'_>,
+    id: u32,
+    map: Option<&[u32]>,
+    outputs: usize,
+    n: u64,
+    streams: &Streams,
+    family: u32,
+    noise: NoiseMode,
+) -> Result<Vec<u64>> {
     const CHUNK: u64 = 4096;
     (0..n.div_ceil(CHUNK))
         .into_par_iter()
         .map(|c| {
-            let mut out = vec![0u64; q.len()];
+            let mut out = vec![0u64; outputs];
             let mut draws = Draws::new(noise, *streams)?;
             for i in c * CHUNK..((c + 1) * CHUNK).min(n) {
-                out[selector.sample(&mut draws, id, family, i >> 32, i as u32)] += 1;
+                let a = selector.sample(&mut draws, id, family, i >> 32, i as u32);
+                out[map.map_or(a, |m| m[a] as usize)] += 1;
             }
             Ok(out)
         })
         .try_reduce(
-            || vec![0u64; q.len()],
+            || vec![0u64; outputs],
             |mut a, b| {
                 a.iter_mut().zip(b).for_each(|(x, y)| *x += y);
                 Ok(a)
             },
         )
+}
+
+/// One direction's bound (steps 1–2 of the module's recipe): the output with the largest
+/// add-one smoothed ratio of the selection batches `sel_first / sel_second`, and one-sided
+/// Clopper–Pearson bounds at `level` on its probability under the first input (lower, from the
+/// `n` fresh samples `first`) and under the second (upper, from `second`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DirectionBound {
+    /// The output tested.
+    pub output: usize,
+    /// Fresh samples of the first input that gave `output`.
+    pub count_first: u64,
+    /// Fresh samples of the second input that gave `output`.
+    pub count_second: u64,
+    /// Lower confidence bound on P[M(first) = output].
+    pub p_lo: f64,
+    /// Upper confidence bound on P[M(second) = output].
+    pub p_hi: f64,
+    /// ln(p_lo / p_hi); −∞ when `p_lo` is 0.
+    pub eps_lb: f64,
+}
+
+/// How the selection batch chooses the output a direction is tested on.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum OutputChoice {
+    /// The largest add-one smoothed ratio `(c + 1) / (c' + 1)` (`recsel audit`: few outputs).
+    Smoothed,
+    /// The largest ratio of Clopper–Pearson bounds on the batch itself (lower on the first input,
+    /// upper on the second, at this level, over `n` batch samples): with thousands of outputs of
+    /// small probability it prefers an output with evidence over one drawn once against zero.
+    Bounded {
+        /// Samples per input of the batch.
+        n: u64,
+        /// One-sided level of each bound.
+        level: f64,
+    },
+}
+
+/// [`DirectionBound`] of one direction; every slice has one count per output.
+pub fn direction_bound(
+    sel_first: &[u64],
+    sel_second: &[u64],
+    first: &[u64],
+    second: &[u64],
+    n: u64,
+    level: f64,
+) -> DirectionBound {
+    direction_bound_by(
+        OutputChoice::Smoothed,
+        sel_first,
+        sel_second,
+        first,
+        second,
+        n,
+        level,
+    )
+}
+
+/// [`direction_bound`] with the output chosen by `choice`.
+pub fn direction_bound_by(
+    choice: OutputChoice,
+    sel_first: &[u64],
+    sel_second: &[u64],
+    first: &[u64],
+    second: &[u64],
+    n: u64,
+    level: f64,
+) -> DirectionBound {
+    // The bounded ratio of each distinct (count, count') pair, computed once: outputs share few.
+    let mut bounded = std::collections::HashMap::new();
+    if let OutputChoice::Bounded { n, level } = choice {
+        for (&c, &c2) in sel_first.iter().zip(sel_second) {
+            if c > 0 {
+                bounded.entry((c, c2)).or_insert_with(|| {
+                    (clopper_pearson_lower(c, n, level) / clopper_pearson_upper(c2, n, level)).ln()
+                });
+            }
+        }
+    }
+    let ratio = |o: usize| match choice {
+        OutputChoice::Smoothed => ((sel_first[o] as f64 + 1.0) / (sel_second[o] as f64 + 1.0)).ln(),
+        OutputChoice::Bounded { .. } => bounded
+            .get(&(sel_first[o], sel_second[o]))
+            .copied()
+            .unwrap_or(f64::NEG_INFINITY),
+    };
+    let output = (0..sel_first.len())
+        .max_by(|&a, &b| ratio(a).total_cmp(&ratio(b)).then(b.cmp(&a)))
+        .expect("at least one output");
+    let p_lo = clopper_pearson_lower(first[output], n, level);
+    let p_hi = clopper_pearson_upper(second[output], n, level);
+    DirectionBound {
+        output,
+        count_first: first[output],
+        count_second: second[output],
+        p_lo,
+        p_hi,
+        eps_lb: (p_lo / p_hi).ln(),
+    }
+}
+
+/// The guarantee `mech` is held to in `noise`'s mode: the secure path to its effective ε.
+pub(crate) fn held_to(mech: &dyn Mechanism, noise: NoiseMode) -> Result<Guarantee> {
+    Ok(match (noise, mech.guarantee()) {
+        (NoiseMode::Secure, Guarantee::Pure { .. }) => Guarantee::Pure {
+            epsilon: mech.secure_epsilon()?,
+        },
+        (NoiseMode::Secure, Guarantee::Approx { delta, .. }) => Guarantee::Approx {
+            epsilon: mech.secure_epsilon()?,
+            delta,
+        },
+        (NoiseMode::Secure, g) => {
+            mech.secure_epsilon()?;
+            g
+        }
+        (NoiseMode::Fast, g) => g,
+    })
+}
+
+/// A small relative slack keeps rounding in the bounds from reading as a violation.
+pub(crate) fn exceeds(eps_lb: f64, eps: f64) -> bool {
+    eps_lb > eps * (1.0 + 1e-9)
 }
 
 /// Audits `mech` on `pairs`. `progress` is called with the number of samples drawn after each
@@ -188,17 +336,7 @@ pub fn audit(
     let tests: usize = pairs.iter().map(|p| 2 * p.len()).sum();
     let level = config.alpha / (2.0 * tests as f64);
     let streams = Streams::new(config.seed);
-    let guarantee = match (config.noise, mech.guarantee()) {
-        // The secure path is held to its effective ε.
-        (NoiseMode::Secure, Guarantee::Pure { .. }) => Guarantee::Pure {
-            epsilon: mech.secure_epsilon()?,
-        },
-        (NoiseMode::Secure, g) => {
-            mech.secure_epsilon()?;
-            g
-        }
-        (NoiseMode::Fast, g) => g,
-    };
+    let guarantee = held_to(mech, config.noise)?;
     let mut results = Vec::new();
     let mut drawn = 0u64;
     for (i, pair) in pairs.iter().enumerate() {
@@ -215,22 +353,17 @@ pub fn audit(
             ("q->q'", &sel_a, &sel_b, &fresh_a, &fresh_b),
             ("q'->q", &sel_b, &sel_a, &fresh_b, &fresh_a),
         ] {
-            let ratio = |o: usize| (sel_first[o] as f64 + 1.0) / (sel_second[o] as f64 + 1.0);
-            let output = (0..pair.len())
-                .max_by(|&a, &b| ratio(a).total_cmp(&ratio(b)))
-                .expect("pairs have at least one candidate");
-            let p_lo = clopper_pearson_lower(first[output], n, level);
-            let p_hi = clopper_pearson_upper(second[output], n, level);
+            let b = direction_bound(sel_first, sel_second, first, second, n, level);
             results.push(DirectionResult {
                 pair: pair.label.clone(),
                 direction,
                 k: pair.len(),
-                output,
-                count_first: first[output],
-                count_second: second[output],
-                p_lo,
-                p_hi,
-                eps_lb: (p_lo / p_hi).ln(),
+                output: b.output,
+                count_first: b.count_first,
+                count_second: b.count_second,
+                p_lo: b.p_lo,
+                p_hi: b.p_hi,
+                eps_lb: b.eps_lb,
                 claimed: guarantee.epsilon_for(pair.len()),
             });
         }
@@ -239,13 +372,20 @@ pub fn audit(
         .iter()
         .map(|r| r.eps_lb)
         .fold(0.0f64, |a, b| if b > a { b } else { a });
-    // A small relative slack keeps rounding in the bounds from reading as a violation.
-    let exceeds = |r: &DirectionResult, eps: f64| r.eps_lb > eps * (1.0 + 1e-9);
+    // An (ε, δ) claim is refuted when P_lo > e^ε·P_hi + δ: the bound with δ taken off first.
+    let delta = guarantee.delta();
+    let refutes = |r: &DirectionResult, eps: f64| {
+        if delta == 0.0 {
+            exceeds(r.eps_lb, eps)
+        } else {
+            exceeds(((r.p_lo - delta).max(0.0) / r.p_hi).ln(), eps)
+        }
+    };
     let violation = guarantee.is_private()
         && results
             .iter()
-            .any(|r| r.claimed.is_some_and(|c| exceeds(r, c)));
-    let exceeds_nominal = results.iter().any(|r| exceeds(r, mech.epsilon()));
+            .any(|r| r.claimed.is_some_and(|c| refutes(r, c)));
+    let exceeds_nominal = results.iter().any(|r| exceeds(r.eps_lb, mech.epsilon()));
     Ok(AuditReport {
         mechanism: mech.name().to_string(),
         epsilon: mech.epsilon(),

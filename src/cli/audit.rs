@@ -20,9 +20,14 @@ use super::common::{parse_f64_list, progress, streams, Flags};
     after_help = "Example:\n  recsel audit --mech all --eps 1 --seed 1\n  \
     recsel audit --mech rnmh --eps 1 --samples 100000 --json\n  \
     recsel audit --mech gem --eps 0.5 --pairs my_pairs.json\n  \
-    recsel audit --mech all --eps 1 --secure\n\n\
+    recsel audit --mech all --eps 1 --secure\n  \
+    recsel audit --end-to-end --model models/synth --dataset synthetic --mech mgem,rnm --eps 1 \\\n      \
+    --samples 20000 --pairs 4 --seed 1\n\n\
     A pairs file is a JSON array of {\"label\": \"...\", \"sens\": [...], \"q\": [...], \"q2\": [...]}\n\
-    with |q[a] - q2[a]| <= sens[a] for every candidate a."
+    with |q[a] - q2[a]| <= sens[a] for every candidate a.\n\n\
+    --end-to-end audits the whole serving path of a release (score, candidates, clip, select) on\n\
+    neighbouring histories of real users: one item added, one removed, the whole history replaced\n\
+    by another user's (--pairs base users, default 4), over every item, Bonferroni-corrected."
 )]
 pub struct Args {
     /// Mechanism name, comma-separated names, or `all`.
@@ -64,6 +69,11 @@ pub struct Args {
     /// Print one JSON array of reports instead of tables.
     #[arg(long)]
     json: bool,
+    /// Audit the whole serving path of a release on neighbouring histories (see below).
+    #[arg(long)]
+    end_to_end: bool,
+    #[command(flatten)]
+    e2e: super::audit_e2e::Args,
 }
 
 fn print_report(out: &mut impl Write, r: &AuditReport) -> std::io::Result<()> {
@@ -95,6 +105,29 @@ fn print_report(out: &mut impl Write, r: &AuditReport) -> std::io::Result<()> {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if args.end_to_end {
+        let seed = if args.secure {
+            recsel::rng::Streams::from_entropy().seed() // only draws the base users
+        } else {
+            super::common::seed_or_entropy(args.seed)
+        };
+        return super::audit_e2e::run(
+            &args.e2e,
+            &args.mech,
+            args.eps,
+            &args.params.0,
+            args.samples,
+            args.alpha,
+            &args.pairs,
+            seed,
+            args.secure,
+            args.json,
+        );
+    }
+    anyhow::ensure!(
+        !args.e2e.given(),
+        "--model, --candidates and --users belong to the end-to-end audit: add --end-to-end"
+    );
     let specs = mechanisms::parse_list(&args.mech)?;
     let params = Registry::builtin()
         .resolve(&args.params.0)?

@@ -57,6 +57,10 @@ pub struct Args {
     /// ε_p of each released (p10, p90) pair.
     #[arg(long, default_value_t = 1.0, value_name = "E")]
     eps_quantile: f64,
+    /// The private quantile: `em` (exponential mechanism over the gaps between rewards) or `duff`
+    /// (Duff's dataset-based utility on a 0.001 grid; docs/bandit.md).
+    #[arg(long, default_value = "em", value_parser = ["em", "duff"])]
+    quantile: String,
     /// Optimism α of the UCB bonus α·sqrt(ln T / N_t(a)).
     #[arg(long, default_value_t = std::f64::consts::SQRT_2, value_name = "A")]
     alpha: f64,
@@ -107,6 +111,7 @@ fn config(args: &Args) -> anyhow::Result<BanditConfig> {
         eps_krr: args.eps_krr,
         eps_mean: args.eps_mean,
         eps_quantile: args.eps_quantile,
+        quantile: bandit::duff::QuantileMethod::from_name(&args.quantile)?,
         alpha: args.alpha,
         private_bonus: args.private_bonus,
         clamp_means: args.clamp_means,

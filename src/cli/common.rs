@@ -85,6 +85,8 @@ fn flag_args(spec: OptionSpec) -> Vec<clap::Arg> {
         .long(spec.flag)
         .help(help)
         .help_heading(spec.group)
+        .hide(spec.hidden)
+        .conflicts_with_all(spec.conflicts)
         .required(spec.required);
     let arg = match spec.kind {
         Kind::Flag => arg.action(ArgAction::SetTrue),

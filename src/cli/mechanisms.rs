@@ -42,42 +42,60 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         writeln!(out, "{}", serde_json::to_string_pretty(&rows)?)?;
         return Ok(ExitCode::SUCCESS);
     }
-    writeln!(
-        out,
-        "{:<13} {:<36} {:<32} {:<42} description",
-        "name", "guarantee", "parameters (defaults)", "use when"
-    )?;
-    for s in REGISTRY {
-        if s.audit_reference {
-            continue;
-        }
+    // Columns as wide as their longest entry (at least the widths the table always had).
+    let cells = |s: &MechanismSpec| {
         let params = params_of(s);
         let params = if params.is_empty() {
             "-".to_string()
         } else {
             params.join(" ")
         };
+        [
+            s.name.to_string(),
+            s.guarantee.to_string(),
+            params,
+            s.use_when.to_string(),
+        ]
+    };
+    let mut w = [13, 36, 32, 42];
+    for s in REGISTRY {
+        for (wi, c) in w.iter_mut().zip(cells(s)) {
+            *wi = (*wi).max(c.chars().count());
+        }
+    }
+    let row = |out: &mut std::io::StdoutLock<'_>, c: [String; 4], last: &str| {
         writeln!(
             out,
-            "{:<13} {:<36} {:<32} {:<42} {}",
-            s.name, s.guarantee, params, s.use_when, s.summary
-        )?;
+            "{:<w0$} {:<w1$} {:<w2$} {:<w3$} {last}",
+            c[0],
+            c[1],
+            c[2],
+            c[3],
+            w0 = w[0],
+            w1 = w[1],
+            w2 = w[2],
+            w3 = w[3]
+        )
+    };
+    row(
+        &mut out,
+        [
+            "name".into(),
+            "guarantee".into(),
+            "parameters (defaults)".into(),
+            "use when".into(),
+        ],
+        "description",
+    )?;
+    for s in REGISTRY.iter().filter(|s| !s.audit_reference) {
+        row(&mut out, cells(s), s.summary)?;
     }
     writeln!(
         out,
         "\nAudit references (deliberately not eps-DP; not part of `all`, for `recsel audit`):"
     )?;
     for s in REGISTRY.iter().filter(|s| s.audit_reference) {
-        let params = params_of(s);
-        writeln!(
-            out,
-            "{:<13} {:<36} {:<32} {:<42} {}",
-            s.name,
-            s.guarantee,
-            params.join(" "),
-            s.use_when,
-            s.summary
-        )?;
+        row(&mut out, cells(s), s.summary)?;
     }
     writeln!(
         out,

@@ -8,16 +8,20 @@ use std::process::ExitCode;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 mod audit;
+mod audit_e2e;
 mod bandit;
 mod bounds;
 mod common;
 mod export;
 mod help_markdown;
+mod ledger;
 mod mechanisms;
 mod recommend;
+mod recommend_ledger;
 mod run;
 mod sample;
 mod select;
+mod serve;
 mod synth;
 mod twocand;
 
@@ -40,7 +44,7 @@ enum Command {
     /// Run one mechanism many times on one score vector and count the outputs.
     Sample(sample::Args),
     /// Audit mechanisms: empirical ε lower bounds on adversarial neighbouring inputs.
-    Audit(audit::Args),
+    Audit(Box<audit::Args>),
     /// Utility bounds of RNM, GEM and mGEM on one problem (seed 001 appendix J).
     Bounds(bounds::Args),
     /// Fit SANSA, EASE or the most-popular baseline and report Recall/nDCG.
@@ -51,6 +55,10 @@ enum Command {
     Select(Box<select::Args>),
     /// One private recommendation per user from a model directory with a release artifact.
     Recommend(Box<recommend::Args>),
+    /// Inspect, export and import a privacy ledger (docs/ledger.md).
+    Ledger(ledger::Args),
+    /// Serve private recommendations over HTTP, each charged to the user's budget.
+    Serve(Box<serve::Args>),
     /// Synthetic experiments of seed 001 (scenarios 1-8, correlation and share sweeps).
     Synth(synth::Args),
     /// Two-candidate head-to-head heatmaps of seed 001 (figures 3, 15, 16, 17).
@@ -67,7 +75,7 @@ enum Command {
 /// The command tree: every subcommand's arguments, with every value-taking argument accepting
 /// negative numbers (`--eta -0.5`, not only `--eta=-0.5`).
 pub fn command() -> clap::Command {
-    negative_numbers(Cli::command())
+    negative_numbers(Cli::command()).mut_subcommand("serve", serve::with_config_file)
 }
 
 fn negative_numbers(cmd: clap::Command) -> clap::Command {
@@ -90,12 +98,14 @@ pub fn main() -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Mechanisms(a) => mechanisms::run(a),
         Command::Sample(a) => sample::run(a),
-        Command::Audit(a) => audit::run(a),
+        Command::Audit(a) => audit::run(*a),
         Command::Bounds(a) => bounds::run(a),
         Command::Fit(args) => fit::run(args),
         Command::Export(a) => export::run(a),
         Command::Select(a) => select::run(*a),
         Command::Recommend(a) => recommend::run(*a),
+        Command::Ledger(a) => ledger::run(a),
+        Command::Serve(a) => serve::run(*a, cli.threads),
         Command::Synth(a) => synth::run(a),
         Command::Twocand(a) => twocand::run(a),
         Command::Run(a) => run::run(a),

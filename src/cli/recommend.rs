@@ -9,7 +9,7 @@ use std::time::Instant;
 use anyhow::Context;
 use recsel::mechanisms::Registry;
 use recsel::recommend::input::{read_users, FileFormat};
-use recsel::recommend::{RecommendOptions, Recommender};
+use recsel::recommend::{picks_in_history, RecommendOptions, Recommender};
 use recsel::report::recommend::{recommendations_bytes, write_recommendations};
 
 use super::common::{progress, Flags};
@@ -23,6 +23,9 @@ use super::common::{progress, Flags};
   recsel fit --dataset synthetic --out models/synth        # model + release artifact
   recsel recommend --model models/synth --mech mgem --eps 1 --history 3,17,42 --seed 1
   recsel recommend --model models/synth --mech cgem --eps 0.5 --users users.csv --out recs.parquet --secure
+  recsel recommend --model models/synth --mech mgem --eps 1 --candidates popular:200 --users users.csv --secure
+  recsel recommend --model models/synth --mech mgem --eps 1 --users users.csv --secure \\
+      --ledger ledger.db --budget 10 --period month
 
 A users file has the columns user,item (csv or parquet; one row per interaction) or one
 {\"user\": ..., \"items\": [...]} object per line (jsonl).")]
@@ -54,6 +57,12 @@ pub struct Args {
     /// Seed of the selection streams (default: OS entropy, printed). Experiments only.
     #[arg(long, conflicts_with = "secure", help_heading = "Selection")]
     seed: Option<u64>,
+    /// With --history and --ledger: the user whose budget pays.
+    #[arg(long, value_name = "ID", requires = "ledger", help_heading = "Ledger")]
+    user: Option<String>,
+    /// With --history and --ledger: the request id (default: a new one per call).
+    #[arg(long, value_name = "ID", requires = "ledger", help_heading = "Ledger")]
+    request_id: Option<String>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -69,6 +78,29 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         super::common::seed_or_entropy(args.seed)
     };
     eprintln!("{}", rec.privacy_statement());
+    if options.charges_a_ledger() {
+        let input = super::recommend_ledger::Inputs {
+            cfg: &cfg,
+            user: args.user.as_deref(),
+            request_id: args.request_id.as_deref(),
+            history: args.history.as_deref(),
+            users: args.users.as_deref(),
+            format: args
+                .format
+                .as_deref()
+                .map(FileFormat::from_name)
+                .transpose()?,
+            out: args.out.as_deref(),
+            out_format: match (&args.out_format, &args.out) {
+                (Some(f), _) => FileFormat::from_name(f)?,
+                (None, Some(p)) => FileFormat::from_path(p).unwrap_or(FileFormat::Csv),
+                (None, None) => FileFormat::Csv,
+            },
+            seed,
+        };
+        super::recommend_ledger::run(rec, options, input)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let users: Vec<(String, Vec<u32>)> = match (&args.history, &args.users) {
         (Some(h), _) => {
             let ids = h.split(',').map(str::trim).filter(|s| !s.is_empty());
@@ -93,11 +125,19 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let picks = rec.recommend_all(&users, seed, &|n| bar.inc(n))?;
     bar.finish_and_clear();
     let secs = t.elapsed().as_secs_f64();
+    let own = picks_in_history(&users, &picks);
     eprintln!(
-        "[recommend] {} users in {secs:.2} s ({:.0} users/s)",
+        "[recommend] {} users in {secs:.2} s ({:.0} users/s); {own} of {} recommended items \
+         ({:.1}%) were already in the user's history ({})",
         users.len(),
-        users.len() as f64 / secs.max(1e-9)
+        users.len() as f64 / secs.max(1e-9),
+        picks.iter().filter(|p| p.is_some()).count(),
+        100.0 * own as f64 / picks.iter().filter(|p| p.is_some()).count().max(1) as f64,
+        rec.candidate_policy()
     );
+    if !rec.user_level() {
+        eprintln!("[recommend] {}", rec.privacy_statement());
+    }
     let rows: Vec<(&str, Option<&str>)> = users
         .iter()
         .zip(&picks)

@@ -10,7 +10,8 @@ use recsel::experiments::select::{self, Placement, SelectJob, SelectOptions};
 use recsel::mechanisms::Registry;
 use recsel::report::select::{dump_problems, finish, write_paired, Print, Timings};
 use recsel::scoring::{
-    item_sensitivities_with_candidates, ModelScorer, SensitivityConfig, UserScorer,
+    item_sensitivities, item_sensitivities_with_candidates, ModelScorer, SensitivityConfig,
+    UserScorer,
 };
 
 use super::common::{progress, Flags};
@@ -99,8 +100,14 @@ pub fn execute(options: &SelectOptions, c: &Controls) -> anyhow::Result<ExitCode
     let bar = progress(scorer.n_users() as u64, "percentiles");
     let t = Instant::now();
     let sens_cfg = SensitivityConfig::default().with_population(cfg.percentile_users);
-    let (sens, cache) =
-        item_sensitivities_with_candidates(&scorer, &sens_cfg, cfg.top, &|n| bar.inc(n));
+    // The pass keeps the paper's candidates for the selection; another policy's are rebuilt.
+    let (sens, cache) = match cfg.candidates {
+        None => item_sensitivities_with_candidates(&scorer, &sens_cfg, cfg.top, &|n| bar.inc(n)),
+        Some(_) => (
+            item_sensitivities(&scorer, &sens_cfg, &|n| bar.inc(n)),
+            Default::default(),
+        ),
+    };
     bar.finish_and_clear();
     let sens_s = t.elapsed().as_secs_f64();
     eprintln!("[select] item sensitivities in {sens_s:.1} s");

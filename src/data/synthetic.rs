@@ -4,8 +4,8 @@
 //! An item-item model such as SANSA learns the clusters; the most-popular baseline cannot.
 //!
 //! `small` (5,000 users, 1,500 items, ≈ 200k interactions) fits in seconds; `ml20m` and `netflix`
-//! match the user, item and interaction counts of the preprocessed datasets (README, "SANSA versus the Python reference") for scale
-//! benchmarks. Every user has an independent random stream of the seed, so the data does not depend
+//! match the user, item and interaction counts of the preprocessed datasets for scale benchmarks
+//! (docs/results.md, "Scale and memory"). Every user has an independent random stream of the seed, so the data does not depend
 //! on the number of threads.
 
 use rand::{Rng, SeedableRng};

@@ -4,7 +4,7 @@
 
 pub mod bandit;
 pub mod illustrate;
-
+pub mod picks;
 pub mod pipeline;
 pub mod scenarios;
 pub mod select;
@@ -166,6 +166,11 @@ impl SynthConfig {
         self.registry.check_table_keys(&self.params, "[synth]")?;
         let specs = self.mechanism_specs()?;
         let params = self.mech_params()?;
+        crate::mechanisms::private_candidates::scores::refuse_approximate(
+            &specs,
+            &params,
+            "synth (it compares eps-DP mechanisms at each eps)",
+        )?;
         if self.scenarios.is_empty() {
             return Err(Error::Invalid("the scenario list is empty".into()));
         }
@@ -209,6 +214,8 @@ pub struct SynthResults {
     pub rows: Vec<MseRow>,
     /// Correlations of each scenario's mean scores and sensitivities.
     pub correlations: Vec<CorrRow>,
+    /// Pick shares of every mechanism on the fig 6 scenarios at ε = 0.05 (fig 6 e–h).
+    pub picks: Vec<picks::PickRow>,
 }
 
 /// Total work units of `cfg` (trials × mechanisms × ε's), for a progress bar.
@@ -232,6 +239,7 @@ pub fn run_synth(cfg: &SynthConfig, progress: &(dyn Fn(u64) + Sync)) -> Result<S
         datasets: Vec::new(),
         rows: Vec::new(),
         correlations: Vec::new(),
+        picks: Vec::new(),
     };
     for scenario in cfg.scenarios() {
         let data = scenarios::generate(scenario, cfg.k, cfg.trials_for(&scenario), &data_streams)?;
@@ -240,6 +248,15 @@ pub fn run_synth(cfg: &SynthConfig, progress: &(dyn Fn(u64) + Sync)) -> Result<S
             &data, &specs, &eps, &params, &streams, progress,
         )?);
         out.correlations.extend(synthetic::correlations(&data));
+        if let Scenario::Exceptional(_) = scenario {
+            out.picks.extend(picks::picks(
+                &data,
+                &specs,
+                &params,
+                picks::FIG6_PICKS_EPSILON,
+                &streams,
+            )?);
+        }
         out.datasets.push(data);
     }
     Ok(out)

@@ -62,7 +62,7 @@ impl Moments {
     }
 }
 
-/// One row of the tidy result table (issue 3: scenario, mechanism, ε, mse, se, trials).
+/// One row of the tidy result table (scenario, mechanism, ε, mse, se, trials).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct MseRow {
     /// Scenario label (`1`..`8`, `corr(t=…)`, `share1(…)`).

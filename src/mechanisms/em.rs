@@ -76,6 +76,13 @@ impl Mechanism for ExponentialMechanism {
         Ok(SecureEpsilon::new(self.epsilon)?.value())
     }
 
+    /// `log P(a|D)/P(a|D') = ε(q_a − q'_a)/(2Δ) + log(Z'/Z)`: the first term lies in
+    /// `[−ε/2, ε/2]` for every a, so the log-ratios span at most ε (docs/ledger.md, "Composition").
+    /// The secure path samples the same softmax on the grid with ε' ≤ ε and D ≥ Δ.
+    fn bounded_range(&self) -> bool {
+        true
+    }
+
     fn prepare_secure<'a>(&'a self, problem: &Problem<'a>) -> Result<Box<dyn SecurePrepared + 'a>> {
         let eps = SecureEpsilon::new(self.epsilon)?;
         let grid = Grid::new(problem);

@@ -126,8 +126,27 @@ fn orient(a: Coord<f64>, b: Coord<f64>, c: Coord<f64>) -> f64 {
 
 /// The transformed scores q' in O(k log k) (module docs). Sensitivities must be finite and > 0.
 pub fn transformed_scores(scores: &[f64], sens: &[f64], t: f64) -> Vec<f64> {
+    transformed_scores_ordered(scores, sens, t, None)
+}
+
+/// [`transformed_scores`], with the candidates' order by ascending sensitivity when known
+/// (`Problem::sens_order`): the hull is then built in one pass, without a sort. The same hull,
+/// hence the same values.
+pub(crate) fn transformed_scores_ordered(
+    scores: &[f64],
+    sens: &[f64],
+    t: f64,
+    order: Option<&[u32]>,
+) -> Vec<f64> {
     let s: Vec<f64> = scores.iter().zip(sens).map(|(q, d)| q - t * d).collect();
-    let hull = upper_hull(sens, &s);
+    let hull = match order {
+        Some(order) => upper_hull_chain(
+            order
+                .iter()
+                .map(|&b| coord(sens[b as usize], s[b as usize])),
+        ),
+        None => upper_hull(sens, &s),
+    };
     (0..s.len())
         .map(|a| {
             let p = coord(-sens[a], s[a]);
@@ -191,7 +210,13 @@ fn upper_hull(x: &[f64], y: &[f64]) -> Vec<Coord<f64>> {
         .collect();
     // Positive finite floats order like their bit patterns: an integer-key sort is the fastest.
     pts.sort_unstable_by_key(|p| p.x.to_bits());
-    let mut hull: Vec<Coord<f64>> = Vec::with_capacity(pts.len().min(64));
+    upper_hull_chain(pts.into_iter())
+}
+
+/// The upper hull of points given in ascending x (Andrew's monotone chain; equal abscissae in
+/// any order).
+fn upper_hull_chain(pts: impl Iterator<Item = Coord<f64>>) -> Vec<Coord<f64>> {
+    let mut hull: Vec<Coord<f64>> = Vec::with_capacity(64);
     for p in pts {
         if let Some(last) = hull.last() {
             if last.x == p.x {
@@ -276,18 +301,35 @@ pub fn transformed_scores_exact_naive(q: &[i64], d: &[u64], t_num: i64) -> Resul
 /// 128-bit integers (an error, never a wrong answer, if a product would overflow). Equals
 /// [`transformed_scores_exact_naive`].
 pub fn transformed_scores_exact(q: &[i64], d: &[u64], t_num: i64) -> Result<Vec<i64>> {
+    transformed_scores_exact_ordered(q, d, t_num, None)
+}
+
+/// [`transformed_scores_exact`], with the candidates' order by ascending sensitivity when known
+/// (the grid's `D_a = ⌈Δ_a/u⌉` keeps that order): no sort. The same hull, hence the same values.
+pub(crate) fn transformed_scores_exact_ordered(
+    q: &[i64],
+    d: &[u64],
+    t_num: i64,
+    order: Option<&[u32]>,
+) -> Result<Vec<i64>> {
     let s = shifted_exact(q, d, t_num)?;
-    let mut pts: Vec<(i128, i128)> = d
-        .iter()
-        .zip(&s)
-        .map(|(&x, &y)| (i128::from(x), y))
-        .collect();
-    pts.sort_unstable();
+    let point = |b: usize| (i128::from(d[b]), s[b]);
+    let pts: Vec<(i128, i128)> = match order {
+        Some(order) => order.iter().map(|&b| point(b as usize)).collect(),
+        None => {
+            let mut pts: Vec<(i128, i128)> = (0..d.len()).map(point).collect();
+            pts.sort_unstable();
+            pts
+        }
+    };
     let mut hull: Vec<(i128, i128)> = Vec::new();
     for p in pts {
         if let Some(&last) = hull.last() {
             if last.0 == p.0 {
-                // Sorted by (x, y): the later point of equal abscissa is the higher one.
+                // Same abscissa: only the higher point can be a vertex.
+                if p.1 <= last.1 {
+                    continue;
+                }
                 hull.pop();
             }
         }
@@ -336,7 +378,8 @@ pub(crate) fn prepare_gem_secure(
     if t_scaled.abs() > 2f64.powi(62) {
         return Err(overflow());
     }
-    let transformed = transformed_scores_exact(&grid.q, &grid.d, t_scaled as i64)?;
+    let transformed =
+        transformed_scores_exact_ordered(&grid.q, &grid.d, t_scaled as i64, problem.sens_order())?;
     Ok(SecurePermuteFlip(ExpWeights::new(
         &transformed,
         1u64 << TRANSFORM_BITS,
@@ -356,7 +399,12 @@ pub(crate) fn prepare_gem(
     many: bool,
 ) -> PreparedGem {
     let t = shift(variant, epsilon, beta, problem.len());
-    let transformed = transformed_scores(problem.scores(), problem.sensitivities(), t);
+    let transformed = transformed_scores_ordered(
+        problem.scores(),
+        problem.sensitivities(),
+        t,
+        problem.sens_order(),
+    );
     ExpNoisyMax::new(transformed, 2.0 / epsilon, many)
 }
 
@@ -420,6 +468,41 @@ mod tests {
             let fast = transformed_scores(&q, &d, t);
             for (a, v) in fast.iter().enumerate() {
                 assert!((v - (q[a] - 2.0) / 1.0).abs() < 1e-12, "t={t} a={a}: {v}");
+            }
+        }
+    }
+
+    /// The hull from a known sensitivity order gives the same values as the sorted one, float
+    /// and exact, on problems with many tied sensitivities and near-collinear points.
+    #[test]
+    fn ordered_hull_equals_sorted() {
+        let mut x = 88172645463325252u64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x % 1000) as f64 / 1000.0
+        };
+        for k in [1, 2, 7, 300] {
+            let sens: Vec<f64> = (0..k).map(|_| 0.1 + (next() * 8.0).floor() / 8.0).collect();
+            let scores: Vec<f64> = sens.iter().map(|d| 3.0 * d + 0.01 * next()).collect();
+            let mut order: Vec<u32> = (0..k as u32).collect();
+            order.sort_by(|&a, &b| {
+                sens[a as usize]
+                    .total_cmp(&sens[b as usize])
+                    .then(b.cmp(&a))
+            });
+            for t in [-25.0, -3.0, 0.0, 2.0] {
+                let want = transformed_scores(&scores, &sens, t);
+                let got = transformed_scores_ordered(&scores, &sens, t, Some(&order));
+                assert_eq!(want, got, "k {k} t {t}");
+            }
+            let q: Vec<i64> = scores.iter().map(|v| (v * 4096.0) as i64).collect();
+            let d: Vec<u64> = sens.iter().map(|v| (v * 4096.0).ceil() as u64).collect();
+            for t in [-6400, 0, 512] {
+                let want = transformed_scores_exact(&q, &d, t).unwrap();
+                let got = transformed_scores_exact_ordered(&q, &d, t, Some(&order)).unwrap();
+                assert_eq!(want, got, "k {k} t {t}");
             }
         }
     }

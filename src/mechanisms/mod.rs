@@ -37,6 +37,7 @@ mod krr;
 mod maxdraw;
 mod params;
 mod pf;
+pub mod private_candidates;
 mod random;
 mod registry;
 mod rnm;
@@ -49,6 +50,7 @@ pub use gem::{Gem, GemVariant, BETA};
 pub use krr::KRandomizedResponse;
 pub use params::{Bound, MechParams, MechValues, ParamKind, ParamSpec, ParamValue};
 pub use pf::PermuteAndFlip;
+pub use private_candidates::scores::{CandidateSelection, Variant};
 pub use random::UniformRandom;
 pub use registry::{
     boxed, build, parse_list, spec, valid_names, MechanismSpec, Registry, SpecRef, REGISTRY,
@@ -64,6 +66,9 @@ pub struct Problem<'a> {
     sens: &'a [f64],
     max_sens: f64,
     max_score: f64,
+    /// The candidates ordered by ascending sensitivity, when the caller knows it (serving with
+    /// fixed sensitivities computes it once): GEM's hull then needs no sort.
+    sens_order: Option<&'a [u32]>,
 }
 
 impl<'a> Problem<'a> {
@@ -96,7 +101,25 @@ impl<'a> Problem<'a> {
             sens,
             max_sens,
             max_score,
+            sens_order: None,
         })
+    }
+
+    /// This problem with `order`, a permutation of the candidates by ascending sensitivity (ties
+    /// in any order), known to the caller: the GEM family builds its hull from it without
+    /// sorting. Same selections in distribution and, for a seed, the same selections.
+    pub(crate) fn with_sens_order(mut self, order: &'a [u32]) -> Self {
+        debug_assert_eq!(order.len(), self.sens.len());
+        debug_assert!(order
+            .windows(2)
+            .all(|w| self.sens[w[0] as usize] <= self.sens[w[1] as usize]));
+        self.sens_order = Some(order);
+        self
+    }
+
+    /// The order given by [`Problem::with_sens_order`], if any.
+    pub(crate) fn sens_order(&self) -> Option<&'a [u32]> {
+        self.sens_order
     }
 
     /// Number of candidates k.
@@ -153,6 +176,14 @@ pub enum Guarantee {
     },
     /// No differential privacy guarantee for any ε (`rnmh`).
     NotPrivate,
+    /// (ε, δ)-DP: `P[M(q) ∈ S] ≤ e^ε P[M(q') ∈ S] + δ` (`rs-hard-delta`). Runs and serving paths
+    /// that need pure ε-DP refuse it.
+    Approx {
+        /// The ε.
+        epsilon: f64,
+        /// The δ.
+        delta: f64,
+    },
 }
 
 impl Guarantee {
@@ -161,8 +192,22 @@ impl Guarantee {
         match *self {
             Guarantee::Pure { epsilon } => Some(epsilon),
             Guarantee::PerCandidate { epsilon } => Some(epsilon * k.saturating_sub(1) as f64),
+            Guarantee::Approx { epsilon, .. } => Some(epsilon),
             Guarantee::NotPrivate => None,
         }
+    }
+
+    /// The δ of the guarantee: 0 except for [`Guarantee::Approx`].
+    pub fn delta(&self) -> f64 {
+        match *self {
+            Guarantee::Approx { delta, .. } => delta,
+            _ => 0.0,
+        }
+    }
+
+    /// Whether the guarantee is pure ε-DP for every k ([`Guarantee::Pure`]).
+    pub fn is_pure(&self) -> bool {
+        matches!(self, Guarantee::Pure { .. })
     }
 
     /// Whether the mechanism claims any differential privacy.
@@ -177,6 +222,7 @@ impl fmt::Display for Guarantee {
             Guarantee::Pure { epsilon } => write!(f, "{epsilon}-DP"),
             Guarantee::PerCandidate { epsilon } => write!(f, "(k-1)*{epsilon}-DP"),
             Guarantee::NotPrivate => write!(f, "not private"),
+            Guarantee::Approx { epsilon, delta } => write!(f, "({epsilon}, {delta})-DP"),
         }
     }
 }
@@ -223,6 +269,13 @@ pub trait Mechanism: Send + Sync + fmt::Debug {
     /// validate a secure run, before any work.
     fn secure_epsilon(&self) -> Result<f64> {
         Err(no_secure_path(self.name()))
+    }
+
+    /// Whether the mechanism is ε-bounded-range at its ε (Durfee & Rogers 2019), hence
+    /// ε²/8-zCDP (Cesar & Rogers 2021). Only a mechanism with a written proof says yes
+    /// (docs/ledger.md, "Composition"); the ledger's tighter accountant refuses the others.
+    fn bounded_range(&self) -> bool {
+        false
     }
 
     /// The secure path's precomputation (`docs/secure.md`): the problem on the power-of-two grid

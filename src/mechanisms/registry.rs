@@ -7,9 +7,9 @@ use std::fmt;
 
 use super::params::{MechParams, MechValues, ParamKind, ParamSpec};
 use super::{
-    CombinedGem, ExponentialMechanism, Gem, GemVariant, KRandomizedResponse, Mechanism, Noise,
-    NoisyMax, PermuteAndFlip, RandomStopping, StoppingRule, UniformRandom, BETA, C, CHOOSER, DRAWS,
-    ETA, GAMMA,
+    private_candidates, CombinedGem, ExponentialMechanism, Gem, GemVariant, KRandomizedResponse,
+    Mechanism, Noise, NoisyMax, PermuteAndFlip, RandomStopping, StoppingRule, UniformRandom, BETA,
+    C, CHOOSER, DRAWS, ETA, GAMMA,
 };
 use crate::error::{Error, Result};
 use crate::options::{Kind, OptionSpec, OptionTable};
@@ -51,6 +51,12 @@ impl MechanismSpec {
     /// Validates `params` and builds the mechanism.
     pub fn build(&self, params: &MechParams) -> Result<Box<dyn Mechanism>> {
         (self.build)(params)
+    }
+
+    /// Whether `all` includes it: every entry but the audit references and the built-ins that
+    /// run only when named ([`private_candidates::scores::NAMED_ONLY`]).
+    pub fn in_all(&self) -> bool {
+        !self.audit_reference && !private_candidates::scores::NAMED_ONLY.contains(&self.name)
     }
 }
 
@@ -176,6 +182,9 @@ pub static REGISTRY: &[MechanismSpec] = &[
             ))
         },
     },
+    private_candidates::scores::RS_THRESHOLD,
+    private_candidates::scores::RS_HARD,
+    private_candidates::scores::RS_HARD_DELTA,
     MechanismSpec {
         name: "gem",
         guarantee: "eps-DP",
@@ -265,6 +274,8 @@ pub static REGISTRY: &[MechanismSpec] = &[
             ))
         },
     },
+    private_candidates::scores::RS_THRESHOLD_EPS0,
+    private_candidates::scores::RS_HARD_EPS0,
 ];
 
 /// A set of mechanisms the runners can choose from by name: the built-ins ([`REGISTRY`]) plus any
@@ -388,11 +399,12 @@ impl Registry {
         self.get(name)?.build(params)
     }
 
-    /// Parses `all` (every entry but the audit references) or a comma-separated list of names
-    /// into entries, in the given order.
+    /// Parses `all` (every entry but the audit references and the named-only built-ins,
+    /// [`MechanismSpec::in_all`]) or a comma-separated list of names into entries, in the given
+    /// order.
     pub fn parse_list(&self, list: &str) -> Result<Vec<&'static MechanismSpec>> {
         if list.trim() == "all" {
-            return Ok(self.iter().filter(|s| !s.audit_reference).collect());
+            return Ok(self.iter().filter(|s| s.in_all()).collect());
         }
         let mut out = Vec::new();
         for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
@@ -495,20 +507,29 @@ impl Registry {
         Ok(())
     }
 
-    /// The parameters `given` resolved: every declared parameter, in [`Registry::params`]
-    /// order, with its given value (converted to the declared type: an integer given for a
-    /// real becomes a real) or its default; ε is 1 until set. Errors name an unknown parameter
-    /// or a value of the wrong type; ranges are checked when a mechanism that reads the
-    /// parameter is built.
+    /// The parameters `given` resolved, in [`Registry::params`] order: every parameter that a
+    /// mechanism of `all` reads (and the built-ins' six, which configurations have always
+    /// recorded) with its given value (converted to the declared type: an integer given for a
+    /// real becomes a real) or its default, and the given values of the others (read only by
+    /// mechanisms that run when named; [`MechParams::get`] gives their default when unset);
+    /// ε is 1 until set. Errors name an unknown parameter or a value of the wrong type; ranges
+    /// are checked when a mechanism that reads the parameter is built.
     pub fn resolve(&self, given: &MechValues) -> Result<MechParams> {
         self.check_names(given)?;
+        let standard = self.parse_list("all").unwrap_or_default();
+        let recorded = |p: &ParamSpec| {
+            RECORD_ORDER.contains(&p.name)
+                || standard
+                    .iter()
+                    .any(|s| s.params.iter().any(|q| q.name == p.name))
+        };
         let mut values = MechValues::new();
         for p in self.params() {
-            let v = match given.get(p.name) {
-                Some(v) => p.coerce(v)?,
-                None => p.default_value(),
-            };
-            values.set(p.name, v);
+            match given.get(p.name) {
+                Some(v) => values.set(p.name, p.coerce(v)?),
+                None if recorded(p) => values.set(p.name, p.default_value()),
+                None => {}
+            }
         }
         Ok(MechParams {
             epsilon: 1.0,
@@ -568,7 +589,7 @@ impl Registry {
                 };
                 OptionSpec {
                     key: p.name,
-                    flag: p.name,
+                    flag: crate::options::leak_flag(p.name),
                     help: format!(
                         "{}{requirement}. Read by {readers}; the other mechanisms ignore it",
                         p.doc
@@ -578,6 +599,8 @@ impl Registry {
                     choices,
                     negatable: false,
                     required: false,
+                    hidden: false,
+                    conflicts: &[],
                     group: "Mechanism parameters",
                     default: Some(p.default_value().to_string()),
                     check: std::sync::Arc::new(move |t: &str| {
@@ -659,8 +682,8 @@ pub fn build(name: &str, params: &MechParams) -> Result<Box<dyn Mechanism>> {
     spec(name)?.build(params)
 }
 
-/// Parses `all` (every built-in but the audit references) or a comma-separated list of names
-/// into built-in entries, in the given order.
+/// Parses `all` (every built-in but the audit references and the named-only ones) or a
+/// comma-separated list of names into built-in entries, in the given order.
 pub fn parse_list(list: &str) -> Result<Vec<&'static MechanismSpec>> {
     Registry::builtin().parse_list(list)
 }

@@ -17,6 +17,13 @@
 //! (docs/mechanisms.md, "Sampling the maximum directly"). The draw-by-draw loop (K noise draws,
 //! E(K) = 1/γ for `rs`) stays as [`RandomStopping::select_counting`], which also reports K.
 //!
+//! The three are instances of selection from private candidates ([`super::private_candidates`],
+//! docs/private-candidates.md): one run draws a uniform candidate and records its noisy score, the
+//! stopping law and the draw-by-draw loop are that module's, and the noise multiplier is its
+//! factor ε/ε₀ (3 for the geometric law, Theorem 3.2; 2 + η for D_{η,γ}). For `rs-exp` the
+//! loop and the law are the same but the guarantee is not the theorem's — a score with one-sided
+//! noise is not ε₀-DP alone — it is the proof in docs/mechanisms.md.
+//!
 //! Secure path (`docs/secure.md`), for all three: K from an exact sampler (Bernoulli(γ) trials with
 //! the dyadic γ; for `rs-tnb` exact rejection from geometric proposals, η rounded toward zero onto
 //! the 2^−32 grid), uniform candidates as exact integers, and discrete Laplace (`rs`, `rs-tnb`) or
@@ -26,14 +33,15 @@ use rand::Rng as _;
 
 use crate::error::{Error, Result};
 use crate::mechanisms::maxdraw::{self, Guide, NoiseShape, Solution};
+use crate::mechanisms::private_candidates::{Law, PrivateSelection, SelectionParams, Stopping};
 use crate::mechanisms::secure::{noise_scales, ExactNoise, SecurePrepared, SecureRandomStopping};
 use crate::mechanisms::{
     check_epsilon, no_secure_path, Bound, Grid, Guarantee, Mechanism, ParamSpec, Prepared, Problem,
-    RunningMax, SecureEpsilon,
+    SecureEpsilon,
 };
 use crate::rng::Rng;
 use crate::rng::SecureRng;
-use crate::stats::distributions::{exp1, index_and_sign, Geometric1, TruncatedNegBinomial};
+use crate::stats::distributions::{exp1, index_and_sign};
 use crate::stats::exact::{ExactStopping, FRACTION_BITS};
 
 /// Stopping probability γ of `rs`, `rs-tnb`, `rs-exp` (and `rs-exp-m1`): the number of draws
@@ -77,19 +85,13 @@ pub enum StoppingRule {
     FixedExponentialNoise,
 }
 
-#[derive(Debug, Clone, Copy)]
-enum Stopping {
-    Geometric(Geometric1),
-    Tnb(TruncatedNegBinomial),
-    Fixed(u64),
-}
-
 /// A random-stopping mechanism with validated ε, γ and η.
 #[derive(Debug, Clone)]
 pub struct RandomStopping {
     rule: StoppingRule,
     epsilon: f64,
-    stopping: Stopping,
+    /// The selection from private candidates it runs: the stopping law, and ε₀ = ε / multiplier.
+    selection: PrivateSelection,
     /// Noise scale multiplier m in `Lap(m Δ_a / ε)` (or `Exp(mean m Δ_a / ε)`).
     multiplier: f64,
     /// Registry name.
@@ -103,16 +105,12 @@ impl RandomStopping {
     /// [`StoppingRule::FixedExponentialNoise`] use [`RandomStopping::best_of`].
     pub fn new(rule: StoppingRule, epsilon: f64, gamma: f64, eta: f64) -> Result<Self> {
         check_epsilon(epsilon)?;
-        let (stopping, multiplier, name) = match rule {
-            StoppingRule::Geometric => (Stopping::Geometric(Geometric1::new(gamma)?), 3.0, "rs"),
-            StoppingRule::GeometricExponentialNoise => {
-                (Stopping::Geometric(Geometric1::new(gamma)?), 3.0, "rs-exp")
+        let (stopping, name) = match rule {
+            StoppingRule::Geometric => (Stopping::Geometric { gamma }, "rs"),
+            StoppingRule::GeometricExponentialNoise => (Stopping::Geometric { gamma }, "rs-exp"),
+            StoppingRule::TruncatedNegBinomial => {
+                (Stopping::TruncatedNegBinomial { eta, gamma }, "rs-tnb")
             }
-            StoppingRule::TruncatedNegBinomial => (
-                Stopping::Tnb(TruncatedNegBinomial::new(eta, gamma)?),
-                2.0 + eta,
-                "rs-tnb",
-            ),
             StoppingRule::FixedExponentialNoise => {
                 return Err(Error::Invalid(
                     "bot-exp has a fixed number of draws: build it with RandomStopping::best_of"
@@ -120,14 +118,31 @@ impl RandomStopping {
                 ))
             }
         };
+        // The noise multiplier is the selection's factor ε/ε₀: each run is ε₀ = ε/m-DP (for
+        // `rs-exp`, the same factor with the proof of docs/mechanisms.md).
+        let multiplier = stopping
+            .epsilon_factor()
+            .expect("geometric and truncated negative binomial laws are linear in eps0");
+        let selection = Self::selection(stopping, epsilon / multiplier)?;
         Ok(RandomStopping {
             rule,
             epsilon,
-            stopping,
+            selection,
             multiplier,
             name,
             guarantee: Guarantee::Pure { epsilon },
         })
+    }
+
+    /// The selection from private candidates with `stopping` and runs of ε₀ = `eps0`.
+    fn selection(stopping: Stopping, eps0: f64) -> Result<PrivateSelection> {
+        SelectionParams::new(stopping, eps0).check()
+    }
+
+    /// The selection from private candidates this mechanism runs (its stopping law, ε₀ and the
+    /// theorem's total).
+    pub fn private_selection(&self) -> &PrivateSelection {
+        &self.selection
     }
 
     /// `bot-exp`, an audit reference that is **not** differentially private: the best of `draws`
@@ -145,7 +160,7 @@ impl RandomStopping {
         Ok(RandomStopping {
             rule: StoppingRule::FixedExponentialNoise,
             epsilon,
-            stopping: Stopping::Fixed(draws),
+            selection: Self::selection(Stopping::Fixed { runs: draws }, epsilon / 3.0)?,
             multiplier: 3.0,
             name: "bot-exp",
             guarantee: Guarantee::NotPrivate,
@@ -172,6 +187,7 @@ impl RandomStopping {
         }
         let mut m = Self::new(rule, epsilon, gamma, eta)?;
         m.multiplier = multiplier;
+        m.selection = Self::selection(m.selection.params().stopping, epsilon / multiplier)?;
         m.name = if rule == StoppingRule::GeometricExponentialNoise && multiplier == 1.0 {
             "rs-exp-m1"
         } else {
@@ -182,11 +198,7 @@ impl RandomStopping {
 
     /// One draw of the number of repetitions K.
     pub fn draw_k(&self, rng: &mut Rng) -> u64 {
-        match &self.stopping {
-            Stopping::Geometric(g) => g.sample(rng),
-            Stopping::Tnb(t) => t.sample(rng),
-            Stopping::Fixed(t) => *t,
-        }
+        self.selection.draw_budget(rng)
     }
 
     /// One selection that also reports the K it used (for tests of the stopping distribution).
@@ -197,8 +209,8 @@ impl RandomStopping {
 
     /// The secure path's exact stopping rule and noise multiplier m (as m·2^32).
     fn secure_stopping(&self) -> Result<(ExactStopping, u128)> {
-        Ok(match &self.stopping {
-            Stopping::Tnb(t) => {
+        Ok(match self.selection.law() {
+            Law::Tnb(t) => {
                 let stop = ExactStopping::tnb(t.gamma(), t.eta())?;
                 let ExactStopping::TruncatedNegBinomial { eta_num, .. } = stop else {
                     unreachable!("tnb() builds the truncated negative binomial")
@@ -210,12 +222,12 @@ impl RandomStopping {
             }
             // Multiplier 3 (`rs`, `rs-exp`) or 1 (the mis-calibrated audit reference `rs-exp-m1`,
             // which keeps its miscalibration on the secure path): exact in 2^32 units.
-            Stopping::Geometric(g) => (
+            Law::Geometric(g) => (
                 ExactStopping::Geometric { gamma: g.gamma() },
                 (self.multiplier * 2f64.powi(FRACTION_BITS as i32)) as u128,
             ),
             // `bot-exp` claims no DP: no secure path.
-            Stopping::Fixed(_) => return Err(no_secure_path(self.name)),
+            Law::Fixed(_) | Law::Poisson { .. } => return Err(no_secure_path(self.name)),
         })
     }
 
@@ -249,51 +261,19 @@ impl RandomStopping {
     }
 
     /// The level of the maximum: the survival probability t of one recorded value (a uniform
-    /// candidate plus its noise) at the maximum of the K recorded values. With φ the probability
-    /// generating function of K, `P(max ≤ v) = φ(1 − S(v)/k)`, so `t = 1 − φ⁻¹(1 − u)` for a
-    /// uniform u in (0, 1); each closed form below avoids cancellation as t → 0
-    /// (docs/mechanisms.md, "Sampling the maximum directly").
+    /// candidate plus its noise) at the maximum of the K recorded values, from the stopping law's
+    /// generating function (docs/mechanisms.md, "Sampling the maximum directly").
+    #[inline]
     fn level_at(&self, u: f64) -> f64 {
-        match &self.stopping {
-            Stopping::Geometric(g) => {
-                let gamma = g.gamma();
-                gamma * u / (1.0 - (1.0 - gamma) * u)
-            }
-            Stopping::Tnb(t) => {
-                let (gamma, eta) = (t.gamma(), t.eta());
-                if gamma >= 1.0 {
-                    u
-                } else if eta == 0.0 {
-                    // Logarithmic: φ(z) = ln(1 − (1−γ)z) / ln γ.
-                    gamma * (-u * gamma.ln()).exp_m1() / (1.0 - gamma)
-                } else {
-                    // φ(z) = ((1 − (1−γ)z)^{−η} − 1) / (γ^{−η} − 1).
-                    let one_minus_gamma_eta = -(eta * gamma.ln()).exp_m1();
-                    gamma * (-(-u * one_minus_gamma_eta).ln_1p() / eta).exp_m1() / (1.0 - gamma)
-                }
-            }
-            // φ(z) = z^T.
-            Stopping::Fixed(t) => -(u.ln() / *t as f64).exp_m1(),
-        }
+        self.selection
+            .law()
+            .max_level(u)
+            .expect("random stopping always records at least one value")
     }
 
     /// E K, the expected number of recorded values of the draw-by-draw loop.
     fn mean_draws(&self) -> f64 {
-        match &self.stopping {
-            Stopping::Geometric(g) => 1.0 / g.gamma(),
-            Stopping::Tnb(t) => {
-                let (gamma, eta) = (t.gamma(), t.eta());
-                if gamma >= 1.0 {
-                    1.0
-                } else if eta == 0.0 {
-                    (1.0 - gamma) / (gamma * -gamma.ln())
-                } else {
-                    // The negative binomial's mean η(1−γ)/γ over P(K ≥ 1) = 1 − γ^η.
-                    eta * (1.0 - gamma) / (gamma * -(eta * gamma.ln()).exp_m1())
-                }
-            }
-            Stopping::Fixed(t) => *t as f64,
-        }
+        self.selection.mean_runs()
     }
 
     fn noise_shape(&self) -> NoiseShape {
@@ -373,10 +353,9 @@ impl PreparedRs<'_> {
     /// best released. It also reports K, for the tests of the stopping law.
     fn sample_counting(&self, rng: &mut Rng) -> (usize, u64) {
         let k = self.scores.len();
-        let draws = self.mech.draw_k(rng);
         let exponential = self.mech.noise_shape() == NoiseShape::Exponential;
-        let mut max = RunningMax::new(f64::NEG_INFINITY);
-        for _ in 0..draws {
+        // One run of selection from private candidates: a uniform candidate and its noisy score.
+        let (best, draws) = self.mech.selection.run_scores(None, rng, |rng| {
             let (a, z) = if exponential {
                 (rng.random_range(0..k), exp1(rng))
             } else {
@@ -387,10 +366,9 @@ impl PreparedRs<'_> {
                 let e = exp1(rng);
                 (a, if plus { e } else { -e })
             };
-            let v = self.scores[a] + self.scales[a] * z;
-            max.offer(v, a, |n| rng.random_range(0..n));
-        }
-        (max.index(), draws)
+            (a, self.scores[a] + self.scales[a] * z)
+        });
+        (best.map_or(0, |(a, _)| a), draws)
     }
 
     /// The level of the maximum from one open uniform ([`RandomStopping::level_at`]).

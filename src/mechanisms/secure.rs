@@ -130,6 +130,12 @@ impl Grid {
         }
     }
 
+    /// `x` in grid units, `x / u` (exact: dividing by a power of two), for public values such as
+    /// a threshold.
+    pub fn to_units(&self, x: f64) -> f64 {
+        scale_pow2(x, -self.unit_log2)
+    }
+
     /// The grid sensitivities as real numbers, `D_a·u ≥ Δ_a`: the sensitivities the noise is
     /// calibrated to.
     pub fn charged_sensitivities(&self) -> Vec<f64> {

@@ -11,8 +11,8 @@
 //!
 //! Hand-written rather than sprs's product `Xᵀ · X` (`&xt * &x`): sprs forms the full symmetric
 //! product on one thread (its parallel product needs the `multi_thread` feature) and would then be
-//! cut to the lower triangle; `cargo bench --bench sparse_kernels -- gram` measures both (README,
-//! "Design notes").
+//! cut to the lower triangle; `cargo bench --bench sparse_kernels -- gram` measures both
+//! (docs/results.md, "Hand-written kernels against library paths").
 
 use rayon::prelude::*;
 

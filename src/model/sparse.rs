@@ -4,7 +4,7 @@
 //! global magnitude pruning, and a dense accumulator for column-by-column products.
 //!
 //! Why each kernel is hand-written rather than composed from sprs is measured in
-//! `benches/sparse_kernels.rs` and stated on the kernel (README, "Design notes").
+//! `benches/sparse_kernels.rs` and stated on the kernel (docs/design.md).
 
 // Index loops mirror the matrix formulas of docs/sansa.md (column j, row i).
 #![allow(clippy::needless_range_loop)]
@@ -51,7 +51,8 @@ pub fn from_columns(n: usize, cols: Vec<(Vec<u32>, Vec<f64>)>) -> SparseMat {
 /// Hand-written because sprs's [`sprs::transform_mat_papt`] permutes a *full* matrix: building
 /// the full symmetric matrix from the lower triangle, permuting it and keeping the lower half
 /// holds four half-sized copies at once instead of two and was slower in
-/// `cargo bench --bench sparse_kernels -- permute` (numbers in README, "Design notes").
+/// `cargo bench --bench sparse_kernels -- permute` (numbers in
+/// docs/results.md, "Hand-written kernels against library paths").
 pub fn permute_lower(a: SparseMat, inv: &[usize]) -> SparseMat {
     let n = a.cols();
     let place = |i: usize, j: usize| {

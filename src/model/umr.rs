@@ -284,7 +284,8 @@ fn updated_column(
 ///
 /// Column by column with a reused dense accumulator, in parallel, rather than through sprs's
 /// product `&l * &k` (which forms all of `LK` on one thread before any norm is taken):
-/// `cargo bench --bench sparse_kernels -- residual` measures both (README, "Design notes").
+/// `cargo bench --bench sparse_kernels -- residual` measures both
+/// (docs/results.md, "Hand-written kernels against library paths").
 pub fn residual_norms(l: &SparseMat, k: &SparseMat) -> Vec<f64> {
     (0..k.cols())
         .into_par_iter()
@@ -338,7 +339,7 @@ const EXACT_START_WORK: f64 = 4e9;
 ///
 /// Hand-written rather than sprs's `linalg::trisolve::lsolve_csc_dense_rhs`, which visits every
 /// column of L for every right-hand side; `cargo bench --bench sparse_kernels -- solve` measures
-/// both (README, "Design notes").
+/// both (docs/results.md, "Hand-written kernels against library paths").
 pub fn unit_lower_solve(l: &SparseMat, j: usize, x: &mut [f64], entries: &mut Vec<(u32, f64)>) {
     let n = l.cols();
     x[j] = 1.0;

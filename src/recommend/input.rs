@@ -9,6 +9,11 @@
 //!
 //! Users keep the order of their first appearance. An item id the model does not know is an error
 //! naming the file, the line (or row) and the value.
+//!
+//! For a run charged to a privacy ledger ([`read_requests`]) a file may also carry a
+//! `request_id` (a CSV or Parquet column, a JSON field): the rows of one (user, request id) are
+//! one request, so one user may make several requests; rows without one are the user's request
+//! whose id the run derives (docs/ledger.md, "Request ids").
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -57,25 +62,48 @@ impl FileFormat {
     }
 }
 
-/// Groups `(user, item id)` records into histories, resolving item ids with `resolve`.
+/// One request of a users file: the user, the request id if the file gives one, the history.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UserRequest {
+    /// The user id.
+    pub user: String,
+    /// The file's `request_id` for these rows, if any.
+    pub request_id: Option<String>,
+    /// Item columns, sorted, duplicates once.
+    pub history: Vec<u32>,
+}
+
+/// Groups `(user, item id)` records into histories, resolving item ids with `resolve`; with
+/// `request_ids`, records are grouped by (user, request id) instead.
 struct Grouper<'a> {
     path: &'a Path,
     resolve: &'a dyn Fn(&str) -> Option<u32>,
-    index: HashMap<String, usize>,
-    users: Vec<(String, Vec<u32>)>,
+    request_ids: bool,
+    index: HashMap<(String, Option<String>), usize>,
+    users: Vec<UserRequest>,
 }
 
 impl Grouper<'_> {
-    fn user(&mut self, user: &str) -> usize {
-        if let Some(&i) = self.index.get(user) {
+    fn user(&mut self, user: &str, rid: Option<&str>) -> usize {
+        let rid = rid.filter(|r| self.request_ids && !r.is_empty());
+        let key = (user.to_string(), rid.map(str::to_string));
+        if let Some(&i) = self.index.get(&key) {
             return i;
         }
-        self.users.push((user.to_string(), Vec::new()));
-        self.index.insert(user.to_string(), self.users.len() - 1);
+        self.users.push(UserRequest {
+            user: user.to_string(),
+            request_id: key.1.clone(),
+            history: Vec::new(),
+        });
+        self.index.insert(key, self.users.len() - 1);
         self.users.len() - 1
     }
 
     fn push(&mut self, at: &str, user: &str, item: &str) -> Result<()> {
+        self.push_request(at, user, None, item)
+    }
+
+    fn push_request(&mut self, at: &str, user: &str, rid: Option<&str>, item: &str) -> Result<()> {
         if user.is_empty() {
             return Err(self.bad(at, "the user id is empty".into()));
         }
@@ -85,8 +113,8 @@ impl Grouper<'_> {
                 format!("item '{item}' is not one of the model's item ids"),
             )
         })?;
-        let u = self.user(user);
-        self.users[u].1.push(j);
+        let u = self.user(user, rid);
+        self.users[u].history.push(j);
         Ok(())
     }
 
@@ -97,10 +125,10 @@ impl Grouper<'_> {
         }
     }
 
-    fn finish(mut self) -> Vec<(String, Vec<u32>)> {
-        for (_, h) in &mut self.users {
-            h.sort_unstable();
-            h.dedup();
+    fn finish(mut self) -> Vec<UserRequest> {
+        for r in &mut self.users {
+            r.history.sort_unstable();
+            r.history.dedup();
         }
         self.users
     }
@@ -112,9 +140,32 @@ pub fn read_users(
     format: FileFormat,
     resolve: &dyn Fn(&str) -> Option<u32>,
 ) -> Result<Vec<(String, Vec<u32>)>> {
+    Ok(read_grouped(path, format, resolve, false)?
+        .into_iter()
+        .map(|r| (r.user, r.history))
+        .collect())
+}
+
+/// Reads the users file `path` as requests: grouped by (user, `request_id`) where the file has
+/// request ids, by user elsewhere; in order of first appearance.
+pub fn read_requests(
+    path: &Path,
+    format: FileFormat,
+    resolve: &dyn Fn(&str) -> Option<u32>,
+) -> Result<Vec<UserRequest>> {
+    read_grouped(path, format, resolve, true)
+}
+
+fn read_grouped(
+    path: &Path,
+    format: FileFormat,
+    resolve: &dyn Fn(&str) -> Option<u32>,
+    request_ids: bool,
+) -> Result<Vec<UserRequest>> {
     let mut g = Grouper {
         path,
         resolve,
+        request_ids,
         index: HashMap::new(),
         users: Vec::new(),
     };
@@ -151,6 +202,7 @@ fn read_csv(path: &Path, g: &mut Grouper<'_>) -> Result<()> {
         })
     };
     let (cu, ci) = (col("user")?, col("item")?);
+    let cr = header.iter().position(|h| *h == "request_id");
     for (i, line) in lines {
         if line.trim().is_empty() {
             continue;
@@ -167,7 +219,7 @@ fn read_csv(path: &Path, g: &mut Grouper<'_>) -> Result<()> {
                 ),
             ));
         }
-        g.push(&at, f[cu], f[ci])?;
+        g.push_request(&at, f[cu], cr.map(|c| f[c]), f[ci])?;
     }
     Ok(())
 }
@@ -199,11 +251,12 @@ fn read_jsonl(path: &Path, g: &mut Grouper<'_>) -> Result<()> {
             .get("items")
             .and_then(|x| x.as_array())
             .ok_or_else(|| g.bad(&at, format!("'{line}' has no \"items\" array")))?;
-        g.user(&user);
+        let rid = v.get("request_id").and_then(json_id);
+        g.user(&user, rid.as_deref());
         for item in items {
             let id = json_id(item)
                 .ok_or_else(|| g.bad(&at, format!("item {item} is not a string or an integer")))?;
-            g.push(&at, &user, &id)?;
+            g.push_request(&at, &user, rid.as_deref(), &id)?;
         }
     }
     Ok(())

@@ -1,6 +1,11 @@
 //! Private recommendations for served users (docs/deployment.md): load a release artifact, score a
-//! history, keep the top candidates, clip them to the calibrated `[p1_j, p99_j]`, select one item
-//! with a mechanism and the calibrated `Δ_j`.
+//! history, take the candidates of the [`CandidatePolicy`] (every item by default), clip them to
+//! the calibrated `[p1_j, p99_j]`, select one item with a mechanism and the calibrated `Δ_j`.
+//!
+//! With a policy whose list does not depend on the history (`all`, `popular:N`, `pool:FILE`) each
+//! recommendation is user-level ε-DP: ε-DP with respect to the user's whole history.
+//! `history-top:N` (the paper's protocol) leaks which items are candidates and needs
+//! `allow_non_private`.
 //!
 //! The random source is one value, [`Draws`], chosen by the [`NoiseMode`] of the
 //! [`RecommendConfig`]: seeded ChaCha8 streams (one per user, for experiments and tests) or an
@@ -21,7 +26,7 @@
 //!
 //! // `dir`: a model directory written by `recsel fit ... --out DIR` (model + release artifact).
 //! let params = MechParams { epsilon: 1.0, ..Default::default() };
-//! let config = RecommendConfig::new("mgem", params, 500, NoiseMode::Secure);
+//! let config = RecommendConfig::new("mgem", params, NoiseMode::Secure); // every item a candidate
 //! let rec = Recommender::load(&dir, &config)?; // refuses mechanisms that are not eps-DP
 //! eprintln!("{}", rec.privacy_statement());
 //! let history = rec.history(["3", "17", "42"])?; // the user's items, by your item ids
@@ -35,6 +40,7 @@
 //! ```
 
 pub mod input;
+pub mod ledgered;
 pub mod options;
 pub mod release;
 
@@ -48,51 +54,67 @@ use crate::error::{Error, Result};
 use crate::mechanisms::{self, Guarantee, MechParams, Mechanism, Problem, Selector};
 use crate::model::{self, Model, Scratch};
 use crate::rng::{name_id, Draws, NoiseMode, SecureRng, Streams};
-use crate::scoring::Candidates;
+use crate::scoring::{top_candidates, CandidateList, CandidatePolicy, Candidates};
 
 pub use options::RecommendOptions;
 pub use release::{calibrate, Release, ReleaseManifest};
 
-/// What to recommend with: the mechanism, its parameters (ε among them), the number of
-/// candidates and the random source's mode. Validated when a [`Recommender`] is built.
+/// What to recommend with: the mechanism, its parameters (ε among them), the candidate policy
+/// and the random source's mode. Validated when a [`Recommender`] is built.
 #[derive(Debug, Clone)]
 pub struct RecommendConfig {
     /// Registry name of the mechanism.
     pub mechanism: String,
     /// Its parameters.
     pub params: MechParams,
-    /// Candidates per user (the user's top items by score).
-    pub top: usize,
+    /// Which items are candidates (default: all, the user's own included).
+    pub candidates: CandidatePolicy,
     /// Seeded float path (experiments) or the secure path (releases).
     pub noise: NoiseMode,
-    /// Accept a mechanism that is not ε-DP at this `top` (`rnmh`, `rnmh-laplace`).
+    /// Accept what is not user-level ε-DP: a mechanism that is not ε-DP for this many candidates
+    /// (`rnmh`, `rnmh-laplace`) or the `history-top:N` policy. Reference runs only.
     pub allow_non_private: bool,
-    /// Leave the user's own items out of the candidates (the default). With `false` and `top` at
-    /// least the number of items, the candidate list no longer depends on the history and the
-    /// guarantee is user-level (docs/deployment.md, "What is protected, and what is not").
-    pub exclude_history: bool,
 }
 
 impl RecommendConfig {
-    /// A configuration that refuses mechanisms that are not ε-DP.
-    pub fn new(mechanism: &str, params: MechParams, top: usize, noise: NoiseMode) -> Self {
+    /// A configuration with every item a candidate that refuses what is not ε-DP.
+    pub fn new(mechanism: &str, params: MechParams, noise: NoiseMode) -> Self {
         RecommendConfig {
             mechanism: mechanism.into(),
             params,
-            top,
+            candidates: CandidatePolicy::All,
             noise,
             allow_non_private: false,
-            exclude_history: true,
         }
+    }
+
+    /// This configuration with the candidate policy `candidates`.
+    pub fn with_candidates(mut self, candidates: CandidatePolicy) -> Self {
+        self.candidates = candidates;
+        self
     }
 }
 
-/// Per-thread scratch space of [`Recommender::recommend`].
+/// Per-thread scratch space of [`Recommender::recommend`]: a recommendation allocates nothing
+/// once it has been used.
 #[derive(Debug, Clone)]
 pub struct RecScratch {
     scores: Vec<f64>,
     model: Scratch,
     history: Vec<u32>,
+    /// The candidates' clipped scores (`all`: every column, in column order).
+    q: Vec<f64>,
+    /// `history-top`: the candidates' columns and sensitivities.
+    items: Vec<u32>,
+    d: Vec<f64>,
+}
+
+impl RecScratch {
+    /// The model's raw (unclipped) scores of every item for the history last passed to
+    /// [`Recommender::candidates`] or [`Recommender::recommend`].
+    pub fn scores(&self) -> &[f64] {
+        &self.scores
+    }
 }
 
 /// A model, its release artifact and a validated mechanism: one private item per history.
@@ -103,10 +125,15 @@ pub struct Recommender {
     index: HashMap<String, u32>,
     mech: Box<dyn Mechanism>,
     mech_id: u32,
-    top: usize,
+    policy: CandidatePolicy,
+    list: CandidateList,
+    /// Sensitivities of a fixed list's columns, in its order.
+    fixed_deltas: Vec<f64>,
+    /// The candidates of `all` or a fixed list by ascending sensitivity, computed once: the GEM
+    /// family's hull then needs no sort per recommendation.
+    sens_order: Vec<u32>,
     noise: NoiseMode,
     epsilon: Option<f64>,
-    exclude_history: bool,
 }
 
 /// The stream key of a user id (FNV-1a): a user's seeded draws do not depend on where the user
@@ -140,9 +167,6 @@ impl Recommender {
 
     /// A recommender from a model and its release, both in memory.
     pub fn new(model: Model, release: Release, cfg: &RecommendConfig) -> Result<Self> {
-        if cfg.top == 0 {
-            return Err(Error::Invalid("top must be at least 1, got 0".into()));
-        }
         if model.n_items() != release.manifest.n_items {
             return Err(Error::Invalid(format!(
                 "the model has {} items but the release {}",
@@ -150,44 +174,93 @@ impl Recommender {
                 release.manifest.n_items
             )));
         }
-        let mech = mechanisms::build(&cfg.mechanism, &cfg.params)?;
-        let guarantee = mech.guarantee();
-        let epsilon = match cfg.noise {
-            NoiseMode::Secure => Some(mech.secure_epsilon()?),
-            NoiseMode::Fast => guarantee.epsilon_for(cfg.top),
-        };
-        let pure = matches!(guarantee, Guarantee::Pure { .. });
-        if !pure && !cfg.allow_non_private {
-            return Err(Error::Invalid(format!(
-                "mechanism '{}' is not {}-DP: it is {} at top = {} candidates; recommend with an \
-                 eps-DP mechanism (e.g. mgem, gem, cgem, rnm), or pass --allow-non-private for a \
-                 reference run",
-                cfg.mechanism,
-                cfg.params.epsilon,
-                match epsilon {
-                    Some(e) => format!("only {e}-DP"),
-                    None => "not differentially private for any eps".into(),
-                },
-                cfg.top
-            )));
-        }
-        let index = release
+        let index: HashMap<String, u32> = release
             .manifest
             .item_ids
             .iter()
             .enumerate()
             .map(|(j, id)| (id.clone(), j as u32))
             .collect();
+        let n = model.n_items();
+        let policy = cfg.candidates.clone();
+        let list = policy
+            .resolve(n, release.popularity.as_deref(), &|id| {
+                index.get(id).copied()
+            })
+            .map_err(|e| match (&policy, &release.popularity) {
+                (CandidatePolicy::Popular(_), None) => Error::Invalid(format!(
+                    "{e}: the release is format version {} (written by recsel {}); write it \
+                     again with `recsel fit ... --out DIR` to add the training popularity",
+                    release.manifest.format_version, release.manifest.recsel_version
+                )),
+                _ => e,
+            })?;
+        if !list.history_independent() && !cfg.allow_non_private {
+            return Err(Error::Invalid(format!(
+                "candidates '{policy}' depend on the user's history (each user's top items by \
+                 the user's own scores, the user's items excluded), so which items are \
+                 candidates is not protected; use 'all', 'popular:N' or 'pool:FILE', or pass \
+                 --allow-non-private for a reference run"
+            )));
+        }
+        let k = list.k(n);
+        let mech = mechanisms::build(&cfg.mechanism, &cfg.params)?;
+        let guarantee = mech.guarantee();
+        let epsilon = match cfg.noise {
+            NoiseMode::Secure => Some(mech.secure_epsilon()?),
+            NoiseMode::Fast => guarantee.epsilon_for(k),
+        };
+        if let Guarantee::Approx { .. } = guarantee {
+            // Serving charges pure ε per recommendation (and the privacy statement says ε-DP).
+            return Err(Error::Invalid(format!(
+                "mechanism '{}' is {guarantee}, not eps-DP: recommend serves only pure eps-DP \
+                 mechanisms (e.g. mgem, gem, cgem, rnm, rs-hard)",
+                cfg.mechanism
+            )));
+        }
+        let pure = matches!(guarantee, Guarantee::Pure { .. });
+        if !pure && !cfg.allow_non_private {
+            return Err(Error::Invalid(format!(
+                "mechanism '{}' is not {}-DP: it is {} at {k} candidates ('{policy}'); recommend \
+                 with an eps-DP mechanism (e.g. mgem, gem, cgem, rnm), or pass \
+                 --allow-non-private for a reference run",
+                cfg.mechanism,
+                cfg.params.epsilon,
+                match epsilon {
+                    Some(e) => format!("only {e}-DP"),
+                    None => "not differentially private for any eps".into(),
+                },
+            )));
+        }
+        let fixed_deltas = match &list {
+            CandidateList::Fixed(items) => items
+                .iter()
+                .map(|&j| release.sens.delta[j as usize])
+                .collect(),
+            _ => Vec::new(),
+        };
+        let sens_order = {
+            let d: &[f64] = match &list {
+                CandidateList::All => &release.sens.delta,
+                CandidateList::Fixed(_) => &fixed_deltas,
+                CandidateList::HistoryTop(_) => &[],
+            };
+            let mut order: Vec<u32> = (0..d.len() as u32).collect();
+            order.sort_by(|&a, &b| d[a as usize].total_cmp(&d[b as usize]));
+            order
+        };
         Ok(Recommender {
             mech_id: name_id(mech.name()),
             model,
             release,
             index,
             mech,
-            top: cfg.top,
+            policy,
+            list,
+            fixed_deltas,
+            sens_order,
             noise: cfg.noise,
             epsilon,
-            exclude_history: cfg.exclude_history,
         })
     }
 
@@ -201,41 +274,77 @@ impl Recommender {
         self.model.n_items()
     }
 
-    /// The ε each recommendation spends at this `top` (the secure path's ε in secure mode;
-    /// (k − 1)ε for `rnmh-laplace`), or `None` for a mechanism that is not private at all.
+    /// The ε each recommendation spends for the policy's number of candidates (the secure path's
+    /// ε in secure mode; (k − 1)ε for `rnmh-laplace`), or `None` for a mechanism that is not
+    /// private at all. It covers the whole history only when [`Recommender::user_level`].
     pub fn epsilon(&self) -> Option<f64> {
         self.epsilon
     }
 
-    /// One line for people: mechanism, ε, what is protected and what is not (the candidate set;
-    /// docs/deployment.md, "What is protected"), who the bounds were calibrated on, and the
+    /// The candidate policy.
+    pub fn candidate_policy(&self) -> &CandidatePolicy {
+        &self.policy
+    }
+
+    /// The resolved candidate list.
+    pub fn candidate_list(&self) -> &CandidateList {
+        &self.list
+    }
+
+    /// The mechanism.
+    pub fn mechanism(&self) -> &dyn Mechanism {
+        &*self.mech
+    }
+
+    /// The random source's mode.
+    pub fn noise(&self) -> NoiseMode {
+        self.noise
+    }
+
+    /// Whether each recommendation is user-level ε-DP: an ε-DP mechanism on a candidate list that
+    /// does not depend on the history (scores are always clipped to the release's bounds).
+    pub fn user_level(&self) -> bool {
+        self.list.history_independent() && matches!(self.mech.guarantee(), Guarantee::Pure { .. })
+    }
+
+    /// One line for people: the unit of the guarantee ("user-level ε-DP per recommendation" only
+    /// when it is), mechanism, ε, the candidates and what about them is protected
+    /// (docs/deployment.md, "Candidate policies"), who the bounds were calibrated on, and the
     /// randomness.
     pub fn privacy_statement(&self) -> String {
         let c = &self.release.manifest.calibration;
-        let guarantee = match self.epsilon {
-            Some(e) => format!("{e}-DP"),
-            None => "NOT differentially private".into(),
+        let mech = self.mech.name();
+        let k = self.list.k(self.n_items());
+        let candidates = match &self.list {
+            CandidateList::All => format!(
+                "candidates: all {k} items, the same for every user, the user's own included"
+            ),
+            CandidateList::Fixed(_) => format!(
+                "candidates: '{}', {k} public items, the same for every user, the user's own \
+                 included",
+                self.policy
+            ),
+            CandidateList::HistoryTop(n) => format!(
+                "candidates: '{}', each user's top {n} by the user's own scores, the user's items \
+                 excluded",
+                self.policy
+            ),
         };
-        let scope = if !self.exclude_history && self.top >= self.n_items() {
-            format!(
-                "each recommended item is {guarantee} ({}) with respect to the user's whole \
-                 history (every item is a candidate, the user's own included)",
-                self.mech.name()
-            )
-        } else {
-            format!(
-                "the choice among each user's top {} candidates is {guarantee} ({}) with respect \
-                 to the user's history, but which items are candidates (the top {} by score{}) is \
-                 not protected (docs/deployment.md)",
-                self.top,
-                self.mech.name(),
-                self.top,
-                if self.exclude_history {
-                    ", the user's own items excluded"
-                } else {
-                    ""
-                }
-            )
+        let scope = match (self.epsilon, self.user_level()) {
+            (Some(e), true) => format!(
+                "user-level {e}-DP per recommendation ({mech}): each recommended item is {e}-DP \
+                 with respect to the user's whole history; {candidates}"
+            ),
+            (Some(e), false) if !self.list.history_independent() => format!(
+                "NOT user-level private: candidate membership is not protected ({candidates}; \
+                 an item outside a user's list has probability 0 for that user; \
+                 docs/deployment.md); only the choice among the candidates is {e}-DP ({mech})"
+            ),
+            (Some(e), false) => format!(
+                "NOT user-level private: {mech} is only {e}-DP here, not {}-DP; {candidates}",
+                self.mech.epsilon()
+            ),
+            (None, _) => format!("NOT differentially private ({mech}); {candidates}"),
         };
         format!(
             "privacy: {scope}; scores clipped to bounds fixed beforehand on {} {} users who are \
@@ -276,10 +385,14 @@ impl Recommender {
     /// Fresh scratch space for one thread.
     pub fn scratch(&self) -> RecScratch {
         let n = self.model.n_items();
+        let k = self.list.k(n);
         RecScratch {
             scores: vec![0.0; n],
             model: Scratch::new(n),
             history: Vec::new(),
+            q: Vec::with_capacity(k),
+            items: Vec::with_capacity(k),
+            d: Vec::with_capacity(k),
         }
     }
 
@@ -294,32 +407,78 @@ impl Recommender {
         Draws::new(self.noise, Streams::from_entropy())
     }
 
-    /// The selection problem of a history: its top candidates, clipped, with their Δ_j.
-    pub fn candidates(&self, history: &[u32], scratch: &mut RecScratch) -> Candidates {
-        scratch.history.clear();
-        scratch.history.extend_from_slice(history);
-        scratch.history.sort_unstable();
-        scratch.history.dedup();
+    /// Scores `history` and writes its candidates' clipped scores into `s.q` (and, for
+    /// `history-top`, their columns and Δ_j into `s.items`, `s.d`). No sorting for `all` and
+    /// fixed lists: their candidates stay in list order.
+    fn build_problem(&self, history: &[u32], s: &mut RecScratch) {
+        s.history.clear();
+        s.history.extend_from_slice(history);
+        s.history.sort_unstable();
+        s.history.dedup();
         self.model
-            .score_into(&scratch.history, &mut scratch.scores, &mut scratch.model);
-        let excluded: &[u32] = if self.exclude_history {
-            &scratch.history
-        } else {
-            &[]
-        };
-        Candidates::new(
-            &scratch.scores,
-            excluded,
-            &self.release.sens,
-            self.top,
-            true,
-        )
+            .score_into(&s.history, &mut s.scores, &mut s.model);
+        let sens = &self.release.sens;
+        s.q.clear();
+        match &self.list {
+            CandidateList::All => s.q.extend(
+                s.scores
+                    .iter()
+                    .zip(sens.lower.iter().zip(&sens.upper))
+                    .map(|(&v, (&lo, &hi))| v.clamp(lo, hi)),
+            ),
+            CandidateList::Fixed(items) => s.q.extend(
+                items
+                    .iter()
+                    .map(|&j| sens.clip(j as usize, s.scores[j as usize])),
+            ),
+            CandidateList::HistoryTop(n) => {
+                s.items = top_candidates(&s.scores, &s.history, *n);
+                s.q.extend(
+                    s.items
+                        .iter()
+                        .map(|&j| sens.clip(j as usize, s.scores[j as usize])),
+                );
+                s.d.clear();
+                s.d.extend(s.items.iter().map(|&j| sens.delta[j as usize]));
+            }
+        }
+    }
+
+    /// The sensitivities of the problem [`Recommender::build_problem`] left in `s`.
+    fn deltas<'a>(&'a self, s: &'a RecScratch) -> &'a [f64] {
+        match &self.list {
+            CandidateList::All => &self.release.sens.delta,
+            CandidateList::Fixed(_) => &self.fixed_deltas,
+            CandidateList::HistoryTop(_) => &s.d,
+        }
+    }
+
+    /// The column of candidate `a` of the problem in `s`.
+    fn column(&self, s: &RecScratch, a: usize) -> u32 {
+        match &self.list {
+            CandidateList::All => a as u32,
+            CandidateList::Fixed(items) => items[a],
+            CandidateList::HistoryTop(_) => s.items[a],
+        }
+    }
+
+    /// The selection problem of a history as [`Recommender::recommend`] builds it: the
+    /// candidates of the policy (in the order the mechanism sees them: column order for `all`
+    /// and fixed lists, best score first for `history-top`), clipped, with their Δ_j.
+    pub fn candidates(&self, history: &[u32], scratch: &mut RecScratch) -> Candidates {
+        self.build_problem(history, scratch);
+        let k = scratch.q.len();
+        Candidates {
+            items: (0..k).map(|a| self.column(scratch, a)).collect(),
+            scores: scratch.q.clone(),
+            deltas: self.deltas(scratch).to_vec(),
+        }
     }
 
     /// One private recommendation for `history` (item columns): the chosen item's column, or
-    /// `None` when the history covers every item. `user` keys the seeded stream (see
-    /// [`user_key`]); secure draws ignore it. Errors only on the secure path, for inputs beyond
-    /// its exact arithmetic.
+    /// `None` when there is no candidate (`history-top` with a history that covers every item).
+    /// `user` keys the seeded stream (see [`user_key`]); secure draws ignore it. Errors only on
+    /// the secure path, for inputs beyond its exact arithmetic.
     pub fn recommend(
         &self,
         history: &[u32],
@@ -327,14 +486,17 @@ impl Recommender {
         draws: &mut Draws,
         scratch: &mut RecScratch,
     ) -> Result<Option<u32>> {
-        let c = self.candidates(history, scratch);
-        if c.items.is_empty() {
+        self.build_problem(history, scratch);
+        if scratch.q.is_empty() {
             return Ok(None);
         }
-        let problem = Problem::new(&c.scores, &c.deltas)?;
+        let mut problem = Problem::new(&scratch.q, self.deltas(scratch))?;
+        if self.list.history_independent() {
+            problem = problem.with_sens_order(&self.sens_order);
+        }
         let selector = Selector::single(&*self.mech, &problem, self.noise)?;
         let a = selector.sample(draws, self.mech_id, 0, user, 0);
-        Ok(Some(c.items[a]))
+        Ok(Some(self.column(scratch, a)))
     }
 
     /// One recommendation per `(user id, history)`, in parallel, in input order. Seeded streams of
@@ -372,6 +534,16 @@ impl Recommender {
         }
         Ok(out)
     }
+}
+
+/// How many of `picks` are an item already in the user's history (`users[i].1`): the price of a
+/// policy that does not leave the history out (with `history-top` it is 0).
+pub fn picks_in_history(users: &[(String, Vec<u32>)], picks: &[Option<u32>]) -> usize {
+    users
+        .iter()
+        .zip(picks)
+        .filter(|((_, h), p)| p.is_some_and(|j| h.contains(&j)))
+        .count()
 }
 
 /// The generated `synthetic` data (small shape, split seed 42) of the documentation's example,

@@ -6,8 +6,11 @@
 //! A model directory that holds a release has two more files:
 //!
 //! * `release.json` — the manifest ([`ReleaseManifest`]);
-//! * `calibration.npz` — four 1-D arrays over the item columns: `p1` and `p99` (`<f8`), `delta`
-//!   (`<f8`) and `count` (`<i8`, how many calibration scores each percentile was taken over).
+//! * `calibration.npz` — five 1-D arrays over the item columns: `p1` and `p99` (`<f8`), `delta`
+//!   (`<f8`), `count` (`<i8`, how many calibration scores each percentile was taken over) and
+//!   `popularity` (`<i8`, each item's interactions in the training data: the public ranking of the
+//!   `popular:N` candidate policy). Format version 1 had no `popularity`; it is still read, and
+//!   only a policy that needs popularity refuses it.
 //!
 //! Both are written atomically, the arrays first and the manifest last, so a crash never leaves a
 //! directory that looks complete; the manifest records the CRC-32 of `model.json` and of the
@@ -24,8 +27,10 @@ use crate::model::io::{crc32, npy_bytes, parse_npy, read_npz, write_npz, FileEnt
 use crate::model::{Model, ModelParams};
 use crate::scoring::{item_sensitivities, ModelScorer, Sensitivities, SensitivityConfig};
 
-/// Version of the release layout.
-pub const RELEASE_VERSION: u32 = 1;
+/// Version of the release layout (2: `popularity` in the arrays).
+pub const RELEASE_VERSION: u32 = 2;
+/// The oldest layout version this recsel reads.
+pub const OLDEST_READABLE_VERSION: u32 = 1;
 /// The manifest's file name.
 pub const MANIFEST: &str = "release.json";
 /// The arrays' file name.
@@ -85,6 +90,8 @@ pub struct Release {
     pub manifest: ReleaseManifest,
     /// `p1_j`, `p99_j`, `Δ_j` and the score counts.
     pub sens: Sensitivities,
+    /// Interactions per item column in the training data; `None` in a version-1 release.
+    pub popularity: Option<Vec<u64>>,
 }
 
 /// The calibration users of `data`: its validation users if it has any, else its training users;
@@ -144,7 +151,11 @@ pub fn calibrate(
         },
         files: Vec::new(),
     };
-    Ok(Release { manifest, sens })
+    Ok(Release {
+        manifest,
+        sens,
+        popularity: Some(crate::scoring::policy::popularity(&data.train)),
+    })
 }
 
 fn corrupt(path: &Path, what: impl std::fmt::Display) -> Error {
@@ -164,12 +175,22 @@ impl Release {
         };
         let s = &self.sens;
         let counts: Vec<i64> = s.counts.iter().map(|&c| c as i64).collect();
-        let arrays = write_npz(&[
+        let mut entries = vec![
             ("p1.npy", npy_bytes(&NpyArray::F64(s.lower.clone()))),
             ("p99.npy", npy_bytes(&NpyArray::F64(s.upper.clone()))),
             ("delta.npy", npy_bytes(&NpyArray::F64(s.delta.clone()))),
             ("count.npy", npy_bytes(&NpyArray::I64(counts))),
-        ])?;
+        ];
+        // A release without popularity (read from version 1) is written as version 1.
+        self.manifest.format_version = match &self.popularity {
+            Some(p) => {
+                let p: Vec<i64> = p.iter().map(|&c| c as i64).collect();
+                entries.push(("popularity.npy", npy_bytes(&NpyArray::I64(p))));
+                RELEASE_VERSION
+            }
+            None => 1,
+        };
+        let arrays = write_npz(&entries)?;
         write_atomic(&dir.join(ARRAYS), &arrays)?;
         self.manifest.files = vec![FileEntry {
             name: ARRAYS.into(),
@@ -199,11 +220,14 @@ impl Release {
         })?;
         let manifest: ReleaseManifest =
             serde_json::from_slice(&text).map_err(|e| corrupt(&path, e))?;
-        if manifest.format != FORMAT || manifest.format_version != RELEASE_VERSION {
+        if manifest.format != FORMAT
+            || !(OLDEST_READABLE_VERSION..=RELEASE_VERSION).contains(&manifest.format_version)
+        {
             return Err(corrupt(
                 &path,
                 format!(
-                    "format '{}' version {} (this recsel reads '{FORMAT}' version {RELEASE_VERSION})",
+                    "format '{}' version {} (this recsel reads '{FORMAT}' versions \
+                     {OLDEST_READABLE_VERSION} to {RELEASE_VERSION})",
                     manifest.format, manifest.format_version
                 ),
             ));
@@ -244,6 +268,7 @@ impl Release {
         }
         let mut f64s = std::collections::HashMap::new();
         let mut counts = None;
+        let mut popularity = None;
         for (name, data) in read_npz(&apath, &bytes)? {
             match parse_npy(&apath, &data)? {
                 NpyArray::F64(v) => {
@@ -251,6 +276,18 @@ impl Release {
                 }
                 NpyArray::I64(v) if name == "count.npy" => {
                     counts = Some(v.into_iter().map(|c| c.max(0) as u64).collect::<Vec<_>>())
+                }
+                NpyArray::I64(v) if name == "popularity.npy" => {
+                    if v.len() != n || v.iter().any(|&c| c < 0) {
+                        return Err(corrupt(
+                            &apath,
+                            format!(
+                                "popularity has {} values for {n} items, or a negative count",
+                                v.len()
+                            ),
+                        ));
+                    }
+                    popularity = Some(v.into_iter().map(|c| c as u64).collect::<Vec<_>>())
                 }
                 _ => {
                     return Err(corrupt(
@@ -287,6 +324,9 @@ impl Release {
             }
         }
         let counts = counts.unwrap_or_else(|| vec![0; n]);
+        if manifest.format_version >= 2 && popularity.is_none() {
+            return Err(corrupt(&apath, "no array popularity.npy"));
+        }
         Ok(Release {
             manifest,
             sens: Sensitivities {
@@ -295,6 +335,7 @@ impl Release {
                 delta,
                 counts,
             },
+            popularity,
         })
     }
 }

@@ -1,14 +1,15 @@
 //! Plots of the figures that are not MSE curves or heatmaps: seed 001 fig 4 (reordering
-//! functions), figs 19/20 (per-group score box plots of scenarios 7 and 8) and fig 22 (density of
-//! the maximum of Laplace variables).
+//! functions), fig 6 e–h (which candidates GEM and mGEM pick), figs 19/20 (per-group score box
+//! plots of scenarios 7 and 8) and fig 22 (density of the maximum of Laplace variables).
 
 use std::path::Path;
 
 use plotters::prelude::*;
 
-use super::plot::{err, render, FONT};
+use super::plot::{err, mech_color, render, FONT};
 use crate::error::Result;
 use crate::experiments::illustrate::{DensityRow, ReorderRow};
+use crate::experiments::picks::PickRow;
 use crate::experiments::scenarios::GroupBox;
 
 /// A line of fig 4: its label, colour and value per candidate.
@@ -212,6 +213,113 @@ pub fn group_boxes_png(path: &Path, title: &str, boxes: &[GroupBox]) -> Result<(
                             red.stroke_width(2),
                         ),
                     ])
+                    .map_err(err)?;
+            }
+        }
+        Ok(())
+    })
+}
+
+/// The mechanisms of fig 6 e–h, in the paper's row order.
+pub const FIG6_PICK_MECHANISMS: [&str; 2] = ["gem", "mgem"];
+
+/// Fig 6 e–h: one panel per (mechanism, scenario) — GEM on scenarios 1 and 2 (e, f), mGEM (g, h)
+/// — with every candidate at (score, sensitivity) as a black dot and a disc whose area is the share
+/// of the trials that picked it (candidates at the same point add up: scenario 1 has 18 at
+/// (1, 0.1)). One area scale for all panels. The caption gives the share of picks of the best
+/// score and the mean of `q_selected − q_max`.
+pub fn fig6_picks_png(path: &Path, rows: &[PickRow]) -> Result<()> {
+    let mechs: Vec<&str> = FIG6_PICK_MECHANISMS
+        .into_iter()
+        .filter(|m| rows.iter().any(|r| r.mechanism == *m))
+        .collect();
+    let mut scenarios: Vec<&str> = Vec::new();
+    for r in rows {
+        if !scenarios.contains(&r.scenario.as_str()) {
+            scenarios.push(&r.scenario);
+        }
+    }
+    let (nr, nc) = (mechs.len().max(1), scenarios.len().max(1));
+    let letters = mechs == FIG6_PICK_MECHANISMS && scenarios == ["fig6-1", "fig6-2"];
+    render(path, (560 * nc as u32, 430 * nr as u32), |root| {
+        let panels = root.split_evenly((nr, nc));
+        for (mi, mech) in mechs.iter().enumerate() {
+            for (si, scenario) in scenarios.iter().enumerate() {
+                let pts: Vec<&PickRow> = rows
+                    .iter()
+                    .filter(|r| r.mechanism == *mech && r.scenario == *scenario)
+                    .collect();
+                // Candidates at the same (score, sensitivity) are one disc.
+                let mut points: Vec<(f64, f64, f64)> = Vec::new();
+                for r in &pts {
+                    match points
+                        .iter_mut()
+                        .find(|p| p.0 == r.score && p.1 == r.sensitivity)
+                    {
+                        Some(p) => p.2 += r.share,
+                        None => points.push((r.score, r.sensitivity, r.share)),
+                    }
+                }
+                let qmax = pts.iter().map(|r| r.score).fold(f64::MIN, f64::max);
+                let best: f64 = pts
+                    .iter()
+                    .filter(|r| r.score == qmax)
+                    .map(|r| r.share)
+                    .sum();
+                let mean_err: f64 = pts.iter().map(|r| r.share * (r.score - qmax)).sum();
+                let (eps, trials) = pts.first().map_or((0.0, 0), |r| (r.epsilon, r.trials));
+                let (xlo, xhi) = points
+                    .iter()
+                    .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), p| {
+                        (l.min(p.0), h.max(p.0))
+                    });
+                let dhi = points.iter().map(|p| p.1).fold(0.0, f64::max);
+                let letter = if letters {
+                    format!("({}) ", (b'e' + (2 * mi + si) as u8) as char)
+                } else {
+                    String::new()
+                };
+                let mut chart = ChartBuilder::on(&panels[mi * nc + si])
+                    .caption(
+                        format!(
+                            "{letter}{} on scenario {}, eps = {eps}: best score {:.1}% of picks, \
+                             mean error {mean_err:.3}",
+                            mech.to_uppercase().replace("MGEM", "mGEM"),
+                            scenario.trim_start_matches("fig6-"),
+                            100.0 * best
+                        ),
+                        (FONT, 14),
+                    )
+                    .margin(10)
+                    .x_label_area_size(35)
+                    .y_label_area_size(50)
+                    .build_cartesian_2d((xlo - 0.08)..(xhi + 0.08), (-0.08 * dhi)..(1.12 * dhi))
+                    .map_err(err)?;
+                chart
+                    .configure_mesh()
+                    .x_desc(format!("score (disc area: share of {trials} picks)"))
+                    .y_desc("sensitivity")
+                    .label_style((FONT, 12))
+                    .light_line_style(RGBColor(240, 240, 240))
+                    .draw()
+                    .map_err(err)?;
+                let c = mech_color(mech);
+                // A share of 1 would be a disc of radius 60 px.
+                chart
+                    .draw_series(points.iter().filter(|p| p.2 > 0.0).map(|p| {
+                        Circle::new(
+                            (p.0, p.1),
+                            (60.0 * p.2.sqrt()).max(1.0),
+                            c.mix(0.45).filled(),
+                        )
+                    }))
+                    .map_err(err)?;
+                chart
+                    .draw_series(
+                        points
+                            .iter()
+                            .map(|p| Circle::new((p.0, p.1), 2, BLACK.filled())),
+                    )
                     .map_err(err)?;
             }
         }

@@ -4,6 +4,7 @@
 
 pub mod bandit;
 pub mod illustrations;
+pub mod ledger;
 pub mod plot;
 pub mod recommend;
 pub mod select;
@@ -61,8 +62,8 @@ impl<'a, C: Serialize> Resolved<'a, C> {
 
 /// Writes every output of a synthetic run into `dir`: `synth.{csv,parquet}` (scenarios 1–8 and the
 /// correlation sweep), `fig18.{csv,parquet,png}` (share sweep), `correlations.{csv,parquet}`,
-/// `config.{json,toml}`, `scenario-<n>.png`, `fig6-<n>.png`, `corr.png`, `fig19`/`fig20`
-/// `.{csv,parquet,png}` (scenarios 7 and 8) and `winners.{csv,parquet}` (the Spearman and bound
+/// `config.{json,toml}`, `scenario-<n>.png`, `fig6-<n>.png`, `fig6-picks.{csv,parquet,png}` (fig 6
+/// e–h: pick shares at ε = 0.05), `corr.png`, `fig19`/`fig20` `.{csv,parquet,png}` (scenarios 7 and 8) and `winners.{csv,parquet}` (the Spearman and bound
 /// rules against the MSE winner, when GEM and mGEM ran). Returns the paths written.
 pub fn write_synth(
     dir: &Path,
@@ -127,6 +128,19 @@ pub fn write_synth(
         let p = dir.join("corr.png");
         plot::corr_sweep_png(&p, &corr_sets, &results.rows, &results.correlations)?;
         written.push(p);
+    }
+    // Fig 6 e–h: which candidates each mechanism picks on the two fig 6 scenarios at ε = 0.05.
+    if !results.picks.is_empty() {
+        written.extend(table::to_table(&results.picks)?.write(dir, "fig6-picks")?);
+        if results
+            .picks
+            .iter()
+            .any(|r| illustrations::FIG6_PICK_MECHANISMS.contains(&r.mechanism.as_str()))
+        {
+            let p = dir.join("fig6-picks.png");
+            illustrations::fig6_picks_png(&p, &results.picks)?;
+            written.push(p);
+        }
     }
     // Bounds as a chooser (extension): Spearman rule vs bound rule against the MSE winner.
     let winners = crate::experiments::winners::evaluate(

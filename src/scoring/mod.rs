@@ -7,11 +7,15 @@ mod sketch;
 use sketch::sketch_inner;
 pub use sketch::{sketch_users, ByteReader, PercentileSketch};
 
+pub mod policy;
+
 use serde::{Deserialize, Serialize};
 
 use crate::data::{row_items, Csr};
 use crate::error::{Error, Result};
 use crate::model::{Model, Scratch};
+
+pub use policy::{CandidateList, CandidatePolicy, ResolvedPolicy};
 
 /// Anything that scores every item for one user: a fitted model with its users' input rows.
 pub trait UserScorer: Sync {

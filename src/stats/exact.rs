@@ -154,6 +154,16 @@ pub enum ExactStopping {
         /// η · 2^32, > −2^32.
         eta_num: i64,
     },
+    /// Poisson(μ) on {0, 1, …} with μ = `mu_num`/2^32 ([`poisson_exact`]).
+    Poisson {
+        /// μ · 2^32, ≥ 1.
+        mu_num: u64,
+    },
+    /// Always this many.
+    Fixed {
+        /// The number of runs.
+        runs: u64,
+    },
 }
 
 impl ExactStopping {
@@ -179,6 +189,8 @@ impl ExactStopping {
     pub fn sample(&self, rng: &mut SecureRng) -> u64 {
         match *self {
             ExactStopping::Geometric { gamma } => geometric_trials(rng, gamma),
+            ExactStopping::Poisson { mu_num } => poisson_exact(rng, mu_num),
+            ExactStopping::Fixed { runs } => runs,
             ExactStopping::TruncatedNegBinomial { gamma, eta_num } => {
                 if gamma >= 1.0 {
                     return 1;
@@ -244,6 +256,46 @@ fn tnb_positive(rng: &mut SecureRng, gamma: f64, eta_num: i64) -> u64 {
         }
         if accept {
             return k;
+        }
+    }
+}
+
+/// One draw of Poisson(μ) with μ = `mu_num`/2^32 > 0, exactly: rejection from the geometric
+/// proposal `P(n) = (1−ρ)ρⁿ` on {0, 1, …} with mean μ (ρ = μ/(μ+1)). The target over the proposal
+/// is proportional to `cⁿ/n!` with c = μ + 1, largest at m = ⌊c⌋, so a proposal n is accepted with
+/// probability `(cⁿ/n!)/(c^m/m!)` — the product `Π_{i=m+1}^{n} c/i` (n > m) or
+/// `Π_{i=n+1}^{m} i/c` (n < m), every factor a rational at most 1, each drawn exactly by
+/// [`bernoulli_ratio`] (docs/private-candidates.md, "Secure runs"). Expected O(√μ) proposals.
+pub fn poisson_exact(rng: &mut SecureRng, mu_num: u64) -> u64 {
+    let one = 1u128 << FRACTION_BITS;
+    let mu = u128::from(mu_num);
+    // c = (μ_num + 2^32)/2^32; m = ⌊c⌋.
+    let c_num = mu + one;
+    let m = (c_num >> FRACTION_BITS) as u64;
+    loop {
+        // n ~ Geometric on {0, 1, …} with ρ = μ/(μ+1): successes before the first failure.
+        let mut n = 0u64;
+        while bernoulli_ratio(rng, mu, c_num) {
+            n += 1;
+        }
+        let mut accept = true;
+        if n > m {
+            let mut i = m + 1;
+            while accept && i <= n {
+                // c/i = c_num / (i·2^32)
+                accept = bernoulli_ratio(rng, c_num, u128::from(i) * one);
+                i += 1;
+            }
+        } else {
+            let mut i = n + 1;
+            while accept && i <= m {
+                // i/c = i·2^32 / c_num
+                accept = bernoulli_ratio(rng, u128::from(i) * one, c_num);
+                i += 1;
+            }
+        }
+        if accept {
+            return n;
         }
     }
 }

@@ -6,13 +6,15 @@
 //! learner ([`PolicyKind`]) picks one arm per step for `horizon` steps; every (policy, run) draws
 //! from its own random stream, so results do not depend on the number of threads. Private learners
 //! keep per-arm private reward sums ([`counter::HybridCounter`]), private per-arm sensitivities
-//! from exponential-mechanism quantiles over disjoint windows ([`quantile::EmQuantile`]), and select
+//! from private quantiles over disjoint windows ([`quantile::EmQuantile`], or Duff's utility,
+//! [`duff::DuffQuantile`]), and select
 //! with a mechanism of the registry (docs/mechanisms.md).
 //!
 //! This module depends only on `mechanisms`, `stats`, `rng` and `error` (the experiment layer);
 //! tables and plots are assembled in `report::bandit`.
 
 pub mod counter;
+pub mod duff;
 pub mod env;
 pub mod quantile;
 mod run;
@@ -25,6 +27,7 @@ use crate::error::{Error, Result};
 use crate::mechanisms::{
     self, Guarantee, MechParams, MechValues, Mechanism, MechanismSpec, Registry,
 };
+use duff::QuantileMethod;
 use env::{Arms, REWARD_HI, REWARD_LO};
 
 /// Label of the bandit's stream family ([`Streams::derive`]).
@@ -66,6 +69,9 @@ pub struct BanditConfig {
     pub eps_mean: f64,
     /// ε_p of each released (lower, upper) quantile pair; each quantile gets ε_p / 2.
     pub eps_quantile: f64,
+    /// The private quantile: the standard exponential mechanism (`em`, the default) or Duff's
+    /// dataset-based utility (`duff`; docs/bandit.md, "Private sensitivities").
+    pub quantile: QuantileMethod,
     /// Lower quantile level of the sensitivity (0.1: p10).
     pub q_lo: f64,
     /// Upper quantile level (0.9: p90).
@@ -105,6 +111,7 @@ impl Default for BanditConfig {
             eps_krr: 4.0,
             eps_mean: 1.0,
             eps_quantile: 1.0,
+            quantile: QuantileMethod::Em,
             q_lo: 0.1,
             q_hi: 0.9,
             alpha: std::f64::consts::SQRT_2,
@@ -354,10 +361,7 @@ impl BanditConfig {
             // private or only (k−1)ε-DP are left to an explicit list).
             for s in mechanisms::REGISTRY {
                 let m = s.build(&self.mech_params(s.name)?)?;
-                if matches!(m.guarantee(), Guarantee::Pure { .. })
-                    && s.private
-                    && !s.audit_reference
-                {
+                if matches!(m.guarantee(), Guarantee::Pure { .. }) && s.private && s.in_all() {
                     base.push(s.name.to_string());
                 }
             }
@@ -434,7 +438,13 @@ impl BanditConfig {
                         mechanisms::valid_names()
                     ),
                 })?;
-                let mech = spec.build(&self.mech_params(m)?)?;
+                let params = self.mech_params(m)?;
+                mechanisms::private_candidates::scores::refuse_approximate(
+                    &[spec],
+                    &params,
+                    "the bandit (it composes pure eps over the rounds)",
+                )?;
+                let mech = spec.build(&params)?;
                 // `krr` reads only the argmax of the scores; `random` reads nothing.
                 let (uses_means, uses_quantiles) = match m {
                     "random" => (false, false),

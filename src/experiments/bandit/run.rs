@@ -5,8 +5,8 @@ use rayon::prelude::*;
 use statrs::distribution::{ContinuousCDF, StudentsT};
 
 use super::counter::HybridCounter;
+use super::duff::PrivateQuantile;
 use super::env::{Environment, REWARD_HI, REWARD_LO};
-use super::quantile::EmQuantile;
 use super::{
     ArmPoint, BanditConfig, BanditResults, CurvePoint, Policy, PolicyKind, PolicySummary, RunRow,
     RunTrace, SENS_FLOOR, STREAM_LABEL,
@@ -50,7 +50,8 @@ pub fn run_one(
 ) -> Result<RunTrace> {
     let k = env.arms();
     let private = policy.private_stats();
-    let quantile = EmQuantile::new(cfg.eps_quantile / 2.0, REWARD_LO, REWARD_HI)?;
+    let quantile =
+        PrivateQuantile::new(cfg.quantile, cfg.eps_quantile / 2.0, REWARD_LO, REWARD_HI)?;
     let counter = HybridCounter::new(cfg.eps_mean, REWARD_HI - REWARD_LO)?;
     let mut st = ArmState {
         pulls: vec![0; k],

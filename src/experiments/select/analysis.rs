@@ -101,6 +101,10 @@ pub struct MseRow {
     pub hit1: f64,
     /// Standard error of hit@1 over users.
     pub hit1_se: f64,
+    /// Share of picks that are already in the user's history, with its standard error over
+    /// users; only for a candidate policy that keeps the history (`None` for the paper's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub in_history: Option<(f64, f64)>,
     /// MSE relative to a uniformly random choice among the same candidates: `mse` over the mean of
     /// the users' expected random-choice MSE (1 = no better than random, 0 = always the best).
     pub relative_mse: f64,
@@ -131,6 +135,13 @@ pub fn mse_table(cfg: &SelectConfig, rows: &[UserRow]) -> Vec<MseRow> {
             let (mean, se) = mean_se(&vals);
             let hits: Vec<f64> = rows.iter().map(|r| r.hit[m * ne + e]).collect();
             let (hit1, hit1_se) = mean_se(&hits);
+            let in_history = cfg.candidates.as_ref().map(|_| {
+                let own: Vec<f64> = rows
+                    .iter()
+                    .map(|r| r.in_history.get(m * ne + e).copied().unwrap_or(0.0))
+                    .collect();
+                mean_se(&own)
+            });
             let (g_eps, guarantee) = match spec {
                 Ok(s) => actual_guarantee(s, &cfg.params.with_epsilon(eps), cfg.top),
                 Err(_) => (f64::NAN, "unknown".into()),
@@ -147,6 +158,7 @@ pub fn mse_table(cfg: &SelectConfig, rows: &[UserRow]) -> Vec<MseRow> {
                 trials: cfg.trials,
                 hit1,
                 hit1_se,
+                in_history,
                 relative_mse: mean / random,
             });
         }

@@ -32,6 +32,13 @@ pub fn user_header(cfg: &SelectConfig) -> String {
             let _ = write!(h, ",hit_{m}_eps{e}");
         }
     }
+    if cfg.candidates.is_some() {
+        for m in &cfg.mechanisms {
+            for e in &cfg.epsilons {
+                let _ = write!(h, ",own_{m}_eps{e}");
+            }
+        }
+    }
     h
 }
 
@@ -47,21 +54,23 @@ pub fn user_line(r: &UserRow) -> String {
         let _ = write!(s, ",{v}");
     }
     let _ = write!(s, ",{}", r.random_mse);
-    for v in &r.hit {
+    for v in r.hit.iter().chain(&r.in_history) {
         let _ = write!(s, ",{v}");
     }
     s
 }
 
-/// Parses one line of the per-user table ([`user_line`]) with `cells` (mechanism, ε) pairs;
-/// errors name `path` (or what the text came from) and the line.
+/// Parses one line of the per-user table ([`user_line`]) with `cells` (mechanism, ε) pairs (and
+/// the in-history cells when the line has them); errors name `path` (or what the text came
+/// from) and the line.
 pub fn parse_line(path: &Path, line_no: usize, line: &str, cells: usize) -> Result<UserRow> {
     let bad = |m: String| Error::Parse {
         context: format!("{} line {}", path.display(), line_no),
         message: m,
     };
     let f: Vec<&str> = line.split(',').collect();
-    if f.len() != 7 + 3 * cells {
+    let own = f.len() == 7 + 4 * cells && cells > 0;
+    if f.len() != 7 + 3 * cells && !own {
         return Err(bad(format!(
             "expected {} fields, found {}",
             7 + 3 * cells,
@@ -88,7 +97,12 @@ pub fn parse_line(path: &Path, line_no: usize, line: &str, cells: usize) -> Resu
         mean_selected: vals[..cells].to_vec(),
         mse: vals[cells..2 * cells].to_vec(),
         random_mse: vals[2 * cells],
-        hit: vals[2 * cells + 1..].to_vec(),
+        hit: vals[2 * cells + 1..3 * cells + 1].to_vec(),
+        in_history: if own {
+            vals[3 * cells + 1..].to_vec()
+        } else {
+            Vec::new()
+        },
     })
 }
 
@@ -388,6 +402,7 @@ pub fn add_mechanisms<S: UserScorer>(
             r.mean_selected.extend(e.mean_selected);
             r.mse.extend(e.mse);
             r.hit.extend(e.hit);
+            r.in_history.extend(e.in_history);
         }
         merged.write(c, &header, &chunk)?;
         let (start, end) = (

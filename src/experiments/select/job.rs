@@ -2,6 +2,7 @@
 //! configuration resolved and checked. The command line, the Python package and the Ray runner
 //! all start here, so they run the same data, model and configuration for the same options.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -13,7 +14,7 @@ use crate::error::{Error, Result};
 use crate::mechanisms::{MechValues, Registry, BETA, GAMMA};
 use crate::model::{Model, ModelOptions, ModelParams};
 use crate::rng::{NoiseMode, Streams};
-use crate::scoring::PercentileUsers;
+use crate::scoring::{CandidatePolicy, PercentileUsers, ResolvedPolicy};
 
 /// Where a prepared run writes and whether it continues an earlier one.
 #[derive(Debug, Clone, Default)]
@@ -113,12 +114,14 @@ impl SelectJob {
                 }
             },
         };
+        let (top, candidates) = candidates(o, &data, log)?;
         let config = SelectConfig {
             mechanisms: names,
             params,
             epsilons: o.epsilon_grid(),
             trials: o.trials.unwrap_or(50),
-            top: o.top.unwrap_or(500),
+            top,
+            candidates,
             clip: o.clip.unwrap_or(false),
             percentile_users: PercentileUsers::from_name(
                 o.percentile_users.as_deref().unwrap_or("all"),
@@ -157,7 +160,9 @@ impl SelectJob {
             mechanisms: Some(cfg.mechanisms.join(",")),
             epsilons: Some(cfg.epsilons.clone()),
             trials: Some(cfg.trials),
-            top: Some(cfg.top),
+            // A policy's run records the policy (its `top` is the policy's count).
+            top: cfg.candidates.is_none().then_some(cfg.top),
+            candidates: cfg.candidates.as_ref().map(|c| c.policy.clone()),
             clip: Some(cfg.clip),
             percentile_users: Some(cfg.percentile_users.name().to_string()),
             params: cfg.registry.table_values(&cfg.mechanisms, &cfg.params),
@@ -171,4 +176,36 @@ impl SelectJob {
     pub fn out(&self) -> &Path {
         &self.out
     }
+}
+
+/// The candidates of a run of `o` on `data`: the paper's (`top` alone, so its runs keep their
+/// configuration and outputs; `history-top:N` is `top` N), or another policy resolved against
+/// the data's items and training popularity, with its number of candidates.
+fn candidates(
+    o: &SelectOptions,
+    data: &Dataset,
+    log: &dyn Fn(&str),
+) -> Result<(usize, Option<ResolvedPolicy>)> {
+    let top = o.top.unwrap_or(500);
+    let Some(policy) = o.candidates.clone() else {
+        return Ok((top, None));
+    };
+    if let CandidatePolicy::HistoryTop(n) = policy {
+        return Ok((n, None));
+    }
+    let index: HashMap<&str, u32> = data
+        .item_ids
+        .iter()
+        .enumerate()
+        .map(|(j, id)| (id.as_str(), j as u32))
+        .collect();
+    let pop = crate::scoring::policy::popularity(&data.train);
+    let list = policy
+        .resolve(data.n_items(), Some(&pop), &|id| index.get(id).copied())
+        .map_err(|e| Error::Invalid(format!("candidates: {e}")))?;
+    let k = list.k(data.n_items());
+    log(&format!(
+        "candidates: {policy} ({k} items, the same for every user, the user's own included)"
+    ));
+    Ok((k, Some(ResolvedPolicy { policy, list })))
 }

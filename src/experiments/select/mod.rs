@@ -1,6 +1,7 @@
 //! The real-data private-selection job (docs/protocol.md, steps 5–9, seed 001 §VIII, figure 13).
 //!
-//! For every test user: score all items, drop the items the user has, keep the top candidates,
+//! For every test user: score all items, drop the items the user has, keep the top candidates
+//! (or the candidates of another policy, [`SelectConfig::candidates`]),
 //! clip their scores to the per-item percentile range, and run every mechanism × ε × trial on
 //! `(q, Δ)`, each on its own random stream (user, mechanism, ε index, trial) — so results are
 //! bit-identical for any number of threads. Work is done in chunks of users written atomically to
@@ -29,16 +30,19 @@ pub use job::{Placement, SelectJob};
 pub use options::{SelectOptions, DEFAULT_DATA_SEED};
 pub use runner::*;
 
+use std::fmt::Write as _;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
 use crate::data::Dataset;
 use crate::error::{Error, Result};
-use crate::mechanisms::{MechParams, Mechanism, Registry};
+use crate::mechanisms::{self, MechParams, Mechanism, Registry};
 use crate::model::{self, Model, ModelParams};
 use crate::rng::NoiseMode;
-use crate::scoring::PercentileUsers;
+use crate::scoring::{
+    top_candidates, CandidateList, CandidatePolicy, PercentileUsers, ResolvedPolicy,
+};
 
 /// The ε grid of docs/protocol.md, step 8.
 pub const PAPER_EPSILONS: [f64; 11] = [0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0];
@@ -63,6 +67,12 @@ pub struct SelectConfig {
     pub trials: u32,
     /// Candidates per user.
     pub top: usize,
+    /// Another candidate policy than the paper's (`None`: each user's top `top` by score, the
+    /// user's items excluded — `history-top:top`). Recorded only when set, so the paper's runs
+    /// keep their hash and outputs; `top` is then the policy's number of candidates. Its list
+    /// travels with a pickled configuration through [`SelectConfig::candidates_state`].
+    #[serde(skip_serializing_if = "Option::is_none", default, skip_deserializing)]
+    pub candidates: Option<ResolvedPolicy>,
     /// Whether scores are clipped to the per-item percentile range (only a clipped run is a DP
     /// release: without clipping Δ_j is an estimate, not a bound).
     pub clip: bool,
@@ -104,6 +114,11 @@ impl SelectConfig {
             .map(|name| self.registry.get(name))
             .collect::<Result<Vec<_>>>()?;
         self.registry.check_names(&self.params.values)?;
+        mechanisms::private_candidates::scores::refuse_approximate(
+            &specs,
+            &self.params,
+            "select (it compares eps-DP mechanisms at each eps)",
+        )?;
         specs
             .iter()
             .map(|spec| {
@@ -121,11 +136,40 @@ impl SelectConfig {
             .collect()
     }
 
+    /// One user's candidates, best score first: the run's policy ([`SelectConfig::candidates`]) on
+    /// `scores` for a user who has the items `excluded`.
+    pub fn candidate_items(&self, scores: &[f64], excluded: &[u32]) -> Vec<u32> {
+        match &self.candidates {
+            Some(p) => p.list.items(scores, excluded),
+            None => top_candidates(scores, excluded, self.top),
+        }
+    }
+
+    /// The candidate policy with its resolved list as JSON (`null` for the paper's), which the
+    /// configuration's own JSON leaves out: what a copy in another process needs besides it
+    /// ([`SelectConfig::with_candidates_state`]).
+    pub fn candidates_state(&self) -> String {
+        let state = self.candidates.as_ref().map(|c| (&c.policy, &c.list));
+        serde_json::to_string(&state).expect("candidate lists serialise")
+    }
+
+    /// This configuration with the candidates of [`SelectConfig::candidates_state`].
+    pub fn with_candidates_state(mut self, state: &str) -> Result<Self> {
+        let parsed: Option<(CandidatePolicy, CandidateList)> = serde_json::from_str(state)
+            .map_err(|e| Error::Invalid(format!("corrupt candidate state: {e}")))?;
+        self.candidates = parsed.map(|(policy, list)| ResolvedPolicy { policy, list });
+        Ok(self)
+    }
+
     /// FNV-1a hash of the resolved configuration.
     pub fn hash(&self) -> u64 {
         let mut text = serde_json::to_string(self).expect("configuration serialises");
         // The chunk layout's version: chunks of another layout belong to another configuration.
         text.push_str(CHUNK_LAYOUT);
+        // A pool file's items, not only its name: an edited pool is another configuration.
+        if let Some(c) = &self.candidates {
+            let _ = write!(text, "{:?}", c.list);
+        }
         let mut h: u64 = 0xcbf2_9ce4_8422_2325;
         for b in text.bytes() {
             h ^= u64::from(b);
@@ -160,6 +204,10 @@ pub struct UserRow {
     /// Share of the trials whose pick is one of the user's held-out items (hit@1), per
     /// (mechanism, ε), mechanism-major; 0 for a scorer without targets.
     pub hit: Vec<f64>,
+    /// Share of the trials whose pick is an item the user already has, per (mechanism, ε) — the
+    /// price of a policy that keeps the history among the candidates; empty when the run's
+    /// candidates exclude the history (the paper's).
+    pub in_history: Vec<f64>,
 }
 
 /// One user's selection problem (docs/protocol.md, steps 5–7): the candidate items (best first),

@@ -14,6 +14,7 @@ use crate::error::{Error, Result};
 use crate::mechanisms::{self, MechValues, Registry};
 use crate::model::ModelOptions;
 use crate::options::option_table;
+use crate::scoring::CandidatePolicy;
 
 /// Seed of the train/test split and of synthetic data (as `recsel fit --seed`).
 pub const DEFAULT_DATA_SEED: u64 = 42;
@@ -47,9 +48,16 @@ option_table! {
         /// Trials per (user, mechanism, ε).
         #[option(group = "Selection")]
         pub trials: u32 = 50,
-        /// Candidates per user (the user's top items by model score).
+        /// Candidates per user (the user's top items by model score, own items excluded: the
+        /// paper's protocol, `--candidates history-top:N`).
         #[option(group = "Selection")]
         pub top: usize = 500,
+        /// Candidate policy instead of --top: history-top:N (the paper's, the default with N =
+        /// --top), all (every item, the user's own included), popular:N (the N most popular
+        /// training items) or pool:FILE (item ids, one per line). With a policy that keeps the
+        /// history the tables also report how often the pick was already the user's.
+        #[option(value_name = "POLICY", conflicts = &["top"], group = "Selection")]
+        pub candidates: CandidatePolicy,
         /// Clip every candidate score to its item's [p1, p99] range, so that Δ_j bounds how far
         /// one user can move it: only a clipped run is a DP release. Off by default, as in the
         /// paper's text (seed 001 clips only its synthetic scores).
@@ -95,6 +103,11 @@ impl SelectOptions {
                 "seed and secure exclude each other: a secure run draws from the OS, not from a \
                  seed"
                     .into(),
+            ));
+        }
+        if self.top.is_some() && self.candidates.is_some() {
+            return Err(Error::Invalid(
+                "top and candidates exclude each other: top N is candidates history-top:N".into(),
             ));
         }
         registry.parse_list(&self.mechanism_list())?;

@@ -7,7 +7,7 @@ use super::{SelectConfig, UserProblem, UserRow, CHUNK_USERS};
 use crate::error::Result;
 use crate::mechanisms::{Mechanism, Problem, Selector, BETA};
 use crate::rng::{name_id, Draws, SecureRng, Streams};
-use crate::scoring::{top_candidates, CandidateCache, Candidates, Sensitivities, UserScorer};
+use crate::scoring::{CandidateCache, Candidates, Sensitivities, UserScorer};
 use crate::stats::{pearson, spearman, weighted_correlation};
 
 /// The problem [`run_user`] runs the mechanisms on for `user`; `None` if the user has no
@@ -25,7 +25,12 @@ pub fn user_problem<S: UserScorer>(
         items,
         scores: q,
         deltas: d,
-    } = Candidates::new(scores, scorer.excluded(user), sens, cfg.top, cfg.clip);
+    } = Candidates::from_items(
+        scores,
+        cfg.candidate_items(scores, scorer.excluded(user)),
+        sens,
+        cfg.clip,
+    );
     if items.is_empty() {
         return None;
     }
@@ -79,7 +84,7 @@ pub fn run_user<S: UserScorer>(
     draws: &mut Draws,
 ) -> Result<Option<UserRow>> {
     scorer.score(user, scores, scratch);
-    let items = top_candidates(scores, scorer.excluded(user), cfg.top);
+    let items = cfg.candidate_items(scores, scorer.excluded(user));
     let problem = Candidates::from_items(scores, items, sens, cfg.clip);
     run_problem(scorer, cfg, mechs, user, problem, draws)
 }
@@ -95,7 +100,8 @@ struct UserPass {
 
 /// [`run_user`] that also returns the user's part of the candidate pass, from the same scores and
 /// candidates (docs/real-data.md, "Memory and time"); the candidates come from `cache` when it
-/// holds the user (kept by the sensitivity pass for the same `top`), else from scoring.
+/// holds the user (kept by the sensitivity pass for the same `top`; only for the paper's
+/// candidates), else from scoring.
 #[allow(clippy::too_many_arguments)]
 fn run_user_pass<S: UserScorer>(
     scorer: &S,
@@ -108,11 +114,12 @@ fn run_user_pass<S: UserScorer>(
     draws: &mut Draws,
     cache: Option<&CandidateCache>,
 ) -> Result<(Option<UserRow>, UserPass)> {
-    let (items, raw) = match cache.and_then(|c| c.get(user)) {
+    let cached = cache.filter(|_| cfg.candidates.is_none());
+    let (items, raw) = match cached.and_then(|c| c.get(user)) {
         Some((items, raw)) => (items.to_vec(), raw.to_vec()),
         None => {
             scorer.score(user, scores, scratch);
-            let items = top_candidates(scores, scorer.excluded(user), cfg.top);
+            let items = cfg.candidate_items(scores, scorer.excluded(user));
             let raw = items.iter().map(|&j| scores[j as usize]).collect();
             (items, raw)
         }
@@ -167,23 +174,37 @@ fn run_problem<S: UserScorer>(
         .iter()
         .map(|i| targets.binary_search(i).is_ok())
         .collect();
+    // Whether each candidate is already the user's (only a policy that keeps the history).
+    let owned = scorer.excluded(user);
+    let is_own: Vec<bool> = match cfg.candidates {
+        Some(_) => items
+            .iter()
+            .map(|i| owned.binary_search(i).is_ok())
+            .collect(),
+        None => Vec::new(),
+    };
     let mut mean_selected = Vec::with_capacity(mechs.len() * cfg.epsilons.len());
     let mut mse = Vec::with_capacity(mean_selected.capacity());
     let mut hit = Vec::with_capacity(mean_selected.capacity());
+    let mut in_history = Vec::with_capacity(is_own.len().min(mean_selected.capacity()));
     for per_eps in mechs {
         for (e, mech) in per_eps.iter().enumerate() {
             let selector = Selector::new(&**mech, &problem, cfg.noise)?;
             let id = name_id(mech.name());
-            let (mut sum, mut sq, mut hits) = (0.0, 0.0, 0u32);
+            let (mut sum, mut sq, mut hits, mut own) = (0.0, 0.0, 0u32, 0u32);
             selector.sample_trials(draws, id, e as u32, user as u64, 0..cfg.trials, |_, a| {
                 let v = q[a];
                 sum += v;
                 sq += (v - qmax) * (v - qmax);
                 hits += u32::from(is_target[a]);
+                own += u32::from(is_own.get(a).copied().unwrap_or(false));
             });
             mean_selected.push(sum / f64::from(cfg.trials));
             mse.push(sq / f64::from(cfg.trials));
             hit.push(f64::from(hits) / f64::from(cfg.trials));
+            if cfg.candidates.is_some() {
+                in_history.push(f64::from(own) / f64::from(cfg.trials));
+            }
         }
     }
     Ok(Some(UserRow {
@@ -197,6 +218,7 @@ fn run_problem<S: UserScorer>(
         mse,
         random_mse: q.iter().map(|v| (v - qmax) * (v - qmax)).sum::<f64>() / q.len() as f64,
         hit,
+        in_history,
     }))
 }
 
@@ -341,7 +363,7 @@ pub fn candidate_pass_range<S: UserScorer>(
     users: std::ops::Range<usize>,
     sample: &[usize],
 ) -> (ItemCounts, CandidateSample) {
-    let (n_items, top) = (scorer.n_items(), cfg.top);
+    let n_items = scorer.n_items();
     let fresh = || ItemCounts {
         appearances: vec![0; n_items],
         outside: vec![0; n_items],
@@ -356,7 +378,7 @@ pub fn candidate_pass_range<S: UserScorer>(
             || (fresh(), Vec::new(), vec![0.0; n_items], scorer.scratch()),
             |(mut c, mut masks, mut buf, mut scratch), u| {
                 scorer.score(u, &mut buf, &mut scratch);
-                let items = top_candidates(&buf, scorer.excluded(u), top);
+                let items = cfg.candidate_items(&buf, scorer.excluded(u));
                 let mut q = Vec::with_capacity(items.len());
                 let mut d = Vec::with_capacity(items.len());
                 for &j in &items {
@@ -395,7 +417,7 @@ pub fn candidate_pass_range<S: UserScorer>(
             || (vec![0.0; n_items], scorer.scratch()),
             |(buf, scratch), &u| {
                 scorer.score(u, buf, scratch);
-                let items = top_candidates(buf, scorer.excluded(u), top);
+                let items = cfg.candidate_items(buf, scorer.excluded(u));
                 (
                     items.iter().map(|&j| buf[j as usize]).collect(),
                     items.iter().map(|&j| sens.delta[j as usize]).collect(),

@@ -75,6 +75,7 @@ pub fn fig13_column(dir: &Path) -> Result<plot::Fig13Column> {
             mse: Vec::new(),
             random_mse: 0.0,
             hit: Vec::new(),
+            in_history: Vec::new(),
         })
         .collect();
     let summary = crate::experiments::select::spearman_summary(&rows);

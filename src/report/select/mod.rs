@@ -250,8 +250,22 @@ pub fn write_paired(
     Ok(t)
 }
 
-/// The MSE table: one row per (mechanism, ε).
+/// The MSE table: one row per (mechanism, ε); with a candidate policy that keeps the history,
+/// also the share of picks already in the user's history (`in_history`, `in_history_se`).
 fn mse_table(dataset: &str, mse: &[MseRow]) -> Table {
+    let t = mse_table_base(dataset, mse);
+    if mse.iter().all(|r| r.in_history.is_none()) {
+        return t;
+    }
+    let own = |i: usize| move |r: &MseRow| r.in_history.map_or(f64::NAN, |o| [o.0, o.1][i]);
+    t.with("in_history", Values::F64(mse.iter().map(own(0)).collect()))
+        .with(
+            "in_history_se",
+            Values::F64(mse.iter().map(own(1)).collect()),
+        )
+}
+
+fn mse_table_base(dataset: &str, mse: &[MseRow]) -> Table {
     Table::default()
         .with("dataset", Values::Str(vec![dataset.to_string(); mse.len()]))
         .with(

@@ -84,19 +84,47 @@ pub fn summary_text(
     }
     // The guarantee column: what each mechanism really is at this run's k (= top).
     type Cell = fn(&MseRow) -> String;
-    let grids: [(&str, Cell); 3] = [
+    let mut grids: Vec<(&str, Cell)> = vec![
         ("MSE", |r| format!("{:.3e}", r.mse)),
         ("MSE/random", |r| format!("{:.3}", r.relative_mse)),
         ("hit@1", |r| format!("{:.4}", r.hit1)),
     ];
-    for (title, cell) in grids.into_iter().take(if verbose { 3 } else { 1 }) {
-        grid_text(&mut out, cfg, res.mse, title, cell);
+    if let Some(c) = &cfg.candidates {
+        let _ = writeln!(
+            out,
+            "candidates: {} ({} items, the same for every user, the user's own included: a \
+             clipped run is user-level eps-DP per pick)",
+            c.policy, cfg.top
+        );
+        grids.push(("in history", |r| {
+            format!("{:.4}", r.in_history.map_or(f64::NAN, |o| o.0))
+        }));
+    }
+    for (title, cell) in grids.iter().take(if verbose { grids.len() } else { 1 }) {
+        grid_text(&mut out, cfg, res.mse, title, *cell);
     }
     if verbose {
         let _ = writeln!(
             out,
             "(hit@1: share of private picks that are one of the user's held-out items; \
              MSE/random: 1 = no better than a uniform choice among the candidates)"
+        );
+        if cfg.candidates.is_some() {
+            let _ = writeln!(
+                out,
+                "(in history: share of picks that are an item the user already has, the price \
+                 of candidates that do not depend on the history)"
+            );
+        }
+    } else if cfg.candidates.is_some() {
+        let own = res.mse.iter().filter_map(|r| r.in_history.map(|o| o.0));
+        let (lo, hi) = own.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| {
+            (a.min(v), b.max(v))
+        });
+        let _ = writeln!(
+            out,
+            "in history: {lo:.4} to {hi:.4} of the picks are an item the user already has \
+             (--verbose: per mechanism and eps)"
         );
     }
     let _ = writeln!(

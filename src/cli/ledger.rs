@@ -1,0 +1,147 @@
+//! `recsel ledger show|export|import`: inspect and move a privacy ledger (docs/ledger.md).
+
+use std::io::{BufReader, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use recsel::io::write_atomic;
+use recsel::ledger::{self, export, Answer, Timestamp};
+
+/// Inspect, export and import a privacy ledger.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  recsel ledger show --ledger budget.db                  # every user: spent, remaining, events
+  recsel ledger show --ledger budget.db --user u42       # one user's balance and event log
+  recsel ledger export --ledger budget.db --out budget.jsonl
+  recsel ledger import --ledger restored.db --from budget.jsonl")]
+pub struct Args {
+    #[command(subcommand)]
+    command: Sub,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Sub {
+    /// Settings, and per user the spent and remaining budget in the current window and the
+    /// number of events; with --user, that user's event log.
+    Show {
+        /// The ledger file.
+        #[arg(long, value_name = "FILE")]
+        ledger: PathBuf,
+        /// Show this user's events.
+        #[arg(long, value_name = "ID")]
+        user: Option<String>,
+        /// The instant whose window is shown (RFC 3339 UTC or a date; default: now).
+        #[arg(long, value_name = "TIME")]
+        at: Option<String>,
+        /// Also recompute every window's total from the events and check it.
+        #[arg(long)]
+        verify: bool,
+    },
+    /// The whole log as JSON lines (header, one line per event, trailer; docs/ledger.md).
+    Export {
+        /// The ledger file.
+        #[arg(long, value_name = "FILE")]
+        ledger: PathBuf,
+        /// Write here (atomically) instead of stdout.
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+    },
+    /// Verify an export and load it into a new (or empty) ledger with the export's settings.
+    Import {
+        /// The ledger file to fill.
+        #[arg(long, value_name = "FILE")]
+        ledger: PathBuf,
+        /// The export.
+        #[arg(long, value_name = "FILE")]
+        from: PathBuf,
+    },
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    match args.command {
+        Sub::Show {
+            ledger,
+            user,
+            at,
+            verify,
+        } => {
+            let at = match at {
+                Some(t) => Timestamp::parse(&t)?,
+                None => Timestamp::now(),
+            };
+            if verify {
+                let n = recsel::ledger::SqliteLedger::open_existing(&ledger)?.verify()?;
+                eprintln!("[ledger] verified: {n} windows, every running total equals its events");
+            }
+            let l = ledger::open_existing(&ledger)?;
+            let mut out = std::io::stdout().lock();
+            writeln!(out, "ledger {}: {}", l.location(), l.settings())?;
+            let window = l.settings().period.window(at);
+            writeln!(out, "window: {window}")?;
+            match user {
+                Some(u) => {
+                    let b = l.balance(&u, at)?;
+                    writeln!(
+                        out,
+                        "user {u}: spent {}, remaining {}",
+                        b.spent, b.remaining
+                    )?;
+                    writeln!(out, "seq\ttime\trequest_id\tmechanism\tepsilon\tanswer")?;
+                    for e in l.events(&u)? {
+                        let answer = match &e.answer {
+                            Answer::Item(i) => format!("item {i}"),
+                            Answer::NoCandidate => "no candidate".into(),
+                            Answer::Fallback(i) => format!("fallback {i}"),
+                        };
+                        writeln!(
+                            out,
+                            "{}\t{}\t{}\t{}\t{}\t{answer}",
+                            e.seq, e.time, e.request_id, e.mechanism, e.units
+                        )?;
+                    }
+                }
+                None => {
+                    writeln!(out, "user\tspent\tremaining\tevents")?;
+                    for u in l.users()? {
+                        let b = l.balance(&u, at)?;
+                        let n = l.events(&u)?.len();
+                        writeln!(out, "{u}\t{}\t{}\t{n}", b.spent, b.remaining)?;
+                    }
+                }
+            }
+        }
+        Sub::Export { ledger, out } => {
+            let l = ledger::open_existing(&ledger)?;
+            let summary = match &out {
+                Some(path) => {
+                    let mut buf = Vec::new();
+                    let s = export::export(&*l, &mut buf)?;
+                    write_atomic(path, &buf)
+                        .with_context(|| format!("writing {}", path.display()))?;
+                    s
+                }
+                None => export::export(&*l, &mut std::io::stdout().lock())?,
+            };
+            eprintln!(
+                "[ledger] exported {} events, {} eps in total",
+                summary.events, summary.units
+            );
+        }
+        Sub::Import { ledger, from } => {
+            let file = std::fs::File::open(&from)
+                .with_context(|| format!("opening {}", from.display()))?;
+            let verified = export::read(&mut BufReader::new(file), &from.display().to_string())?;
+            let l = ledger::open(&ledger.to_string_lossy(), verified.settings)?;
+            let s = export::import(&*l, &verified)?;
+            eprintln!(
+                "[ledger] imported {} events ({} eps in total) into {}: {}",
+                s.events,
+                s.units,
+                ledger.display(),
+                verified.settings
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,392 @@
+//! The per-user privacy ledger (docs/ledger.md): every user's budget per period, every charge as an
+//! event, and the answer each request released, kept durably so that a charge is on disk before
+//! its answer leaves.
+//!
+//! * [`units`] — budgets and charges as integers ([`Units`], 10⁻⁹ ε), converted once;
+//! * [`time`] — instants ([`Timestamp`]) and the budget's UTC periods ([`Period`], [`Window`]);
+//! * the [`Ledger`] trait — charge a group of requests in one durable commit, balances, event
+//!   logs, export and import; its default implementation is [`SqliteLedger`] (`sqlite`), and
+//!   [`PostgresLedger`] (`postgres`) is the database several service replicas share;
+//! * [`GroupCommitter`] (`group`) — a thread that joins requests arriving together into one
+//!   commit, for the batch path and the server;
+//! * [`export`] — the JSON-lines export format and a verifying import;
+//! * [`composition`] — how charges compose: basic composition for every mechanism, and a tighter
+//!   zCDP accountant only for mechanisms with a proof (the exponential mechanism).
+//!
+//! A charge is decided in one transaction per group: a request whose id is already in the ledger
+//! is a replay (its stored answer comes back and nothing is charged); otherwise it is charged if
+//! the user's window has room, else refused — or, if the caller offered a public fallback item,
+//! answered with that item at 0 ε. Callers receive outcomes only after the commit is durable.
+
+pub mod composition;
+pub mod export;
+mod group;
+mod postgres;
+mod sqlite;
+pub mod time;
+pub mod units;
+
+use std::fmt;
+use std::path::Path;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+pub use group::{CommitStats, GroupCommitter};
+pub use postgres::PostgresLedger;
+pub use sqlite::SqliteLedger;
+pub use time::{Period, Timestamp, Window};
+pub use units::Units;
+
+/// Errors of the ledger. A refused request is not an error (it is an [`Outcome`]); these are
+/// failures of the store, of the settings or of input.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum LedgerError {
+    /// An amount of ε that cannot be converted (negative, not a number, too large).
+    #[error("{0}")]
+    Units(String),
+    /// The ledger file was created with other settings than the ones given.
+    #[error(
+        "{path}: this ledger holds a budget of {stored}; the command asks for {given}. A ledger's \
+         budget and period are fixed when it is created (docs/ledger.md, \"Settings\"): pass the \
+         stored values, or start a new ledger file"
+    )]
+    SettingsMismatch {
+        /// The ledger.
+        path: String,
+        /// Its settings.
+        stored: Settings,
+        /// The settings asked for.
+        given: Settings,
+    },
+    /// The store failed (I/O, a locked or corrupt file); nothing of the failed group was charged.
+    #[error("ledger {path}: {message}")]
+    Store {
+        /// The ledger.
+        path: String,
+        /// What the store reported.
+        message: String,
+    },
+    /// An export that cannot be imported, with its line.
+    #[error("{context}: {message}")]
+    Import {
+        /// Where (file and line).
+        context: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// Anything else a caller can cause, in words.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl From<LedgerError> for crate::error::Error {
+    fn from(e: LedgerError) -> Self {
+        crate::error::Error::Invalid(e.to_string())
+    }
+}
+
+/// Result alias of the ledger.
+pub type Result<T, E = LedgerError> = std::result::Result<T, E>;
+
+/// A ledger's fixed settings: every user's budget per window, and the window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Settings {
+    /// ε each user may spend in one window.
+    pub budget: Units,
+    /// The window.
+    pub period: Period,
+}
+
+impl fmt::Display for Settings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.period {
+            Period::None => write!(f, "{} eps per user (period none)", self.budget),
+            p => write!(f, "{} eps per user per {p}", self.budget),
+        }
+    }
+}
+
+/// What a request released, as stored with its charge (so that a replay returns it).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Answer {
+    /// An item chosen by the private mechanism (charged).
+    Item(String),
+    /// The mechanism had no candidate (the history covers every item); charged like an item.
+    NoCandidate,
+    /// The operator's public fallback item, released when the budget was exhausted (0 ε).
+    Fallback(String),
+}
+
+impl Answer {
+    /// The item id released, if any.
+    pub fn item(&self) -> Option<&str> {
+        match self {
+            Answer::Item(i) | Answer::Fallback(i) => Some(i),
+            Answer::NoCandidate => None,
+        }
+    }
+
+    /// Whether this is the public fallback.
+    pub fn is_fallback(&self) -> bool {
+        matches!(self, Answer::Fallback(_))
+    }
+}
+
+/// One request to charge: who, which request, what it spends, and the answer it will release if
+/// it is charged.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChargeRequest {
+    /// The user whose budget pays.
+    pub user: String,
+    /// The caller's idempotency key: the same id always gets the same answer, charged once.
+    pub request_id: String,
+    /// Registry name of the mechanism (for the log).
+    pub mechanism: String,
+    /// ε of this request.
+    pub epsilon: Units,
+    /// When the request was made; its window is the period's window of this instant.
+    pub time: Timestamp,
+    /// The private answer, released only if the charge commits ([`Answer::Item`] or
+    /// [`Answer::NoCandidate`]).
+    pub answer: Answer,
+    /// A public item to release instead, at 0 ε, when the budget is exhausted.
+    pub fallback: Option<String>,
+}
+
+/// The ledger's decision on one [`ChargeRequest`], returned only after it is durable.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// Charged: release `answer`.
+    Charged {
+        /// The answer stored with the charge.
+        answer: Answer,
+        /// This request's charge.
+        charged: Units,
+        /// The user's total in this window, this charge included.
+        spent: Units,
+        /// What is left in this window.
+        remaining: Units,
+    },
+    /// The request id was charged before: release the stored answer again; nothing charged.
+    Replayed {
+        /// The stored event of the first request with this id.
+        event: Event,
+    },
+    /// The budget is exhausted and there was no fallback: release nothing.
+    Refused {
+        /// The user's total in this window.
+        spent: Units,
+        /// What is left (less than the request's ε).
+        remaining: Units,
+        /// When the next window starts; `None` when none will have room (period `none`, or a
+        /// request larger than the whole budget).
+        retry_after: Option<Timestamp>,
+    },
+    /// The budget is exhausted: release the public fallback item (logged, 0 ε).
+    Fallback {
+        /// The fallback item.
+        item: String,
+        /// What is left in this window.
+        remaining: Units,
+        /// As for [`Outcome::Refused`].
+        retry_after: Option<Timestamp>,
+    },
+    /// The request cannot be taken; nothing charged, nothing released.
+    Rejected {
+        /// Why.
+        reason: Rejection,
+    },
+}
+
+/// Why a request was rejected.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Rejection {
+    /// The request id belongs to another user's request (whose answer is never shown).
+    RequestIdOfAnotherUser,
+    /// A field is invalid (an empty user or request id, a charge answer that is a fallback).
+    Invalid(String),
+}
+
+impl fmt::Display for Rejection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Rejection::RequestIdOfAnotherUser => {
+                f.write_str("the request id was already used by another user")
+            }
+            Rejection::Invalid(m) => f.write_str(m),
+        }
+    }
+}
+
+impl Outcome {
+    /// The answer to release: `Some` for [`Outcome::Charged`], [`Outcome::Replayed`] and
+    /// [`Outcome::Fallback`].
+    pub fn answer(&self) -> Option<Answer> {
+        match self {
+            Outcome::Charged { answer, .. } => Some(answer.clone()),
+            Outcome::Replayed { event } => Some(event.answer.clone()),
+            Outcome::Fallback { item, .. } => Some(Answer::Fallback(item.clone())),
+            Outcome::Refused { .. } | Outcome::Rejected { .. } => None,
+        }
+    }
+
+    /// A short name: `charged`, `replayed`, `refused`, `fallback`, `rejected`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Outcome::Charged { .. } => "charged",
+            Outcome::Replayed { .. } => "replayed",
+            Outcome::Refused { .. } => "refused",
+            Outcome::Fallback { .. } => "fallback",
+            Outcome::Rejected { .. } => "rejected",
+        }
+    }
+}
+
+/// One entry of a user's log: a charged request or a served fallback.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Event {
+    /// Commit order in this ledger (1, 2, …).
+    pub seq: u64,
+    /// The user.
+    pub user: String,
+    /// The request id.
+    pub request_id: String,
+    /// The mechanism's registry name (empty for a fallback).
+    pub mechanism: String,
+    /// What it cost (0 for a fallback).
+    pub units: Units,
+    /// When the request was made.
+    pub time: Timestamp,
+    /// Start of its window.
+    pub window: Timestamp,
+    /// What it released.
+    pub answer: Answer,
+}
+
+/// A user's standing in one window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Balance {
+    /// The window.
+    pub window: Window,
+    /// The budget per window.
+    pub budget: Units,
+    /// Spent in the window.
+    pub spent: Units,
+    /// `budget − spent`.
+    pub remaining: Units,
+}
+
+/// A batch run of `recsel recommend --ledger`: its request ids are `<run id>/<user>`, so every
+/// attempt of one run (a rerun after a crash) asks for the same ids and is charged once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Run {
+    /// The run id.
+    pub id: String,
+    /// Attempts recorded so far, this one included (more than 1: earlier attempts' charges are
+    /// replayed, not repeated).
+    pub attempts: u64,
+}
+
+/// A durable per-user privacy ledger. Object-safe: the server holds an `Arc<dyn Ledger>`, and a
+/// backend (the embedded SQLite store, later a shared database) is chosen at start-up.
+///
+/// Every method that writes commits durably before it returns.
+pub trait Ledger: Send + Sync + fmt::Debug {
+    /// Where the ledger is (`sqlite:PATH`), for messages.
+    fn location(&self) -> String;
+
+    /// The budget and the period.
+    fn settings(&self) -> Settings;
+
+    /// Decides every request of `requests`, in order, in ONE durable commit, and returns one
+    /// outcome per request. Requests of one group see each other: two requests of one user are
+    /// charged one after the other, and a request id repeated within the group is a replay of
+    /// its first occurrence. An `Err` means the whole group failed and nothing was charged.
+    fn charge(&self, requests: &[ChargeRequest]) -> Result<Vec<Outcome>>;
+
+    /// The user's balance in the window that contains `at`.
+    fn balance(&self, user: &str, at: Timestamp) -> Result<Balance>;
+
+    /// The user's events, in commit order (every window).
+    fn events(&self, user: &str) -> Result<Vec<Event>>;
+
+    /// The stored event of a request id, if it was charged.
+    fn event(&self, request_id: &str) -> Result<Option<Event>>;
+
+    /// Every user with at least one event, sorted.
+    fn users(&self) -> Result<Vec<String>>;
+
+    /// Calls `f` on every event in commit order (for the export).
+    fn for_each_event(&self, f: &mut dyn FnMut(&Event) -> Result<()>) -> Result<()>;
+
+    /// Adds `events` (already verified by [`export::import`]) to an empty ledger in one commit,
+    /// keeping their sequence numbers. An error if the ledger already has events.
+    fn import_events(&self, events: &[Event]) -> Result<()>;
+
+    /// Records an attempt of the batch run `id` whose command has the fingerprint `key`
+    /// (durably, before any of its charges). An error if `id` was used before with another
+    /// key: its request ids would replay answers computed for other inputs.
+    fn open_run(&self, id: &str, key: &str, at: Timestamp) -> Result<Run>;
+}
+
+/// Opens the ledger named by `spec` with `settings`: a file path (the embedded SQLite store,
+/// created if missing) or a `postgres://` URL (a database shared by several service replicas;
+/// its tables are created if missing). An existing ledger must have the same settings.
+pub fn open(spec: &str, settings: Settings) -> Result<Arc<dyn Ledger>> {
+    if spec.starts_with("postgres://") || spec.starts_with("postgresql://") {
+        return Ok(Arc::new(PostgresLedger::open(spec, settings)?));
+    }
+    Ok(Arc::new(SqliteLedger::open(Path::new(spec), settings)?))
+}
+
+/// Opens an existing ledger file with the settings stored in it (for inspection and export); a
+/// `postgres://` URL in place of the path opens the shared ledger in that database.
+pub fn open_existing(path: &Path) -> Result<Arc<dyn Ledger>> {
+    if let Some(url) = path
+        .to_str()
+        .filter(|p| p.starts_with("postgres://") || p.starts_with("postgresql://"))
+    {
+        return Ok(Arc::new(PostgresLedger::open_existing(url)?));
+    }
+    Ok(Arc::new(SqliteLedger::open_existing(path)?))
+}
+
+/// What a serving command does with `--ledger FILE [--budget B] [--period P]`: an existing ledger
+/// is opened with its stored settings, and a budget or period given that differs from them is
+/// [`LedgerError::SettingsMismatch`]; a missing file is created with `budget` (required then)
+/// and `period` (default [`Period::None`]).
+pub fn open_or_create(
+    path: &Path,
+    budget: Option<Units>,
+    period: Option<Period>,
+) -> Result<Arc<dyn Ledger>> {
+    if path.exists() {
+        let l = open_existing(path)?;
+        let stored = l.settings();
+        let given = Settings {
+            budget: budget.unwrap_or(stored.budget),
+            period: period.unwrap_or(stored.period),
+        };
+        if given != stored {
+            return Err(LedgerError::SettingsMismatch {
+                path: path.display().to_string(),
+                stored,
+                given,
+            });
+        }
+        return Ok(l);
+    }
+    let Some(budget) = budget else {
+        return Err(LedgerError::Invalid(format!(
+            "{} does not exist: creating a ledger needs a budget (--budget EPS)",
+            path.display()
+        )));
+    };
+    let settings = Settings {
+        budget,
+        period: period.unwrap_or(Period::None),
+    };
+    Ok(Arc::new(SqliteLedger::open(path, settings)?))
+}

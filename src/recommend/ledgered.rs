@@ -1,0 +1,329 @@
+//! Recommendations charged to a privacy ledger before they are released (docs/ledger.md,
+//! "Charge before release").
+//!
+//! [`LedgeredRecommender`] computes a user's private pick, hands it to the ledger's
+//! [`GroupCommitter`] inside a [`ChargeRequest`], and returns only the committed [`Outcome`]: the
+//! pick is never returned by itself, so a caller cannot release it before its charge is durable.
+//! A refused pick is dropped unseen (a pick that is never released costs nothing). A request id
+//! that was charged before gets its stored answer back and charges nothing.
+
+use std::sync::mpsc;
+use std::sync::Arc;
+
+use rayon::prelude::*;
+
+use crate::data::Fnv64;
+use crate::error::{Error, Result};
+use crate::ledger::{
+    Answer, ChargeRequest, CommitStats, GroupCommitter, Outcome, Run, Timestamp, Units,
+};
+use crate::rng::{Draws, SecureRng};
+
+use super::input::UserRequest;
+use super::{user_key, RecScratch, Recommender};
+
+/// A [`Recommender`] whose answers go through a ledger.
+#[derive(Debug, Clone)]
+pub struct LedgeredRecommender {
+    rec: Arc<Recommender>,
+    committer: Arc<GroupCommitter>,
+    charge: Units,
+    mechanism: String,
+    fallback: Option<String>,
+}
+
+/// Picks that are computed but not released ([`LedgeredRecommender::prepare`]): their answers
+/// cannot be read, only charged ([`LedgeredRecommender::submit`]).
+#[derive(Debug, Default)]
+pub struct PendingCharges(Vec<ChargeRequest>);
+
+impl PendingCharges {
+    /// Number of requests.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Appends `other`'s requests after these (one job, one commit).
+    pub fn append(&mut self, mut other: PendingCharges) {
+        self.0.append(&mut other.0);
+    }
+}
+
+/// The callback of [`LedgeredRecommender::submit`].
+pub type Reply = Box<dyn FnOnce(crate::ledger::Result<Vec<Outcome>>) + Send>;
+
+/// One request of a batch: the user, the request id (see [`request_ids`]) and the history.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BatchRequest {
+    /// The user.
+    pub user: String,
+    /// The idempotency key.
+    pub request_id: String,
+    /// Item columns.
+    pub history: Vec<u32>,
+}
+
+impl Recommender {
+    /// What one recommendation is charged, in ledger units (docs/ledger.md, "Units"): the
+    /// mechanism's ε at this `top` as the operator wrote it, rounded up — and on the secure path
+    /// never less than the exact effective ε, rounded up. An error for a mechanism that is not
+    /// private at all.
+    pub fn charge_units(&self) -> Result<Units> {
+        let eps = self.epsilon.ok_or_else(|| {
+            Error::Invalid(format!(
+                "mechanism '{}' is not differentially private; a ledger cannot charge it",
+                self.mech.name()
+            ))
+        })?;
+        let written = Units::charge_f64(eps)?;
+        if self.noise.is_secure() {
+            return Ok(written.max(Units::ceil_exact(eps)?));
+        }
+        Ok(written)
+    }
+}
+
+impl LedgeredRecommender {
+    /// Answers of `rec`, charged through `committer`; `fallback` is a public item column to
+    /// release at 0 ε when a user's budget is exhausted (`None`: refuse).
+    pub fn new(
+        rec: Arc<Recommender>,
+        committer: Arc<GroupCommitter>,
+        fallback: Option<u32>,
+    ) -> Result<Self> {
+        let charge = rec.charge_units()?;
+        if let Some(j) = fallback {
+            if j as usize >= rec.n_items() {
+                return Err(Error::Invalid(format!(
+                    "fallback item column {j} is out of range"
+                )));
+            }
+        }
+        Ok(LedgeredRecommender {
+            mechanism: rec.mech.name().to_string(),
+            fallback: fallback.map(|j| rec.item_id(j).to_string()),
+            rec,
+            committer,
+            charge,
+        })
+    }
+
+    /// The recommender.
+    pub fn recommender(&self) -> &Recommender {
+        &self.rec
+    }
+
+    /// The committer (its ledger, its statistics).
+    pub fn committer(&self) -> &GroupCommitter {
+        &self.committer
+    }
+
+    /// What each recommendation is charged.
+    pub fn charge(&self) -> Units {
+        self.charge
+    }
+
+    /// The mechanism's registry name, as logged with each charge.
+    pub fn mechanism(&self) -> &str {
+        &self.mechanism
+    }
+
+    /// The fallback item id, if configured.
+    pub fn fallback(&self) -> Option<&str> {
+        self.fallback.as_deref()
+    }
+
+    fn request(
+        &self,
+        user: &str,
+        request_id: &str,
+        history: &[u32],
+        time: Timestamp,
+        draws: &mut Draws,
+        scratch: &mut RecScratch,
+    ) -> Result<ChargeRequest> {
+        let pick = self
+            .rec
+            .recommend(history, user_key(user), draws, scratch)?;
+        Ok(ChargeRequest {
+            user: user.to_string(),
+            request_id: request_id.to_string(),
+            mechanism: self.mechanism.clone(),
+            epsilon: self.charge,
+            time,
+            answer: match pick {
+                Some(j) => Answer::Item(self.rec.item_id(j).to_string()),
+                None => Answer::NoCandidate,
+            },
+            fallback: self.fallback.clone(),
+        })
+    }
+
+    /// One recommendation for `history`, charged to `user` under `request_id` at `time`; blocks
+    /// until the charge is durable (joining whatever group is committing) and returns the
+    /// outcome: only [`Outcome::answer`] may be released.
+    pub fn recommend(
+        &self,
+        user: &str,
+        request_id: &str,
+        history: &[u32],
+        time: Timestamp,
+        draws: &mut Draws,
+        scratch: &mut RecScratch,
+    ) -> Result<Outcome> {
+        let r = self.request(user, request_id, history, time, draws, scratch)?;
+        Ok(self.committer.charge_one(r)?)
+    }
+
+    /// The picks of `requests` at `time`, computed on the calling thread with `draws` and
+    /// `scratch`, held unreleased until [`LedgeredRecommender::submit`] charges them: the first
+    /// half of [`LedgeredRecommender::recommend`] for callers that must not block on the commit
+    /// (an async server computes on a worker pool, then awaits the commit).
+    pub fn prepare(
+        &self,
+        requests: &[BatchRequest],
+        time: Timestamp,
+        draws: &mut Draws,
+        scratch: &mut RecScratch,
+    ) -> Result<PendingCharges> {
+        requests
+            .iter()
+            .map(|r| self.request(&r.user, &r.request_id, &r.history, time, draws, scratch))
+            .collect::<Result<_>>()
+            .map(PendingCharges)
+    }
+
+    /// Queues `pending` as one job of the group committer; `reply` receives one outcome per
+    /// request, in order, on the commit thread once the group is durable (or the group's error).
+    /// Only [`Outcome::answer`] may be released.
+    pub fn submit(&self, pending: PendingCharges, reply: Reply) {
+        self.committer.submit(pending.0, reply);
+    }
+
+    /// One recommendation per request, in input order. Requests are charged in groups of
+    /// `group` (one durable commit each); while a group commits, the next one's picks are
+    /// computed. Seeded streams of `seed` in fast mode, as [`Recommender::recommend_all`].
+    /// `done` receives each group's outcomes once they are durable, in order.
+    pub fn recommend_batch(
+        &self,
+        requests: &[BatchRequest],
+        time: Timestamp,
+        seed: u64,
+        group: usize,
+        done: &mut dyn FnMut(&[BatchRequest], &[Outcome]),
+    ) -> Result<Vec<Outcome>> {
+        if self.rec.noise.is_secure() {
+            SecureRng::from_os()?;
+        }
+        let group = group.max(1);
+        let (tx, rx) = mpsc::channel();
+        let blocks: Vec<&[BatchRequest]> = requests.chunks(group).collect();
+        let mut results: Vec<Option<Vec<Outcome>>> = vec![None; blocks.len()];
+        let mut next_done = 0;
+        let deliver = |results: &mut Vec<Option<Vec<Outcome>>>,
+                       next_done: &mut usize,
+                       done: &mut dyn FnMut(&[BatchRequest], &[Outcome])| {
+            while *next_done < blocks.len() {
+                match &results[*next_done] {
+                    Some(o) => done(blocks[*next_done], o),
+                    None => break,
+                }
+                *next_done += 1;
+            }
+        };
+        let mut submitted = 0;
+        for (b, block) in blocks.iter().enumerate() {
+            let charges: Vec<ChargeRequest> = block
+                .par_iter()
+                .map_init(
+                    || {
+                        let d = self
+                            .rec
+                            .draws_seeded(seed)
+                            .expect("OS entropy was available when the run started");
+                        (self.rec.scratch(), d)
+                    },
+                    |(scratch, draws), r| {
+                        self.request(&r.user, &r.request_id, &r.history, time, draws, scratch)
+                    },
+                )
+                .collect::<Result<_>>()?;
+            let tx = tx.clone();
+            self.committer.submit(
+                charges,
+                Box::new(move |r| {
+                    let _ = tx.send((b, r));
+                }),
+            );
+            submitted += 1;
+            // Collect what has committed meanwhile, without waiting.
+            while let Ok((i, r)) = rx.try_recv() {
+                results[i] = Some(r?);
+                submitted -= 1;
+            }
+            deliver(&mut results, &mut next_done, done);
+        }
+        while submitted > 0 {
+            let (i, r) = rx
+                .recv()
+                .map_err(|_| Error::Invalid("the ledger's commit thread stopped".into()))?;
+            results[i] = Some(r?);
+            submitted -= 1;
+        }
+        deliver(&mut results, &mut next_done, done);
+        Ok(results.into_iter().flatten().flatten().collect())
+    }
+
+    /// The commit statistics so far.
+    pub fn stats(&self) -> CommitStats {
+        self.committer.stats()
+    }
+}
+
+/// The request ids of a batch run: the file's `request_id` where it gives one, else
+/// `<run id>/<user>` — the same on every attempt of the run, so a rerun after a crash replays
+/// what was committed and charges only the rest.
+pub fn request_ids(requests: Vec<UserRequest>, run: &Run) -> Vec<BatchRequest> {
+    requests
+        .into_iter()
+        .map(|r| BatchRequest {
+            request_id: r
+                .request_id
+                .unwrap_or_else(|| format!("{}/{}", run.id, r.user)),
+            user: r.user,
+            history: r.history,
+        })
+        .collect()
+}
+
+/// The fingerprint of a batch command for [`crate::ledger::Ledger::open_run`], and its default
+/// run id (its first 16 hex digits): a hash of what decides its requests (the users file's bytes
+/// and the serving configuration), not of the seed or the output path. The same command
+/// therefore has the same run id and the same request ids on every attempt: a rerun after a
+/// crash replays what was committed and charges only the rest, and running it again after it
+/// finished charges nothing. A new batch over the same file takes a new run id.
+pub fn run_key(users_file: &[u8], config: &[&str]) -> String {
+    let mut h = Fnv64::new();
+    h.write(&(users_file.len() as u64).to_le_bytes());
+    h.write(users_file);
+    let first = h.finish();
+    for c in config {
+        h.write(&(c.len() as u64).to_le_bytes());
+        h.write(c.as_bytes());
+    }
+    // Two 64-bit halves: the second hashes everything again in reverse order, so the key is not
+    // one 64-bit FNV value whose collisions are easy to find.
+    let mut g = Fnv64::new();
+    for c in config.iter().rev() {
+        g.write(c.as_bytes());
+        g.write(&[0xff]);
+    }
+    g.write(&first.to_le_bytes());
+    g.write(users_file);
+    format!("{:016x}{:016x}", h.finish(), g.finish())
+}

@@ -1,0 +1,327 @@
+//! The loaded service: the [`Recommender`] of the release, the ledger behind its group committer,
+//! and the worker pool that scores and selects off the async runtime.
+
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use rayon::prelude::*;
+use serde_json::{json, Value};
+
+use crate::data::Fnv64;
+use crate::ledger::{self, Balance, GroupCommitter, Ledger, Outcome, Settings, Timestamp, Units};
+use crate::mechanisms::{self, Guarantee};
+use crate::recommend::ledgered::{BatchRequest, LedgeredRecommender, PendingCharges};
+use crate::recommend::{RecScratch, Recommender};
+use crate::rng::{Draws, NoiseMode, SecureRng, Streams};
+
+use super::metrics::Metrics;
+use super::options::ServeOptions;
+use super::ServeError;
+use crate::scoring::CandidatePolicy;
+
+/// Requests of a batch that one worker prepares at a time.
+const BATCH_CHUNK: usize = 8;
+
+/// One worker's scratch space and random source, reused across requests.
+struct Worker {
+    scratch: RecScratch,
+    draws: Draws,
+}
+
+/// A loaded, ready service.
+pub struct Service {
+    lr: LedgeredRecommender,
+    ledger: Arc<dyn Ledger>,
+    pool: rayon::ThreadPool,
+    workers: Mutex<Vec<Worker>>,
+    candidates: CandidatePolicy,
+    user_level: bool,
+    guarantee: String,
+    test_seed: Option<u64>,
+    metrics: Arc<Metrics>,
+}
+
+impl std::fmt::Debug for Service {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Service")
+            .field("ledger", &self.ledger.location())
+            .field("candidates", &self.candidates)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Service {
+    /// Loads the model and its release, opens (or creates) the ledger and starts the worker
+    /// pool and the ledger's commit thread. Blocking; seconds for a large model.
+    pub fn load(opts: &ServeOptions, metrics: Arc<Metrics>) -> Result<Self, ServeError> {
+        let cfg = opts.config()?;
+        let candidates = cfg.candidates.clone();
+        let budget = opts.ledger.budget()?.expect("config() requires a budget");
+        let mech = mechanisms::build(&cfg.mechanism, &cfg.params)?;
+        let pure = matches!(mech.guarantee(), Guarantee::Pure { .. });
+        let user_level = pure && candidates.history_independent();
+        if !user_level && !cfg.allow_non_private {
+            return Err(ServeError::Options(format!(
+                "mechanism '{}' with candidates '{candidates}' is not user-level eps-DP ({}); \
+                 serve with an eps-DP mechanism and candidates 'all', or pass \
+                 --allow-non-private, and every response will say so",
+                cfg.mechanism,
+                if pure {
+                    "which items are candidates depends on the user's history"
+                } else {
+                    "the mechanism is not eps-DP"
+                }
+            )));
+        }
+        SecureRng::from_os()?; // fail now, not in a worker, if the OS has no entropy
+        let rec = Recommender::load(opts.serving.model_dir()?, &cfg)?;
+        let fallback = opts.ledger.fallback().column(&rec)?;
+        let ledger = ledger::open(
+            opts.ledger
+                .ledger
+                .as_deref()
+                .expect("config() requires a ledger"),
+            Settings {
+                budget,
+                period: opts.period()?,
+            },
+        )?;
+        let committer = Arc::new(GroupCommitter::new(
+            Arc::clone(&ledger),
+            opts.limits.resolved().max_group,
+        ));
+        let lr = LedgeredRecommender::new(Arc::new(rec), committer, fallback)?;
+        let threads = opts.threads.unwrap_or_else(|| {
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1)
+        });
+        if threads == 0 {
+            return Err(ServeError::Options("threads must be at least 1".into()));
+        }
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("serve-worker-{i}"))
+            .build()
+            .map_err(|e| ServeError::Internal(format!("starting the worker pool: {e}")))?;
+        let guarantee = if user_level {
+            "user-level eps-DP per recommendation".to_string()
+        } else if !pure {
+            format!(
+                "NOT user-level eps-DP: mechanism '{}' is not eps-DP (--allow-non-private)",
+                cfg.mechanism
+            )
+        } else {
+            format!(
+                "NOT user-level eps-DP: which items are candidates ('{candidates}') depends on \
+                 the user's history and is not protected (--allow-non-private)"
+            )
+        };
+        Ok(Service {
+            lr,
+            ledger,
+            pool,
+            workers: Mutex::new(Vec::new()),
+            candidates,
+            user_level,
+            guarantee,
+            test_seed: opts.insecure_test_seed,
+            metrics,
+        })
+    }
+
+    /// The recommender.
+    pub fn recommender(&self) -> &Recommender {
+        self.lr.recommender()
+    }
+
+    /// The ledger.
+    pub fn ledger(&self) -> &Arc<dyn Ledger> {
+        &self.ledger
+    }
+
+    /// The ledger's commit thread.
+    pub fn committer(&self) -> &GroupCommitter {
+        self.lr.committer()
+    }
+
+    /// What each recommendation is charged.
+    pub fn charge(&self) -> Units {
+        self.lr.charge()
+    }
+
+    /// The mechanism's registry name.
+    pub fn mechanism(&self) -> &str {
+        self.lr.mechanism()
+    }
+
+    /// The fallback item id, if configured.
+    pub fn fallback(&self) -> Option<&str> {
+        self.lr.fallback()
+    }
+
+    /// The candidate policy.
+    pub fn candidates(&self) -> &CandidatePolicy {
+        &self.candidates
+    }
+
+    /// Whether each recommendation is user-level ε-DP.
+    pub fn user_level(&self) -> bool {
+        self.user_level
+    }
+
+    /// The `guarantee` field of every response.
+    pub fn guarantee(&self) -> &str {
+        &self.guarantee
+    }
+
+    /// The `noise` field of every response.
+    pub fn noise(&self) -> &'static str {
+        match self.test_seed {
+            None => "secure (OS-seeded ChaCha20, exact sampler)",
+            Some(_) => "INSECURE TEST SEED: the noise is predictable; never serve real users so",
+        }
+    }
+
+    /// Whether a test seed is in use.
+    pub fn seeded(&self) -> bool {
+        self.test_seed.is_some()
+    }
+
+    /// Item ids → columns, duplicates once; the second value counts the ids the model does not
+    /// know (they are ignored).
+    pub fn item_columns(&self, ids: &[String]) -> (Vec<u32>, usize) {
+        let rec = self.recommender();
+        let mut cols = Vec::with_capacity(ids.len());
+        let mut unknown = 0;
+        for id in ids {
+            match rec.item_index(id) {
+                Some(j) => cols.push(j),
+                None => unknown += 1,
+            }
+        }
+        cols.sort_unstable();
+        cols.dedup();
+        (cols, unknown)
+    }
+
+    fn worker(&self) -> Result<Worker, ServeError> {
+        if let Some(w) = self.workers.lock().unwrap_or_else(|e| e.into_inner()).pop() {
+            return Ok(w);
+        }
+        Ok(Worker {
+            scratch: self.recommender().scratch(),
+            draws: Draws::new(NoiseMode::Secure, Streams::new(0))?,
+        })
+    }
+
+    fn prepare_chunk(
+        &self,
+        requests: &[BatchRequest],
+        time: Timestamp,
+    ) -> Result<PendingCharges, ServeError> {
+        let mut w = self.worker()?;
+        let out = match self.test_seed {
+            // Tests only: the noise of a request follows from the seed and its first request id.
+            Some(seed) => {
+                let mut h = Fnv64::new();
+                h.write(&seed.to_le_bytes());
+                h.write(requests[0].request_id.as_bytes());
+                let mut draws = Draws::Secure(Box::new(SecureRng::from_seed_insecure(h.finish())));
+                self.lr.prepare(requests, time, &mut draws, &mut w.scratch)
+            }
+            None => self
+                .lr
+                .prepare(requests, time, &mut w.draws, &mut w.scratch),
+        };
+        self.workers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(w);
+        Ok(out?)
+    }
+
+    /// Computes the picks of `requests` on the worker pool, charges them in one job of the
+    /// group committer, and returns one outcome per request once their commit is durable.
+    pub async fn recommend(
+        self: &Arc<Self>,
+        requests: Vec<BatchRequest>,
+        time: Timestamp,
+    ) -> Result<Vec<Outcome>, ServeError> {
+        if requests.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let this = Arc::clone(self);
+        self.pool.spawn(move || {
+            let prepared = if requests.len() <= BATCH_CHUNK {
+                this.prepare_chunk(&requests, time)
+            } else {
+                requests
+                    .par_chunks(BATCH_CHUNK)
+                    .map(|c| this.prepare_chunk(c, time))
+                    .collect::<Result<Vec<_>, _>>()
+                    .map(|parts| {
+                        let mut all = PendingCharges::default();
+                        parts.into_iter().for_each(|p| all.append(p));
+                        all
+                    })
+            };
+            match prepared {
+                Ok(pending) => {
+                    let metrics = Arc::clone(&this.metrics);
+                    let t = Instant::now();
+                    this.lr.submit(
+                        pending,
+                        Box::new(move |r| {
+                            metrics
+                                .ledger_wait_seconds
+                                .observe(t.elapsed().as_secs_f64());
+                            let _ = tx.send(r.map_err(ServeError::from));
+                        }),
+                    );
+                }
+                Err(e) => {
+                    let _ = tx.send(Err(e));
+                }
+            }
+        });
+        rx.await
+            .map_err(|_| ServeError::Internal("a worker stopped before answering".into()))?
+    }
+
+    /// The user's balance now (blocking: a ledger read).
+    pub fn balance(&self, user: &str, at: Timestamp) -> Result<Balance, ServeError> {
+        Ok(self.ledger.balance(user, at)?)
+    }
+
+    /// What `GET /v1/model` shows: the release manifest and how it is served.
+    pub fn describe(&self) -> Value {
+        let rec = self.recommender();
+        let s = self.ledger.settings();
+        json!({
+            "manifest": rec.release().manifest,
+            "serving": {
+                "mechanism": self.mechanism(),
+                "epsilon": self.charge().as_epsilon(),
+                "candidates": self.candidates.to_string(),
+                "guarantee": self.guarantee,
+                "privacy": rec.privacy_statement(),
+                "budget": s.budget.as_epsilon(),
+                "period": s.period.name(),
+                "fallback": self.fallback(),
+                "ledger": ledger_kind(&*self.ledger),
+                "noise": self.noise(),
+            }
+        })
+    }
+}
+
+/// `sqlite` or `postgres`: the kind of ledger, without its path or credentials.
+fn ledger_kind(l: &dyn Ledger) -> &'static str {
+    if l.location().starts_with("postgres") {
+        "postgres"
+    } else {
+        "sqlite"
+    }
+}
