@@ -279,7 +279,8 @@ pub fn overlay<T: serde::Serialize + serde::de::DeserializeOwned>(base: &T, over
 /// in JSON); the
 /// attribute's `name = value` pairs set [`OptionSpec`] fields (`flag`, `value_name`, `choices`,
 /// `negatable`, `required`, `hidden`, `conflicts`, `group`). `= default` gives the value [`OptionTable::defaults`] sets and the
-/// help shows. A `#[table_only]` field is a key of the serde table only (no option: the command
+/// help shows. `#[serde(...)]` attributes after `#[option(...)]` pass through to the field (e.g.
+/// `skip_serializing_if` for an option a table records only when set). A `#[table_only]` field is a key of the serde table only (no option: the command
 /// line gives it another way), of its own type, `Default` when absent.
 macro_rules! option_table {
     ($(#[$m:meta])* pub struct $name:ident { $($body:tt)* }) => {
@@ -303,10 +304,11 @@ macro_rules! option_table {
     (@munch $meta:tt $name:ident [$out:ident $defs:ident $table:ident $key:ident $text:ident]
         [$($fields:tt)*] [$($defaults:tt)*] [$($specs:tt)*] [$($sets:tt)*]
         $(#[doc = $d:literal])* #[option($($k:ident = $v:expr),* $(,)?)]
+        $(#[serde($($serde:tt)*)])*
         pub $f:ident : $t:ty $(= $def:expr)?, $($rest:tt)*) => {
         $crate::options::option_table!(@munch $meta $name [$out $defs $table $key $text]
             [$($fields)* $(#[doc = $d])*
-                #[serde(default)] pub $f: Option<$t>,]
+                #[serde(default)] $(#[serde($($serde)*)])* pub $f: Option<$t>,]
             [$($defaults)* $f: $crate::options::option_table!(@default $($def)?),]
             [$($specs)* $out.push($crate::options::OptionSpec {
                 $($k: $v,)*

@@ -138,12 +138,16 @@ pub(crate) struct PyConfig {
 #[pymethods]
 impl PyConfig {
     /// Rebuilds a configuration from [`PyConfig::state`] (floats travel as JSON numbers, in
-    /// their shortest exact form, so exactly).
+    /// their shortest exact form, so exactly; the candidate list, if any, as its own JSON).
     #[staticmethod]
     fn from_state(state: &Bound<'_, PyTuple>) -> R<Self> {
         let json: String = state.get_item(0)?.extract()?;
         let (lower, upper, floor): (f64, f64, f64) = state.get_item(1)?.extract()?;
-        let candidates: String = state.get_item(2)?.extract()?;
+        // The candidate policy's list, when the run has one (a state without it has none).
+        let candidates: String = match state.len() {
+            n if n > 2 => state.get_item(2)?.extract()?,
+            _ => "null".into(),
+        };
         let cfg: SelectConfig = serde_json::from_str(&json)
             .map_err(|e| invalid(format!("corrupt SelectConfig state: {e}")))?;
         let cfg = cfg.with_candidates_state(&candidates).map_err(err)?;

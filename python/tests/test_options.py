@@ -13,8 +13,9 @@ def _sample(o):
     """A valid value for a select option, as text (the binding parses it as the flag's text)."""
     if o["choices"]:
         return o["choices"][0]
+    text = {"min_rating": "none", "candidates": "all", "fallback": "none"}.get(o["name"], "x")
     return {"flag": True, "count": "3", "real": "0.5", "reals": "0.5,2", "path": "some/dir"}.get(
-        o["kind"], "none" if o["name"] == "min_rating" else "x")
+        o["kind"], text)
 
 
 def test_select_options_are_the_command_lines(run_cli):
@@ -49,3 +50,37 @@ def test_every_mechanism_parameter_is_accepted_as_a_keyword():
         assert counts.sum() == 20, p["name"]
     with pytest.raises(recsel.RecselError, match="unknown mechanism parameter 'gama'"):
         recsel.sample("rnm", q, d, 1.0, n=20, seed=3, gama=0.1)
+
+
+def test_recommend_options_are_the_command_lines(run_cli):
+    """The Recommender's keywords are `recsel recommend`'s options, the candidate policy and the
+    ledger's among them (one declaration, `RecommendOptions`)."""
+    opts = _native.recommend_options()
+    names = {o["name"] for o in opts if not o["hidden"]}
+    help_text = run_cli("recommend", "--help").stdout
+    flags = set(re.findall(r"^\s+--([a-z0-9-]+)", help_text, flags=re.M))
+    # What the command does with its input and output, beside the options.
+    controls = {"history", "users", "format", "out", "out-format", "seed", "user", "request-id",
+                "threads", "help", "version"}
+    assert names == {f.replace("-", "_") for f in flags - controls}
+    assert {"candidates", "ledger", "budget", "period", "fallback", "group", "run_id"} <= names
+    assert {o["name"] for o in opts if o["hidden"]} == {"top", "include_history"}
+
+
+def test_every_recommend_option_is_a_known_keyword(tmp_path):
+    """Each option is a keyword of the Recommender: a missing model is reported, not an unknown
+    keyword; the ledger's options are refused by name; the replaced ones name candidates=."""
+    for o in _native.recommend_options():
+        if o["name"] in ("model", "mech", "eps"):
+            continue
+        value = _sample(o)
+        with pytest.raises(recsel.RecselError) as e:
+            recsel.Recommender(str(tmp_path / "none"), "mgem", 1.0, **{o["name"]: value})
+        msg = str(e.value)
+        assert "unknown Recommender option" not in msg, o["name"]
+        if o["group"] == "Ledger":
+            assert "ledger" in msg, (o["name"], msg)
+        elif o["hidden"]:
+            assert "candidates=" in msg, (o["name"], msg)
+    with pytest.raises(recsel.RecselError, match="unknown Recommender option 'ledgr'"):
+        recsel.Recommender(str(tmp_path / "none"), "mgem", 1.0, ledgr="l.db")

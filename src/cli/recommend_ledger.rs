@@ -8,7 +8,9 @@ use std::sync::Arc;
 use anyhow::{bail, Context};
 use recsel::ledger::{self, GroupCommitter, Ledger, Timestamp};
 use recsel::recommend::input::{read_requests, FileFormat};
-use recsel::recommend::ledgered::{request_ids, run_key, BatchRequest, LedgeredRecommender};
+use recsel::recommend::ledgered::{
+    key_params, request_ids, run_key, BatchRequest, LedgeredRecommender,
+};
 use recsel::recommend::options::LedgerOptions;
 use recsel::recommend::{RecommendConfig, RecommendOptions, Recommender};
 use recsel::report::ledger::{ledger_rows_bytes, row, write_ledger_rows, LedgerRow};
@@ -57,7 +59,7 @@ pub fn run(rec: Recommender, options: &RecommendOptions, input: Inputs<'_>) -> a
         rec.release().manifest.data_fingerprint.clone(),
         format!("{:?}", rec.release().manifest.model_file),
         cfg.mechanism.clone(),
-        format!("{:?}", cfg.params),
+        key_params(&cfg.params),
         cfg.candidates.to_string(),
         format!("{:?}", cfg.noise),
         lr.fallback().unwrap_or("").to_string(),

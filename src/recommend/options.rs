@@ -160,6 +160,18 @@ impl RecommendOptions {
     pub fn config(&self, registry: &Registry) -> Result<RecommendConfig> {
         self.refuse_replaced()?;
         self.ledger.check(false)?;
+        if !self.charges_a_ledger() {
+            let batch = [
+                ("group", self.group.is_some()),
+                ("run_id", self.run_id.is_some()),
+            ];
+            if let Some((name, _)) = batch.iter().find(|(_, g)| *g) {
+                return Err(Error::Invalid(format!(
+                    "{name} is a setting of the ledger's batch: give the ledger too (--ledger \
+                     FILE)"
+                )));
+            }
+        }
         let noise = NoiseMode::from_flag(self.is_secure());
         self.serving.config(&self.params, registry, noise)
     }

@@ -57,6 +57,7 @@ option_table! {
         /// training items) or pool:FILE (item ids, one per line). With a policy that keeps the
         /// history the tables also report how often the pick was already the user's.
         #[option(value_name = "POLICY", conflicts = &["top"], group = "Selection")]
+        #[serde(skip_serializing_if = "Option::is_none")]
         pub candidates: CandidatePolicy,
         /// Clip every candidate score to its item's [p1, p99] range, so that Δ_j bounds how far
         /// one user can move it: only a clipped run is a DP release. Off by default, as in the
