@@ -215,6 +215,26 @@ impl OptionValue for Vec<f64> {
     }
 }
 
+/// Implements [`OptionValue`] for a type written as one word of text, through its `FromStr` (the
+/// error's text says what is wrong) and `Display` (which `FromStr` reads back), with the
+/// placeholder `$value_name` in help texts.
+macro_rules! text_option_value {
+    ($t:ty, $value_name:expr) => {
+        impl $crate::options::OptionValue for $t {
+            const KIND: $crate::options::Kind = $crate::options::Kind::Text;
+            const VALUE_NAME: &'static str = $value_name;
+            fn parse_text(text: &str) -> std::result::Result<Self, String> {
+                text.parse::<$t>()
+                    .map_err(|e: <$t as std::str::FromStr>::Err| e.to_string())
+            }
+            fn show(&self) -> String {
+                self.to_string()
+            }
+        }
+    };
+}
+pub(crate) use text_option_value;
+
 /// A comma-separated list of numbers; the error names the position and the text.
 pub fn parse_reals(text: &str) -> std::result::Result<Vec<f64>, String> {
     text.split(',')

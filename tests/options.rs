@@ -6,7 +6,7 @@
 //! same declarations; a key that is none of these is an error naming it; and `docs/cli.md` is
 //! what the binary prints.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use recsel::experiments::pipeline::Pipeline;
@@ -56,6 +56,30 @@ fn missing_flags<'a>(specs: &'a [OptionSpec], help: &str) -> Vec<&'a str> {
         .collect()
 }
 
+/// A table of `T` with the option `spec` set from text, as the command line and Python set it,
+/// and its TOML text: the option is a key of the serialised table, which reads back to the same
+/// options.
+fn set_and_round_trip<T>(spec: &OptionSpec) -> (T, String)
+where
+    T: OptionTable + Default + PartialEq + std::fmt::Debug + serde::Serialize,
+    T: serde::de::DeserializeOwned,
+{
+    let mut o = T::default();
+    assert!(
+        o.set(spec.key, &sample(spec)).unwrap(),
+        "{} not settable",
+        spec.key
+    );
+    let table = toml::to_string(&o).unwrap();
+    assert!(
+        table.contains(&format!("{} = ", spec.key)),
+        "{}: {table}",
+        spec.key
+    );
+    assert_eq!(toml::from_str::<T>(&table).unwrap(), o, "{}", spec.key);
+    (o, table)
+}
+
 #[test]
 fn every_select_option_is_a_flag_a_table_key_and_a_python_keyword() {
     let specs = SelectOptions::options();
@@ -77,24 +101,7 @@ fn every_select_option_is_a_flag_a_table_key_and_a_python_keyword() {
     // Table: each option, set from text as the command line and Python set it, is a key of the
     // serialised table that reads back to the same options, and a [select] table with it parses.
     for spec in &specs {
-        let mut o = SelectOptions::default();
-        assert!(
-            o.set(spec.key, &sample(spec)).unwrap(),
-            "{} not settable",
-            spec.key
-        );
-        let table = toml::to_string(&o).unwrap();
-        assert!(
-            table.contains(&format!("{} = ", spec.key)),
-            "{}: {table}",
-            spec.key
-        );
-        assert_eq!(
-            toml::from_str::<SelectOptions>(&table).unwrap(),
-            o,
-            "{}",
-            spec.key
-        );
+        let (o, table) = set_and_round_trip::<SelectOptions>(spec);
         // Keep the table runnable: a data source, and no seed beside `secure`.
         let text =
             format!("figure = \"f\"\nout = \"o\"\n[select]\ndataset = \"synthetic\"\n{table}");
@@ -120,33 +127,37 @@ fn every_select_option_is_a_flag_a_table_key_and_a_python_keyword() {
     }
 }
 
-#[test]
-fn a_run_records_every_select_option_in_config_toml() {
+/// Runs `recsel select` on synthetic data with `args` (seeded, two trials) into a fresh folder;
+/// the folder, the run's output folder, the text of its `config.toml` and the recorded
+/// `[select]` table, which must pass `SelectOptions::check`.
+fn recorded_select(args: &[&str]) -> (tempfile::TempDir, PathBuf, String, toml::Table) {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
-    let o = recsel(&[
+    let mut a = vec![
         "select",
         "--dataset",
         "synthetic",
-        "--mech",
-        "gem,mgem",
-        "--eps",
-        "1",
         "--trials",
         "2",
-        "--top",
-        "20",
         "--seed",
         "5",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    ];
+    a.extend_from_slice(args);
+    a.extend_from_slice(&["--out", out.to_str().unwrap()]);
+    let o = recsel(&a);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let text = std::fs::read_to_string(out.join("config.toml")).unwrap();
     let config: toml::Table = text.parse().unwrap();
     let table = config["config"]["pipeline"].as_table().unwrap().clone();
     let recorded: SelectOptions = toml::Value::Table(table.clone()).try_into().unwrap();
     assert!(recorded.check().is_ok());
+    (dir, out, text, table)
+}
+
+#[test]
+fn a_run_records_every_select_option_in_config_toml() {
+    let (dir, out, text, table) =
+        recorded_select(&["--mech", "gem,mgem", "--eps", "1", "--top", "20"]);
     // Every option of the job is recorded, except the data options a named synthetic data set
     // does not use, the parameters of mechanisms that neither this run nor `all` reads, and the
     // candidate policy of a run with the paper's candidates (`top`).
@@ -258,38 +269,13 @@ fn ported_options_reach_every_front_end() {
     let bad = text.replace("popular:40", "best:3");
     let e = Pipeline::parse(&bad, "t.toml").unwrap_err().to_string();
     assert!(e.contains("best:3"), "{e}");
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("run");
-    let o = recsel(&[
-        "select",
-        "--dataset",
-        "synthetic",
-        "--mech",
-        "rnm",
-        "--eps",
-        "1",
-        "--trials",
-        "2",
-        "--candidates",
-        "popular:40",
-        "--seed",
-        "5",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let config: toml::Table = std::fs::read_to_string(out.join("config.toml"))
-        .unwrap()
-        .parse()
-        .unwrap();
-    let table = config["config"]["pipeline"].as_table().unwrap();
+    let (_dir, _, _, table) =
+        recorded_select(&["--mech", "rnm", "--eps", "1", "--candidates", "popular:40"]);
     assert_eq!(table["candidates"].as_str(), Some("popular:40"));
     assert!(
         !table.contains_key("top"),
         "a policy's run records the policy"
     );
-    let recorded: SelectOptions = toml::Value::Table(table.clone()).try_into().unwrap();
-    assert!(recorded.check().is_ok());
 
     // recommend: every option (the candidates and the ledger's among them) is a flag of
     // `recsel recommend` but the hidden ones kept to name what replaced them, and a key of the
@@ -317,20 +303,7 @@ fn ported_options_reach_every_front_end() {
         );
     }
     for spec in &specs {
-        let mut o = RecommendOptions::default();
-        assert!(o.set(spec.key, &sample(spec)).unwrap(), "{}", spec.key);
-        let table = toml::to_string(&o).unwrap();
-        assert!(
-            table.contains(&format!("{} = ", spec.key)),
-            "{}: {table}",
-            spec.key
-        );
-        assert_eq!(
-            toml::from_str::<RecommendOptions>(&table).unwrap(),
-            o,
-            "{}",
-            spec.key
-        );
+        set_and_round_trip::<RecommendOptions>(spec);
     }
     // The service's options include the serving and ledger options as the same declarations:
     // same keys, flags and help.

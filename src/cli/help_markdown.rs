@@ -44,23 +44,31 @@ pub fn markdown(root: &Command) -> String {
     let _ = writeln!(out);
     options_section(&mut out, root, "Options of every subcommand", true);
     for sub in visible(root) {
-        let _ = writeln!(out, "## `{name} {}`\n", sub.get_name());
-        let about = sub.get_long_about().or(sub.get_about());
-        if let Some(about) = about {
-            let _ = writeln!(out, "{about}\n");
-        }
-        let mut usage = sub.clone().bin_name(format!("{name} {}", sub.get_name()));
-        let _ = writeln!(
-            out,
-            "```\n{}\n```\n",
-            usage.render_usage().to_string().trim()
-        );
-        options_section(&mut out, sub, "Options", false);
-        if let Some(after) = sub.get_after_help() {
-            let _ = writeln!(out, "```\n{}\n```\n", after.to_string().trim_end());
-        }
+        section(&mut out, sub, &format!("{name} {}", sub.get_name()), 2);
     }
     out
+}
+
+/// The section of the subcommand `cmd`, called `path`, with a heading of `level`: its description,
+/// usage, options and examples, then a section for each of its own subcommands.
+fn section(out: &mut String, cmd: &Command, path: &str, level: usize) {
+    let _ = writeln!(out, "{} `{path}`\n", "#".repeat(level));
+    if let Some(about) = cmd.get_long_about().or(cmd.get_about()) {
+        let _ = writeln!(out, "{about}\n");
+    }
+    let mut usage = cmd.clone().bin_name(path);
+    let _ = writeln!(
+        out,
+        "```\n{}\n```\n",
+        usage.render_usage().to_string().trim()
+    );
+    options_section(out, cmd, "Options", false);
+    if let Some(after) = cmd.get_after_help() {
+        let _ = writeln!(out, "```\n{}\n```\n", after.to_string().trim_end());
+    }
+    for sub in visible(cmd).filter(|s| s.get_name() != "help") {
+        section(out, sub, &format!("{path} {}", sub.get_name()), level + 1);
+    }
 }
 
 fn visible(cmd: &Command) -> impl Iterator<Item = &Command> {

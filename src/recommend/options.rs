@@ -15,7 +15,7 @@ use super::{RecommendConfig, Recommender};
 use crate::error::{Error, Result};
 use crate::ledger::{Period, Units};
 use crate::mechanisms::{MechValues, Registry};
-use crate::options::{option_table, Kind, OptionValue};
+use crate::options::{option_table, text_option_value};
 use crate::rng::NoiseMode;
 use crate::scoring::CandidatePolicy;
 
@@ -333,19 +333,8 @@ impl FromStr for Fallback {
     }
 }
 
-/// A fallback as an option's value (`--fallback`, a table's `fallback` key).
-impl OptionValue for Fallback {
-    const KIND: Kind = Kind::Text;
-    const VALUE_NAME: &'static str = "none|popular|item:ID";
-
-    fn parse_text(text: &str) -> std::result::Result<Self, String> {
-        text.parse().map_err(|e: Error| e.to_string())
-    }
-
-    fn show(&self) -> String {
-        self.to_string()
-    }
-}
+// A fallback as an option's value (`--fallback`, a table's `fallback` key).
+text_option_value!(Fallback, "none|popular|item:ID");
 
 impl Serialize for Fallback {
     fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {

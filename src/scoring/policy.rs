@@ -129,20 +129,9 @@ impl FromStr for CandidatePolicy {
     }
 }
 
-/// A policy as an option's value (`--candidates POLICY`, a table's `candidates` key): parsed
-/// when given, so a bad policy is an error naming the option.
-impl crate::options::OptionValue for CandidatePolicy {
-    const KIND: crate::options::Kind = crate::options::Kind::Text;
-    const VALUE_NAME: &'static str = "POLICY";
-
-    fn parse_text(text: &str) -> std::result::Result<Self, String> {
-        CandidatePolicy::parse(text).map_err(|e| e.to_string())
-    }
-
-    fn show(&self) -> String {
-        self.to_string()
-    }
-}
+// A policy as an option's value (`--candidates POLICY`, a table's `candidates` key): parsed when
+// given, so a bad policy is an error naming the option.
+crate::options::text_option_value!(CandidatePolicy, "POLICY");
 
 impl Serialize for CandidatePolicy {
     fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
