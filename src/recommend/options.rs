@@ -97,7 +97,7 @@ option_table! {
         /// Requests per durable ledger commit (one fsync each).
         #[option(group = "Ledger")]
         pub group: usize = 256,
-        /// The batch's run id: request ids are <run id>/<user> (unless the users file has a
+        /// The batch's run id: request ids are ID/USER (unless the users file has a
         /// request_id column). Default: a fingerprint of the users file and the serving
         /// options, so the same command never charges twice — a rerun after a crash replays
         /// what was committed. Name a new batch over the same file with a new run id.
