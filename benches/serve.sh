@@ -70,9 +70,13 @@ serve_stage() {
   local kind=$1 ledger=$2
   rm -f "$ledger" "$ledger-wal" "$ledger-shm"
   local log="$OUT/serve-$kind.log"
+  # The log exists before the server starts, so the loop below never reads a missing file.
+  : > "$log"
   "$RECSEL" "${THREADS_ARG[@]}" serve --model "$OUT/model" --ledger "$ledger" --budget 1000000000 \
     --mech "$MECH" --eps "$EPS" --candidates all --listen 127.0.0.1:0 2> "$log" &
   local pid=$!
+  # A failed stage (set -e) must not leave the server running.
+  trap 'kill "$pid" 2>/dev/null || true' EXIT
   local addr=""
   for _ in $(seq 600); do
     addr=$(sed -n 's/^recsel serve: listening on http:\/\///p' "$log")
@@ -94,6 +98,7 @@ serve_stage() {
   curl -s "http://$addr/metrics" | grep -E '^recsel_ledger_(commits_total|committed_requests_total|commit_seconds_total|largest_group) ' | sed 's/^/[metrics] /'
   kill -TERM "$pid"
   wait "$pid" || true
+  trap - EXIT
   grep -E '^recsel serve: (stopped|ready)' "$log" | sed 's/^/[serve] /'
   rm -f "$ledger" "$ledger-wal" "$ledger-shm"
 }
