@@ -420,3 +420,50 @@ fn select_state_carries_the_prior() {
     assert_eq!(none.prior, None);
     assert_eq!(none.hash(), plain.hash());
 }
+
+/// `recsel serve --prior`: the service takes the serving options whole, so it serves with the
+/// prior (its /v1/model privacy line names it and a request is answered), and a bad prior stops
+/// it at start-up with a message naming the option.
+#[test]
+fn serve_takes_a_prior() {
+    use crate::serve::{args, good, Server};
+    let tmp = tempfile::tempdir().unwrap();
+    let ledger = tmp.path().join("l.db");
+    let s = Server::start(&args(
+        ledger.to_str().unwrap(),
+        "10",
+        &["--prior", "popularity:2"],
+    ));
+    s.wait_ready(std::time::Duration::from_secs(30));
+    let info = s.get("/v1/model", None);
+    assert_eq!(info.status, 200, "{}", info.body);
+    assert!(
+        info.body.contains("public prior 'popularity:2'") && info.body.contains("user-level"),
+        "{}",
+        info.body
+    );
+    let r = s.post("/v1/recommend", None, &good("u1", "r1"));
+    assert_eq!(r.status, 200, "{}", r.body);
+    drop(s);
+    let o = recsel(&[
+        "serve",
+        "--model",
+        "nowhere",
+        "--ledger",
+        ledger.to_str().unwrap(),
+        "--budget",
+        "10",
+        "--mech",
+        "mgem",
+        "--eps",
+        "1",
+        "--prior",
+        "popularity:x",
+    ]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("prior") && err.contains("popularity:x"),
+        "{err}"
+    );
+}
