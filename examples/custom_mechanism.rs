@@ -179,6 +179,7 @@ pub fn run(out: &Path) -> recsel::Result<Outcome> {
         trials: 3,
         top: 100,
         candidates: None,
+        prior: None,
         clip: true,
         percentile_users: Default::default(),
         seed: 7,

@@ -160,9 +160,11 @@ fn a_run_records_every_select_option_in_config_toml() {
         recorded_select(&["--mech", "gem,mgem", "--eps", "1", "--top", "20"]);
     // Every option of the job is recorded, except the data options a named synthetic data set
     // does not use, the parameters of mechanisms that neither this run nor `all` reads, and the
-    // candidate policy of a run with the paper's candidates (`top`).
+    // candidate policy of a run with the paper's candidates (`top`), and the prior of a run
+    // without one.
     let unused_data = [
         "candidates",
+        "prior",
         "data_dir",
         "format",
         "path",

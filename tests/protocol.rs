@@ -79,6 +79,7 @@ fn config(clip: bool, population: PercentileUsers) -> SelectConfig {
         trials: 3,
         top: 15,
         candidates: None,
+        prior: None,
         clip,
         percentile_users: population,
         seed: 4,

@@ -72,6 +72,7 @@ pub(crate) fn config(trials: u32) -> SelectConfig {
         trials,
         top: 40,
         candidates: None,
+        prior: None,
         clip: true,
         percentile_users: recsel::scoring::PercentileUsers::All,
         seed: 9,

@@ -32,6 +32,7 @@ mod own_data;
 mod partition;
 mod plugins;
 mod policies;
+mod priors;
 mod private_candidates;
 mod problems;
 mod protocol;

@@ -139,7 +139,9 @@ class Recommender:
     The library's ``Recommender`` (the one ``recsel recommend`` runs): score a history, take the
     candidates of the policy ``candidates`` (``"all"`` by default: every item, the user's own
     included; ``"popular:N"``; ``"pool:FILE"``; ``"history-top:N"`` only with
-    ``allow_non_private=True``), clip them to the calibrated bounds, select one with the mechanism.
+    ``allow_non_private=True``), clip them to the calibrated bounds, add the public prior
+    ``prior`` if one is given (``"popularity:W"``, ``"file:PATH:W"``; docs/priors.md), select one
+    with the mechanism.
 
     Example::
 
@@ -162,6 +164,8 @@ class Recommender:
     def epsilon(self) -> Optional[float]: ...
     @property
     def candidates(self) -> str: ...
+    @property
+    def prior(self) -> str: ...
     @property
     def user_level(self) -> bool: ...
     def recommend(self, users: Sequence[Tuple[str, Sequence[str]]], *,

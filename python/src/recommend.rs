@@ -81,8 +81,17 @@ impl PyRecommender {
         self.rec.candidate_policy().to_string()
     }
 
+    /// The public per-item prior added to the clipped scores, as given (`"none"`,
+    /// `"popularity:W"`, ...; docs/priors.md). A weight of 0 reads `"none"`: no prior.
+    #[getter]
+    fn prior(&self) -> String {
+        self.rec
+            .prior()
+            .map_or_else(|| "none".to_string(), |p| p.prior.to_string())
+    }
+
     /// Whether each recommendation is user-level ε-DP (an ε-DP mechanism on a history-independent
-    /// candidate list).
+    /// candidate list, with no prior that depends on the history).
     #[getter]
     fn user_level(&self) -> bool {
         self.rec.user_level()

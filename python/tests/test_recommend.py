@@ -118,3 +118,33 @@ def test_recommender_candidate_policies(release, run_cli, tmp_path):
         recsel.Recommender(str(release), "mgem", 1.0, include_history=True)
     with pytest.raises(recsel.RecselError, match="unknown candidate policy"):
         recsel.Recommender(str(release), "mgem", 1.0, candidates="top:5")
+
+
+def test_recommender_prior(release, run_cli, tmp_path):
+    """prior= is the library's prior: weight 0 is no prior (the same picks), a public prior keeps
+    the user-level claim, equals `recsel recommend --prior` for the same seed and changes the
+    picks; own-history needs allow_non_private; a bad prior names prior and the value."""
+    users = _users(release, n=60)
+    none = recsel.Recommender(str(release), "em", 1.0).recommend(users, seed=4)
+    zero = recsel.Recommender(str(release), "em", 1.0, prior="popularity:0")
+    assert zero.prior == "none"
+    assert zero.recommend(users, seed=4) == none
+    rec = recsel.Recommender(str(release), "em", 1.0, prior="popularity:3")
+    assert rec.prior == "popularity:3" and rec.user_level
+    assert "public prior 'popularity:3'" in rec.privacy_statement
+    picks = rec.recommend(users, seed=4)
+    assert picks != none
+    path, out = tmp_path / "users.csv", tmp_path / "recs.csv"
+    _users_csv(users, path)
+    run_cli("recommend", "--model", release, "--mech", "em", "--eps", "1",
+            "--prior", "popularity:3", "--users", path, "--out", out, "--seed", "4")
+    with open(out) as f:
+        cli = {u: i for u, i in list(csv.reader(f))[1:]}
+    assert picks == [cli[u] for u, _ in users]
+    with pytest.raises(recsel.RecselError, match="not private"):
+        recsel.Recommender(str(release), "em", 1.0, prior="own-history:2")
+    leak = recsel.Recommender(str(release), "em", 1.0, prior="own-history:2",
+                              allow_non_private=True)
+    assert not leak.user_level
+    with pytest.raises(recsel.RecselError, match="prior.*popularity:-1"):
+        recsel.Recommender(str(release), "em", 1.0, prior="popularity:-1")

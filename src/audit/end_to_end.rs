@@ -25,8 +25,10 @@
 //! bounds are independent of every choice.
 //!
 //! The claim audited is the user-level one: ε per recommendation with respect to the whole
-//! history, which a [`Recommender`] makes only when [`Recommender::user_level`]. For any other
-//! configuration (`history-top:N`, a mechanism that is not ε-DP) the audit reports whether the
+//! history, which a [`Recommender`] makes only when [`Recommender::user_level`]. The problems
+//! audited are the ones the mechanism sees, a prior's offsets included (docs/priors.md). For any
+//! other configuration (`history-top:N`, the `own-history:W` prior, a mechanism that is not
+//! ε-DP) the audit reports whether the
 //! bounds exceed the nominal ε, as `recsel audit` does for mechanisms that claim nothing.
 
 use rand::Rng as _;
@@ -140,6 +142,8 @@ pub struct EndToEndReport {
     pub epsilon: f64,
     /// The candidate policy.
     pub candidates: String,
+    /// The prior added to the clipped scores (`none`: no prior; docs/priors.md).
+    pub prior: String,
     /// Item columns (the outputs the Bonferroni correction runs over).
     pub n_items: usize,
     /// The user-level ε claimed per recommendation (`None`: no user-level claim).
@@ -277,9 +281,16 @@ pub fn audit_end_to_end(
     };
     let guarantee = match (claimed, held) {
         (Some(e), _) => format!("claims user-level {e}-DP"),
+        (None, Guarantee::Pure { .. }) if !rec.candidate_list().history_independent() => {
+            format!(
+                "no user-level claim: candidates '{}' depend on the history",
+                rec.candidate_policy()
+            )
+        }
         (None, Guarantee::Pure { .. }) => format!(
-            "no user-level claim: candidates '{}' depend on the history",
-            rec.candidate_policy()
+            "no user-level claim: prior '{}' depends on the history",
+            rec.prior()
+                .map_or_else(String::new, |p| p.prior.to_string())
         ),
         (None, g) => format!("no user-level claim: {} is {g}", mech.name()),
     };
@@ -409,6 +420,9 @@ pub fn audit_end_to_end(
         mechanism: mech.name().to_string(),
         epsilon: mech.epsilon(),
         candidates: rec.candidate_policy().to_string(),
+        prior: rec
+            .prior()
+            .map_or_else(|| "none".to_string(), |p| p.prior.to_string()),
         n_items,
         claimed,
         guarantee,

@@ -15,7 +15,7 @@ use recsel::mechanisms::{self, MechValues, Registry};
 use recsel::recommend::input::{read_users, FileFormat};
 use recsel::recommend::options::ServingOptions;
 use recsel::recommend::{RecommendOptions, Recommender};
-use recsel::scoring::CandidatePolicy;
+use recsel::scoring::{CandidatePolicy, Prior};
 
 use super::common::{progress, Flags};
 
@@ -32,7 +32,12 @@ pub struct Args {
     /// Candidate policy of the audited path: all, popular:N, pool:FILE or history-top:N.
     #[arg(long, value_name = "POLICY", default_value = "all")]
     candidates: String,
-    /// Accept what is not user-level ε-DP (history-top:N, or a mechanism that is not ε-DP), to
+    /// Public per-item prior of the audited path (docs/priors.md): none, popularity:W,
+    /// heldout:W, file:PATH:W, or own-history:W (a known leak, with --allow-non-private).
+    #[arg(long, value_name = "PRIOR", default_value = "none")]
+    prior: String,
+    /// Accept what is not user-level ε-DP (history-top:N, own-history:W, or a mechanism that is
+    /// not ε-DP), to
     /// show that the audit flags it.
     #[arg(long)]
     allow_non_private: bool,
@@ -50,7 +55,10 @@ pub struct Args {
 impl Args {
     /// Whether any end-to-end option was given (they need `--end-to-end`).
     pub fn given(&self) -> bool {
-        self.model.is_some() || self.users.is_some() || self.candidates != "all"
+        self.model.is_some()
+            || self.users.is_some()
+            || self.candidates != "all"
+            || self.prior != "none"
     }
 }
 
@@ -102,8 +110,8 @@ fn histories(args: &Args, rec: &Recommender) -> anyhow::Result<Vec<(String, Vec<
 fn print_report(out: &mut impl Write, r: &EndToEndReport, secs: f64) -> std::io::Result<()> {
     writeln!(
         out,
-        "== {} at eps = {}, candidates {} ({} items; {})",
-        r.mechanism, r.epsilon, r.candidates, r.n_items, r.guarantee
+        "== {} at eps = {}, candidates {}, prior {} ({} items; {})",
+        r.mechanism, r.epsilon, r.candidates, r.prior, r.n_items, r.guarantee
     )?;
     writeln!(
         out,
@@ -178,6 +186,7 @@ pub fn run(
                 mechanism: Some(spec.name.into()),
                 epsilon: Some(epsilon),
                 candidates: Some(CandidatePolicy::parse(&args.candidates).context("--candidates")?),
+                prior: Some(Prior::parse(&args.prior).context("--prior")?),
                 allow_non_private: Some(args.allow_non_private),
             },
             secure: Some(secure),
@@ -186,7 +195,7 @@ pub fn run(
         };
         let cfg = options
             .config(&registry)
-            .context("--candidates, --mech or a parameter")?;
+            .context("--candidates, --prior, --mech or a parameter")?;
         match Recommender::load(model, &cfg) {
             Ok(r) => recs.push(r),
             Err(e) if mech.trim() == "all" => {

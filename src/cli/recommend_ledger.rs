@@ -55,7 +55,7 @@ pub fn run(rec: Recommender, options: &RecommendOptions, input: Inputs<'_>) -> a
         lr.fallback().unwrap_or("none (refusal rows)")
     );
     let cfg = input.cfg;
-    let key_config = [
+    let mut key_config = vec![
         rec.release().manifest.data_fingerprint.clone(),
         format!("{:?}", rec.release().manifest.model_file),
         cfg.mechanism.clone(),
@@ -64,6 +64,10 @@ pub fn run(rec: Recommender, options: &RecommendOptions, input: Inputs<'_>) -> a
         format!("{:?}", cfg.noise),
         lr.fallback().unwrap_or("").to_string(),
     ];
+    // A prior makes another batch; without one the key is the one batches have always had.
+    if cfg.prior != recsel::scoring::Prior::None {
+        key_config.push(format!("prior {}", cfg.prior));
+    }
     let now = Timestamp::now();
     let (requests, users_bytes) = match (input.history, input.users) {
         (Some(h), _) => {

@@ -54,7 +54,9 @@ use crate::error::{Error, Result};
 use crate::mechanisms::{self, Guarantee, MechParams, Mechanism, Problem, Selector};
 use crate::model::{self, Model, Scratch};
 use crate::rng::{name_id, Draws, NoiseMode, SecureRng, Streams};
-use crate::scoring::{top_candidates, CandidateList, CandidatePolicy, Candidates};
+use crate::scoring::{
+    top_candidates, CandidateList, CandidatePolicy, Candidates, Prior, ResolvedPrior,
+};
 
 pub use options::RecommendOptions;
 pub use release::{calibrate, Release, ReleaseManifest};
@@ -69,10 +71,13 @@ pub struct RecommendConfig {
     pub params: MechParams,
     /// Which items are candidates (default: all, the user's own included).
     pub candidates: CandidatePolicy,
+    /// A public per-item prior added to the clipped scores (default: none; docs/priors.md).
+    pub prior: Prior,
     /// Seeded float path (experiments) or the secure path (releases).
     pub noise: NoiseMode,
     /// Accept what is not user-level ε-DP: a mechanism that is not ε-DP for this many candidates
-    /// (`rnmh`, `rnmh-laplace`) or the `history-top:N` policy. Reference runs only.
+    /// (`rnmh`, `rnmh-laplace`), the `history-top:N` policy or the `own-history:W` prior.
+    /// Reference runs only.
     pub allow_non_private: bool,
 }
 
@@ -83,6 +88,7 @@ impl RecommendConfig {
             mechanism: mechanism.into(),
             params,
             candidates: CandidatePolicy::All,
+            prior: Prior::None,
             noise,
             allow_non_private: false,
         }
@@ -91,6 +97,12 @@ impl RecommendConfig {
     /// This configuration with the candidate policy `candidates`.
     pub fn with_candidates(mut self, candidates: CandidatePolicy) -> Self {
         self.candidates = candidates;
+        self
+    }
+
+    /// This configuration with the prior `prior`.
+    pub fn with_prior(mut self, prior: Prior) -> Self {
+        self.prior = prior;
         self
     }
 }
@@ -134,6 +146,12 @@ pub struct Recommender {
     sens_order: Vec<u32>,
     noise: NoiseMode,
     epsilon: Option<f64>,
+    /// The public prior, if any, with the ε its offsets are scaled by (the configuration's).
+    prior: Option<ResolvedPrior>,
+    prior_epsilon: f64,
+    /// The prior's offsets in candidate order, computed once when neither the list nor the
+    /// prior depends on the history (empty otherwise).
+    offsets: Vec<f64>,
 }
 
 /// The stream key of a user id (FNV-1a): a user's seeded draws do not depend on where the user
@@ -249,7 +267,36 @@ impl Recommender {
             order.sort_by(|&a, &b| d[a as usize].total_cmp(&d[b as usize]));
             order
         };
+        let prior = cfg
+            .prior
+            .resolve(n, release.popularity.as_deref(), None, &|id| {
+                index.get(id).copied()
+            })?;
+        if prior.as_ref().is_some_and(|p| !p.history_independent()) && !cfg.allow_non_private {
+            return Err(Error::Invalid(format!(
+                "prior '{}' depends on the user's history (it boosts the user's own items): not \
+                 private; use a public prior (popularity:W, heldout:W, file:PATH:W) or none, or \
+                 pass --allow-non-private for a reference run",
+                cfg.prior
+            )));
+        }
+        let offsets = match (&prior, &list) {
+            (Some(p), CandidateList::All | CandidateList::Fixed(_)) if p.history_independent() => {
+                let (deltas, cols): (&[f64], Option<&[u32]>) = match &list {
+                    CandidateList::Fixed(items) => (&fixed_deltas, Some(items)),
+                    _ => (&release.sens.delta, None),
+                };
+                let mut b = vec![0.0; deltas.len()];
+                let column = |a: usize| cols.map_or(a as u32, |c| c[a]);
+                p.add_offsets(&mut b, deltas, column, cfg.params.epsilon, &[]);
+                b
+            }
+            _ => Vec::new(),
+        };
         Ok(Recommender {
+            prior,
+            prior_epsilon: cfg.params.epsilon,
+            offsets,
             mech_id: name_id(mech.name()),
             model,
             release,
@@ -304,7 +351,14 @@ impl Recommender {
     /// Whether each recommendation is user-level ε-DP: an ε-DP mechanism on a candidate list that
     /// does not depend on the history (scores are always clipped to the release's bounds).
     pub fn user_level(&self) -> bool {
-        self.list.history_independent() && matches!(self.mech.guarantee(), Guarantee::Pure { .. })
+        self.list.history_independent()
+            && self.prior.as_ref().is_none_or(|p| p.history_independent())
+            && matches!(self.mech.guarantee(), Guarantee::Pure { .. })
+    }
+
+    /// The public prior in use, resolved (`None`: no prior, or weight 0).
+    pub fn prior(&self) -> Option<&ResolvedPrior> {
+        self.prior.as_ref()
     }
 
     /// One line for people: the unit of the guarantee ("user-level ε-DP per recommendation" only
@@ -330,6 +384,18 @@ impl Recommender {
                 self.policy
             ),
         };
+        let candidates = match &self.prior {
+            Some(p) if p.history_independent() => format!(
+                "{candidates}; public prior '{}' added to the clipped scores, the same for every \
+                 user",
+                p.prior
+            ),
+            Some(p) => format!(
+                "{candidates}; prior '{}' boosts the user's own items (not protected)",
+                p.prior
+            ),
+            None => candidates,
+        };
         let scope = match (self.epsilon, self.user_level()) {
             (Some(e), true) => format!(
                 "user-level {e}-DP per recommendation ({mech}): each recommended item is {e}-DP \
@@ -340,6 +406,17 @@ impl Recommender {
                  an item outside a user's list has probability 0 for that user; \
                  docs/deployment.md); only the choice among the candidates is {e}-DP ({mech})"
             ),
+            (Some(e), false)
+                if self
+                    .prior
+                    .as_ref()
+                    .is_some_and(|p| !p.history_independent()) =>
+            {
+                format!(
+                    "NOT user-level private: the prior depends on the history ({candidates}); \
+                     only the selection on the offset scores is {e}-DP ({mech})"
+                )
+            }
             (Some(e), false) => format!(
                 "NOT user-level private: {mech} is only {e}-DP here, not {}-DP; {candidates}",
                 self.mech.epsilon()
@@ -407,9 +484,10 @@ impl Recommender {
         Draws::new(self.noise, Streams::from_entropy())
     }
 
-    /// Scores `history` and writes its candidates' clipped scores into `s.q` (and, for
-    /// `history-top`, their columns and Δ_j into `s.items`, `s.d`). No sorting for `all` and
-    /// fixed lists: their candidates stay in list order.
+    /// Scores `history` and writes its candidates' clipped scores, plus the prior's offsets if
+    /// there is a prior, into `s.q` (and, for `history-top`, their columns and Δ_j into
+    /// `s.items`, `s.d`). No sorting for `all` and fixed lists: their candidates stay in list
+    /// order.
     fn build_problem(&self, history: &[u32], s: &mut RecScratch) {
         s.history.clear();
         s.history.extend_from_slice(history);
@@ -442,6 +520,24 @@ impl Recommender {
                 s.d.extend(s.items.iter().map(|&j| sens.delta[j as usize]));
             }
         }
+        if let Some(p) = &self.prior {
+            if self.offsets.is_empty() {
+                let mut q = std::mem::take(&mut s.q);
+                let deltas = self.deltas(s);
+                p.add_offsets(
+                    &mut q,
+                    deltas,
+                    |a| self.column(s, a),
+                    self.prior_epsilon,
+                    &s.history,
+                );
+                s.q = q;
+            } else {
+                for (q, b) in s.q.iter_mut().zip(&self.offsets) {
+                    *q += b;
+                }
+            }
+        }
     }
 
     /// The sensitivities of the problem [`Recommender::build_problem`] left in `s`.
@@ -464,7 +560,8 @@ impl Recommender {
 
     /// The selection problem of a history as [`Recommender::recommend`] builds it: the
     /// candidates of the policy (in the order the mechanism sees them: column order for `all`
-    /// and fixed lists, best score first for `history-top`), clipped, with their Δ_j.
+    /// and fixed lists, best score first for `history-top`), clipped, plus the prior's offsets
+    /// if there is a prior, with their Δ_j.
     pub fn candidates(&self, history: &[u32], scratch: &mut RecScratch) -> Candidates {
         self.build_problem(history, scratch);
         let k = scratch.q.len();

@@ -17,7 +17,7 @@ use crate::ledger::{Period, Units};
 use crate::mechanisms::{MechValues, Registry};
 use crate::options::{option_table, text_option_value};
 use crate::rng::NoiseMode;
-use crate::scoring::CandidatePolicy;
+use crate::scoring::{CandidatePolicy, Prior};
 
 option_table! {
     /// What a served recommendation is made with: the model, the mechanism and its ε, the
@@ -40,8 +40,17 @@ option_table! {
         /// candidate membership is not protected, needs --allow-non-private).
         #[option(value_name = "POLICY", group = "Selection")]
         pub candidates: CandidatePolicy = CandidatePolicy::All,
+        /// A public per-item prior added to the clipped candidate scores (docs/priors.md): none,
+        /// popularity:W (the release's training popularity), heldout:W (how often the users
+        /// fitted on hold each item out, when the release carries it) or file:PATH:W (public
+        /// counts, ITEM COUNT per line) — each keeps the guarantee; em then draws from the base
+        /// measure (1 + count)^W. own-history:W (the user's own items boosted) is a known leak
+        /// for audits: needs --allow-non-private.
+        #[option(value_name = "PRIOR", group = "Selection")]
+        pub prior: Prior = Prior::None,
         /// Accept what is not user-level ε-DP: a mechanism that is not ε-DP for this many
-        /// candidates (rnmh, rnmh-laplace) or --candidates history-top:N. Reference runs only;
+        /// candidates (rnmh, rnmh-laplace), --candidates history-top:N or --prior
+        /// own-history:W. Reference runs only;
         /// the output says so.
         #[option(group = "Selection")]
         pub allow_non_private: bool = false,
@@ -136,7 +145,9 @@ impl ServingOptions {
         registry.get(mechanism)?;
         registry.check_table_keys(params, "the serving options")?;
         let params = registry.resolve(params)?.with_epsilon(epsilon);
-        let mut cfg = RecommendConfig::new(mechanism, params, noise).with_candidates(candidates);
+        let mut cfg = RecommendConfig::new(mechanism, params, noise)
+            .with_candidates(candidates)
+            .with_prior(self.prior.clone().unwrap_or_default());
         cfg.allow_non_private = self.allow_non_private == Some(true);
         Ok(cfg)
     }

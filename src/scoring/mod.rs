@@ -8,6 +8,7 @@ use sketch::sketch_inner;
 pub use sketch::{sketch_users, ByteReader, PercentileSketch};
 
 pub mod policy;
+pub mod prior;
 
 use serde::{Deserialize, Serialize};
 
@@ -16,6 +17,7 @@ use crate::error::{Error, Result};
 use crate::model::{Model, Scratch};
 
 pub use policy::{CandidateList, CandidatePolicy, ResolvedPolicy};
+pub use prior::{Prior, ResolvedPrior};
 
 /// Anything that scores every item for one user: a fitted model with its users' input rows.
 pub trait UserScorer: Sync {

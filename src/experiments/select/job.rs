@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 use crate::mechanisms::{MechValues, Registry, BETA, GAMMA};
 use crate::model::{Model, ModelOptions, ModelParams};
 use crate::rng::{NoiseMode, Streams};
-use crate::scoring::{CandidatePolicy, PercentileUsers, ResolvedPolicy};
+use crate::scoring::{CandidatePolicy, PercentileUsers, ResolvedPolicy, ResolvedPrior};
 
 /// Where a prepared run writes and whether it continues an earlier one.
 #[derive(Debug, Clone, Default)]
@@ -115,6 +115,7 @@ impl SelectJob {
             },
         };
         let (top, candidates) = candidates(o, &data, log)?;
+        let prior = prior(o, &data, log)?;
         let config = SelectConfig {
             mechanisms: names,
             params,
@@ -122,6 +123,7 @@ impl SelectJob {
             trials: o.trials.unwrap_or(50),
             top,
             candidates,
+            prior,
             clip: o.clip.unwrap_or(false),
             percentile_users: PercentileUsers::from_name(
                 o.percentile_users.as_deref().unwrap_or("all"),
@@ -163,6 +165,7 @@ impl SelectJob {
             // A policy's run records the policy (its `top` is the policy's count).
             top: cfg.candidates.is_none().then_some(cfg.top),
             candidates: cfg.candidates.as_ref().map(|c| c.policy.clone()),
+            prior: cfg.prior.as_ref().map(|p| p.prior.clone()),
             clip: Some(cfg.clip),
             percentile_users: Some(cfg.percentile_users.name().to_string()),
             params: cfg.registry.table_values(&cfg.mechanisms, &cfg.params),
@@ -208,4 +211,35 @@ fn candidates(
         "candidates: {policy} ({k} items, the same for every user, the user's own included)"
     ));
     Ok((k, Some(ResolvedPolicy { policy, list })))
+}
+
+/// The prior of a run of `o` on `data`, resolved against the data's items and training
+/// popularity; `None` for none (the paper's) or weight 0. `own-history:W`, the serving path's
+/// audit reference, is refused: a select run compares private mechanisms.
+fn prior(o: &SelectOptions, data: &Dataset, log: &dyn Fn(&str)) -> Result<Option<ResolvedPrior>> {
+    let Some(prior) = o.prior.clone() else {
+        return Ok(None);
+    };
+    if !prior.history_independent() {
+        return Err(Error::Invalid(format!(
+            "prior '{prior}' depends on the user's history: select takes a public prior \
+             (popularity:W, file:PATH:W) or none"
+        )));
+    }
+    let index: HashMap<&str, u32> = data
+        .item_ids
+        .iter()
+        .enumerate()
+        .map(|(j, id)| (id.as_str(), j as u32))
+        .collect();
+    let pop = crate::scoring::policy::popularity(&data.train);
+    let resolved = prior.resolve(data.n_items(), Some(&pop), None, &|id| {
+        index.get(id).copied()
+    })?;
+    if resolved.is_some() {
+        log(&format!(
+            "prior: {prior} (public, added to the candidates' scores before the mechanisms)"
+        ));
+    }
+    Ok(resolved)
 }

@@ -41,7 +41,7 @@ use crate::mechanisms::{self, MechParams, Mechanism, Registry};
 use crate::model::{self, Model, ModelParams};
 use crate::rng::NoiseMode;
 use crate::scoring::{
-    top_candidates, CandidateList, CandidatePolicy, PercentileUsers, ResolvedPolicy,
+    top_candidates, CandidateList, CandidatePolicy, PercentileUsers, ResolvedPolicy, ResolvedPrior,
 };
 
 /// The ε grid of docs/protocol.md, step 8.
@@ -73,6 +73,17 @@ pub struct SelectConfig {
     /// travels with a pickled configuration through [`SelectConfig::candidates_state`].
     #[serde(skip_serializing_if = "Option::is_none", default, skip_deserializing)]
     pub candidates: Option<ResolvedPolicy>,
+    /// A public per-item prior whose offsets are added to the candidates' scores before the
+    /// mechanisms, per ε (docs/priors.md); `None`: none. Recorded (as the prior's text) only
+    /// when set, so the paper's runs keep their hash and outputs; its counts travel with a
+    /// pickled configuration through [`SelectConfig::candidates_state`].
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "prior_text",
+        default,
+        skip_deserializing
+    )]
+    pub prior: Option<ResolvedPrior>,
     /// Whether scores are clipped to the per-item percentile range (only a clipped run is a DP
     /// release: without clipping Δ_j is an estimate, not a bound).
     pub clip: bool,
@@ -90,6 +101,16 @@ pub struct SelectConfig {
     /// registered (docs/extending.md). Not part of the hash: the names are.
     #[serde(skip)]
     pub registry: Registry,
+}
+
+fn prior_text<S: serde::Serializer>(
+    p: &Option<ResolvedPrior>,
+    s: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    match p {
+        Some(p) => s.collect_str(&p.prior),
+        None => s.serialize_none(),
+    }
 }
 
 fn is_fast(mode: &NoiseMode) -> bool {
@@ -148,16 +169,38 @@ impl SelectConfig {
     /// The candidate policy with its resolved list as JSON (`null` for the paper's), which the
     /// configuration's own JSON leaves out: what a copy in another process needs besides it
     /// ([`SelectConfig::with_candidates_state`]).
+    /// With a prior, the state is `{"candidates": ..., "prior": ...}` (the prior's counts too).
     pub fn candidates_state(&self) -> String {
         let state = self.candidates.as_ref().map(|c| (&c.policy, &c.list));
-        serde_json::to_string(&state).expect("candidate lists serialise")
+        match &self.prior {
+            None => serde_json::to_string(&state),
+            Some(p) => serde_json::to_string(&serde_json::json!({
+                "candidates": state,
+                "prior": p,
+            })),
+        }
+        .expect("candidate lists serialise")
     }
 
-    /// This configuration with the candidates of [`SelectConfig::candidates_state`].
+    /// This configuration with the candidates (and the prior) of
+    /// [`SelectConfig::candidates_state`].
     pub fn with_candidates_state(mut self, state: &str) -> Result<Self> {
-        let parsed: Option<(CandidatePolicy, CandidateList)> = serde_json::from_str(state)
-            .map_err(|e| Error::Invalid(format!("corrupt candidate state: {e}")))?;
+        let corrupt =
+            |e: serde_json::Error| Error::Invalid(format!("corrupt candidate state: {e}"));
+        let value: serde_json::Value = serde_json::from_str(state).map_err(corrupt)?;
+        let (candidates, prior) = match value {
+            serde_json::Value::Object(mut o) if o.contains_key("prior") => {
+                let prior: ResolvedPrior =
+                    serde_json::from_value(o.remove("prior").unwrap_or_default())
+                        .map_err(corrupt)?;
+                (o.remove("candidates").unwrap_or_default(), Some(prior))
+            }
+            v => (v, None),
+        };
+        let parsed: Option<(CandidatePolicy, CandidateList)> =
+            serde_json::from_value(candidates).map_err(corrupt)?;
         self.candidates = parsed.map(|(policy, list)| ResolvedPolicy { policy, list });
+        self.prior = prior;
         Ok(self)
     }
 
@@ -169,6 +212,10 @@ impl SelectConfig {
         // A pool file's items, not only its name: an edited pool is another configuration.
         if let Some(c) = &self.candidates {
             let _ = write!(text, "{:?}", c.list);
+        }
+        // A prior file's counts, not only its name.
+        if let Some(p) = &self.prior {
+            let _ = write!(text, "{:?}", p.log_mass);
         }
         let mut h: u64 = 0xcbf2_9ce4_8422_2325;
         for b in text.bytes() {
@@ -216,7 +263,8 @@ pub struct UserRow {
 pub struct UserProblem {
     /// Candidate item indices (columns of the data set), best model score first.
     pub items: Vec<u32>,
-    /// The candidates' scores q as the mechanisms see them.
+    /// The candidates' scores q as the mechanisms see them (before a prior's offsets, which
+    /// depend on ε).
     pub scores: Vec<f64>,
     /// The candidates' sensitivities Δ.
     pub sens: Vec<f64>,

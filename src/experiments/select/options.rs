@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 use crate::mechanisms::{self, MechValues, Registry};
 use crate::model::ModelOptions;
 use crate::options::option_table;
-use crate::scoring::CandidatePolicy;
+use crate::scoring::{CandidatePolicy, Prior};
 
 /// Seed of the train/test split and of synthetic data (as `recsel fit --seed`).
 pub const DEFAULT_DATA_SEED: u64 = 42;
@@ -59,6 +59,13 @@ option_table! {
         #[option(value_name = "POLICY", conflicts = &["top"], group = "Selection")]
         #[serde(skip_serializing_if = "Option::is_none")]
         pub candidates: CandidatePolicy,
+        /// A public per-item prior added to the candidates' scores before the mechanisms
+        /// (docs/priors.md): none (the paper's), popularity:W (training popularity) or
+        /// file:PATH:W (public counts, ITEM COUNT per line). The tables still measure the
+        /// scores without it.
+        #[option(value_name = "PRIOR", group = "Selection")]
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub prior: Prior,
         /// Clip every candidate score to its item's [p1, p99] range, so that Δ_j bounds how far
         /// one user can move it: only a clipped run is a DP release. Off by default, as in the
         /// paper's text (seed 001 clips only its synthetic scores).

@@ -183,13 +183,32 @@ fn run_problem<S: UserScorer>(
             .collect(),
         None => Vec::new(),
     };
+    // With a prior, each ε's problem is the scores plus the offsets at that ε (docs/priors.md);
+    // what is measured stays the scores without them.
+    let offset: Vec<Vec<f64>> = match &cfg.prior {
+        Some(p) => cfg
+            .epsilons
+            .iter()
+            .map(|&eps| {
+                let mut v = q.clone();
+                p.add_offsets(&mut v, &d, |a| items[a], eps, owned);
+                v
+            })
+            .collect(),
+        None => Vec::new(),
+    };
+    let offset_problems = offset
+        .iter()
+        .map(|v| Problem::new(v, &d))
+        .collect::<Result<Vec<_>>>()?;
     let mut mean_selected = Vec::with_capacity(mechs.len() * cfg.epsilons.len());
     let mut mse = Vec::with_capacity(mean_selected.capacity());
     let mut hit = Vec::with_capacity(mean_selected.capacity());
     let mut in_history = Vec::with_capacity(is_own.len().min(mean_selected.capacity()));
     for per_eps in mechs {
         for (e, mech) in per_eps.iter().enumerate() {
-            let selector = Selector::new(&**mech, &problem, cfg.noise)?;
+            let problem = offset_problems.get(e).unwrap_or(&problem);
+            let selector = Selector::new(&**mech, problem, cfg.noise)?;
             let id = name_id(mech.name());
             let (mut sum, mut sq, mut hits, mut own) = (0.0, 0.0, 0u32, 0u32);
             selector.sample_trials(draws, id, e as u32, user as u64, 0..cfg.trials, |_, a| {
