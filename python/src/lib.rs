@@ -1194,6 +1194,7 @@ const JOB_OPTIONS: &[&str] = &[
     "min_rating",
     "min_user_items",
     "test_users",
+    "validation_users",
     "data_seed",
     "method",
     "l2",
@@ -1293,6 +1294,12 @@ fn load_rest(
         min_rating,
         min_user_items: opt(o, "min_user_items")?,
         test_users: opt(o, "test_users")?,
+        validation_users: match o.get_item("validation_users")? {
+            Some(v) if !v.is_none() => {
+                Some(recsel::data::ValidationUsers::parse(&v.str()?.to_string()).map_err(err)?)
+            }
+            _ => None,
+        },
     })
 }
 

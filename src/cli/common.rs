@@ -183,6 +183,13 @@ pub struct DataArgs {
     /// small data).
     #[arg(long, value_name = "N")]
     pub test_users: Option<usize>,
+    /// Validation (calibration) users held out of the fit and never served: `auto` or N
+    /// (default: the protocol's — as many as test users for MovieLens and Netflix, none for
+    /// synthetic small data and LightGCN files). On LightGCN files it holds N validation and N
+    /// test users (or --test-users) out of the fit; `auto` takes a fifth of the users, at most
+    /// 3,000 per group (docs/utility.md, "Protocols").
+    #[arg(long, value_name = "auto|N")]
+    pub validation_users: Option<String>,
 }
 
 impl DataArgs {
@@ -211,6 +218,11 @@ impl DataArgs {
             min_rating,
             min_user_items: self.min_user_items,
             test_users: self.test_users,
+            validation_users: self
+                .validation_users
+                .as_deref()
+                .map(recsel::data::ValidationUsers::parse)
+                .transpose()?,
         })
     }
 

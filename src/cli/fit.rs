@@ -39,6 +39,10 @@ pub struct Args {
     /// users when the split has none — never the test users.
     #[arg(long, value_name = "N", default_value_t = recsel::recommend::release::DEFAULT_CALIBRATION_USERS)]
     calibration_users: usize,
+    /// Percentiles of the release's clip range, `LO,HI` (default 1,99: the paper's p1/p99).
+    /// A narrower range shrinks each Δ_j at the cost of clipping more scores (docs/utility.md).
+    #[arg(long, value_name = "LO,HI")]
+    clip_range: Option<String>,
     /// Also evaluate the most-popular baseline.
     #[arg(long)]
     baseline: bool,
@@ -75,7 +79,32 @@ fn print_metrics(out: &mut impl Write, label: &str, m: &Metrics) -> std::io::Res
 /// Runs `recsel fit`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let src = args.data.source()?;
-    let load_opts = args.data.load_options()?;
+    let mut load_opts = args.data.load_options()?;
+    let sens_cfg = match &args.clip_range {
+        Some(r) => super::tune::clip_range(r)?,
+        None => recsel::scoring::SensitivityConfig::default(),
+    };
+    if args.out.is_some() && src.is_lightgcn() {
+        // A release calibrates on users it never serves: on LightGCN files (where every user's
+        // train row is fitted on) that needs users held out of the fit.
+        use recsel::data::ValidationUsers;
+        match load_opts.validation_users {
+            None => {
+                load_opts.validation_users = Some(ValidationUsers::Auto);
+                eprintln!(
+                    "[fit] --out on LightGCN files: validation and test users held out of the fit \
+                     (--validation-users auto), so the release calibrates on users it neither \
+                     fits nor serves (docs/utility.md, \"Protocols\")"
+                );
+            }
+            Some(ValidationUsers::Count(0)) => anyhow::bail!(
+                "--out with --validation-users 0 on LightGCN files would calibrate the release \
+                 on users it serves (every user's train row is fitted on): give --validation-users \
+                 auto or N"
+            ),
+            Some(_) => {}
+        }
+    }
     let quiet = args.json;
     let progress = |stage: &str| eprintln!("[fit] {stage} …");
 
@@ -134,7 +163,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         )
         .with_context(|| format!("saving the model to {}", dir.display()))?;
         progress("calibrating the release artifact");
-        let sens_cfg = recsel::scoring::SensitivityConfig::default();
         let mut release = recsel::recommend::calibrate(
             &model,
             &params,

@@ -26,9 +26,14 @@ use super::common::{progress, MechOpts};
   recsel recommend --model models/synth --mech mgem --eps 1 --history 3,17,42 --seed 1
   recsel recommend --model models/synth --mech cgem --eps 0.5 --users users.csv --out recs.parquet --secure
   recsel recommend --model models/synth --mech mgem --eps 1 --candidates popular:200 --users users.csv --secure
+  recsel recommend --model models/synth --eps 2 --users users.csv --secure   # tuned (recsel tune)
+
+Without --mech, the row of DIR/tuning.json (`recsel tune`) for the largest tuned eps <= --eps is
+served: krr over its public pool, or the most popular item (0-DP).
 
 Candidate policies (--candidates): all (default: every item, the user's own included),
-popular:N (the N most popular training items, stored in the release), pool:FILE (a public list
+popular:N (the N most popular training items, stored in the release), heldout:N (the N items
+most often held out by the users fitted on, stored in the release), pool:FILE (a public list
 of item ids, one per line) — each user-level eps-DP per recommendation — and history-top:N (the
 user's top N by the user's own scores, own items excluded; candidate membership is NOT protected,
 needs --allow-non-private).
@@ -39,15 +44,17 @@ pub struct Args {
     /// Model directory written by `recsel fit --out DIR` (model.json, release.json, …).
     #[arg(long, value_name = "DIR")]
     model: PathBuf,
-    /// Mechanism (`recsel mechanisms`); one that is not ε-DP needs --allow-non-private.
-    #[arg(long)]
+    /// Mechanism (`recsel mechanisms`); one that is not ε-DP needs --allow-non-private. Default:
+    /// the tuned configuration of DIR/tuning.json (`recsel tune`) for --eps.
+    #[arg(long, default_value = recsel::recommend::tuning::TUNED)]
     mech: String,
     /// ε of each recommendation.
     #[arg(long)]
     eps: f64,
-    /// Which items are candidates: all, popular:N, pool:FILE or history-top:N (see below).
-    #[arg(long, value_name = "POLICY", default_value = "all")]
-    candidates: String,
+    /// Which items are candidates: all, popular:N, heldout:N, pool:FILE or history-top:N (see
+    /// below) [default: all, or the tuned pool when no --mech is given].
+    #[arg(long, value_name = "POLICY")]
+    candidates: Option<String>,
     /// Replaced by --candidates (`history-top:N` is the old `--top N`); an error that says so.
     #[arg(long, hide = true)]
     top: Option<String>,
@@ -118,7 +125,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         epsilon: args.eps,
         ..MechParams::default()
     })?;
-    let candidates = CandidatePolicy::parse(&args.candidates).context("--candidates")?;
+    let candidates = match &args.candidates {
+        Some(c) => CandidatePolicy::parse(c).context("--candidates")?,
+        None => CandidatePolicy::All,
+    };
+    anyhow::ensure!(
+        !(args.mech == recsel::recommend::tuning::TUNED && args.candidates.is_some()),
+        "--candidates needs --mech: without it the tuned configuration (tuning.json) chooses the \
+         candidates"
+    );
     let mut cfg = RecommendConfig::new(&args.mech, params, NoiseMode::from_flag(args.secure))
         .with_candidates(candidates);
     cfg.allow_non_private = args.allow_non_private;

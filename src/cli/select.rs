@@ -154,7 +154,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                     .collect();
                 let pop = recsel::scoring::policy::popularity(&data.train);
                 let list = policy
-                    .resolve(data.n_items(), Some(&pop), &|id| index.get(id).copied())
+                    .resolve_with(
+                        data.n_items(),
+                        Some(&pop),
+                        data.heldout_popularity.as_deref(),
+                        &|id| index.get(id).copied(),
+                    )
                     .context("--candidates")?;
                 eprintln!(
                     "[select] candidates: {policy} ({} items, the same for every user, the \

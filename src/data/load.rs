@@ -77,6 +77,12 @@ pub struct LoadOptions {
     pub min_user_items: Option<usize>,
     /// Number of test users (and as many validation users where the protocol has them).
     pub test_users: Option<usize>,
+    /// Validation (calibration) users held out of the fit and never served (docs/utility.md,
+    /// "Protocols"). `None` keeps the protocol's: as many as test users for MovieLens and Netflix,
+    /// none for synthetic small data and for LightGCN files (the paper's protocol, every user's
+    /// train row fitted on). On LightGCN files any other value holds that many validation users
+    /// and as many test users (or `test_users`) out of the fit.
+    pub validation_users: Option<super::heldout::ValidationUsers>,
 }
 
 impl Default for LoadOptions {
@@ -86,14 +92,8 @@ impl Default for LoadOptions {
             min_rating: None,
             min_user_items: None,
             test_users: None,
+            validation_users: None,
         }
-    }
-}
-
-impl LoadOptions {
-    /// Whether any preprocessing or split option is set.
-    fn overrides_protocol(&self) -> bool {
-        self.min_rating.is_some() || self.min_user_items.is_some() || self.test_users.is_some()
     }
 }
 
@@ -116,6 +116,22 @@ pub enum DataSource {
         /// Column names for `csv` / `parquet`.
         columns: Option<Columns>,
     },
+}
+
+impl DataSource {
+    /// Whether the source is a LightGCN directory (its own train/test split, no preprocessing).
+    pub fn is_lightgcn(&self) -> bool {
+        matches!(
+            self,
+            DataSource::Named {
+                dataset: NamedDataset::AmazonBook,
+                ..
+            } | DataSource::Path {
+                format: Format::LightGcn,
+                ..
+            }
+        )
+    }
 }
 
 const ML20M_HELP: &str =
@@ -154,10 +170,16 @@ pub fn load_dataset_with(source: &DataSource, seed: u64, opts: &LoadOptions) -> 
             ..
         }
     );
-    if lightgcn && opts.overrides_protocol() {
+    let held_out = super::heldout::lightgcn_option(opts, seed)?;
+    if lightgcn
+        && (opts.min_rating.is_some()
+            || opts.min_user_items.is_some()
+            || (opts.test_users.is_some() && held_out.is_none()))
+    {
         return Err(Error::Invalid(
             "--min-rating, --min-user-items and --test-users do not apply to LightGCN files: \
-             they carry their own train/test split and are not preprocessed"
+             they carry their own train/test split and are not preprocessed (--test-users \
+             applies with --validation-users, which holds users out of the fit)"
                 .into(),
         ));
     }
@@ -188,7 +210,7 @@ pub fn load_dataset_with(source: &DataSource, seed: u64, opts: &LoadOptions) -> 
                         return Err(missing(&dir.join(f), AMAZON_HELP));
                     }
                 }
-                let mut ds = load_lightgcn(&dir, "amazon-book")?;
+                let mut ds = load_lightgcn_with(&dir, "amazon-book", held_out)?;
                 ds.descriptor = ds.descriptor.with_paper_model(PaperModel::AMAZON_BOOK);
                 Ok(ds)
             }
@@ -248,7 +270,7 @@ pub fn load_dataset_with(source: &DataSource, seed: u64, opts: &LoadOptions) -> 
                         .file_name()
                         .map(|s| s.to_string_lossy().into_owned())
                         .unwrap_or(name);
-                    load_lightgcn(&dir, &name)
+                    load_lightgcn_with(&dir, &name, held_out)
                 }
                 Format::Csv | Format::Parquet => {
                     let cols = columns.clone().ok_or_else(|| {
@@ -389,6 +411,15 @@ fn from_records(
             split_cfg.validation_users = n;
         }
         split_cfg.test_users = n;
+    }
+    match opts.validation_users {
+        Some(super::heldout::ValidationUsers::Count(n)) => split_cfg.validation_users = n,
+        Some(v @ super::heldout::ValidationUsers::Fold { .. }) => {
+            return Err(Error::Invalid(format!(
+                "validation users '{v}': cross-fitting folds apply to LightGCN files only"
+            )))
+        }
+        _ => {}
     }
     split_owned(descriptor, matrix, &split_cfg)
 }
@@ -766,6 +797,82 @@ pub fn read_lightgcn_file(path: &Path) -> Result<Vec<(u32, u32)>> {
 /// in the published files); every user with at least one test item is a test user, scored from
 /// their training row (docs/protocol.md, step 3, Amazon Books).
 pub fn load_lightgcn(dir: &Path, name: &str) -> Result<Dataset> {
+    load_lightgcn_with(dir, name, None)
+}
+
+/// [`load_lightgcn`], or with `held_out` the held-out-users protocol (docs/utility.md,
+/// "Protocols"; [`super::heldout::held_out_groups`]): test and validation users are left out of
+/// the fit, each keeping its train row as history and its test row as held-out items; every
+/// other user is fitted on its full row (train and test), and the fitted users' test rows give
+/// [`Dataset::heldout_popularity`].
+pub fn load_lightgcn_with(
+    dir: &Path,
+    name: &str,
+    held_out: Option<super::heldout::LightGcnHeldOut>,
+) -> Result<Dataset> {
+    let Some(h) = held_out else {
+        return load_lightgcn_paper(dir, name);
+    };
+    let mut train = read_lightgcn_file(&dir.join("train.txt"))?;
+    let mut test = read_lightgcn_file(&dir.join("test.txt"))?;
+    let n_users = train
+        .iter()
+        .chain(&test)
+        .map(|p| p.0 as usize + 1)
+        .max()
+        .unwrap_or(0);
+    let n_items = train
+        .iter()
+        .chain(&test)
+        .map(|p| p.1 as usize + 1)
+        .max()
+        .unwrap_or(0);
+    let train_m = csr_from_pairs(n_users, n_items, &mut train);
+    let test_m = csr_from_pairs(n_users, n_items, &mut test);
+    let has = |m: &super::Csr, u: usize| m.outer_view(u).is_some_and(|r| r.nnz() > 0);
+    let eligible: Vec<usize> = (0..n_users)
+        .filter(|&u| has(&train_m, u) && has(&test_m, u))
+        .collect();
+    let g = super::heldout::held_out_groups(
+        n_users,
+        &eligible,
+        h.validation,
+        h.test_users,
+        h.seed,
+        h.fold,
+    )?;
+    let mut full: Vec<(u32, u32)> = Vec::with_capacity(train.len() + test.len());
+    let mut heldout = vec![0u64; n_items];
+    for &u in &g.fit {
+        for m in [&train_m, &test_m] {
+            if let Some(r) = m.outer_view(u) {
+                full.extend(r.indices().iter().map(|&j| (u as u32, j)));
+            }
+        }
+        if let Some(r) = test_m.outer_view(u) {
+            for &j in r.indices() {
+                heldout[j as usize] += 1;
+            }
+        }
+    }
+    let fit_full = csr_from_pairs(n_users, n_items, &mut full);
+    let ds = Dataset {
+        descriptor: Descriptor::new(name, Some(Format::LightGcn), Protocol::LightGcn),
+        train: select_rows(&fit_full, &g.fit),
+        test_input: select_rows(&train_m, &g.test),
+        test_target: select_rows(&test_m, &g.test),
+        validation: select_rows(&train_m, &g.validation),
+        validation_target: select_rows(&test_m, &g.validation),
+        heldout_popularity: Some(heldout),
+        item_ids: (0..n_items).map(|i| i.to_string()).collect(),
+        test_user_ids: g.test.iter().map(|u| u.to_string()).collect(),
+    };
+    ds.validate()?;
+    Ok(ds)
+}
+
+/// The paper's LightGCN protocol (see [`load_lightgcn`]).
+fn load_lightgcn_paper(dir: &Path, name: &str) -> Result<Dataset> {
     let mut train = read_lightgcn_file(&dir.join("train.txt"))?;
     let mut test = read_lightgcn_file(&dir.join("test.txt"))?;
     let n_users = train
@@ -794,6 +901,8 @@ pub fn load_lightgcn(dir: &Path, name: &str) -> Result<Dataset> {
         test_input,
         test_target,
         validation,
+        validation_target: select_rows(&test_m, &[]),
+        heldout_popularity: None,
         item_ids: (0..n_items).map(|i| i.to_string()).collect(),
         test_user_ids: test_users.iter().map(|u| u.to_string()).collect(),
     };

@@ -42,6 +42,8 @@
 pub mod input;
 pub mod ledgered;
 pub mod release;
+pub mod tuning;
+pub mod utility;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -132,6 +134,8 @@ pub struct Recommender {
     sens_order: Vec<u32>,
     noise: NoiseMode,
     epsilon: Option<f64>,
+    /// The tuned choice this recommender serves, when asked for [`tuning::TUNED`].
+    tuned: Option<tuning::TunedChoice>,
 }
 
 /// The stream key of a user id (FNV-1a): a user's seeded draws do not depend on where the user
@@ -143,8 +147,16 @@ pub fn user_key(user_id: &str) -> u64 {
 }
 
 impl Recommender {
-    /// Loads the model and the release artifact in `dir` and builds the mechanism of `cfg`.
+    /// Loads the model and the release artifact in `dir` and builds the mechanism of `cfg`. The
+    /// mechanism [`tuning::TUNED`] serves the tuned row of `dir/tuning.json` for `cfg`'s ε.
     pub fn load(dir: &Path, cfg: &RecommendConfig) -> Result<Self> {
+        let (resolved, tuned) = if cfg.mechanism == tuning::TUNED {
+            let (c, t) = tuning::resolve(dir, cfg)?;
+            (c, Some(t))
+        } else {
+            (cfg.clone(), None)
+        };
+        let cfg = &resolved;
         let release = Release::read(dir)?;
         let fp = u64::from_str_radix(&release.manifest.data_fingerprint, 16).map_err(|_| {
             Error::Invalid(format!(
@@ -160,11 +172,20 @@ impl Recommender {
                 dir.display()
             )));
         }
-        Self::new(model, release, cfg)
+        let mut rec = Self::new(model, release, cfg)?;
+        rec.tuned = tuned;
+        Ok(rec)
     }
 
     /// A recommender from a model and its release, both in memory.
     pub fn new(model: Model, release: Release, cfg: &RecommendConfig) -> Result<Self> {
+        if cfg.mechanism == tuning::TUNED {
+            return Err(Error::Invalid(format!(
+                "the '{}' configuration is read from a model directory's {}: use                  Recommender::load",
+                tuning::TUNED,
+                tuning::TUNING
+            )));
+        }
         if model.n_items() != release.manifest.n_items {
             return Err(Error::Invalid(format!(
                 "the model has {} items but the release {}",
@@ -182,9 +203,12 @@ impl Recommender {
         let n = model.n_items();
         let policy = cfg.candidates.clone();
         let list = policy
-            .resolve(n, release.popularity.as_deref(), &|id| {
-                index.get(id).copied()
-            })
+            .resolve_with(
+                n,
+                release.popularity.as_deref(),
+                release.heldout.as_deref(),
+                &|id| index.get(id).copied(),
+            )
             .map_err(|e| match (&policy, &release.popularity) {
                 (CandidatePolicy::Popular(_), None) => Error::Invalid(format!(
                     "{e}: the release is format version {} (written by recsel {}); write it \
@@ -259,7 +283,13 @@ impl Recommender {
             sens_order,
             noise: cfg.noise,
             epsilon,
+            tuned: None,
         })
+    }
+
+    /// The tuned choice served, when the recommender was loaded for [`tuning::TUNED`].
+    pub fn tuned(&self) -> Option<&tuning::TunedChoice> {
+        self.tuned.as_ref()
     }
 
     /// The release artifact in use.
@@ -344,9 +374,13 @@ impl Recommender {
             ),
             (None, _) => format!("NOT differentially private ({mech}); {candidates}"),
         };
+        let tuned = match &self.tuned {
+            Some(t) => format!("; {}", t.describe()),
+            None => String::new(),
+        };
         format!(
             "privacy: {scope}; scores clipped to bounds fixed beforehand on {} {} users who are \
-             not served; n recommendations from one history spend n times that; noise: {}",
+             not served; n recommendations from one history spend n times that; noise: {}{tuned}",
             c.users,
             c.population,
             if self.noise.is_secure() {
