@@ -43,3 +43,4 @@ mod serve_faults;
 mod serve_options;
 mod serve_postgres;
 mod synth;
+mod utility;

@@ -137,6 +137,8 @@ class Recommender:
     candidates of the policy ``candidates`` (``"all"`` by default: every item, the user's own
     included; ``"popular:N"``; ``"pool:FILE"``; ``"history-top:N"`` only with
     ``allow_non_private=True``), clip them to the calibrated bounds, select one with the mechanism.
+    ``mech="tuned"`` serves what ``recsel tune`` chose for ``eps`` (the folder's ``tuning.json``):
+    krr over a public pool at the largest tuned ε ≤ ``eps``, or the most popular item (0-DP).
 
     Example::
 
@@ -155,5 +157,9 @@ class Recommender:
     def candidates(self) -> str: ...
     @property
     def user_level(self) -> bool: ...
+    @property
+    def tuned(self) -> Optional[str]: ...
+    @property
+    def mechanism(self) -> str: ...
     def recommend(self, users: Sequence[Tuple[str, Sequence[str]]], *,
                   seed: Optional[int] = None) -> List[Optional[str]]: ...

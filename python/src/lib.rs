@@ -1094,10 +1094,23 @@ impl PyRecommender {
         self.rec.epsilon()
     }
 
-    /// The candidate policy, as given (`"all"`, `"popular:N"`, ...).
+    /// The candidate policy, as given (`"all"`, `"popular:N"`, ...), or as tuned.
     #[getter]
     fn candidates(&self) -> String {
         self.rec.candidate_policy().to_string()
+    }
+
+    /// With `mech="tuned"`, what the model folder's `tuning.json` chose for `eps` (as the privacy
+    /// statement says it); `None` otherwise.
+    #[getter]
+    fn tuned(&self) -> Option<String> {
+        self.rec.tuned().map(|t| t.describe())
+    }
+
+    /// The mechanism served (with `mech="tuned"`: `krr`, or `random` over the one fixed item).
+    #[getter]
+    fn mechanism(&self) -> String {
+        self.rec.mechanism().name().to_string()
     }
 
     /// Whether each recommendation is user-level ε-DP (an ε-DP mechanism on a history-independent
@@ -1508,6 +1521,7 @@ impl SelectJob {
     ) -> R<String> {
         let parts: Vec<PartitionResult> = parts.iter().map(|p| p.part.clone()).collect();
         let config = self.config.get();
+        let model = self.model.get();
         let t0 = std::time::Instant::now();
         py.detach(|| {
             let merged = partition::merge(parts, self.data.test_input.rows())?;
@@ -1536,7 +1550,7 @@ impl SelectJob {
                 diagnostics_seconds: t0.elapsed().as_secs_f64(),
                 total_seconds: start_seconds + t0.elapsed().as_secs_f64(),
             };
-            finish_select(
+            let text = finish_select(
                 &self.out,
                 &run,
                 &merged.rows,
@@ -1545,6 +1559,21 @@ impl SelectJob {
                 &self.data.test_user_ids,
                 &self.data.item_ids,
                 &timings,
+                json,
+            )?;
+            // The public baselines beside the mechanisms, as `recsel select` prints them.
+            let scorer = ModelScorer::new(&model.model, &self.data.test_input)
+                .with_targets(&self.data.test_target);
+            recsel::experiments::baselines::add_to_summary(
+                &scorer,
+                &config.cfg,
+                &merged.rows,
+                &recsel::scoring::policy::popularity(&self.data.train),
+                recsel::data::calibration_users(&self.data, self.data_seed)
+                    .map(|c| recsel::scoring::policy::popularity(&c.heldout))
+                    .as_deref(),
+                &self.out,
+                text,
                 json,
             )
         })

@@ -118,3 +118,40 @@ def test_recommender_candidate_policies(release, run_cli, tmp_path):
         recsel.Recommender(str(release), "mgem", 1.0, include_history=True)
     with pytest.raises(recsel.RecselError, match="unknown candidate policy"):
         recsel.Recommender(str(release), "mgem", 1.0, candidates="top:5")
+
+
+def test_tuned_recommender_serves_what_recsel_tune_chose(run_cli, tmp_path):
+    """mech="tuned" reads tuning.json: the same row, statement and picks as `recsel recommend`
+    without --mech."""
+    model = tmp_path / "model"
+    data = ["--dataset", "synthetic", "--validation-users", "500"]
+    run_cli("fit", *data, "--out", model)
+    run_cli("tune", "--model", model, *data)
+    tuning = json.loads((model / "tuning.json").read_text())
+    row = [r for r in tuning["rows"] if r["epsilon"] == 2.0][0]
+    rec = recsel.Recommender(str(model), "tuned", 3.0)
+    assert rec.candidates == row["candidates"]
+    assert rec.mechanism == row["mechanism"]
+    assert "tuned (tuning.json)" in rec.privacy_statement and rec.tuned
+    assert rec.user_level
+    users = _users(model)
+    path = tmp_path / "users.csv"
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["user", "item"])
+        for u, items in users:
+            for i in items:
+                w.writerow([u, i])
+    out = tmp_path / "recs.csv"
+    run_cli("recommend", "--model", model, "--eps", "3", "--users", path, "--out", out,
+            "--seed", "4")
+    with open(out) as f:
+        cli = {u: i for u, i in list(csv.reader(f))[1:]}
+    assert rec.recommend(users, seed=4) == [cli[u] for u, _ in users]
+    # Below the smallest tuned eps: the most popular item to everyone, 0-DP.
+    low = recsel.Recommender(str(model), "tuned", 0.01)
+    assert low.candidates == "popular:1" and low.epsilon == 0.0
+    assert len(set(low.recommend(users, seed=1))) == 1
+    # The tuning chooses the candidates.
+    with pytest.raises(recsel.RecselError, match="tuning chooses the candidates"):
+        recsel.Recommender(str(model), "tuned", 2.0, candidates="popular:5")

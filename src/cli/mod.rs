@@ -59,9 +59,9 @@ enum Command {
     Select(Box<select::Args>),
     /// One private recommendation per user from a model directory with a release artifact.
     Recommend(Box<recommend::Args>),
-    /// Choose the serving configuration per eps on calibration users (writes tuning.json).
+    /// Choose the serving configuration per eps on calibration users (tuning.json).
     Tune(Box<tune::Args>),
-    /// hit@1 of public baselines and private mechanisms on held-out users; the utility frontier.
+    /// hit@1 of public baselines and private mechanisms on held-out users (the frontier).
     Evaluate(Box<utility::Args>),
     /// Inspect, export and import a privacy ledger (docs/ledger.md).
     Ledger(ledger::Args),

@@ -187,6 +187,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         noise: recsel::rng::NoiseMode::from_flag(args.secure),
         registry: Default::default(),
     };
+    // The public baselines' inputs (docs/utility.md): training popularity, and the calibration
+    // users' held-out items when the split has calibration users.
+    let popularity = recsel::scoring::policy::popularity(&data.train);
+    let calibration = recsel::data::calibration_users(&data, args.data_seed)
+        .map(|c| recsel::scoring::policy::popularity(&c.heldout));
     data.release_training_rows(); // the model and the fingerprints are made
     if args.secure {
         super::common::announce_secure_mode();
@@ -275,6 +280,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         &out, &run, &rows, &analysis, &sens, ids, items, &timings, args.json,
     )
     .with_context(|| format!("writing the results into {}", out.display()))?;
+    let text = recsel::experiments::baselines::add_to_summary(
+        &scorer,
+        &cfg,
+        &rows,
+        &popularity,
+        calibration.as_deref(),
+        &out,
+        text,
+        args.json,
+    )?;
     let mut stdout = std::io::stdout().lock();
     write!(stdout, "{text}")?;
     if args.add_mech.is_some() && !args.json {
