@@ -40,7 +40,7 @@ pub struct Args {
     /// The budget's window (UTC calendar): day, week, month or none (default: none).
     #[arg(long, value_parser = ["day", "week", "month", "none"])]
     period: Option<String>,
-    /// Mechanism (`recsel mechanisms`).
+    /// Mechanism (`recsel mechanisms`), or `tuned`: the row of DIR/tuning.json for --eps.
     #[arg(long, required_unless_present = "config")]
     mech: Option<String>,
     /// ε of each recommendation.

@@ -33,7 +33,8 @@ pub struct ServeOptions {
     /// life, the default).
     #[serde(default = "default_period")]
     pub period: Period,
-    /// Registry name of the selection mechanism (fixed by the operator; requests cannot choose).
+    /// Registry name of the selection mechanism (fixed by the operator; requests cannot choose),
+    /// or `tuned`: the row of the model directory's `tuning.json` for ε (`recsel tune`).
     pub mechanism: String,
     /// The mechanism's parameters, ε among them (fixed by the operator).
     #[serde(default)]

@@ -84,8 +84,12 @@ impl Service {
             .map_err(|e| ServeError::Options(format!("candidates: {e}")))?;
         let budget = Units::budget(&opts.budget)
             .map_err(|e| ServeError::Options(format!("budget '{}': {e}", opts.budget)))?;
-        let mech = mechanisms::build(&opts.mechanism, &opts.params)?;
-        let pure = matches!(mech.guarantee(), Guarantee::Pure { .. });
+        // `tuned` serves tuning.json's row: krr or the fixed item over a public pool, both ε-DP.
+        let pure = opts.mechanism == crate::recommend::tuning::TUNED
+            || matches!(
+                mechanisms::build(&opts.mechanism, &opts.params)?.guarantee(),
+                Guarantee::Pure { .. }
+            );
         let user_level = pure && candidates.history_independent();
         if !user_level && !opts.allow_non_private {
             return Err(ServeError::Options(format!(
