@@ -11,7 +11,7 @@
 use std::time::Instant;
 
 use rand::Rng as _;
-use recsel::experiments::real::PAPER_EPSILONS;
+use recsel::experiments::select::PAPER_EPSILONS;
 use recsel::mechanisms::{self, MechParams, Problem, Selector};
 use recsel::rng::{Draws, NoiseMode, Streams};
 
@@ -21,10 +21,7 @@ fn main() {
         .find_map(|a| a.parse().ok())
         .unwrap_or(40);
     let (k, trials) = (500usize, 50u32);
-    let params = MechParams {
-        gamma: 0.0008,
-        ..MechParams::default()
-    };
+    let params = MechParams::default().with_param("gamma", 0.0008);
     let list = std::env::args()
         .skip(1)
         .rfind(|a| a.parse::<u64>().is_err() && !a.starts_with('-'))

@@ -34,15 +34,8 @@ fn recommend_throughput(c: &mut Criterion) {
     g.measurement_time(Duration::from_secs(20)).sample_size(10);
     g.throughput(Throughput::Elements(USERS as u64));
     for (name, mode) in [("fast", NoiseMode::Fast), ("secure", NoiseMode::Secure)] {
-        let mut cfg = RecommendConfig::new(
-            "mgem",
-            MechParams {
-                epsilon: 1.0,
-                ..Default::default()
-            },
-            mode,
-        )
-        .with_candidates(CandidatePolicy::HistoryTop(TOP));
+        let mut cfg = RecommendConfig::new("mgem", MechParams::default().with_epsilon(1.0), mode)
+            .with_candidates(CandidatePolicy::HistoryTop(TOP));
         cfg.allow_non_private = true; // the paper's candidates, for throughput comparisons
         let rec = Recommender::load(&dir, &cfg).unwrap();
         g.bench_function(name, |b| {

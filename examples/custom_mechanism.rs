@@ -3,8 +3,11 @@
 //!
 //! The mechanism, `laplace-max`, is Report Noisy Max with Laplace noise of scale `scale·Δ/ε`:
 //! ε-DP for every `scale ≥ 2` (docs/mechanisms.md, "Report Noisy Max"; a larger scale only adds
-//! noise). `scale` is its own typed parameter: declared once below, it is validated, defaulted,
-//! recorded in the resolved configurations and listed without any edit to recsel.
+//! noise). With `noise = "gumbel"` the noise is Gumbel of the same scale instead: the argmax is
+//! then the exponential mechanism with weights `exp(q_a·ε/(scale·Δ))`, ε-DP for `scale ≥ 2` too.
+//! `scale` and `noise` are its own typed parameters (a real, and a choice): declared once below,
+//! they are validated, defaulted, taken as table keys, flags and keyword arguments, recorded in
+//! the resolved configurations and listed without any edit to recsel.
 //!
 //! Run with `cargo run --release --example custom_mechanism [OUT_DIR]` (default
 //! `out/custom-mechanism`).
@@ -14,8 +17,8 @@ use std::path::{Path, PathBuf};
 use recsel::audit::{self, builtin_pairs, AuditConfig, AuditReport};
 use recsel::data::load::{load_dataset, DataSource, NamedDataset};
 use recsel::data::synthetic::SyntheticShape;
-use recsel::experiments::real::{self, ChunkStore, MseRow, SelectConfig};
 use recsel::experiments::scenarios::ScenarioSet;
+use recsel::experiments::select::{self, ChunkStore, MseRow, SelectConfig};
 use recsel::experiments::{run_synth, SynthConfig, SynthResults};
 use recsel::mechanisms::{
     boxed, MechParams, Mechanism, MechanismSpec, ParamSpec, Prepared, Problem, Registry,
@@ -34,11 +37,20 @@ pub static SCALE: ParamSpec = ParamSpec::real(
     100.0,
 );
 
-/// Laplace noisy max with noise `scale·Δ/ε`, Δ the largest sensitivity.
+/// The second declared parameter: the noise's law, a choice.
+pub static NOISE: ParamSpec = ParamSpec::choice(
+    "noise",
+    "Law of the noise: laplace, or gumbel (then the argmax is the exponential mechanism)",
+    "laplace",
+    &["laplace", "gumbel"],
+);
+
+/// Laplace (or Gumbel) noisy max with noise `scale·Δ/ε`, Δ the largest sensitivity.
 #[derive(Debug)]
 pub struct LaplaceMax {
     epsilon: f64,
     scale: f64,
+    gumbel: bool,
 }
 
 impl LaplaceMax {
@@ -50,20 +62,42 @@ impl LaplaceMax {
                 "laplace-max: epsilon must be finite and > 0, got {epsilon}"
             )));
         }
-        Ok(LaplaceMax { epsilon, scale })
+        Ok(LaplaceMax {
+            epsilon,
+            scale,
+            gumbel: false,
+        })
     }
+
+    /// The same mechanism with Gumbel noise instead of Laplace noise.
+    pub fn with_gumbel(self, gumbel: bool) -> Self {
+        LaplaceMax { gumbel, ..self }
+    }
+}
+
+/// A standard Gumbel draw, `−ln(−ln U)` with U uniform on (0, 1).
+fn gumbel1(rng: &mut Rng) -> f64 {
+    use rand::Rng as _;
+    let u: f64 = rng.random_range(f64::MIN_POSITIVE..1.0);
+    -(-u.ln()).ln()
 }
 
 struct PreparedMax<'a> {
     scores: &'a [f64],
     b: f64,
+    gumbel: bool,
 }
 
 impl Prepared for PreparedMax<'_> {
     fn sample(&self, rng: &mut Rng) -> usize {
         let mut best = (f64::NEG_INFINITY, 0);
         for (a, &q) in self.scores.iter().enumerate() {
-            let v = q + self.b * laplace1(rng);
+            let noise = if self.gumbel {
+                gumbel1(rng)
+            } else {
+                laplace1(rng)
+            };
+            let v = q + self.b * noise;
             if v > best.0 {
                 best = (v, a);
             }
@@ -85,6 +119,7 @@ impl Mechanism for LaplaceMax {
         Box::new(PreparedMax {
             scores: problem.scores(),
             b: self.scale * problem.max_sensitivity() / self.epsilon,
+            gumbel: self.gumbel,
         })
     }
 }
@@ -94,12 +129,15 @@ pub static LAPLACE_MAX: MechanismSpec = MechanismSpec {
     name: "laplace-max",
     guarantee: "eps-DP",
     private: true,
-    params: &[],
-    extra_params: &[SCALE],
-    summary: "argmax q_a + Lap(scale*Delta/eps) (example mechanism from outside the crate)",
-    use_when: "an example: a noisy max with a tunable noise scale",
+    params: &[SCALE, NOISE],
+    summary: "argmax q_a + Lap(scale*Delta/eps), or Gumbel noise (example mechanism from outside \
+              the crate)",
+    use_when: "an example: a noisy max with a tunable noise scale and law",
     audit_reference: false,
-    build: |p| boxed(LaplaceMax::new(p.epsilon, p.get(&SCALE)?)),
+    build: |p| {
+        let gumbel = p.word(&NOISE)? == "gumbel";
+        boxed(LaplaceMax::new(p.epsilon, p.get(&SCALE)?).map(|m| m.with_gumbel(gumbel)))
+    },
 };
 
 /// The built-ins plus `laplace-max`.
@@ -144,15 +182,15 @@ pub fn run(out: &Path) -> recsel::Result<Outcome> {
         clip: true,
         percentile_users: Default::default(),
         seed: 7,
-        source_fingerprint: real::source_fingerprint(&data, &model_params),
+        source_fingerprint: select::source_fingerprint(&data, &model_params),
         noise: NoiseMode::Fast,
         registry: registry.clone(),
     };
     let scorer = ModelScorer::new(&model, &data.test_input);
     let sens = item_sensitivities(&scorer, &SensitivityConfig::default(), &|_| {});
     let store = ChunkStore::open(out, &cfg, true)?;
-    let (rows, _) = real::run_all(&scorer, &sens, &cfg, &store, &|_| {}, None)?;
-    let select = real::mse_table(&cfg, &rows);
+    let (rows, _) = select::run_all(&scorer, &sens, &cfg, &store, &|_| {}, None)?;
+    let select = select::mse_table(&cfg, &rows);
 
     // synth: scenario 1 of docs/experiments.md with 2,000 trials.
     let synth_cfg = SynthConfig {
@@ -160,7 +198,7 @@ pub fn run(out: &Path) -> recsel::Result<Outcome> {
         mechanisms: mechanisms.join(","),
         epsilons: vec![1.0, 8.0],
         trials: 2_000,
-        params: params.extra.clone(),
+        params: params.values.clone(),
         registry: registry.clone(),
         ..SynthConfig::default()
     };

@@ -16,6 +16,7 @@
 //! * [`stats`] — shared numerics: samplers, percentiles, correlations, hypothesis tests;
 //! * [`rng`] — reproducible random streams, one per (user, mechanism, ε index, trial);
 //! * [`io`] — atomic writes and output folders, below every stage;
+//! * [`options`] — option tables: a job's options declared once, for every front end;
 //! * [`hugepages`] — huge pages for the few large arrays read at scattered places.
 //!
 //! Dependencies run one way, from `serve` down to `error` (docs/ARCHITECTURE.md; enforced by
@@ -36,6 +37,7 @@ pub mod io;
 pub mod ledger;
 pub mod mechanisms;
 pub mod model;
+pub mod options;
 pub mod recommend;
 pub mod report;
 pub mod rng;

@@ -10,13 +10,13 @@ use std::path::{Path, PathBuf};
 /// module must be placed here (and in docs/ARCHITECTURE.md) before the test passes.
 const LAYERS: &[&[&str]] = &[
     &["error"],
-    &["io", "rng", "simd", "hugepages"],
+    &["io", "options", "rng", "simd", "hugepages"],
     &["stats"],
     &["data"],
     &["mechanisms", "model"],
     &["scoring", "eval", "ledger"],
     &["experiments", "recommend"],
-    &["audit", "report"],
+    &["report", "audit"],
     &["serve"],
 ];
 
@@ -241,7 +241,10 @@ fn source(path: &str, text: &str) -> Source {
 #[test]
 fn an_upward_import_or_a_sibling_cycle_is_reported() {
     let upward = [
-        source("src/report/mod.rs", "use crate::experiments::real::MseRow;"),
+        source(
+            "src/report/mod.rs",
+            "use crate::experiments::select::MseRow;",
+        ),
         source(
             "src/experiments/real.rs",
             "use crate::report::write_atomic; // upward",
@@ -270,4 +273,52 @@ fn an_upward_import_or_a_sibling_cycle_is_reported() {
 
     let unknown = [source("src/newstage/mod.rs", "use crate::data::Csr;")];
     assert!(violations(&unknown)[0].contains("has no layer"));
+}
+
+/// The house limit on a source file's length, before its `#[cfg(test)]` module.
+const MAX_LINES: usize = 800;
+
+/// Lines of `text` before its first line that opens a `#[cfg(test)]` module (all lines without
+/// one).
+fn lines_before_tests(text: &str) -> usize {
+    text.lines()
+        .take_while(|l| !l.starts_with("#[cfg(test)]"))
+        .count()
+}
+
+/// Every `.rs` file of the library, the binary, the Python binding, the examples and the benches
+/// longer than [`MAX_LINES`] before its tests, with its length.
+fn long_files() -> Vec<(String, usize)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    for dir in ["src", "python/src", "examples", "benches"] {
+        collect(&root.join(dir), &mut files);
+    }
+    files.sort();
+    files
+        .into_iter()
+        .map(|p| {
+            let n = lines_before_tests(&std::fs::read_to_string(&p).unwrap());
+            (p.strip_prefix(root).unwrap().display().to_string(), n)
+        })
+        .filter(|(_, n)| *n > MAX_LINES)
+        .collect()
+}
+
+/// No source file over 800 lines before its `#[cfg(test)]` module: a longer one is split by
+/// topic (docs/ARCHITECTURE.md, "Conventions").
+#[test]
+fn no_source_file_is_over_800_lines_before_its_tests() {
+    let long = long_files();
+    assert!(
+        long.is_empty(),
+        "split these files by topic (at most {MAX_LINES} lines before #[cfg(test)]): {long:?}"
+    );
+    // The count has power: it stops at the test module, and a long file is one line too many.
+    let text = format!(
+        "{}#[cfg(test)]\nmod tests {{}}\n",
+        "fn f() {}\n".repeat(MAX_LINES + 1)
+    );
+    assert_eq!(lines_before_tests(&text), MAX_LINES + 1);
+    assert_eq!(lines_before_tests("a\n#[cfg(test)]\nb\nc\n"), 1);
 }

@@ -167,10 +167,9 @@ fn best_of_t_without_random_stopping_is_flagged() {
         let p = 1.0 - (-0.999 * eps / 3.0).exp();
         let exact = ((1.0 + p).powi(t as i32) - p.powi(t as i32)).ln();
         assert!((exact - expected).abs() < 0.01, "T={t}: {exact}");
-        let params = MechParams {
-            draws: t,
-            ..MechParams::default().with_epsilon(eps)
-        };
+        let params = MechParams::default()
+            .with_epsilon(eps)
+            .with_param("draws", t);
         let p_q = 0.5f64.powi(t as i32);
         let lb = audit_against_exact("bot-exp", params.clone(), "bot-exp-2cand", exact, p_q);
         assert!(lb > eps, "T={t}: ε_LB {lb}");

@@ -50,10 +50,9 @@ fn hand_computed_example() {
 fn violations(name: &str, eps: f64, q: &[f64], d: &[f64], bound: f64, n: u64, seed: u64) -> u64 {
     let m = mechanisms::build(
         name,
-        &MechParams {
-            beta: BETA,
-            ..MechParams::default().with_epsilon(eps)
-        },
+        &MechParams::default()
+            .with_epsilon(eps)
+            .with_param("beta", BETA),
     )
     .unwrap();
     let c = counts(&*m, q, d, n, seed);
@@ -193,10 +192,9 @@ fn cgem_bound_chooser_is_the_randomised_response_mixture() {
             .map(|(a, b)| p_truth * a + (1.0 - p_truth) * b)
             .collect::<Vec<_>>()
     };
-    let params = MechParams {
-        chooser: recsel::stats::Chooser::Bound,
-        ..MechParams::default().with_epsilon(eps)
-    };
+    let params = MechParams::default()
+        .with_epsilon(eps)
+        .with_param("chooser", "bound");
     let m = mechanisms::build("cgem", &params).unwrap();
     let n = 200_000;
     let counts = counts(&*m, &q, &d, n, 77);

@@ -54,51 +54,26 @@ fn bad_parameters_are_caught_at_construction() {
     }
     for name in ["rs", "rs-tnb", "rs-exp"] {
         for g in [0.0, 1.5, -0.1, f64::NAN] {
-            let msg = build_err(
-                name,
-                MechParams {
-                    gamma: g,
-                    ..d.clone()
-                },
-            );
+            let msg = build_err(name, d.clone().with_param("gamma", g));
             assert_eq!(msg, format!("gamma must be in (0, 1], got {g}"), "{name}");
         }
     }
     for name in ["gem", "mgem", "cgem"] {
         for b in [0.0, 1.0, 2.0] {
-            let msg = build_err(
-                name,
-                MechParams {
-                    beta: b,
-                    ..d.clone()
-                },
-            );
+            let msg = build_err(name, d.clone().with_param("beta", b));
             assert_eq!(msg, format!("beta must be in (0, 1), got {b}"), "{name}");
         }
     }
     for h in [-1.0, -3.0, f64::INFINITY] {
-        let msg = build_err(
-            "rs-tnb",
-            MechParams {
-                eta: h,
-                ..d.clone()
-            },
-        );
+        let msg = build_err("rs-tnb", d.clone().with_param("eta", h));
         assert_eq!(msg, format!("eta must be finite and > -1, got {h}"));
     }
     for c in [0.0, 1.0, 1.2] {
-        let msg = build_err("cgem", MechParams { c, ..d.clone() });
+        let msg = build_err("cgem", d.clone().with_param("c", c));
         assert_eq!(msg, format!("c must be in (0, 1), got {c}"));
     }
     // Parameters a mechanism does not use are not its business.
-    assert!(mechanisms::build(
-        "rnm",
-        &MechParams {
-            gamma: 7.0,
-            ..d.clone()
-        }
-    )
-    .is_ok());
+    assert!(mechanisms::build("rnm", &d.clone().with_param("gamma", 7.0)).is_ok());
 }
 
 #[test]

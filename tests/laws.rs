@@ -209,7 +209,9 @@ impl RsCase {
         let eps = self.params.epsilon;
         let what = format!(
             "{} eps={eps} gamma={} eta={}",
-            self.name, self.params.gamma, self.params.eta
+            self.name,
+            self.params.number(&recsel::mechanisms::GAMMA),
+            self.params.number(&recsel::mechanisms::ETA)
         );
         let c = counts_with(
             &*mech(self.name, self.params.clone()),
@@ -262,12 +264,10 @@ impl RsCase {
 }
 
 fn params(eps: f64, gamma: f64, eta: f64) -> MechParams {
-    MechParams {
-        epsilon: eps,
-        gamma,
-        eta,
-        ..MechParams::default()
-    }
+    MechParams::default()
+        .with_epsilon(eps)
+        .with_param("gamma", gamma)
+        .with_param("eta", eta)
 }
 
 /// `rs` (docs/mechanisms.md, "Random stopping"): K ~ Geometric(γ), Lap(3Δ_a/ε), at several γ and ε, unequal sensitivities.

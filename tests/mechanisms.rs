@@ -344,11 +344,9 @@ fn sampling_the_trials_together_selects_what_each_trial_selects() {
     let problem = Problem::new(&q, &d).unwrap();
     let mut draws = Draws::Seeded(Streams::new(5));
     for spec in mechanisms::parse_list("all").unwrap() {
-        let params = MechParams {
-            gamma: 0.01,
-            ..MechParams::default()
-        }
-        .with_epsilon(0.7);
+        let params = MechParams::default()
+            .with_param("gamma", 0.01)
+            .with_epsilon(0.7);
         let m = spec.build(&params).unwrap();
         let sel = Selector::new(&*m, &problem, NoiseMode::Fast).unwrap();
         let one: Vec<usize> = (3..60)

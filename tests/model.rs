@@ -6,8 +6,9 @@ use recsel::data::load::load_lightgcn;
 use recsel::data::synthetic::SyntheticShape;
 use recsel::data::{csr_from_pairs, load_dataset, Csr, DataSource, NamedDataset};
 use recsel::eval::evaluate;
-use recsel::model::factor::{amd_ordering, exact_cholesky, incomplete_cholesky};
+use recsel::model::factor::{exact_cholesky, incomplete_cholesky};
 use recsel::model::gram::gram_lower;
+use recsel::model::ordering::amd_ordering;
 use recsel::model::sansa::{add_diagonal_in_place, fit_sansa, scale_symmetric_in_place};
 use recsel::model::sparse::{permute_lower, Cols, SparseMat};
 use recsel::model::{self, FitReport, Method, Model, ModelParams, Precision, Scratch, UmrConfig};
@@ -579,7 +580,7 @@ fn pattern_with_dense_nodes(n: usize, dense: usize, seed: u64) -> (Vec<usize>, V
 /// (the identity on the sparse pattern) differs from it.
 #[test]
 fn amd_with_dense_nodes_replaced_by_a_band_equals_full_amd() {
-    use recsel::model::factor::{amd_ordering_full, amd_ordering_pattern};
+    use recsel::model::ordering::{amd_ordering_full, amd_ordering_pattern};
     for (n, dense, seed) in [(1200, 600, 1), (2000, 1000, 2), (1500, 500, 3)] {
         let (ptr, rows) = pattern_with_dense_nodes(n, dense, seed);
         let full = amd_ordering_full(n, &ptr, &rows).unwrap();
@@ -592,7 +593,7 @@ fn amd_with_dense_nodes_replaced_by_a_band_equals_full_amd() {
                 m[(i as usize, j)] = 1.0;
             }
         }
-        let from_dense = recsel::model::factor::amd_ordering_dense(m.as_ref()).unwrap();
+        let from_dense = recsel::model::ordering::amd_ordering_dense(m.as_ref()).unwrap();
         assert_eq!(full, from_dense, "dense, n = {n}");
         // Power: dropping the dense nodes' edges to the sparse ones changes the ordering.
         let mut p2 = vec![0usize];

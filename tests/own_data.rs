@@ -73,9 +73,8 @@ fn a_tab_separated_click_log_loads_with_min_rating_none() {
     let mut bad = base.to_vec();
     bad[12] = "::";
     let out = recsel(&bad);
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("--delimiter must be one ASCII character")
-    );
+    assert!(String::from_utf8_lossy(&out.stderr)
+        .contains("delimiter (--delimiter) must be one ASCII character"));
 }
 
 #[test]

@@ -3,8 +3,8 @@
 //! merged partition results give exactly the single-machine rows and analysis, for 1, 3 and 7
 //! partitions.
 
-use recsel::experiments::partition::{self, PartitionResult};
-use recsel::experiments::real::{self, ChunkStore};
+use recsel::experiments::select::partition::{self, PartitionResult};
+use recsel::experiments::select::{self, ChunkStore};
 use recsel::scoring::{
     item_sensitivities, percentile_counts, sketch_users, PercentileSketch, PercentileUsers,
     SensitivityConfig, UserScorer,
@@ -68,15 +68,15 @@ fn partition_sketches_merge_into_the_exact_sensitivities() {
 
 #[test]
 fn merged_partitions_equal_the_single_machine_run() {
-    let scorer = Hashed::new(2 * real::CHUNK_USERS + 99, 200);
+    let scorer = Hashed::new(2 * select::CHUNK_USERS + 99, 200);
     let scfg = recsel::scoring::SensitivityConfig::default();
     let sens = item_sensitivities(&scorer, &scfg, &|_| {});
     let cfg = config(4);
     let dir = tempfile::tempdir().unwrap();
     let store = ChunkStore::open(dir.path(), &cfg, false).unwrap();
-    let (rows, skipped) = real::run_all(&scorer, &sens, &cfg, &store, &|_| {}, None).unwrap();
-    let whole = real::analyse(&scorer, &sens, scfg.floor, &cfg, &rows);
-    let json = |a: &real::Analysis| {
+    let (rows, skipped) = select::run_all(&scorer, &sens, &cfg, &store, &|_| {}, None).unwrap();
+    let whole = select::analyse(&scorer, &sens, scfg.floor, &cfg, &rows);
+    let json = |a: &select::Analysis| {
         serde_json::to_string(&(&a.mse, &a.spearman, &a.diagnostics, &a.rules)).unwrap()
     };
     for parts in [1, 3, 7] {
@@ -94,7 +94,7 @@ fn merged_partitions_equal_the_single_machine_run() {
         let m = partition::merge(results, scorer.n_users()).unwrap();
         assert_eq!(m.rows, rows, "{parts} partitions: rows");
         assert_eq!(m.skipped, skipped);
-        let a = real::analysis_from(&cfg, &sens, scfg.floor, m.counts.clone(), m.sample, &m.rows);
+        let a = select::analysis_from(&cfg, &sens, scfg.floor, m.counts.clone(), m.sample, &m.rows);
         assert_eq!(a.counts, whole.counts, "{parts} partitions: counts");
         assert_eq!(json(&a), json(&whole), "{parts} partitions: analysis");
     }

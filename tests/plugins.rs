@@ -11,7 +11,7 @@ use crate::custom_mechanism::{self, LaplaceMax, LAPLACE_MAX};
 fn example_mechanism_runs_through_select_synth_and_audit() {
     let dir = tempfile::tempdir().unwrap();
     let o = custom_mechanism::run(dir.path()).unwrap();
-    let mse = |rows: &[recsel::experiments::real::MseRow], m: &str, e: f64| {
+    let mse = |rows: &[recsel::experiments::select::MseRow], m: &str, e: f64| {
         rows.iter()
             .find(|r| r.mechanism == m && r.epsilon == e)
             .unwrap_or_else(|| panic!("no select row for {m} at {e}"))
@@ -70,7 +70,7 @@ fn declared_parameter_is_typed_defaulted_and_checked() {
     // A misspelt key is an error in a run, not a silent default.
     let cfg = recsel::experiments::SynthConfig {
         mechanisms: "laplace-max".into(),
-        params: [("scael".to_string(), 3.0)].into(),
+        params: recsel::mechanisms::MechValues::new().with("scael", 3.0),
         registry: r.clone(),
         ..Default::default()
     };
@@ -152,7 +152,6 @@ const LAPLACE_STUB: MechanismSpec = MechanismSpec {
     guarantee: "eps-DP",
     private: true,
     params: &[],
-    extra_params: &[],
     summary: "test",
     use_when: "never (a test stub)",
     audit_reference: false,
@@ -227,4 +226,46 @@ fn generic_checks_pass_the_example_and_catch_broken_mechanisms() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("reports_its_name_and_epsilon"), "{e}");
+}
+
+/// Every parameter the example's mechanism declares reaches the front ends through the registry
+/// alone: it is an option (a flag of the command line and a keyword of the Python binding, whose
+/// text both parse with the declaration), a key of the `[synth]` and `[select]` tables next to
+/// the tables' own keys, and a value the mechanism is built with. The binary's side of the
+/// command line is the unit test `cli::common::tests` over the same example.
+#[test]
+fn the_example_parameters_reach_every_front_end() {
+    use recsel::experiments::select::SelectOptions;
+    use recsel::experiments::SynthConfig;
+    use recsel::mechanisms::MechValues;
+
+    let r = custom_mechanism::registry().unwrap();
+    let spec = r.get("laplace-max").unwrap();
+    assert!(!spec.params.is_empty());
+    for p in spec.params {
+        let text = p.default_value().to_string();
+        // Command line and Python: the option and the parser of its text.
+        let option = r.options().into_iter().find(|o| o.key == p.name);
+        let option = option.unwrap_or_else(|| panic!("{} is not an option", p.name));
+        assert!((option.check)(&text).is_ok() && (option.check)("not-a-value").is_err());
+        let value = r.param(p.name).unwrap().parse(&text).unwrap();
+        let toml_value = toml::Value::try_from(&value).unwrap();
+        let key = format!("mechanisms = \"laplace-max\"\n{} = {toml_value}\n", p.name);
+        // [synth]: validated against the run's registry and recorded in the resolved table.
+        let mut synth: SynthConfig = toml::from_str(&key).unwrap();
+        synth.registry = r.clone();
+        let resolved = synth.resolved().unwrap();
+        assert_eq!(resolved.params.get(p.name), Some(&value), "{}", p.name);
+        // [select]: the same key beside the select options.
+        let select: SelectOptions =
+            toml::from_str(&format!("dataset = \"synthetic\"\n{key}")).unwrap();
+        select.check_with(&r).unwrap();
+        assert_eq!(select.params.get(p.name), Some(&value));
+        // Power: the built-in registry does not know the key, and says so.
+        let e = select.check().unwrap_err().to_string();
+        assert!(e.contains(&format!("`{}`", p.name)), "{e}");
+        // Built with the value.
+        let params = r.resolve(&MechValues::new().with(p.name, value)).unwrap();
+        r.build("laplace-max", &params).unwrap();
+    }
 }

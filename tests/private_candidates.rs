@@ -734,12 +734,10 @@ fn score_vector_selections_follow_their_exact_laws() {
     // the law moves with γ as well as with ε.
     let (eps, gamma, tau) = (4.0, 0.1, 2.5);
     for (i, t) in [None, Some(12u64)].into_iter().enumerate() {
-        let mut params = MechParams {
-            epsilon: eps,
-            gamma,
-            ..MechParams::default()
-        }
-        .with_param("threshold", tau);
+        let mut params = MechParams::default()
+            .with_epsilon(eps)
+            .with_param("gamma", gamma)
+            .with_param("threshold", tau);
         if let Some(t) = t {
             params = params.with_param("max_runs", t as f64);
         }
@@ -777,12 +775,10 @@ fn score_vector_selections_follow_their_exact_laws() {
     }
     // The hard stops at ε = 1, T = 40 ((1 − γ)^T = 0.015).
     let (eps, t) = (1.0f64, 40u64);
-    let params = MechParams {
-        epsilon: eps,
-        gamma,
-        ..MechParams::default()
-    }
-    .with_param("max_runs", t as f64);
+    let params = MechParams::default()
+        .with_epsilon(eps)
+        .with_param("gamma", gamma)
+        .with_param("max_runs", t as f64);
     for name in ["rs-hard", "rs-hard-delta"] {
         let m = mechanisms::build(name, &params).unwrap();
         let e0 = match name {
@@ -953,12 +949,9 @@ fn rs_family_outputs_for_a_seed_are_pinned() {
         ),
     ];
     for (name, gamma, eta, want) in cases {
-        let params = MechParams {
-            epsilon: 1.0,
-            gamma,
-            eta,
-            ..MechParams::default()
-        };
+        let params = MechParams::default()
+            .with_param("gamma", gamma)
+            .with_param("eta", eta);
         let m = mechanisms::build(name, &params).unwrap();
         let got = mechanisms::batch::sample_counts(
             &*m,

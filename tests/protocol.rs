@@ -3,7 +3,7 @@
 //! clipped — each checked against a brute-force computation —, the per-run diagnostics, and the
 //! random scatter sample.
 
-use recsel::experiments::real::{self, SelectConfig};
+use recsel::experiments::select::{self, SelectConfig};
 use recsel::mechanisms::MechParams;
 use recsel::rng::{Draws, NoiseMode, Streams};
 use recsel::scoring::{
@@ -133,7 +133,7 @@ fn percentile_population_and_clipping_match_brute_force() {
             let mut buf = vec![0.0; 60];
             let mut draws = Draws::Seeded(Streams::new(cfg.seed));
             for u in [0, 17, 333, 699] {
-                let row = real::run_user(&t, &s, &cfg, &mechs, u, &mut buf, &mut (), &mut draws)
+                let row = select::run_user(&t, &s, &cfg, &mechs, u, &mut buf, &mut (), &mut draws)
                     .unwrap()
                     .expect("the user has candidates");
                 let items = top_candidates(&t.scores[u], &t.excluded[u], cfg.top);
@@ -178,8 +178,8 @@ fn diagnostics_count_what_lies_outside_the_percentiles() {
         &|_| {},
     );
     let cfg = config(false, population);
-    let sample = real::random_sample(t.scores.len(), 100, cfg.seed);
-    let (counts, cands) = real::candidate_pass(&t, &s, &cfg, &sample);
+    let sample = select::random_sample(t.scores.len(), 100, cfg.seed);
+    let (counts, cands) = select::candidate_pass(&t, &s, &cfg, &sample);
     // Brute force over every user's candidates.
     let (mut total, mut outside) = (0u64, 0u64);
     let mut per_item = vec![(0u64, 0u64); 40];
@@ -205,9 +205,9 @@ fn diagnostics_count_what_lies_outside_the_percentiles() {
     assert_eq!(cands.users, 100);
     assert_eq!(cands.scores.len(), 100 * cfg.top);
     let store_dir = tempfile::tempdir().unwrap();
-    let store = real::ChunkStore::open(store_dir.path(), &cfg, false).unwrap();
-    let (rows, _) = real::run_all(&t, &s, &cfg, &store, &|_| {}, None).unwrap();
-    let d = real::diagnostics(&cfg, &s, 1e-6, &counts, cands, &rows);
+    let store = select::ChunkStore::open(store_dir.path(), &cfg, false).unwrap();
+    let (rows, _) = select::run_all(&t, &s, &cfg, &store, &|_| {}, None).unwrap();
+    let d = select::diagnostics(&cfg, &s, 1e-6, &counts, cands, &rows);
     assert_eq!(d.candidate_scores, total);
     assert_eq!(d.share_clipped, outside as f64 / total as f64);
     assert!(d.share_clipped > 0.0 && d.share_clipped < 1.0);
@@ -215,7 +215,7 @@ fn diagnostics_count_what_lies_outside_the_percentiles() {
         d.users_negative_spearman,
         rows.iter().filter(|r| r.spearman < 0.0).count() as u64
     );
-    assert_eq!(d.score_quantiles.len(), real::DIAGNOSTIC_LEVELS.len());
+    assert_eq!(d.score_quantiles.len(), select::DIAGNOSTIC_LEVELS.len());
     assert!(!d.clip);
     assert_eq!(d.percentile_users, "without-item");
     // The bound rule's bits, recomputed by brute force for a few users.
@@ -227,7 +227,7 @@ fn diagnostics_count_what_lies_outside_the_percentiles() {
             &q,
             &dd,
             cfg.epsilons[0],
-            cfg.params.beta,
+            cfg.params.number(&recsel::mechanisms::BETA),
             recsel::stats::GemBoundReading::Full,
         )
         .unwrap();
@@ -237,11 +237,11 @@ fn diagnostics_count_what_lies_outside_the_percentiles() {
 
 #[test]
 fn scatter_sample_is_random_distinct_and_reproducible() {
-    let a = real::random_sample(70_000, 10_000, 1);
+    let a = select::random_sample(70_000, 10_000, 1);
     assert_eq!(a.len(), 10_000);
     assert!(a.windows(2).all(|w| w[0] < w[1]), "sorted and distinct");
-    assert_eq!(a, real::random_sample(70_000, 10_000, 1));
-    assert_ne!(a, real::random_sample(70_000, 10_000, 2));
+    assert_eq!(a, select::random_sample(70_000, 10_000, 1));
+    assert_ne!(a, select::random_sample(70_000, 10_000, 2));
     // Not a stride: the gaps vary, and the sample covers the whole range.
     let gaps: std::collections::BTreeSet<usize> = a.windows(2).map(|w| w[1] - w[0]).collect();
     assert!(gaps.len() > 20);
@@ -252,7 +252,7 @@ fn scatter_sample_is_random_distinct_and_reproducible() {
         assert!((n as i64 - 1000).abs() < 240, "decile {d}: {n}");
     }
     assert_eq!(
-        real::random_sample(50, 10_000, 1),
+        select::random_sample(50, 10_000, 1),
         (0..50).collect::<Vec<_>>()
     );
 }

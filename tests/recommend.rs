@@ -129,10 +129,7 @@ fn recommend_serves_one_private_item_per_user_from_its_candidates() {
     assert_eq!(a.len(), histories.len(), "one row per user");
     let mut cfg = RecommendConfig::new(
         "mgem",
-        MechParams {
-            epsilon: 1.0,
-            ..Default::default()
-        },
+        MechParams::default().with_epsilon(1.0),
         NoiseMode::Fast,
     )
     .with_candidates(CandidatePolicy::HistoryTop(TOP));

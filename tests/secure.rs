@@ -230,10 +230,10 @@ fn secure_random_stopping_matches_its_laws() {
     let geo = move |z: f64| gamma / (1.0 - (1.0 - gamma) * z).powi(2);
     let log = move |z: f64| -(1.0 - gamma) / ((1.0 - (1.0 - gamma) * z) * gamma.ln());
     let scales = |m: f64, e: f64| D.iter().map(|d| m * d / e).collect::<Vec<_>>();
-    let params = |e: f64| MechParams {
-        epsilon: e,
-        gamma,
-        ..MechParams::default()
+    let params = |e: f64| {
+        MechParams::default()
+            .with_epsilon(e)
+            .with_param("gamma", gamma)
     };
     let eps = 1.0;
     let cases: [(&str, f64, NoiseLaw, &Pgf); 3] = [
@@ -439,7 +439,7 @@ proptest! {
     fn effective_epsilon_never_exceeds_the_request(exp in -30.0f64..14.0, c in 0.05f64..0.95) {
         let eps = 2f64.powf(exp);
         for spec in REGISTRY {
-            let params = MechParams { epsilon: eps, c, ..MechParams::default() };
+            let params = MechParams::default().with_epsilon(eps).with_param("c", c);
             let m = spec.build(&params).unwrap();
             if let Ok(e) = m.secure_epsilon() {
                 prop_assert!(e <= eps, "{}: {e} > {eps}", spec.name);

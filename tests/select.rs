@@ -1,7 +1,7 @@
 //! The real-data runner on a small deterministic score table: thread-count independence,
 //! resumption, configuration guard, and `random`'s MSE against its exact expectation.
 
-use recsel::experiments::real::{self, ChunkStore, SelectConfig, CHUNK_USERS};
+use recsel::experiments::select::{self, ChunkStore, SelectConfig, CHUNK_USERS};
 use recsel::mechanisms::MechParams;
 use recsel::rng::{Draws, NoiseMode, Streams};
 use recsel::scoring::{
@@ -67,10 +67,7 @@ pub(crate) fn config(trials: u32) -> SelectConfig {
         mechanisms: ["rnm", "gem", "mgem", "rs", "random"]
             .map(String::from)
             .to_vec(),
-        params: MechParams {
-            gamma: 0.05,
-            ..MechParams::default()
-        },
+        params: MechParams::default().with_param("gamma", 0.05),
         epsilons: vec![0.1, 1.0, 8.0],
         trials,
         top: 40,
@@ -96,7 +93,7 @@ fn thread_count_does_not_change_results_and_resume_matches() {
             .build()
             .unwrap();
         let store = ChunkStore::open(&dir.path().join(sub), &cfg, false).unwrap();
-        pool.install(|| real::run_all(&scorer, &sens, &cfg, &store, &|_| {}, stop))
+        pool.install(|| select::run_all(&scorer, &sens, &cfg, &store, &|_| {}, stop))
     };
     let (one, skipped) = run(1, "one", None).unwrap();
     assert_eq!(skipped, 0);
@@ -111,7 +108,7 @@ fn thread_count_does_not_change_results_and_resume_matches() {
     assert_eq!(chunks, 2, "manifest + one chunk");
     let (resumed, _) = run(1, "resumed", None).unwrap();
     assert_eq!(one, resumed, "interrupted + resumed vs uninterrupted");
-    assert_eq!(real::mse_table(&cfg, &one).len(), 15);
+    assert_eq!(select::mse_table(&cfg, &one).len(), 15);
     // A different configuration in the same place is refused, unless forced.
     let mut other = cfg.clone();
     other.trials = 11;
@@ -130,7 +127,7 @@ fn random_mse_matches_its_expectation() {
     cfg.epsilons = vec![1.0];
     let dir = tempfile::tempdir().unwrap();
     let store = ChunkStore::open(dir.path(), &cfg, false).unwrap();
-    let (rows, _) = real::run_all(&scorer, &sens, &cfg, &store, &|_| {}, None).unwrap();
+    let (rows, _) = select::run_all(&scorer, &sens, &cfg, &store, &|_| {}, None).unwrap();
     let mut exact = 0.0;
     let mut buf = vec![0.0; scorer.items];
     for u in 0..scorer.users {
@@ -144,7 +141,7 @@ fn random_mse_matches_its_expectation() {
         exact += q.iter().map(|x| (x - qmax) * (x - qmax)).sum::<f64>() / q.len() as f64;
     }
     exact /= scorer.users as f64;
-    let t = &real::mse_table(&cfg, &rows)[0];
+    let t = &select::mse_table(&cfg, &rows)[0];
     assert!(
         (t.mse - exact).abs() < 4.0 * t.se,
         "random MSE {} ± {} vs exact {exact}",
@@ -162,7 +159,7 @@ fn clipping_can_be_disabled() {
     let mechs = cfg.build().unwrap();
     let mut buf = vec![0.0; 100];
     let mut draws = Draws::Seeded(Streams::new(cfg.seed));
-    let clipped = real::run_user(
+    let clipped = select::run_user(
         &scorer,
         &sens,
         &cfg,
@@ -175,7 +172,7 @@ fn clipping_can_be_disabled() {
     .unwrap()
     .unwrap();
     cfg.clip = false;
-    let raw = real::run_user(
+    let raw = select::run_user(
         &scorer,
         &sens,
         &cfg,
@@ -249,8 +246,8 @@ fn hit_rate_relative_mse_and_guarantee_columns() {
     let scorer = BestIsTarget { inner, targets };
     let dir = tempfile::tempdir().unwrap();
     let store = ChunkStore::open(dir.path(), &cfg, false).unwrap();
-    let (rows, _) = real::run_all(&scorer, &sens, &cfg, &store, &|_| {}, None).unwrap();
-    let table = real::mse_table(&cfg, &rows);
+    let (rows, _) = select::run_all(&scorer, &sens, &cfg, &store, &|_| {}, None).unwrap();
+    let table = select::mse_table(&cfg, &rows);
     let row = |m: &str, e: f64| {
         table
             .iter()
@@ -287,7 +284,7 @@ fn hit_rate_relative_mse_and_guarantee_columns() {
         assert_eq!(h.guarantee_epsilon, (k - 1.0) * e);
         assert_eq!(h.guarantee, format!("{}-DP", (k - 1.0) * e));
     }
-    let advice = real::advice(&cfg, &real::spearman_summary(&rows), &table);
+    let advice = select::advice(&cfg, &select::spearman_summary(&rows), &table);
     assert!(advice[0].contains("-> "), "{advice:?}");
     assert!(
         advice.iter().any(|l| l.contains("measured, lowest MSE")),
@@ -296,27 +293,27 @@ fn hit_rate_relative_mse_and_guarantee_columns() {
 }
 
 /// The candidate pass the selection makes as it goes (per-item counts, bound-rule bits, the
-/// scatter sample's candidates) equals a separate scoring pass ([`real::candidate_pass`]), also
+/// scatter sample's candidates) equals a separate scoring pass ([`select::candidate_pass`]), also
 /// when some chunks are read back from disk by a resumed run, and when the candidates come from
 /// the sensitivity pass's cache instead of scoring.
 #[test]
 fn the_selections_candidate_pass_equals_a_separate_pass_also_when_resumed_or_cached() {
-    let scorer = Hashed::new(real::SCATTER_USERS + 3 * CHUNK_USERS / 2, 60);
+    let scorer = Hashed::new(select::SCATTER_USERS + 3 * CHUNK_USERS / 2, 60);
     let scfg = SensitivityConfig::default();
     let sens = item_sensitivities(&scorer, &scfg, &|_| {});
     let mut cfg = config(1);
     cfg.mechanisms = vec!["rnm".into(), "mgem".into()];
     cfg.top = 10;
-    let sample = real::random_sample(scorer.n_users(), real::SCATTER_USERS, cfg.seed);
+    let sample = select::random_sample(scorer.n_users(), select::SCATTER_USERS, cfg.seed);
     // Power: a strict subset of the users, with scores outside [p1, p99] and bound bits set.
     assert!(sample.len() < scorer.n_users());
-    let (counts, cands) = real::candidate_pass(&scorer, &sens, &cfg, &sample);
+    let (counts, cands) = select::candidate_pass(&scorer, &sens, &cfg, &sample);
     assert!(counts.outside.iter().sum::<u64>() > 0);
     assert!(counts.bound_mgem.iter().any(|&m| m != 0));
     let dir = tempfile::tempdir().unwrap();
     let run = |sub: &str, stop, cache| {
         let store = ChunkStore::open(&dir.path().join(sub), &cfg, false).unwrap();
-        real::run_all_pass(&scorer, &sens, &cfg, &store, &|_| {}, stop, cache)
+        select::run_all_pass(&scorer, &sens, &cfg, &store, &|_| {}, stop, cache)
     };
     let whole = run("whole", None, None).unwrap();
     assert_eq!(whole.counts, counts);

@@ -1,5 +1,6 @@
 //! `recsel serve` options: a policy that is not user-level needs `--allow-non-private` and is
-//! announced in every response; a TOML file fills in the same `ServeOptions` as the flags.
+//! announced in every response; a TOML file fills in the same `ServeOptions` as the flags (the
+//! same keys, mechanism parameters beside the others).
 
 use std::process::Command;
 use std::time::Duration;
@@ -52,7 +53,7 @@ fn a_toml_file_fills_in_the_same_options_as_the_flags() {
         &config,
         format!(
             "model = {:?}\nledger = {:?}\nbudget = \"4\"\nperiod = \"week\"\nmechanism = \"gem\"\n\
-             [params]\nepsilon = 0.5\n[limits]\nmax_history = 3\n",
+             epsilon = 0.5\nbeta = 0.1\nmax_history = 3\n",
             model_dir().to_str().unwrap(),
             ledger.to_str().unwrap()
         ),
@@ -77,16 +78,25 @@ fn a_toml_file_fills_in_the_same_options_as_the_flags() {
         (r.status, r.json()["error"]["limit"].as_u64()),
         (400, Some(3))
     );
-    // An unknown key in the file is an error that names it.
-    std::fs::write(
-        &config,
-        "model = 'm'\nledger = 'l'\nbudget = '1'\nmechanism = 'gem'\nepsilon = 1\n",
-    )
-    .unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_recsel"))
-        .args(["serve", "--config", config.to_str().unwrap()])
-        .output()
+    // An unknown key in the file is an error that names it (a misspelt option, or a table the
+    // options do not have).
+    for bad in ["epsilom = 1\n", "[params]\nepsilon = 1\n"] {
+        std::fs::write(
+            &config,
+            format!("model = 'm'\nledger = 'l'\nbudget = '1'\nmechanism = 'gem'\n{bad}"),
+        )
         .unwrap();
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("epsilon"));
+        let out = Command::new(env!("CARGO_BIN_EXE_recsel"))
+            .args(["serve", "--config", config.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        let key = if bad.starts_with('[') {
+            "`params`"
+        } else {
+            "`epsilom`"
+        };
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(key), "{err}");
+    }
 }

@@ -366,7 +366,10 @@ fn pipelines_reject_unknown_keys_and_bad_values() {
     assert!(Pipeline::parse(&format!("{base}[synth]\nscenarios = [\"1\"]\n"), "ok").is_ok());
     for (text, want) in [
         (format!("{base}colour = 1\n[synth]\n"), "unknown field"),
-        (format!("{base}[synth]\ntrails = 5\n"), "unknown field"),
+        (
+            format!("{base}[synth]\ntrails = 5\n"),
+            "unknown key `trails`",
+        ),
         (
             format!("{base}[twocand]\nfigure = 3\ngird = 5\n"),
             "unknown field",
@@ -529,5 +532,5 @@ fn twocand_and_run_commands_write_their_outputs() {
     .unwrap();
     let o = recsel(&["run", bad.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("unknown field `epsilon`"));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("unknown key `epsilon`"));
 }

@@ -27,6 +27,7 @@ mod mechanisms;
 mod memory;
 mod metrics;
 mod model;
+mod options;
 mod own_data;
 mod partition;
 mod plugins;

@@ -45,6 +45,7 @@ __all__ = [
     "PartitionResult",
     "Recommender",
     "mechanisms",
+    "mechanism_params",
     "select",
     "sample",
     "select_batch",
@@ -53,6 +54,8 @@ __all__ = [
     "user_rows",
     "read_table",
     "select_private_candidates",
+    "tune",
+    "evaluate",
 ]
 
 __version__ = _native.__version__
@@ -79,9 +82,10 @@ def _vec(x: Any, what: str) -> np.ndarray:
 def mechanisms() -> List[Dict[str, Any]]:
     """The mechanism registry: one dict per mechanism.
 
-    Keys: ``name``, ``guarantee`` (in words), ``private``, ``params`` (the parameters it reads
-    besides epsilon), ``summary``, ``audit_reference`` (deliberately non-private references kept for
-    the auditor; not part of ``all``).
+    Keys: ``name``, ``guarantee`` (in words), ``private``, ``params`` (the names of the parameters
+    it reads besides epsilon), ``parameters`` (their declarations, as :func:`mechanism_params`
+    gives them), ``summary``, ``audit_reference`` (deliberately non-private references kept for the
+    auditor; not part of ``all``).
 
     Example::
 
@@ -89,6 +93,22 @@ def mechanisms() -> List[Dict[str, Any]]:
         ['rnm', 'pf', 'em']
     """
     return list(_native.mechanisms_list())
+
+
+def mechanism_params() -> List[Dict[str, Any]]:
+    """Every parameter the mechanisms declare besides epsilon: the keyword arguments that
+    :func:`sample`, :func:`select`, :func:`select_batch`, :func:`audit`, :class:`Recommender` and
+    :func:`recsel.ray.select` accept for them (the command line's ``--gamma`` and friends).
+
+    Keys: ``name``, ``doc``, ``kind`` (``real``, ``integer`` or ``choice``), ``default``,
+    ``requirement`` (in words) and ``choices``.
+
+    Example::
+
+        >>> [p["name"] for p in recsel.mechanism_params()]
+        ['gamma', 'beta', 'eta', 'c', 'chooser', 'draws']
+    """
+    return list(_native.mechanism_params())
 
 
 def sample(
@@ -106,7 +126,7 @@ def sample(
 
     The same function as ``recsel sample``: with the same arguments and ``seed`` the counts equal
     ``recsel sample --mech M --eps E --scores ... --sens ... --n N --seed S --json``. ``params`` are
-    the mechanism hyperparameters (``gamma``, ``beta``, ``eta``, ``c``, ``chooser``, ``draws``);
+    the mechanism parameters (:func:`mechanism_params`: ``gamma``, ``beta``, ``chooser``, ...);
     ``secure=True`` uses the exact discrete path with OS randomness (no seed).
 
     Example::
@@ -367,3 +387,35 @@ def read_table(out: str, name: str, kind: str = "arrow") -> Any:
 
         return pl.read_parquet(path)
     raise RecselError(f"kind must be 'arrow' or 'polars', got '{kind}'")
+
+
+def tune(model: str, **options: Any) -> Dict[str, Any]:
+    """``recsel tune``: choose, per ε and on the calibration users only, krr over a small public
+    pool or the most popular item (0-DP), and write ``tuning.json`` into the model folder
+    (docs/utility.md). Keywords are ``recsel tune``'s options with ``_`` for ``-``
+    (``_native.tune_options()``): the data options ``recsel fit`` was given, ``eps``,
+    ``sources``, ``pool_sizes``, ``margin``. Returns the tuning as a dict.
+
+    Example::
+
+        >>> t = recsel.tune("models/gowalla", format="lightgcn", path="data/gowalla")
+        >>> [(r["epsilon"], r["candidates"]) for r in t["rows"]]
+        ...
+    """
+    return _json.loads(_native.tune(model=str(model), **options))
+
+
+def evaluate(out: Optional[str] = None, **options: Any) -> Dict[str, Any]:
+    """``recsel evaluate``: hit@1 on held-out users of the free baselines, the non-private
+    top-1 and every ε-DP mechanism with and without a tuned pool, beside the limit
+    (docs/utility.md). Keywords are ``recsel evaluate``'s options with ``_`` for ``-``
+    (``_native.evaluate_options()``): ``model`` or ``folds``, the data options, ``eps``,
+    ``mech``, ``pools``, ``clips``, ``trials``. With ``out``, also writes the files ``recsel
+    evaluate --out`` writes. Returns the table as a dict.
+
+    Example::
+
+        >>> t = recsel.evaluate(model="models/gowalla", format="lightgcn", path="data/gowalla")
+        ...
+    """
+    return _json.loads(_native.evaluate(out=None if out is None else str(out), **options))

@@ -110,6 +110,7 @@ def select(
     partitions: Optional[int] = None,
     address: Optional[str] = None,
     json: bool = False,
+    verbose: bool = False,
     parts: bool = True,
     on_task_start: Optional[Callable[[str, int], None]] = None,
     **options: Any,
@@ -118,7 +119,9 @@ def select(
 
     ``options`` are ``recsel select``'s long options with ``_`` for ``-`` (``dataset``, ``shape``,
     ``format``, ``path``, ``mech``, ``eps``, ``trials``, ``top``, ``clip``, ``percentile_users``,
-    ``gamma``, ``seed``, ``out``, ``model_dir``, ...), with the same defaults. ``partitions``
+    ``gamma``, ``seed``, ``model_dir``, ...: every name of ``recsel._native.select_options()``),
+    with the same defaults, and ``out``. ``json`` and ``verbose`` choose the summary as
+    ``recsel select --json/--verbose`` do. ``partitions``
     (default: the cluster's CPUs) splits the test users; ``address`` is passed to ``ray.init``
     when Ray is not initialised yet (``None``: start a local cluster, ``"auto"``: join the running
     one). With ``parts`` each selection task also writes its users' rows as a Parquet part into
@@ -172,7 +175,8 @@ def select(
     t_selected = time.perf_counter()
     # Phase 3: merge, analyse, write the outputs of `recsel select`.
     summary = job.finish(
-        sens, results, t_sketched - t_prepared, t_selected - t_sketched, t_selected - t_start, json
+        sens, results, t_sketched - t_prepared, t_selected - t_sketched, t_selected - t_start, json,
+        verbose,
     )
     t_end = time.perf_counter()
     seconds = {
@@ -197,27 +201,26 @@ def _parser() -> argparse.ArgumentParser:
         epilog="Example: python -m recsel.ray select --dataset synthetic --mech gem,mgem "
         "--eps 0.1,1 --trials 20 --seed 7 --partitions 4 --out out/ray",
     )
-    for name, kw in [
-        ("dataset", {}), ("shape", {}), ("data-dir", {}), ("format", {}), ("path", {}),
-        ("user-col", {}), ("item-col", {}), ("rating-col", {}), ("delimiter", {}),
-        ("min-rating", {}), ("min-user-items", {"type": int}), ("test-users", {"type": int}),
-        ("data-seed", {"type": int}), ("method", {}), ("l2", {"type": float}),
-        ("density", {"type": float}), ("mech", {}), ("eps", {}), ("trials", {"type": int}),
-        ("top", {"type": int}), ("percentile-users", {"choices": ["all", "without-item"]}),
-        ("gamma", {"type": float}), ("beta", {"type": float}), ("eta", {"type": float}),
-        ("c", {"type": float}), ("chooser", {}), ("draws", {"type": int}),
-        ("seed", {"type": int}), ("out", {}), ("model-dir", {}), ("scatter-eps", {"type": float}),
-    ]:
-        s.add_argument(f"--{name}", **kw)
-    s.add_argument("--clip", action="store_true", default=None,
-                   help="clip every candidate score to its item's [p1, p99] range")
-    s.add_argument("--no-clip", dest="clip", action="store_false", help="do not clip (default)")
-    s.add_argument("--secure", action="store_true", default=None,
-                   help="release-grade selection: secure paths, OS randomness, no seed")
+    # The options of `recsel select`, as the library declares them (one source for the command
+    # line, pipelines and this parser); values stay text, parsed by the library as
+    # `recsel select` parses them.
+    for o in _native.select_options():
+        flag, dest, help_ = "--" + o["flag"], o["name"], o["help"].replace("%", "%%")
+        if o["kind"] == "flag":
+            s.add_argument(flag, dest=dest, action="store_true", default=None, help=help_)
+            if o["negatable"]:
+                s.add_argument("--no-" + o["flag"], dest=dest, action="store_false",
+                               help=f"the opposite of {flag} (the default)")
+        else:
+            kw = {"choices": o["choices"]} if o["choices"] else {}
+            s.add_argument(flag, dest=dest, help=help_, **kw)
+    s.add_argument("--out", help="output directory (default out/select-<dataset>)")
     s.add_argument("--force", action="store_true",
                    help="accepted for compatibility with recsel select: a Ray run always starts "
                    "over (there is no resumable chunk store; Ray retries failed tasks)")
     s.add_argument("--json", action="store_true", help="print one JSON object")
+    s.add_argument("--verbose", action="store_true",
+                   help="print everything: diagnostics, every table, every file")
     s.add_argument("--partitions", type=int, help="partitions of the users (default: CPUs)")
     s.add_argument("--no-parts", dest="parts", action="store_false",
                    help="do not write the per-partition Parquet parts into <out>/parts")
@@ -231,10 +234,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     args.pop("command")
     args.pop("force")
     json, partitions, address = args.pop("json"), args.pop("partitions"), args.pop("address")
-    parts = args.pop("parts")
+    parts, verbose = args.pop("parts"), args.pop("verbose")
     options = {k: v for k, v in args.items() if v is not None}
     try:
-        res = select(partitions=partitions, address=address, json=json, parts=parts, **options)
+        res = select(partitions=partitions, address=address, json=json, verbose=verbose,
+                     parts=parts, **options)
     except _native.RecselError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -10,7 +10,7 @@ use pyo3::types::PyTuple;
 use recsel::mechanisms::private_candidates::{SelectionParams, Statement, Stopping};
 use recsel::rng::{name_id, SecureRng, Streams};
 
-use crate::{err, invalid, R};
+use crate::convert::{err, invalid, R};
 
 /// The stopping rule named `stopping` with its parameters; a missing or unused one is an error
 /// naming it.

@@ -175,9 +175,12 @@ def test_partition_sketches_merge_exactly():
     m = recsel.Model.fit(X, method="ease", l2=5.0)
     users = recsel.user_rows(X)
     whole = recsel.sensitivities(m, X)
-    state = (["gem"], [1.0], [1.0, 0.05, 0.05, 0.0, 0.6, 1.0, 99.0, 1e-6], "spearman",
-             (10, 1, 10), (False, "all", 1), ("0", False))
-    cfg = recsel.SelectConfig.from_state(state)
+    # The state a SelectConfig pickles to: the configuration as config.json records it, and the
+    # percentile levels and floor.
+    config = {"mechanisms": ["gem"], "params": {"epsilon": 1.0}, "epsilons": [1.0], "trials": 1,
+              "top": 10, "clip": False, "percentile_users": "all", "seed": 1,
+              "source_fingerprint": "0"}
+    cfg = recsel.SelectConfig.from_state((json.dumps(config), (1.0, 99.0, 1e-6)))
     counts = _native.percentile_counts_of(m._native, users, cfg)
     for parts in [1, 3, 7]:
         ranges = _native.split_users(users.n_users, parts)
@@ -202,7 +205,7 @@ def test_select_job_validates_its_options(tmp_path):
 
     with pytest.raises(recsel.RecselError, match="unknown select option 'trails'"):
         _native.SelectJob(dataset="synthetic", trails=3)
-    with pytest.raises(recsel.RecselError, match="min_rating must be a number or 'none'"):
+    with pytest.raises(recsel.RecselError, match="min_rating: 'four' is not a number or 'none'"):
         _native.SelectJob(dataset="synthetic", min_rating="four", out=str(tmp_path))
     with pytest.raises(recsel.RecselError, match="eps: item 2 is 'x'"):
         _native.SelectJob(dataset="synthetic", eps="1,x", out=str(tmp_path))

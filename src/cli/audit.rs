@@ -7,10 +7,10 @@ use std::time::Instant;
 
 use anyhow::Context;
 use recsel::audit::{self, AuditConfig, AuditReport};
-use recsel::mechanisms::{self, MechParams};
+use recsel::mechanisms::{self, MechValues, Registry};
 use recsel::rng::NoiseMode;
 
-use super::common::{parse_f64_list, progress, streams, MechOpts};
+use super::common::{parse_f64_list, progress, streams, Flags};
 
 /// Audit mechanisms on adversarial neighbouring inputs: per pair an ε lower bound ε_LB, the
 /// maximum, the claimed guarantee and a verdict. Exit code 1 when a mechanism that claims a
@@ -58,7 +58,7 @@ pub struct Args {
     #[arg(long, value_name = "D1,D2,...", default_value = "0.2,1,0.5,2,1")]
     sens: String,
     #[command(flatten)]
-    opts: MechOpts,
+    params: Flags<MechValues>,
     /// Seed of the random streams (default: OS entropy, reported on stderr).
     #[arg(long, conflicts_with = "secure")]
     seed: Option<u64>,
@@ -105,9 +105,6 @@ fn print_report(out: &mut impl Write, r: &AuditReport) -> std::io::Result<()> {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let params = args
-        .opts
-        .apply(MechParams::default().with_epsilon(args.eps))?;
     if args.end_to_end {
         let seed = if args.secure {
             recsel::rng::Streams::from_entropy().seed() // only draws the base users
@@ -117,7 +114,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         return super::audit_e2e::run(
             &args.e2e,
             &args.mech,
-            params,
+            args.eps,
+            &args.params.0,
             args.samples,
             args.alpha,
             &args.pairs,
@@ -131,6 +129,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         "--model, --candidates and --users belong to the end-to-end audit: add --end-to-end"
     );
     let specs = mechanisms::parse_list(&args.mech)?;
+    let params = Registry::builtin()
+        .resolve(&args.params.0)?
+        .with_epsilon(args.eps);
     let mode = NoiseMode::from_flag(args.secure);
     let streams = if mode.is_secure() {
         // The secure path draws no seed; the built-in random pairs still need one.
@@ -149,7 +150,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let per_mech = pairs.len() as u64 * 2 * (config.samples + config.select_samples);
     let bar = progress(per_mech * specs.len() as u64, "auditing");
     let start = Instant::now();
-    mechanisms::check_extra_params(&specs, &params)?;
     let mut mechs = Vec::new();
     for spec in &specs {
         let mech = spec

@@ -9,14 +9,15 @@ use std::time::Instant;
 
 use anyhow::Context;
 use recsel::audit::end_to_end::{audit_end_to_end, EndToEndConfig, EndToEndReport};
-use recsel::data::load_dataset_with;
-use recsel::mechanisms::{self, MechParams};
+use recsel::data::{load_dataset_with, DataOptions};
+use recsel::experiments::select::DEFAULT_DATA_SEED;
+use recsel::mechanisms::{self, MechValues, Registry};
 use recsel::recommend::input::{read_users, FileFormat};
-use recsel::recommend::{RecommendConfig, Recommender};
-use recsel::rng::NoiseMode;
+use recsel::recommend::options::ServingOptions;
+use recsel::recommend::{RecommendOptions, Recommender};
 use recsel::scoring::CandidatePolicy;
 
-use super::common::{progress, DataArgs};
+use super::common::{progress, Flags};
 
 /// Base users when `--pairs` is not a number.
 const DEFAULT_PAIRS: usize = 4;
@@ -40,9 +41,9 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     users: Option<PathBuf>,
     #[command(flatten)]
-    data: DataArgs,
+    data: Flags<DataOptions>,
     /// Seed of the train/test split and of synthetic data (`recsel fit --seed`).
-    #[arg(long, default_value_t = 42)]
+    #[arg(long, default_value_t = DEFAULT_DATA_SEED)]
     data_seed: u64,
 }
 
@@ -64,7 +65,7 @@ fn histories(args: &Args, rec: &Recommender) -> anyhow::Result<Vec<(String, Vec<
         })?;
         return Ok(read_users(path, format, &|id| rec.item_index(id))?);
     }
-    let data = &args.data;
+    let data = &args.data.0;
     anyhow::ensure!(
         data.dataset.is_some() || data.path.is_some(),
         "--end-to-end needs the users to audit: --users FILE, or the data the model was fitted \
@@ -146,7 +147,8 @@ fn print_report(out: &mut impl Write, r: &EndToEndReport, secs: f64) -> std::io:
 pub fn run(
     args: &Args,
     mech: &str,
-    params: MechParams,
+    epsilon: f64,
+    params: &MechValues,
     samples: u64,
     alpha: f64,
     pairs: &str,
@@ -165,15 +167,26 @@ pub fn run(
             format!("with --end-to-end, --pairs is the number of base users, got '{pairs}'")
         })?
     };
-    let policy = CandidatePolicy::parse(&args.candidates).context("--candidates")?;
     let config = EndToEndConfig::new(samples, alpha, seed, pairs)?;
-    let noise = NoiseMode::from_flag(secure);
+    let registry = Registry::builtin();
     let specs = mechanisms::parse_list(mech)?;
     let mut recs = Vec::new();
     for spec in &specs {
-        let mut cfg =
-            RecommendConfig::new(spec.name, params.clone(), noise).with_candidates(policy.clone());
-        cfg.allow_non_private = args.allow_non_private;
+        let options = RecommendOptions {
+            serving: ServingOptions {
+                model: Some(model.clone()),
+                mechanism: Some(spec.name.into()),
+                epsilon: Some(epsilon),
+                candidates: Some(CandidatePolicy::parse(&args.candidates).context("--candidates")?),
+                allow_non_private: Some(args.allow_non_private),
+            },
+            secure: Some(secure),
+            params: params.clone(),
+            ..RecommendOptions::default()
+        };
+        let cfg = options
+            .config(&registry)
+            .context("--candidates, --mech or a parameter")?;
         match Recommender::load(model, &cfg) {
             Ok(r) => recs.push(r),
             Err(e) if mech.trim() == "all" => {

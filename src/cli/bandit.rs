@@ -9,7 +9,9 @@ use anyhow::Context;
 use recsel::experiments::bandit::{self, env::Arms, BanditConfig};
 use recsel::report;
 
-use super::common::{positive, progress, seed_or_entropy, MechOpts};
+use recsel::mechanisms::MechValues;
+
+use super::common::{positive, progress, seed_or_entropy, Flags};
 
 /// Bandit under distribution shift: non-private UCB / UCB1 / Thompson sampling against private
 /// learners (hybrid-counter means, exponential-mechanism quantiles, a selection mechanism per
@@ -75,7 +77,7 @@ pub struct Args {
     #[arg(long, default_value_t = 500)]
     points: usize,
     #[command(flatten)]
-    opts: MechOpts,
+    params: Flags<MechValues>,
     /// Seed of every random stream (default: drawn from OS entropy and reported on stderr).
     #[arg(long)]
     seed: Option<u64>,
@@ -85,6 +87,8 @@ pub struct Args {
     /// Print exactly one JSON object {"horizon","shift","runs","seed","policies":[...]} on stdout.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    plots: super::common::PlotArgs,
 }
 
 fn config(args: &Args) -> anyhow::Result<BanditConfig> {
@@ -116,14 +120,13 @@ fn config(args: &Args) -> anyhow::Result<BanditConfig> {
         seed: seed_or_entropy(args.seed),
         ..BanditConfig::default()
     };
-    let p = args.opts.apply(cfg.mech_params("rnm"))?;
-    (cfg.gamma, cfg.beta, cfg.eta, cfg.c, cfg.chooser) = (p.gamma, p.beta, p.eta, p.c, p.chooser);
+    cfg.params = cfg.params.merged(&args.params.0);
     Ok(cfg)
 }
 
 /// Runs `cfg` and writes its outputs into `out`.
 pub fn execute(cfg: &BanditConfig, out: &Path, json: bool) -> anyhow::Result<ExitCode> {
-    cfg.validate().context("invalid bandit configuration")?;
+    let cfg = &cfg.resolved().context("invalid bandit configuration")?;
     let bar = progress(bandit::work_units(cfg)?, "bandit");
     let res = bandit::run(cfg, &|n| bar.inc(n))?;
     bar.finish_and_clear();
@@ -219,6 +222,7 @@ pub fn execute(cfg: &BanditConfig, out: &Path, json: bool) -> anyhow::Result<Exi
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    args.plots.apply();
     let cfg = config(&args)?;
     execute(&cfg, &args.out, args.json)
 }

@@ -11,7 +11,9 @@ use std::time::Instant;
 use anyhow::Context;
 use recsel::data::{load_dataset_with, write_lightgcn};
 
-use super::common::DataArgs;
+use recsel::data::DataOptions;
+
+use super::common::Flags;
 
 /// Write a data set's train/test split as LightGCN text (train.txt, test.txt).
 ///
@@ -27,7 +29,7 @@ use super::common::DataArgs;
   recsel export --format movielens --path data/ml20m --out /tmp/ml20m-lightgcn --json")]
 pub struct Args {
     #[command(flatten)]
-    data: DataArgs,
+    data: Flags<DataOptions>,
     /// Seed of the split and of synthetic data (the same default as `recsel fit`).
     #[arg(long, default_value_t = 42)]
     seed: u64,
@@ -42,8 +44,8 @@ pub struct Args {
 
 /// Runs `recsel export`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let src = args.data.source()?;
-    let opts = args.data.load_options()?;
+    let src = args.data.0.source()?;
+    let opts = args.data.0.load_options()?;
     let t = Instant::now();
     eprintln!("[export] loading data …");
     let data = load_dataset_with(&src, args.seed, &opts).context("loading the data")?;

@@ -11,7 +11,11 @@ use recsel::data::load_dataset_with;
 use recsel::eval::{evaluate, Metrics};
 use recsel::model::{self, Method, ModelParams};
 
-use super::common::{DataArgs, ModelArgs};
+use recsel::data::DataOptions;
+use recsel::model::ModelOptions;
+use recsel::recommend::utility_options::ReleaseOptions;
+
+use super::common::Flags;
 
 /// Fit a recommender (SANSA exact/icf, dense EASE, or most-popular) and report its accuracy.
 ///
@@ -24,9 +28,9 @@ use super::common::{DataArgs, ModelArgs};
   recsel fit --format csv --path my.csv --user-col user --item-col item --method icf --l2 20 --density 0.0005")]
 pub struct Args {
     #[command(flatten)]
-    data: DataArgs,
+    data: Flags<DataOptions>,
     #[command(flatten)]
-    model: ModelArgs,
+    model: Flags<ModelOptions>,
     /// Seed of the split and of synthetic data.
     #[arg(long, default_value_t = 42)]
     seed: u64,
@@ -35,14 +39,8 @@ pub struct Args {
     /// docs/deployment.md).
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
-    /// Calibration users of the release artifact at most: the validation users, or the training
-    /// users when the split has none — never the test users.
-    #[arg(long, value_name = "N", default_value_t = recsel::recommend::release::DEFAULT_CALIBRATION_USERS)]
-    calibration_users: usize,
-    /// Percentiles of the release's clip range, `LO,HI` (default 1,99: the paper's p1/p99).
-    /// A narrower range shrinks each Δ_j at the cost of clipping more scores (docs/utility.md).
-    #[arg(long, value_name = "LO,HI")]
-    clip_range: Option<String>,
+    #[command(flatten)]
+    release: Flags<ReleaseOptions>,
     /// Also evaluate the most-popular baseline.
     #[arg(long)]
     baseline: bool,
@@ -78,12 +76,9 @@ fn print_metrics(out: &mut impl Write, label: &str, m: &Metrics) -> std::io::Res
 
 /// Runs `recsel fit`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let src = args.data.source()?;
-    let mut load_opts = args.data.load_options()?;
-    let sens_cfg = match &args.clip_range {
-        Some(r) => super::tune::clip_range(r)?,
-        None => recsel::scoring::SensitivityConfig::default(),
-    };
+    let src = args.data.0.source()?;
+    let mut load_opts = args.data.0.load_options()?;
+    let sens_cfg = args.release.0.sensitivity()?;
     if args.out.is_some() && src.is_lightgcn() {
         // A release calibrates on users it never serves: on LightGCN files (where every user's
         // train row is fitted on) that needs users held out of the fit.
@@ -111,7 +106,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let t = Instant::now();
     progress("loading data");
     let data = load_dataset_with(&src, args.seed, &load_opts).context("loading the data")?;
-    let params = args.model.params(&data.descriptor)?;
+    let (params, line) = args.model.0.params(&data.descriptor)?;
+    eprintln!("recsel: {line}");
     let method = params.method;
     let load_s = t.elapsed().as_secs_f64();
     // SANSA's item filter for ML-20M and Netflix (glami/sansa, datasets/movielens20.py and
@@ -167,7 +163,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             &model,
             &params,
             &data,
-            args.calibration_users,
+            args.release
+                .0
+                .calibration_users
+                .unwrap_or(recsel::recommend::release::DEFAULT_CALIBRATION_USERS),
             &sens_cfg,
             &|_| {},
         )?;

@@ -3,7 +3,7 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use recsel::mechanisms::{MechParams, MechanismSpec, REGISTRY};
+use recsel::mechanisms::{MechanismSpec, REGISTRY};
 
 /// List every selection mechanism with its privacy guarantee, parameters and defaults.
 #[derive(Debug, clap::Args)]
@@ -14,33 +14,15 @@ pub struct Args {
     json: bool,
 }
 
-fn default_of(param: &str, d: &MechParams) -> String {
-    match param {
-        "gamma" => format!("gamma={}", d.gamma),
-        "beta" => format!("beta={}", d.beta),
-        "eta" => format!("eta={}", d.eta),
-        "c" => format!("c={}", d.c),
-        "chooser" => format!("chooser={}", d.chooser.name()),
-        "draws" => format!("draws={}", d.draws),
-        other => other.to_string(),
-    }
-}
-
-/// Every parameter of `s` with its default: the built-in ones, then those it declares itself.
-fn params_of(s: &MechanismSpec, d: &MechParams) -> Vec<String> {
-    let declared = s
-        .extra_params
-        .iter()
-        .map(|p| format!("{}={}", p.name, p.default));
+/// Every parameter of `s` with its default, as declared.
+fn params_of(s: &MechanismSpec) -> Vec<String> {
     s.params
         .iter()
-        .map(|p| default_of(p, d))
-        .chain(declared)
+        .map(|p| format!("{}={}", p.name, p.default_value()))
         .collect()
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let defaults = MechParams::default();
     let mut out = std::io::stdout().lock();
     if args.json {
         let rows: Vec<_> = REGISTRY
@@ -50,7 +32,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                     "name": s.name,
                     "guarantee": s.guarantee,
                     "private": s.private,
-                    "parameters": params_of(s, &defaults),
+                    "parameters": params_of(s),
                     "summary": s.summary,
                     "use_when": s.use_when,
                     "audit_reference": s.audit_reference,
@@ -62,7 +44,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     // Columns as wide as their longest entry (at least the widths the table always had).
     let cells = |s: &MechanismSpec| {
-        let params = params_of(s, &defaults);
+        let params = params_of(s);
         let params = if params.is_empty() {
             "-".to_string()
         } else {

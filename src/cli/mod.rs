@@ -5,7 +5,7 @@ mod fit;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 mod audit;
 mod audit_e2e;
@@ -13,6 +13,7 @@ mod bandit;
 mod bounds;
 mod common;
 mod export;
+mod help_markdown;
 mod ledger;
 mod mechanisms;
 mod recommend;
@@ -36,9 +37,6 @@ pub struct Cli {
     /// Worker threads for parallel work (default: one per core). Results never depend on it.
     #[arg(long, global = true, value_name = "N")]
     threads: Option<usize>,
-    /// Also write every plot as SVG (vector graphics, for papers) beside its PNG.
-    #[arg(long, global = true)]
-    svg: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -75,12 +73,28 @@ enum Command {
     Run(run::Args),
     /// Bandit under distribution shift: private learners against UCB and Thompson (figure 14).
     Bandit(bandit::Args),
+    /// Print the command-line reference as Markdown (docs/cli.md).
+    #[command(hide = true)]
+    HelpMarkdown(help_markdown::Args),
+}
+
+/// The command tree: every subcommand's arguments, with every value-taking argument accepting
+/// negative numbers (`--eta -0.5`, not only `--eta=-0.5`).
+pub fn command() -> clap::Command {
+    negative_numbers(Cli::command()).mut_subcommand("serve", serve::with_config_file)
+}
+
+fn negative_numbers(cmd: clap::Command) -> clap::Command {
+    cmd.mut_args(|a| {
+        let takes_values = a.get_action().takes_values();
+        a.allow_negative_numbers(takes_values)
+    })
+    .mut_subcommands(negative_numbers)
 }
 
 /// Parses the command line and runs the chosen subcommand.
 pub fn main() -> anyhow::Result<ExitCode> {
-    let cli = Cli::parse();
-    recsel::report::plot::set_svg(cli.svg);
+    let cli = Cli::from_arg_matches(&command().get_matches())?;
     if let Some(n) = cli.threads {
         anyhow::ensure!(n >= 1, "--threads must be at least 1, got {n}");
         rayon::ThreadPoolBuilder::new()
@@ -104,5 +118,6 @@ pub fn main() -> anyhow::Result<ExitCode> {
         Command::Twocand(a) => twocand::run(a),
         Command::Run(a) => run::run(a),
         Command::Bandit(a) => bandit::run(a),
+        Command::HelpMarkdown(a) => help_markdown::run(a),
     }
 }

@@ -2,58 +2,26 @@
 //! ledger before it is written out (docs/ledger.md, "The batch command").
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::{bail, Context};
-use recsel::ledger::{self, GroupCommitter, Ledger, Period, Timestamp, Units};
+use recsel::ledger::{self, GroupCommitter, Ledger, Timestamp};
 use recsel::recommend::input::{read_requests, FileFormat};
-use recsel::recommend::ledgered::{request_ids, run_key, BatchRequest, LedgeredRecommender};
-use recsel::recommend::{RecommendConfig, Recommender};
+use recsel::recommend::ledgered::{
+    key_params, request_ids, run_key, BatchRequest, LedgeredRecommender,
+};
+use recsel::recommend::options::LedgerOptions;
+use recsel::recommend::{RecommendConfig, RecommendOptions, Recommender};
 use recsel::report::ledger::{ledger_rows_bytes, row, write_ledger_rows, LedgerRow};
 
 use super::common::progress;
 
-/// The ledger options of `recsel recommend`.
-#[derive(Debug, Clone, clap::Args)]
-pub struct LedgerArgs {
-    /// Charge every recommendation to this privacy ledger (an SQLite file, created if missing)
-    /// before it is written out; a user whose budget is exhausted gets a refusal row
-    /// (docs/ledger.md).
-    #[arg(long, value_name = "FILE")]
-    pub ledger: Option<PathBuf>,
-    /// ε each user may spend per --period (decimal, rounded down to 10^-9). Needed to create a
-    /// ledger; an existing ledger keeps its own, and a different value is an error.
-    #[arg(long, value_name = "EPS", requires = "ledger")]
-    pub budget: Option<String>,
-    /// The budget's window (UTC calendar): day, week, month or none (the ledger's lifetime).
-    /// Default for a new ledger: none.
-    #[arg(long, value_parser = ["day", "week", "month", "none"], requires = "ledger")]
-    pub period: Option<String>,
-    /// What a user with an exhausted budget gets: none (a refusal row) or item:ID (that public
-    /// item, 0 ε, marked fallback). `popular` needs a release with a popularity list.
-    #[arg(long, default_value = "none", requires = "ledger")]
-    pub fallback: String,
-    /// Requests per durable commit (one fsync each).
-    #[arg(long, default_value_t = 256, requires = "ledger")]
-    pub group: usize,
-    /// The batch's run id: request ids are <run id>/<user> (unless the users file has a
-    /// request_id column). Default: a fingerprint of the users file and the serving options, so
-    /// the same command never charges twice — a rerun after a crash replays what was committed.
-    /// Name a new batch over the same file with a new run id (e.g. the date).
-    #[arg(long, value_name = "ID", requires = "ledger")]
-    pub run_id: Option<String>,
-    /// With --history: the user whose budget pays.
-    #[arg(long, value_name = "ID", requires = "ledger")]
-    pub user: Option<String>,
-    /// With --history: the request id (default: a new one per call).
-    #[arg(long, value_name = "ID", requires = "ledger")]
-    pub request_id: Option<String>,
-}
-
 /// What `recommend` resolved before the ledger takes over.
 pub struct Inputs<'a> {
     pub cfg: &'a RecommendConfig,
+    pub user: Option<&'a str>,
+    pub request_id: Option<&'a str>,
     pub history: Option<&'a str>,
     pub users: Option<&'a Path>,
     pub format: Option<FileFormat>,
@@ -62,54 +30,27 @@ pub struct Inputs<'a> {
     pub seed: u64,
 }
 
-fn settings_for(args: &LedgerArgs, path: &Path) -> anyhow::Result<Arc<dyn Ledger>> {
-    let period: Option<Period> = args.period.as_deref().map(str::parse).transpose()?;
-    let budget = args
-        .budget
-        .as_deref()
-        .map(Units::budget)
-        .transpose()
-        .context("--budget")?;
-    Ok(ledger::open_or_create(path, budget, period)?)
+/// The ledger of `o`: an existing file, whose settings must agree with any given, or a new one
+/// with the given budget and period.
+fn open(o: &LedgerOptions) -> anyhow::Result<Arc<dyn Ledger>> {
+    let path = Path::new(o.ledger.as_deref().expect("--ledger given"));
+    Ok(ledger::open_or_create(path, o.budget()?, o.period()?)?)
 }
 
-fn fallback_item(args: &LedgerArgs, rec: &Recommender) -> anyhow::Result<Option<u32>> {
-    match args.fallback.as_str() {
-        "none" => Ok(None),
-        // The most popular training item: public, fixed in the release artifact.
-        "popular" => match &rec.release().popularity {
-            Some(counts) => Ok(
-                recsel::scoring::policy::most_popular(counts, 1, rec.n_items())?
-                    .first()
-                    .copied(),
-            ),
-            None => bail!(
-                "--fallback popular needs a release with a popularity list (format version 2), \
-                 which this model directory does not have: write it again with `recsel fit ... \
-                 --out DIR`, or give a public item with --fallback item:ID"
-            ),
-        },
-        f => match f.strip_prefix("item:") {
-            Some(id) => Ok(Some(rec.item_index(id).with_context(|| {
-                format!("--fallback: item '{id}' is not one of the model's item ids")
-            })?)),
-            None => bail!("--fallback must be none, popular or item:ID, got '{f}'"),
-        },
-    }
-}
-
-pub fn run(rec: Recommender, args: &LedgerArgs, input: Inputs<'_>) -> anyhow::Result<()> {
+pub fn run(rec: Recommender, options: &RecommendOptions, input: Inputs<'_>) -> anyhow::Result<()> {
+    let args = &options.ledger;
     let path = args.ledger.as_deref().expect("--ledger given");
-    let ledger = settings_for(args, path)?;
+    let ledger = open(args)?;
     let settings = ledger.settings();
-    let fallback = fallback_item(args, &rec)?;
+    let fallback = args.fallback().column(&rec)?;
+    let group = options.group_size()?;
     let rec = Arc::new(rec);
-    let committer = Arc::new(GroupCommitter::new(Arc::clone(&ledger), args.group));
+    let committer = Arc::new(GroupCommitter::new(Arc::clone(&ledger), group));
     let lr = LedgeredRecommender::new(Arc::clone(&rec), committer, fallback)?;
     eprintln!(
         "[ledger] {}: {settings}; each recommendation charges {} eps (basic composition); \
          fallback: {}",
-        path.display(),
+        path,
         lr.charge(),
         lr.fallback().unwrap_or("none (refusal rows)")
     );
@@ -118,7 +59,7 @@ pub fn run(rec: Recommender, args: &LedgerArgs, input: Inputs<'_>) -> anyhow::Re
         rec.release().manifest.data_fingerprint.clone(),
         format!("{:?}", rec.release().manifest.model_file),
         cfg.mechanism.clone(),
-        format!("{:?}", cfg.params),
+        key_params(&cfg.params),
         cfg.candidates.to_string(),
         format!("{:?}", cfg.noise),
         lr.fallback().unwrap_or("").to_string(),
@@ -126,15 +67,15 @@ pub fn run(rec: Recommender, args: &LedgerArgs, input: Inputs<'_>) -> anyhow::Re
     let now = Timestamp::now();
     let (requests, users_bytes) = match (input.history, input.users) {
         (Some(h), _) => {
-            let user = args
+            let user = input
                 .user
-                .clone()
+                .map(str::to_string)
                 .context("--history with --ledger needs --user ID (whose budget pays)")?;
             let ids = h.split(',').map(str::trim).filter(|s| !s.is_empty());
             let history = rec.history(ids).context("--history")?;
-            let request_id = args
+            let request_id = input
                 .request_id
-                .clone()
+                .map(str::to_string)
                 .unwrap_or_else(|| format!("{}/{}", Timestamp::now().0, rand_suffix()));
             let one = BatchRequest {
                 user,
@@ -181,7 +122,10 @@ pub fn run(rec: Recommender, args: &LedgerArgs, input: Inputs<'_>) -> anyhow::Re
         let refs: Vec<&str> = key_config.iter().map(|s| s.as_str()).collect();
         run_key(&users_bytes, &refs)
     };
-    let id = args.run_id.clone().unwrap_or_else(|| key[..16].to_string());
+    let id = options
+        .run_id
+        .clone()
+        .unwrap_or_else(|| key[..16].to_string());
     let run = ledger.open_run(&id, &key, now)?;
     eprintln!(
         "[ledger] run {} (attempt {}{}); request ids are the file's request_id, else {}/<user>",
@@ -198,7 +142,7 @@ pub fn run(rec: Recommender, args: &LedgerArgs, input: Inputs<'_>) -> anyhow::Re
     let batch = request_ids(requests, &run);
     let bar = progress(batch.len() as u64, "charging");
     let t = std::time::Instant::now();
-    let outcomes = lr.recommend_batch(&batch, now, input.seed, args.group, &mut |b, _| {
+    let outcomes = lr.recommend_batch(&batch, now, input.seed, group, &mut |b, _| {
         bar.inc(b.len() as u64)
     })?;
     bar.finish_and_clear();

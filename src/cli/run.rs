@@ -3,11 +3,8 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Context;
 use recsel::experiments::pipeline::Pipeline;
-use recsel::experiments::real;
-
-use super::common::parse_f64_list;
+use recsel::experiments::select::SelectOptions;
 
 /// Run a pipeline file: one TOML file per figure with an output folder and a [synth],
 /// [twocand], [select], [bandit] or [illustrate] table (unknown keys are errors).
@@ -36,31 +33,21 @@ pub struct Args {
     /// finished run (`recsel select --add-mech`).
     #[arg(long, value_name = "LIST")]
     add_mech: Option<String>,
+    #[command(flatten)]
+    plots: super::common::PlotArgs,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    args.plots.apply();
     let p = Pipeline::load(&args.file)?;
     let out = args.out.clone().unwrap_or_else(|| p.out.clone());
-    // A [select] table becomes the equivalent `recsel select` command line, checked by clap.
-    let select = match &p.select {
-        Some(s) => {
-            let mut argv = s.to_args(&out, args.data_dir.as_deref());
-            if args.json {
-                argv.push("--json".into());
-            }
-            if let Some(m) = &args.add_mech {
-                argv.extend(["--add-mech".into(), m.clone()]);
-            }
-            eprintln!("recsel: running `recsel select {}`", argv.join(" "));
-            Some(parse_select(&argv).map_err(|e| {
-                anyhow::anyhow!(
-                    "{}: the [select] table is not valid: {e}",
-                    args.file.display()
-                )
-            })?)
+    // A [select] table is the select job's options; --data-dir replaces its data directory.
+    let select = p.select.clone().map(|mut s| {
+        if let Some(d) = &args.data_dir {
+            s.data.data_dir = Some(d.clone());
         }
-        None => None,
-    };
+        s
+    });
     if args.check {
         if let Some(sel) = &select {
             check_select(sel).map_err(|e| {
@@ -82,8 +69,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     match (&p.synth, &p.twocand, select, &p.bandit, &p.illustrate) {
         (Some(s), _, _, _, _) => super::synth::execute(s, &out, args.json),
         (_, Some(t), _, _, _) => super::twocand::execute(t, &out, args.json),
-        (_, _, Some(a), _, _) => {
-            let code = super::select::run(a)?;
+        (_, _, Some(options), _, _) => {
+            let controls = super::select::Controls {
+                out: Some(out.clone()),
+                add_mech: args.add_mech.clone(),
+                json: args.json,
+                plots: args.plots.clone(),
+                ..Default::default()
+            };
+            let code = super::select::execute(&options, &controls)?;
             // Seed 001's fig 13 as one image once its three runs exist beside this one.
             let parent = out.parent().unwrap_or(std::path::Path::new("."));
             if p.figure.starts_with("fig13_") {
@@ -112,23 +106,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// Parses `recsel select` arguments (without program name and subcommand), as `recsel run` does
-/// for a pipeline's [select] table.
-pub fn parse_select(argv: &[String]) -> Result<super::select::Args, clap::Error> {
-    #[derive(clap::Parser)]
-    struct Select {
-        #[command(flatten)]
-        args: super::select::Args,
-    }
-    let full = std::iter::once("select".to_string()).chain(argv.iter().cloned());
-    <Select as clap::Parser>::try_parse_from(full).map(|s| s.args)
-}
-
-/// Validates the arguments without running: the data can be read (files and columns exist), the
-/// mechanisms and ε grid are valid (`recsel run --check`).
-pub fn check_select(args: &super::select::Args) -> anyhow::Result<()> {
-    recsel::data::load::check_source(&args.data.source()?, &args.data.load_options()?)?;
-    let eps = parse_f64_list("--eps", args.eps.as_deref().unwrap_or("1"))?;
-    real::check_grid(&args.mech, &eps).context("--mech or --eps")?;
+/// Validates a `[select]` table without running it: the options, and that the data can be read
+/// (files and columns exist) (`recsel run --check`).
+pub fn check_select(options: &SelectOptions) -> anyhow::Result<()> {
+    options.check()?;
+    recsel::data::load::check_source(&options.data.source()?, &options.data.load_options()?)?;
     Ok(())
 }

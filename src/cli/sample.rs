@@ -5,10 +5,10 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use recsel::mechanisms::{self, MechParams, Problem};
+use recsel::mechanisms::{self, MechValues, Problem, Registry};
 use recsel::rng::NoiseMode;
 
-use super::common::{parse_f64_list, positive, progress, streams, MechOpts};
+use super::common::{parse_f64_list, positive, progress, streams, Flags};
 
 /// Run a mechanism N times on one selection problem and print how often each candidate was chosen.
 #[derive(Debug, clap::Args)]
@@ -31,7 +31,7 @@ pub struct Args {
     #[arg(long, value_name = "D1,D2,...", allow_hyphen_values = true)]
     sens: String,
     #[command(flatten)]
-    opts: MechOpts,
+    params: Flags<MechValues>,
     /// Number of selections.
     #[arg(long, value_name = "N")]
     n: u64,
@@ -51,11 +51,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let scores = parse_f64_list("--scores", &args.scores)?;
     let sens = parse_f64_list("--sens", &args.sens)?;
     let problem = Problem::new(&scores, &sens).context("invalid selection problem")?;
-    let params = args
-        .opts
-        .apply(MechParams::default().with_epsilon(args.eps))?;
+    let params = Registry::builtin()
+        .resolve(&args.params.0)?
+        .with_epsilon(args.eps);
     let spec = mechanisms::spec(&args.mech)?;
-    mechanisms::check_extra_params(&[spec], &params)?;
     let mech = spec
         .build(&params)
         .with_context(|| format!("invalid parameters for {}", spec.name))?;

@@ -5,10 +5,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use recsel::mechanisms::MechParams;
 use recsel::serve::{self, ServeOptions};
 
-use super::common::MechOpts;
+use super::common::Flags;
 
 /// Serve private recommendations over HTTP/JSON, each charged to the user's privacy budget.
 ///
@@ -23,56 +22,23 @@ use super::common::MechOpts;
 Endpoints: POST /v1/recommend, POST /v1/recommend/batch, GET /v1/users/{user}/budget,
 GET /v1/model, GET /metrics, GET /healthz, GET /readyz (docs/serving.md).")]
 pub struct Args {
-    /// Options as a TOML file (the keys of ServeOptions, docs/serving.md); flags given as well
-    /// override it.
+    /// Options as a TOML file (the keys of the options below, with _ for -, `mechanism` for
+    /// --mech and `epsilon` for --eps; docs/serving.md); flags given as well override it.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
-    /// Model directory written by `recsel fit --out DIR` (model + release artifact).
-    #[arg(long, value_name = "DIR", required_unless_present = "config")]
-    model: Option<PathBuf>,
-    /// Privacy ledger: an SQLite file (created if missing) or a postgres:// URL shared by
-    /// several replicas.
-    #[arg(long, value_name = "FILE|URL", required_unless_present = "config")]
-    ledger: Option<String>,
-    /// ε each user may spend per --period (decimal, rounded down to 10^-9).
-    #[arg(long, value_name = "EPS", required_unless_present = "config")]
-    budget: Option<String>,
-    /// The budget's window (UTC calendar): day, week, month or none (default: none).
-    #[arg(long, value_parser = ["day", "week", "month", "none"])]
-    period: Option<String>,
-    /// Mechanism (`recsel mechanisms`), or `tuned`: the row of DIR/tuning.json for --eps.
-    #[arg(long, required_unless_present = "config")]
-    mech: Option<String>,
-    /// ε of each recommendation.
-    #[arg(long, required_unless_present = "config")]
-    eps: Option<f64>,
     #[command(flatten)]
-    opts: MechOpts,
-    /// Candidate policy: all (every item, user-level ε-DP; the default) or history-top:N (needs
-    /// --allow-non-private).
-    #[arg(long, value_name = "POLICY")]
-    candidates: Option<String>,
-    /// Accept what is not user-level ε-DP; every response then says so.
-    #[arg(long)]
-    allow_non_private: bool,
-    /// Address to listen on (port 0: a free port, printed).
-    #[arg(long, value_name = "ADDR")]
-    listen: Option<String>,
-    /// File holding the API key that guards every endpoint but /healthz and /readyz.
-    #[arg(long, value_name = "FILE")]
-    api_key_file: Option<PathBuf>,
-    /// What an exhausted user gets: none (429), popular, or item:ID (a public item, 0 ε).
-    #[arg(long, value_name = "none|popular|item:ID")]
-    fallback: Option<String>,
-    /// Largest request body in bytes.
-    #[arg(long, value_name = "BYTES")]
-    max_body_bytes: Option<usize>,
-    /// Most items in one history.
-    #[arg(long, value_name = "N")]
-    max_history: Option<usize>,
-    /// Tests only: predictable noise from this seed and each request id (announced loudly).
-    #[arg(long, value_name = "SEED", hide = true)]
-    insecure_test_seed: Option<u64>,
+    options: Flags<ServeOptions>,
+}
+
+/// The `serve` subcommand with the options a TOML file can give required only without one.
+pub fn with_config_file(cmd: clap::Command) -> clap::Command {
+    cmd.mut_args(|a| {
+        if a.is_required_set() {
+            a.required(false).required_unless_present("config")
+        } else {
+            a
+        }
+    })
 }
 
 /// `ServeOptions` from the TOML file (if any) and the flags.
@@ -81,60 +47,14 @@ fn options(args: Args, threads: Option<usize>) -> anyhow::Result<ServeOptions> {
         Some(path) => {
             let text = std::fs::read_to_string(path)
                 .with_context(|| format!("reading {}", path.display()))?;
-            ServeOptions::from_toml(&text).with_context(|| format!("{}", path.display()))?
+            let file =
+                ServeOptions::from_toml(&text).with_context(|| format!("{}", path.display()))?;
+            file.overlaid(&args.options.0)?
         }
-        None => ServeOptions::new(
-            args.model.clone().expect("required by clap"),
-            args.ledger.as_deref().expect("required by clap"),
-            args.budget.as_deref().expect("required by clap"),
-            args.mech.as_deref().expect("required by clap"),
-            args.eps.expect("required by clap"),
-        ),
+        None => args.options.0,
     };
-    if let Some(m) = args.model {
-        o.model = m;
-    }
-    if let Some(l) = args.ledger {
-        o.ledger = l;
-    }
-    if let Some(b) = args.budget {
-        o.budget = b;
-    }
-    if let Some(p) = args.period {
-        o.period = p.parse()?;
-    }
-    if let Some(m) = args.mech {
-        o.mechanism = m;
-    }
-    let eps = args.eps.unwrap_or(o.params.epsilon);
-    o.params = args.opts.apply(MechParams {
-        epsilon: eps,
-        ..o.params
-    })?;
-    if let Some(c) = args.candidates {
-        o.candidates = c;
-    }
-    o.allow_non_private |= args.allow_non_private;
-    if let Some(l) = args.listen {
-        o.listen = l;
-    }
     if threads.is_some() {
         o.threads = threads;
-    }
-    if let Some(f) = args.api_key_file {
-        o.api_key_file = Some(f);
-    }
-    if let Some(f) = args.fallback {
-        o.fallback = f.parse()?;
-    }
-    if let Some(n) = args.max_body_bytes {
-        o.limits.max_body_bytes = n;
-    }
-    if let Some(n) = args.max_history {
-        o.limits.max_history = n;
-    }
-    if args.insecure_test_seed.is_some() {
-        o.insecure_test_seed = args.insecure_test_seed;
     }
     Ok(o)
 }

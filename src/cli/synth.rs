@@ -11,7 +11,9 @@ use recsel::experiments::synthetic::MseRow;
 use recsel::experiments::{self, SynthConfig, SynthResults};
 use recsel::report;
 
-use super::common::{parse_f64_list, positive, progress, seed_or_entropy, MechOpts};
+use recsel::mechanisms::MechValues;
+
+use super::common::{parse_f64_list, positive, progress, seed_or_entropy, Flags};
 
 /// Run the synthetic scenarios: MSE ± s.e. of every mechanism over an ε grid, correlations of
 /// scores and sensitivities, tables (CSV, Parquet), resolved config and PNG plots in --out.
@@ -49,7 +51,7 @@ pub struct Args {
     #[arg(long, value_name = "E", default_value_t = 2.0)]
     share_eps: f64,
     #[command(flatten)]
-    opts: MechOpts,
+    params: Flags<MechValues>,
     /// Seed of every random stream (default: drawn from OS entropy and reported on stderr).
     #[arg(long)]
     seed: Option<u64>,
@@ -59,6 +61,8 @@ pub struct Args {
     /// Print exactly one JSON object {"config","rows","correlations","files"} on stdout.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    plots: super::common::PlotArgs,
 }
 
 fn config(args: &Args) -> anyhow::Result<SynthConfig> {
@@ -74,8 +78,7 @@ fn config(args: &Args) -> anyhow::Result<SynthConfig> {
         seed: seed_or_entropy(args.seed),
         ..SynthConfig::default()
     };
-    let p = args.opts.apply(cfg.mech_params())?;
-    (cfg.gamma, cfg.beta, cfg.eta, cfg.c, cfg.chooser) = (p.gamma, p.beta, p.eta, p.c, p.chooser);
+    cfg.params = cfg.params.merged(&args.params.0);
     if let Some(e) = &args.eps {
         cfg.epsilons = parse_f64_list("--eps", e)?;
     }
@@ -95,7 +98,7 @@ fn config(args: &Args) -> anyhow::Result<SynthConfig> {
 
 /// Runs `cfg`, writes every output into `out`, prints a summary (or one JSON object).
 pub fn execute(cfg: &SynthConfig, out: &Path, json: bool) -> anyhow::Result<ExitCode> {
-    cfg.validate().context("invalid synthetic configuration")?;
+    let cfg = &cfg.resolved().context("invalid synthetic configuration")?;
     let total = experiments::synth_work_units(cfg)?;
     let bar = progress(total, "synth");
     let started = std::time::Instant::now();
@@ -184,6 +187,7 @@ fn print_summary(out: &mut impl Write, results: &SynthResults) -> anyhow::Result
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    args.plots.apply();
     let cfg = config(&args)?;
     execute(&cfg, &args.out, args.json)
 }

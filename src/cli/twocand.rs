@@ -38,6 +38,8 @@ pub struct Args {
     /// Print exactly one JSON object {"config","rows","files","max_abs_z_rnmh"} on stdout.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    plots: super::common::PlotArgs,
 }
 
 /// Runs `cfg` and writes its outputs into `out`.
@@ -100,6 +102,7 @@ pub fn execute(cfg: &TwocandConfig, out: &Path, json: bool) -> anyhow::Result<Ex
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    args.plots.apply();
     let cfg = TwocandConfig {
         figure: args.figure.parse()?,
         grid: args.grid,

@@ -24,6 +24,17 @@ pub enum Format {
 }
 
 impl Format {
+    /// The name [`Format::parse`] reads.
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::MovieLens => "movielens",
+            Format::Netflix => "netflix",
+            Format::LightGcn => "lightgcn",
+            Format::Csv => "csv",
+            Format::Parquet => "parquet",
+        }
+    }
+
     /// Parses a `--format` value.
     pub fn parse(name: &str) -> Result<Self> {
         Ok(match name {

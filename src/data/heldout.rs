@@ -64,6 +64,38 @@ impl ValidationUsers {
     }
 }
 
+impl std::str::FromStr for ValidationUsers {
+    type Err = Error;
+    fn from_str(text: &str) -> Result<Self> {
+        ValidationUsers::parse(text)
+    }
+}
+
+// Validation users as an option's value (`--validation-users`, a table's `validation_users` key).
+crate::options::text_option_value!(ValidationUsers, "auto|N");
+
+impl serde::Serialize for ValidationUsers {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for ValidationUsers {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        /// A count may be written as a number or as text in a table.
+        #[derive(serde::Deserialize)]
+        #[serde(untagged)]
+        enum Text {
+            Count(u64),
+            Word(String),
+        }
+        match Text::deserialize(d)? {
+            Text::Count(n) => Ok(ValidationUsers::Count(n as usize)),
+            Text::Word(w) => w.parse().map_err(serde::de::Error::custom),
+        }
+    }
+}
+
 impl std::fmt::Display for ValidationUsers {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {

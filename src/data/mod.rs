@@ -10,7 +10,10 @@ pub mod descriptor;
 pub mod export;
 pub mod heldout;
 pub mod load;
+pub mod options;
 pub mod preprocess;
+mod readers;
+mod source;
 pub mod split;
 pub mod synthetic;
 
@@ -18,6 +21,7 @@ pub use descriptor::{Descriptor, PaperModel, Protocol};
 pub use export::{write_lightgcn, LightGcnExport};
 pub use heldout::{calibration_users, HeldOutRows, ValidationUsers};
 pub use load::{load_dataset, load_dataset_with, DataSource, Format, LoadOptions, NamedDataset};
+pub use options::{DataOptions, RatingCut};
 pub use preprocess::{preprocess, preprocess_owned, PreprocessConfig};
 pub use split::{split, split_owned, SplitConfig};
 

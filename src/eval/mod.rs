@@ -23,20 +23,11 @@ pub struct Estimate {
 
 impl Estimate {
     fn of(values: &[f64]) -> Self {
-        let n = values.len() as f64;
         if values.is_empty() {
             return Estimate::default();
         }
-        let mean = values.iter().sum::<f64>() / n;
-        let var = if values.len() > 1 {
-            values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0)
-        } else {
-            0.0
-        };
-        Estimate {
-            mean,
-            se: (var / n).sqrt(),
-        }
+        let (mean, se) = crate::stats::mean_se(values);
+        Estimate { mean, se }
     }
 }
 

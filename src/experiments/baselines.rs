@@ -13,7 +13,7 @@ use serde::Serialize;
 use crate::mechanisms::{self, Guarantee};
 use crate::scoring::UserScorer;
 
-use super::real::{SelectConfig, UserRow};
+use super::select::{SelectConfig, UserRow};
 
 /// One baseline's hit@1 per user of the run.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -219,7 +219,7 @@ impl Baselines {
                     .collect();
                 let (d, se) = mean_se(&diff);
                 if top.as_ref().is_none_or(|t| d > t.1) {
-                    top = Some((name.clone(), d, se));
+                    top = Some((name.to_string(), d, se));
                 }
             }
             match top {
@@ -265,11 +265,15 @@ pub fn add_to_summary<S: UserScorer>(
         return Ok(text);
     }
     let lines = b.summary(cfg, rows);
-    Ok(match text.find("\n(hit@1: ") {
+    // Right after the hit@1 grid when it is printed, else before the list of files written.
+    let at = match text.find("\n(hit@1: ") {
+        Some(at) => text[at + 1..].find('\n').map(|e| at + 2 + e),
+        None => text.find("\nwrote ").map(|at| at + 1),
+    };
+    Ok(match at {
         Some(at) => {
-            let end = text[at + 1..].find('\n').map_or(text.len(), |e| at + 2 + e);
             let mut t = text;
-            t.insert_str(end, &lines);
+            t.insert_str(at, &lines);
             t
         }
         None => text + &lines,

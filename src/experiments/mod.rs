@@ -5,12 +5,10 @@
 pub mod bandit;
 pub mod baselines;
 pub mod illustrate;
-pub mod partition;
 pub mod picks;
 pub mod pipeline;
-pub mod real;
 pub mod scenarios;
-pub mod select_pipeline;
+pub mod select;
 pub mod synthetic;
 pub mod twocand;
 pub mod winners;
@@ -18,18 +16,17 @@ pub mod winners;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use std::collections::BTreeMap;
-
-use crate::mechanisms::{self, MechParams, MechanismSpec, Registry};
+use crate::mechanisms::{MechParams, MechValues, MechanismSpec, Registry};
 use crate::rng::Streams;
-use crate::stats::Chooser;
 use scenarios::{Dataset, Scenario, ScenarioSet, CORR_T};
 use synthetic::{CorrRow, MseRow};
 
 /// Configuration of a synthetic run. `Default` is docs/experiments.md; a pipeline's `[synth]` table overrides
-/// any field, and the resolved copy written beside the results has every field filled in.
+/// any field, and the resolved copy written beside the results ([`SynthConfig::resolved`]) has
+/// every field filled in. Mechanism parameters sit beside the other keys (`gamma = 0.05`): every
+/// key that is not a field is one, checked against the registry by [`SynthConfig::validate`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+#[serde(default)]
 pub struct SynthConfig {
     /// Each `1`..`8`, `corr`, `share` (fig 18), `fig6` (figs 6/24) or `all` (1–8 and corr).
     pub scenarios: Vec<ScenarioSet>,
@@ -43,16 +40,9 @@ pub struct SynthConfig {
     pub trials: u64,
     /// Users of scenarios 7 and 8 (two equal groups).
     pub polarised_users: u64,
-    /// Stopping probability γ of `rs`, `rs-tnb`, `rs-exp`.
-    pub gamma: f64,
-    /// Failure probability β of `gem`, `mgem`, `cgem`.
-    pub beta: f64,
-    /// Shape η of `rs-tnb`.
-    pub eta: f64,
-    /// Share c of ε that `cgem` spends on its correlation bit.
-    pub c: f64,
-    /// The correlation `cgem` uses.
-    pub chooser: Chooser,
+    /// Mechanism parameters by name (γ, β, η, c, chooser, …; `recsel mechanisms`).
+    #[serde(flatten)]
+    pub params: MechValues,
     /// The t values of the correlation sweep.
     pub corr_t: Vec<f64>,
     /// Shares of high scores of the fig 18 sweep.
@@ -61,9 +51,6 @@ pub struct SynthConfig {
     pub share_epsilon: f64,
     /// Seed of every random stream (data and selections).
     pub seed: u64,
-    /// Extra parameters declared by registered mechanisms (docs/extending.md), by name.
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    pub params: BTreeMap<String, f64>,
     /// Where `mechanisms` are looked up: the built-ins unless the caller registered more.
     #[serde(skip)]
     pub registry: Registry,
@@ -85,7 +72,8 @@ pub fn default_epsilons() -> Vec<f64> {
 
 impl Default for SynthConfig {
     fn default() -> Self {
-        let p = MechParams::default();
+        let registry = Registry::builtin();
+        let params = registry.table_values(&[], &registry.defaults());
         SynthConfig {
             scenarios: vec![ScenarioSet::All],
             mechanisms: "all".into(),
@@ -93,34 +81,35 @@ impl Default for SynthConfig {
             k: 100,
             trials: 10_000,
             polarised_users: 5_000,
-            gamma: p.gamma,
-            beta: p.beta,
-            eta: p.eta,
-            c: p.c,
-            chooser: p.chooser,
+            params,
             corr_t: CORR_T.to_vec(),
             shares: (1..=19).map(|i| f64::from(i) / 20.0).collect(),
             share_epsilon: 2.0,
             seed: 1,
-            params: BTreeMap::new(),
-            registry: Registry::builtin(),
+            registry,
         }
     }
 }
 
 impl SynthConfig {
-    /// The mechanism parameters (ε is set per cell).
-    pub fn mech_params(&self) -> MechParams {
-        MechParams {
-            epsilon: 1.0,
-            gamma: self.gamma,
-            beta: self.beta,
-            eta: self.eta,
-            c: self.c,
-            chooser: self.chooser,
-            extra: self.params.clone(),
-            ..MechParams::default()
-        }
+    /// The mechanism parameters (ε is set per cell): the given values, the others at their
+    /// defaults; an error names an unknown key.
+    pub fn mech_params(&self) -> Result<MechParams> {
+        self.registry.resolve(&self.params)
+    }
+
+    /// The configuration as it is recorded beside the results: validated, with the values of
+    /// the parameters its mechanisms read filled in.
+    pub fn resolved(&self) -> Result<SynthConfig> {
+        self.validate()?;
+        let names: Vec<String> = self
+            .mechanism_specs()?
+            .iter()
+            .map(|s| s.name.to_string())
+            .collect();
+        let mut cfg = self.clone();
+        cfg.params = self.registry.table_values(&names, &self.mech_params()?);
+        Ok(cfg)
     }
 
     /// The mechanisms named by `mechanisms`.
@@ -175,11 +164,12 @@ impl SynthConfig {
     /// Checks every field once, naming the bad value: mechanism names and parameters (by building
     /// each mechanism at every ε), grid sizes, scenarios.
     pub fn validate(&self) -> Result<()> {
+        self.registry.check_table_keys(&self.params, "[synth]")?;
         let specs = self.mechanism_specs()?;
-        mechanisms::check_extra_params(&specs, &self.mech_params())?;
-        mechanisms::private_candidates::scores::refuse_approximate(
+        let params = self.mech_params()?;
+        crate::mechanisms::private_candidates::scores::refuse_approximate(
             &specs,
-            &self.mech_params(),
+            &params,
             "synth (it compares eps-DP mechanisms at each eps)",
         )?;
         if self.scenarios.is_empty() {
@@ -190,7 +180,7 @@ impl SynthConfig {
         }
         for &e in self.epsilons.iter().chain([&self.share_epsilon]) {
             for s in &specs {
-                s.build(&self.mech_params().with_epsilon(e))?;
+                s.build(&params.with_epsilon(e))?;
             }
         }
         if self.k < 2 {
@@ -245,7 +235,7 @@ pub fn run_synth(cfg: &SynthConfig, progress: &(dyn Fn(u64) + Sync)) -> Result<S
     let specs = cfg.mechanism_specs()?;
     let streams = Streams::new(cfg.seed);
     let data_streams = scenarios::data_streams(&streams);
-    let params = cfg.mech_params();
+    let params = cfg.mech_params()?;
     let mut out = SynthResults {
         datasets: Vec::new(),
         rows: Vec::new(),

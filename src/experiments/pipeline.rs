@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::experiments::bandit::BanditConfig;
 use crate::experiments::illustrate::IllustrateConfig;
-use crate::experiments::select_pipeline::SelectPipeline;
+use crate::experiments::select::SelectOptions;
 use crate::experiments::twocand::TwocandConfig;
 use crate::experiments::SynthConfig;
 
@@ -39,7 +39,7 @@ pub struct Pipeline {
     /// Two-candidate grids (figs 3, 15, 16, 17).
     pub twocand: Option<TwocandConfig>,
     /// Real-data private selection (figs 13, 21).
-    pub select: Option<SelectPipeline>,
+    pub select: Option<SelectOptions>,
     /// Bandit under distribution shift (fig 14).
     pub bandit: Option<BanditConfig>,
     /// Illustrations computed exactly (figs 4, 22).
@@ -129,7 +129,7 @@ impl Pipeline {
         ) {
             (Some(s), None, None, None, None) => s.validate(),
             (None, Some(t), None, None, None) => t.validate(),
-            (None, None, Some(r), None, None) => r.validate(),
+            (None, None, Some(r), None, None) => r.check(),
             (None, None, None, Some(b), None) => b.validate(),
             (None, None, None, None, Some(i)) => i.validate(),
             _ => Err(Error::Invalid(

@@ -249,11 +249,9 @@ pub fn hg_cell(
     cell: u32,
     panel_index: u64,
 ) -> Result<HgRow> {
-    let params = MechParams {
-        gamma: panel.gamma,
-        ..MechParams::default()
-    }
-    .with_epsilon(panel.epsilon);
+    let params = MechParams::default()
+        .with_param("gamma", panel.gamma)
+        .with_epsilon(panel.epsilon);
     let rnm = mechanisms::build("rnm", &params)?;
     let other = mechanisms::build(panel.mechanism, &params)?;
     let q = [0.0, panel.gap];

@@ -23,10 +23,29 @@ use crate::error::{Error, Result};
 use crate::mechanisms::gem::{prepare_gem, prepare_gem_secure, GemVariant, PreparedGem};
 use crate::mechanisms::secure::{randomized_response, SecurePermuteFlip, SecurePrepared};
 use crate::mechanisms::{
-    check_epsilon, check_open_unit, Mechanism, Prepared, Problem, SecureEpsilon,
+    check_epsilon, check_open_unit, Bound, Mechanism, ParamSpec, Prepared, Problem, SecureEpsilon,
 };
 use crate::rng::{Rng, SecureRng};
 use crate::stats::Chooser;
+
+/// Share c of ε that `cgem` spends on the bit that chooses between gem and mgem.
+pub const C: ParamSpec = ParamSpec::real_in(
+    "c",
+    "Share of eps spent on the bit that chooses gem or mgem",
+    0.6,
+    Bound::Open(0.0),
+    Bound::Open(1.0),
+);
+
+/// What `cgem`'s bit reads: a correlation of scores and sensitivities, or `bound` (mgem when its
+/// utility bound is at least gem's; `recsel bounds`).
+pub const CHOOSER: ParamSpec = ParamSpec::choice(
+    "chooser",
+    "What the bit reads: a correlation, or bound (mgem when its utility bound is at least \
+     gem's; see recsel bounds)",
+    "spearman",
+    &["spearman", "pearson", "weighted", "bound"],
+);
 
 /// Combined GEM.
 #[derive(Debug, Clone)]

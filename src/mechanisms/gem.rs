@@ -37,8 +37,18 @@ use crate::error::{Error, Result};
 use crate::mechanisms::rnm::ExpNoisyMax;
 use crate::mechanisms::secure::{ExpWeights, SecurePermuteFlip, SecurePrepared};
 use crate::mechanisms::{
-    check_epsilon, check_open_unit, Grid, Mechanism, Prepared, Problem, SecureEpsilon,
+    check_epsilon, check_open_unit, Bound, Grid, Mechanism, ParamSpec, Prepared, Problem,
+    SecureEpsilon,
 };
+
+/// Failure probability β of `gem`, `mgem` and `cgem`: the threshold is t = ±2 ln(k/β)/ε.
+pub const BETA: ParamSpec = ParamSpec::real_in(
+    "beta",
+    "Failure probability of GEM: threshold t = 2 ln(k/beta)/eps",
+    0.05,
+    Bound::Open(0.0),
+    Bound::Open(1.0),
+);
 
 /// Which shift: GEM (`t > 0`) or modified GEM (`t < 0`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -36,12 +36,41 @@ use crate::mechanisms::maxdraw::{self, Guide, NoiseShape, Solution};
 use crate::mechanisms::private_candidates::{Law, PrivateSelection, SelectionParams, Stopping};
 use crate::mechanisms::secure::{noise_scales, ExactNoise, SecurePrepared, SecureRandomStopping};
 use crate::mechanisms::{
-    check_epsilon, no_secure_path, Grid, Guarantee, Mechanism, Prepared, Problem, SecureEpsilon,
+    check_epsilon, no_secure_path, Bound, Grid, Guarantee, Mechanism, ParamSpec, Prepared, Problem,
+    SecureEpsilon,
 };
 use crate::rng::Rng;
 use crate::rng::SecureRng;
 use crate::stats::distributions::{exp1, index_and_sign};
 use crate::stats::exact::{ExactStopping, FRACTION_BITS};
+
+/// Stopping probability γ of `rs`, `rs-tnb`, `rs-exp` (and `rs-exp-m1`): the number of draws
+/// is Geometric(γ) (truncated negative binomial for `rs-tnb`), E K ≈ 1/γ.
+pub const GAMMA: ParamSpec = ParamSpec::real_in(
+    "gamma",
+    "Stopping probability of random stopping: about 1/gamma draws",
+    0.05,
+    Bound::Open(0.0),
+    Bound::Closed(1.0),
+);
+
+/// Shape η of `rs-tnb`'s truncated negative binomial: noise `Lap((2+η)Δ_a/ε)`.
+pub const ETA: ParamSpec = ParamSpec::real_in(
+    "eta",
+    "Shape of the truncated negative binomial: noise Lap((2+eta)*Delta_a/eps)",
+    0.0,
+    Bound::Open(-1.0),
+    Bound::Unbounded,
+);
+
+/// Number of draws T of the audit reference `bot-exp`.
+pub const DRAWS: ParamSpec = ParamSpec::integer(
+    "draws",
+    "Number of draws T, without random stopping",
+    10,
+    1,
+    i64::MAX,
+);
 
 /// How the number of draws K is chosen, and with it the noise.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -6,6 +6,8 @@ pub mod ease;
 pub mod factor;
 pub mod gram;
 pub mod io;
+pub mod options;
+pub mod ordering;
 pub mod sansa;
 pub mod sparse;
 pub mod umr;
@@ -13,6 +15,7 @@ pub mod umr;
 use std::time::Instant;
 
 pub use ease::Ease;
+pub use options::ModelOptions;
 pub use sansa::{Sansa, SCORE_LANES};
 pub use umr::UmrConfig;
 

@@ -9,11 +9,13 @@ use std::time::Instant;
 use faer::reborrow::{Reborrow, ReborrowMut};
 
 use super::factor::{
-    amd_ordering, amd_ordering_dense, amd_ordering_pattern, dense_cholesky,
-    dense_cholesky_in_place, exact_cholesky, incomplete_cholesky, permute_dense_symmetric,
-    to_unit_ldl, ZeroedSquare,
+    dense_cholesky, dense_cholesky_in_place, exact_cholesky, incomplete_cholesky, to_unit_ldl,
+    ZeroedSquare,
 };
 use super::gram::{gram_dense, gram_lower, gram_pattern, relabel_items, ItemUsers};
+use super::ordering::{
+    amd_ordering, amd_ordering_dense, amd_ordering_pattern, permute_dense_symmetric,
+};
 use super::sparse::{permute_lower, prune_global, symmetric_col_sq_norms, SparseMat};
 use super::umr::{umr_inverse, UmrConfig};
 use super::{DenseScalar, FitReport, Method, Precision};

@@ -17,7 +17,9 @@ use crate::error::{Error, Result};
 use crate::ledger::{
     Answer, ChargeRequest, CommitStats, GroupCommitter, Outcome, Run, Timestamp, Units,
 };
+use crate::mechanisms::{MechParams, ParamValue};
 use crate::rng::{Draws, SecureRng};
+use crate::stats::Chooser;
 
 use super::input::UserRequest;
 use super::{user_key, RecScratch, Recommender};
@@ -301,6 +303,50 @@ pub fn request_ids(requests: Vec<UserRequest>, run: &Run) -> Vec<BatchRequest> {
         .collect()
 }
 
+/// The mechanism parameters as a batch run's key ([`run_key`]) records them: ε, the built-ins'
+/// six parameters (γ, β, η, c, chooser, draws) and then every other parameter given, by name —
+/// the text the key has always held, so that a batch keeps its run id (and its reruns replay
+/// instead of charging again) across versions of recsel.
+pub fn key_params(params: &MechParams) -> String {
+    use crate::mechanisms::{BETA, C, CHOOSER, DRAWS, ETA, GAMMA};
+    let chooser = params
+        .word(&CHOOSER)
+        .ok()
+        .and_then(|w| Chooser::from_name(&w).ok())
+        .unwrap_or_default();
+    let six = [
+        GAMMA.name,
+        BETA.name,
+        ETA.name,
+        C.name,
+        CHOOSER.name,
+        DRAWS.name,
+    ];
+    let others: std::collections::BTreeMap<&str, f64> = params
+        .values
+        .iter()
+        .filter(|(name, _)| !six.contains(name))
+        .map(|(name, v)| {
+            let x = match v {
+                ParamValue::Real(x) => *x,
+                ParamValue::Integer(i) => *i as f64,
+                ParamValue::Word(_) => f64::NAN,
+            };
+            (name, x)
+        })
+        .collect();
+    format!(
+        "MechParams {{ epsilon: {:?}, gamma: {:?}, beta: {:?}, eta: {:?}, c: {:?}, chooser: \
+         {chooser:?}, draws: {}, extra: {others:?} }}",
+        params.epsilon,
+        params.number(&GAMMA),
+        params.number(&BETA),
+        params.number(&ETA),
+        params.number(&C),
+        params.number(&DRAWS) as u64,
+    )
+}
+
 /// The fingerprint of a batch command for [`crate::ledger::Ledger::open_run`], and its default
 /// run id (its first 16 hex digits): a hash of what decides its requests (the users file's bytes
 /// and the serving configuration), not of the seed or the output path. The same command
@@ -326,4 +372,31 @@ pub fn run_key(users_file: &[u8], config: &[&str]) -> String {
     g.write(&first.to_le_bytes());
     g.write(users_file);
     format!("{:016x}{:016x}", h.finish(), g.finish())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The parameters' text in a batch run's key is the one batches have always been keyed by,
+    /// so a rerun of the same command keeps its run id (and replays) across versions.
+    #[test]
+    fn key_params_keep_the_text_run_ids_were_made_of() {
+        let p = MechParams::default();
+        assert_eq!(
+            key_params(&p),
+            "MechParams { epsilon: 1.0, gamma: 0.05, beta: 0.05, eta: 0.0, c: 0.6, chooser: \
+             Spearman, draws: 10, extra: {} }"
+        );
+        let p = p
+            .with_epsilon(0.5)
+            .with_param("chooser", "bound")
+            .with_param("max_runs", 100i64)
+            .with_param("threshold", 0.8);
+        assert_eq!(
+            key_params(&p),
+            "MechParams { epsilon: 0.5, gamma: 0.05, beta: 0.05, eta: 0.0, c: 0.6, chooser: \
+             Bound, draws: 10, extra: {\"max_runs\": 100.0, \"threshold\": 0.8} }"
+        );
+    }
 }

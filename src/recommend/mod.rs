@@ -41,9 +41,11 @@
 
 pub mod input;
 pub mod ledgered;
+pub mod options;
 pub mod release;
 pub mod tuning;
 pub mod utility;
+pub mod utility_options;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -57,6 +59,7 @@ use crate::model::{self, Model, Scratch};
 use crate::rng::{name_id, Draws, NoiseMode, SecureRng, Streams};
 use crate::scoring::{top_candidates, CandidateList, CandidatePolicy, Candidates};
 
+pub use options::RecommendOptions;
 pub use release::{calibrate, Release, ReleaseManifest};
 
 /// What to recommend with: the mechanism, its parameters (ε among them), the candidate policy

@@ -17,6 +17,7 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::io::{ensure_dir, write_atomic};
+use crate::mechanisms::BETA;
 
 /// The resolved configuration of a run: the command, every parameter with defaults filled in, the
 /// seed (inside `config`) and the crate version.
@@ -143,7 +144,11 @@ pub fn write_synth(
         }
     }
     // Bounds as a chooser (extension): Spearman rule vs bound rule against the MSE winner.
-    let winners = crate::experiments::winners::evaluate(&results.datasets, &results.rows, cfg.beta);
+    let winners = crate::experiments::winners::evaluate(
+        &results.datasets,
+        &results.rows,
+        cfg.params.number(&BETA),
+    );
     if !winners.is_empty() {
         written.extend(table::to_table(&winners)?.write(dir, "winners")?);
     }

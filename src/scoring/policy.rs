@@ -164,6 +164,10 @@ impl FromStr for CandidatePolicy {
     }
 }
 
+// A policy as an option's value (`--candidates POLICY`, a table's `candidates` key): parsed when
+// given, so a bad policy is an error naming the option.
+crate::options::text_option_value!(CandidatePolicy, "POLICY");
+
 impl Serialize for CandidatePolicy {
     fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
         s.collect_str(self)
@@ -233,7 +237,7 @@ pub fn read_pool(path: &Path, item_index: &dyn Fn(&str) -> Option<u32>) -> Resul
 }
 
 /// A policy resolved against a model's items: what builds each user's candidate list.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum CandidateList {
     /// Every item column.
     All,

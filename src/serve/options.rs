@@ -1,83 +1,130 @@
-//! The service's options ([`ServeOptions`]): one serde value, its defaults written once here, that
-//! the command line (and a TOML file) only fill in.
+//! The service's options ([`ServeOptions`]), declared once with the option tables of serving:
+//! the model, mechanism, ε and candidates ([`ServingOptions`]) and the ledger's settings
+//! ([`LedgerOptions`]) are the ones `recsel recommend` takes; the service adds where it listens,
+//! its key, its limits and the mechanism's parameters. The command line and a TOML file (the
+//! same keys; unknown keys are errors naming them) only fill them in.
 
-use std::fmt;
 use std::path::PathBuf;
-use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
 use crate::ledger::Period;
-use crate::mechanisms::MechParams;
+use crate::mechanisms::{MechValues, Registry};
+use crate::options::{option_table, OptionTable};
+use crate::recommend::options::{LedgerOptions, ServingOptions};
+use crate::recommend::RecommendConfig;
+use crate::rng::NoiseMode;
+
+pub use crate::recommend::options::Fallback;
 
 use super::ServeError;
 
 /// Where the service listens unless told otherwise: loopback only.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
-/// The candidate policy unless told otherwise: every item (user-level ε-DP).
-pub const DEFAULT_CANDIDATES: &str = "all";
 
-/// Everything `recsel serve` is started with.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ServeOptions {
-    /// Model directory with its release artifact (`recsel fit ... --out DIR`).
-    pub model: PathBuf,
-    /// The privacy ledger: a file path (the embedded SQLite store, created if missing) or a
-    /// `postgres://` URL (a ledger shared by several replicas).
-    pub ledger: String,
-    /// ε each user may spend per period (decimal, rounded down to 10⁻⁹). An existing ledger must
-    /// hold the same budget.
-    pub budget: String,
-    /// The budget's window (UTC calendar): `day`, `week`, `month` or `none` (the ledger's whole
-    /// life, the default).
-    #[serde(default = "default_period")]
-    pub period: Period,
-    /// Registry name of the selection mechanism (fixed by the operator; requests cannot choose),
-    /// or `tuned`: the row of the model directory's `tuning.json` for ε (`recsel tune`).
-    pub mechanism: String,
-    /// The mechanism's parameters, ε among them (fixed by the operator).
-    #[serde(default)]
-    pub params: MechParams,
-    /// Candidate policy (`all`, the default; `popular:N`, `pool:FILE`; `history-top:N` only with
-    /// `allow_non_private`): [`crate::scoring::CandidatePolicy`].
-    #[serde(default = "default_candidates")]
-    pub candidates: String,
-    /// Accept a policy or mechanism that is not user-level ε-DP; every response then says so.
-    #[serde(default)]
-    pub allow_non_private: bool,
-    /// Address to listen on (`127.0.0.1:0` picks a free port, printed at start-up).
-    #[serde(default = "default_listen")]
-    pub listen: String,
-    /// Threads of the pool that scores and selects (default: one per core).
-    #[serde(default)]
-    pub threads: Option<usize>,
-    /// File holding the API key that guards every endpoint but health (never the key itself on
-    /// a command line). Without it the service takes requests from anyone who can reach it.
-    #[serde(default)]
-    pub api_key_file: Option<PathBuf>,
-    /// What a user whose budget is exhausted gets.
-    #[serde(default)]
-    pub fallback: Fallback,
-    /// Limits on requests.
-    #[serde(default)]
-    pub limits: Limits,
-    /// Tests only: derive each request's noise from this seed and the request id. The noise is
-    /// then predictable; the start-up banner and every response say so.
-    #[serde(default)]
-    pub insecure_test_seed: Option<u64>,
+option_table! {
+    /// Everything `recsel serve` is started with.
+    #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+    pub struct ServeOptions {
+        /// The model, the mechanism, ε and the candidates (fixed by the operator; requests
+        /// cannot choose them).
+        #[flatten]
+        pub serving: ServingOptions,
+        /// The privacy ledger: a file (the embedded SQLite store, created if missing) or a
+        /// postgres:// URL (a ledger shared by several replicas), the budget and its window,
+        /// and the fallback of an exhausted user (none: 429 with Retry-After).
+        #[flatten]
+        pub ledger: LedgerOptions,
+        /// Address to listen on (port 0: a free port, printed at start-up).
+        #[option(value_name = "ADDR", group = "Service")]
+        pub listen: String = DEFAULT_LISTEN.to_string(),
+        /// File holding the API key that guards every endpoint but /healthz and /readyz (never
+        /// the key itself on a command line). Without it the service takes requests from
+        /// anyone who can reach it.
+        #[option(value_name = "FILE", group = "Service")]
+        pub api_key_file: PathBuf,
+        /// Limits on requests.
+        #[flatten]
+        pub limits: LimitOptions,
+        /// Tests only: derive each request's noise from this seed and the request id. The noise
+        /// is then predictable; the start-up banner and every response say so.
+        #[option(value_name = "SEED", hidden = true, group = "Service")]
+        pub insecure_test_seed: u64,
+        /// Threads of the pool that scores and selects (default: one per core; on the command
+        /// line, the global --threads).
+        #[table_only]
+        pub threads: Option<usize>,
+        /// Parameters of the mechanism (fixed by the operator).
+        #[flatten]
+        pub params: MechValues,
+    }
 }
 
-fn default_period() -> Period {
-    Period::None
+option_table! {
+    /// Limits on what one request may hold; each error response names the limit it hit.
+    #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+    pub struct LimitOptions {
+        /// Largest request body, in bytes (413 beyond).
+        #[option(value_name = "BYTES", group = "Limits")]
+        pub max_body_bytes: usize = 1 << 20,
+        /// Most items in one history (400 beyond).
+        #[option(group = "Limits")]
+        pub max_history: usize = 10_000,
+        /// Most requests in one batch (400 beyond).
+        #[option(group = "Limits")]
+        pub max_batch: usize = 256,
+        /// Longest user id and request id, in bytes.
+        #[option(value_name = "BYTES", group = "Limits")]
+        pub max_id_bytes: usize = 128,
+        /// Requests waiting for the worker pool or the ledger at once; beyond, 503 and
+        /// Retry-After.
+        #[option(group = "Limits")]
+        pub max_pending: usize = 4096,
+        /// Most requests in one durable ledger commit.
+        #[option(group = "Limits")]
+        pub max_group: usize = 256,
+    }
 }
 
-fn default_candidates() -> String {
-    DEFAULT_CANDIDATES.into()
+/// The limits of a running service ([`LimitOptions`] resolved).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest request body, in bytes.
+    pub max_body_bytes: usize,
+    /// Most items in one history.
+    pub max_history: usize,
+    /// Most requests in one batch.
+    pub max_batch: usize,
+    /// Longest user id and request id, in bytes.
+    pub max_id_bytes: usize,
+    /// Requests waiting at once.
+    pub max_pending: usize,
+    /// Most requests in one durable ledger commit.
+    pub max_group: usize,
 }
 
-fn default_listen() -> String {
-    DEFAULT_LISTEN.into()
+impl Default for Limits {
+    fn default() -> Self {
+        LimitOptions::defaults().resolved()
+    }
+}
+
+impl LimitOptions {
+    /// Every limit, given or at its default.
+    pub fn resolved(&self) -> Limits {
+        let d = LimitOptions::defaults();
+        let v = |given: Option<usize>, default: Option<usize>| {
+            given.or(default).expect("every limit has a default")
+        };
+        Limits {
+            max_body_bytes: v(self.max_body_bytes, d.max_body_bytes),
+            max_history: v(self.max_history, d.max_history),
+            max_batch: v(self.max_batch, d.max_batch),
+            max_id_bytes: v(self.max_id_bytes, d.max_id_bytes),
+            max_pending: v(self.max_pending, d.max_pending),
+            max_group: v(self.max_group, d.max_group),
+        }
+    }
 }
 
 impl ServeOptions {
@@ -90,113 +137,45 @@ impl ServeOptions {
         mechanism: &str,
         epsilon: f64,
     ) -> Self {
-        ServeOptions {
-            model: model.into(),
-            ledger: ledger.into(),
-            budget: budget.into(),
-            period: default_period(),
-            mechanism: mechanism.into(),
-            params: MechParams {
-                epsilon,
-                ..MechParams::default()
-            },
-            candidates: default_candidates(),
-            allow_non_private: false,
-            listen: default_listen(),
-            threads: None,
-            api_key_file: None,
-            fallback: Fallback::default(),
-            limits: Limits::default(),
-            insecure_test_seed: None,
-        }
+        let mut o = ServeOptions::default();
+        o.serving.model = Some(model.into());
+        o.serving.mechanism = Some(mechanism.into());
+        o.serving.epsilon = Some(epsilon);
+        o.ledger.ledger = Some(ledger.into());
+        o.ledger.budget = Some(budget.into());
+        o
     }
 
-    /// Options from a TOML file's text (unknown keys are errors).
+    /// Options from a TOML file's text; an unknown key is an error naming it.
     pub fn from_toml(text: &str) -> Result<Self, ServeError> {
-        toml::from_str(text).map_err(|e| ServeError::Options(e.to_string()))
+        let o: ServeOptions =
+            toml::from_str(text).map_err(|e| ServeError::Options(e.to_string()))?;
+        Registry::builtin()
+            .check_table_keys(&o.params, "the service's options")
+            .map_err(|e| ServeError::Options(e.to_string()))?;
+        Ok(o)
     }
-}
 
-/// Limits on what one request may hold; each error response names the limit it hit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct Limits {
-    /// Largest request body, in bytes (413 beyond).
-    pub max_body_bytes: usize,
-    /// Most items in one history (400 beyond).
-    pub max_history: usize,
-    /// Most requests in one batch (400 beyond).
-    pub max_batch: usize,
-    /// Longest user id and request id, in bytes.
-    pub max_id_bytes: usize,
-    /// Requests waiting for the worker pool or the ledger at once; beyond, 503 and Retry-After.
-    pub max_pending: usize,
-    /// Most requests in one durable ledger commit.
-    pub max_group: usize,
-}
+    /// `over`'s options set over these (the flags over a file).
+    pub fn overlaid(&self, over: &ServeOptions) -> Result<Self, ServeError> {
+        crate::options::overlay(self, over).map_err(|e| ServeError::Options(e.to_string()))
+    }
 
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            max_body_bytes: 1 << 20,
-            max_history: 10_000,
-            max_batch: 256,
-            max_id_bytes: 128,
-            max_pending: 4096,
-            max_group: 256,
+    /// The recommender's configuration (always the secure path); errors name a missing or bad
+    /// option.
+    pub fn config(&self) -> Result<RecommendConfig, ServeError> {
+        self.ledger.check(true)?;
+        if self.ledger.budget.is_none() {
+            return Err(ServeError::Options("budget (--budget) is required".into()));
         }
+        Ok(self
+            .serving
+            .config(&self.params, &Registry::builtin(), NoiseMode::Secure)?)
     }
-}
 
-/// What an exhausted user gets instead of a refusal.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub enum Fallback {
-    /// Nothing: 429 with `Retry-After` at the window's end.
-    #[default]
-    None,
-    /// The most popular training item of the release (public, 0 ε).
-    Popular,
-    /// A public item chosen by the operator (0 ε).
-    Item(String),
-}
-
-impl FromStr for Fallback {
-    type Err = ServeError;
-
-    fn from_str(s: &str) -> Result<Self, ServeError> {
-        match s {
-            "none" => Ok(Fallback::None),
-            "popular" => Ok(Fallback::Popular),
-            _ => match s.strip_prefix("item:") {
-                Some(id) if !id.is_empty() => Ok(Fallback::Item(id.into())),
-                _ => Err(ServeError::Options(format!(
-                    "fallback '{s}': write none, popular or item:ID"
-                ))),
-            },
-        }
-    }
-}
-
-impl fmt::Display for Fallback {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Fallback::None => f.write_str("none"),
-            Fallback::Popular => f.write_str("popular"),
-            Fallback::Item(id) => write!(f, "item:{id}"),
-        }
-    }
-}
-
-impl Serialize for Fallback {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
-}
-
-impl<'de> Deserialize<'de> for Fallback {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        s.parse().map_err(serde::de::Error::custom)
+    /// The budget's window (none unless given).
+    pub fn period(&self) -> Result<Period, ServeError> {
+        Ok(self.ledger.period()?.unwrap_or(Period::None))
     }
 }
 
@@ -207,26 +186,40 @@ mod tests {
     #[test]
     fn options_round_trip_through_toml_and_refuse_unknown_keys() {
         let mut o = ServeOptions::new("models/m", "ledger.db", "10", "mgem", 1.0);
-        o.fallback = Fallback::Item("42".into());
-        o.period = Period::Day;
+        o.set("fallback", "item:42").unwrap();
+        o.set("period", "day").unwrap();
+        o.set("beta", "0.1").unwrap();
+        o.set("max_history", "3").unwrap();
         let text = toml::to_string(&o).unwrap();
         assert_eq!(ServeOptions::from_toml(&text).unwrap(), o);
-        let minimal = "model = 'm'\nledger = 'l.db'\nbudget = '5'\nmechanism = 'mgem'\n";
+        let minimal =
+            "model = 'm'\nledger = 'l.db'\nbudget = '5'\nmechanism = 'mgem'\nepsilon = 1\n";
         let m = ServeOptions::from_toml(minimal).unwrap();
-        assert_eq!(m.candidates, "all");
-        assert_eq!(m.listen, DEFAULT_LISTEN);
-        assert_eq!(m.limits, Limits::default());
-        assert_eq!(m.fallback, Fallback::None);
-        let err = ServeOptions::from_toml(&format!("{minimal}epsilon = 2\n")).unwrap_err();
-        assert!(err.to_string().contains("epsilon"), "{err}");
+        assert!(m.config().is_ok());
+        assert_eq!(m.serving.candidates, None); // all
+        assert_eq!(m.limits.resolved(), Limits::default());
+        assert_eq!(m.ledger.fallback(), Fallback::None);
+        assert_eq!(m.period().unwrap(), Period::None);
+        for bad in ["epsilom = 2\n", "[params]\nepsilon = 2\n"] {
+            let err = ServeOptions::from_toml(&format!("{minimal}{bad}")).unwrap_err();
+            let key = bad
+                .trim_start_matches('[')
+                .split([' ', ']'])
+                .next()
+                .unwrap();
+            assert!(err.to_string().contains(&format!("`{key}`")), "{err}");
+        }
     }
 
     #[test]
-    fn fallbacks_parse_and_print_alike() {
-        for s in ["none", "popular", "item:7"] {
-            assert_eq!(s.parse::<Fallback>().unwrap().to_string(), s);
-        }
-        assert!("item:".parse::<Fallback>().is_err());
-        assert!("most".parse::<Fallback>().is_err());
+    fn flags_override_a_file() {
+        let file = ServeOptions::new("models/m", "ledger.db", "10", "mgem", 1.0);
+        let mut flags = ServeOptions::default();
+        flags.set("epsilon", "0.5").unwrap();
+        flags.set("gamma", "0.2").unwrap();
+        let o = file.overlaid(&flags).unwrap();
+        assert_eq!(o.serving.epsilon, Some(0.5));
+        assert_eq!(o.serving.mechanism.as_deref(), Some("mgem"));
+        assert!(o.params.get("gamma").is_some());
     }
 }

@@ -11,11 +11,11 @@ use crate::data::Fnv64;
 use crate::ledger::{self, Balance, GroupCommitter, Ledger, Outcome, Settings, Timestamp, Units};
 use crate::mechanisms::{self, Guarantee};
 use crate::recommend::ledgered::{BatchRequest, LedgeredRecommender, PendingCharges};
-use crate::recommend::{RecScratch, RecommendConfig, Recommender};
+use crate::recommend::{RecScratch, Recommender};
 use crate::rng::{Draws, NoiseMode, SecureRng, Streams};
 
 use super::metrics::Metrics;
-use super::options::{Fallback, ServeOptions};
+use super::options::ServeOptions;
 use super::ServeError;
 use crate::scoring::CandidatePolicy;
 
@@ -50,53 +50,26 @@ impl std::fmt::Debug for Service {
     }
 }
 
-/// The fallback item's column for `fallback`, checked against the release.
-fn fallback_column(fallback: &Fallback, rec: &Recommender) -> Result<Option<u32>, ServeError> {
-    match fallback {
-        Fallback::None => Ok(None),
-        // The most popular training item: public, fixed in the release artifact.
-        Fallback::Popular => match &rec.release().popularity {
-            Some(counts) => Ok(
-                crate::scoring::policy::most_popular(counts, 1, rec.n_items())?
-                    .first()
-                    .copied(),
-            ),
-            None => Err(ServeError::Options(
-                "fallback 'popular' needs a release that carries the training popularity of its \
-                 items (format version 2), which this model directory does not: write it again \
-                 with `recsel fit ... --out DIR`, or give a public item with item:ID"
-                    .into(),
-            )),
-        },
-        Fallback::Item(id) => rec.item_index(id).map(Some).ok_or_else(|| {
-            ServeError::Options(format!(
-                "fallback item '{id}' is not one of the model's item ids"
-            ))
-        }),
-    }
-}
-
 impl Service {
     /// Loads the model and its release, opens (or creates) the ledger and starts the worker
     /// pool and the ledger's commit thread. Blocking; seconds for a large model.
     pub fn load(opts: &ServeOptions, metrics: Arc<Metrics>) -> Result<Self, ServeError> {
-        let candidates = CandidatePolicy::parse(&opts.candidates)
-            .map_err(|e| ServeError::Options(format!("candidates: {e}")))?;
-        let budget = Units::budget(&opts.budget)
-            .map_err(|e| ServeError::Options(format!("budget '{}': {e}", opts.budget)))?;
+        let cfg = opts.config()?;
+        let candidates = cfg.candidates.clone();
+        let budget = opts.ledger.budget()?.expect("config() requires a budget");
         // `tuned` serves tuning.json's row: krr or the fixed item over a public pool, both ε-DP.
-        let pure = opts.mechanism == crate::recommend::tuning::TUNED
+        let pure = cfg.mechanism == crate::recommend::tuning::TUNED
             || matches!(
-                mechanisms::build(&opts.mechanism, &opts.params)?.guarantee(),
+                mechanisms::build(&cfg.mechanism, &cfg.params)?.guarantee(),
                 Guarantee::Pure { .. }
             );
         let user_level = pure && candidates.history_independent();
-        if !user_level && !opts.allow_non_private {
+        if !user_level && !cfg.allow_non_private {
             return Err(ServeError::Options(format!(
                 "mechanism '{}' with candidates '{candidates}' is not user-level eps-DP ({}); \
                  serve with an eps-DP mechanism and candidates 'all', or pass \
                  --allow-non-private, and every response will say so",
-                opts.mechanism,
+                cfg.mechanism,
                 if pure {
                     "which items are candidates depends on the user's history"
                 } else {
@@ -105,21 +78,21 @@ impl Service {
             )));
         }
         SecureRng::from_os()?; // fail now, not in a worker, if the OS has no entropy
-        let mut cfg = RecommendConfig::new(&opts.mechanism, opts.params.clone(), NoiseMode::Secure)
-            .with_candidates(candidates.clone());
-        cfg.allow_non_private = opts.allow_non_private;
-        let rec = Recommender::load(&opts.model, &cfg)?;
-        let fallback = fallback_column(&opts.fallback, &rec)?;
+        let rec = Recommender::load(opts.serving.model_dir()?, &cfg)?;
+        let fallback = opts.ledger.fallback().column(&rec)?;
         let ledger = ledger::open(
-            &opts.ledger,
+            opts.ledger
+                .ledger
+                .as_deref()
+                .expect("config() requires a ledger"),
             Settings {
                 budget,
-                period: opts.period,
+                period: opts.period()?,
             },
         )?;
         let committer = Arc::new(GroupCommitter::new(
             Arc::clone(&ledger),
-            opts.limits.max_group,
+            opts.limits.resolved().max_group,
         ));
         let lr = LedgeredRecommender::new(Arc::new(rec), committer, fallback)?;
         let threads = opts.threads.unwrap_or_else(|| {
@@ -140,7 +113,7 @@ impl Service {
         } else if !pure {
             format!(
                 "NOT user-level eps-DP: mechanism '{}' is not eps-DP (--allow-non-private)",
-                opts.mechanism
+                cfg.mechanism
             )
         } else {
             format!(

@@ -1,5 +1,6 @@
 //! Shared numerics: samplers (floating-point in [`distributions`], exact in [`exact`]),
-//! percentiles, correlations, utility bounds and the hypothesis tests used to check them.
+//! percentiles, means with standard errors, correlations, utility bounds and the hypothesis tests
+//! used to check them.
 
 pub mod bounds;
 pub mod correlation;
@@ -7,10 +8,12 @@ pub mod distributions;
 pub mod exact;
 pub mod hypothesis;
 pub mod percentile;
+pub mod summary;
 
 pub use bounds::{utility_bounds, GemBoundReading, UtilityBounds};
 pub use correlation::{pearson, spearman, weighted_correlation, Chooser};
 pub use percentile::percentile_linear;
+pub use summary::mean_se;
 
 /// Every how many items [`best_k`] samples to find its cut.
 const CUT_STRIDE: usize = 8;

@@ -32,39 +32,35 @@ use super::{accounting, PrivateSelection, SelectionParams, Stopping};
 use crate::error::{Error, Result};
 use crate::mechanisms::secure::{Grid, SecureEpsilon, SecurePrepared};
 use crate::mechanisms::{
-    boxed, check_epsilon, Guarantee, MechParams, Mechanism, MechanismSpec, ParamSpec, Prepared,
-    Problem,
+    boxed, check_epsilon, Bound, Guarantee, MechParams, Mechanism, MechanismSpec, ParamSpec,
+    Prepared, Problem, GAMMA,
 };
 use crate::rng::{Rng, SecureRng};
 use crate::stats::distributions::{exp1, index_and_sign};
 use crate::stats::exact::discrete_laplace;
 
 /// The known threshold τ of `rs-threshold` (a public value on the scores' scale).
-pub const THRESHOLD: ParamSpec = ParamSpec::real(
+pub const THRESHOLD: ParamSpec = ParamSpec::real_in(
     "threshold",
     "known threshold tau of rs-threshold: release the first run whose noisy score is >= tau",
     0.0,
-    f64::MIN,
-    f64::MAX,
+    Bound::Unbounded,
+    Bound::Unbounded,
 );
 
-/// The hard stop T of `rs-threshold` (0: none).
-pub const MAX_RUNS_THRESHOLD: ParamSpec = ParamSpec::integer(
-    "max_runs",
-    "hard stop T: at most T runs (rs-threshold: 0 = no hard stop)",
-    0,
-    0,
-    1 << 40,
-);
-
-/// The hard stop T of `rs-hard` and `rs-hard-delta`.
+/// The hard stop T of `rs-threshold`, `rs-hard` and `rs-hard-delta`; 0 (the default) leaves
+/// each its own: no hard stop for `rs-threshold`, [`DEFAULT_HARD_STOP`] for the others.
 pub const MAX_RUNS: ParamSpec = ParamSpec::integer(
     "max_runs",
-    "hard stop T of rs-hard and rs-hard-delta: at most T runs",
-    200,
-    1,
+    "hard stop T: at most T runs (0: the mechanism's default, none for rs-threshold and 200 for \
+     rs-hard and rs-hard-delta)",
+    0,
+    0,
     1 << 40,
 );
+
+/// The hard stop T of `rs-hard` and `rs-hard-delta` when [`MAX_RUNS`] is 0.
+pub const DEFAULT_HARD_STOP: u64 = 200;
 
 /// Built-ins that run only when named, never as part of `all`: the selections from private
 /// candidates are not mechanisms of seed 001, whose figures `all` reproduces.
@@ -75,8 +71,7 @@ pub const RS_THRESHOLD: MechanismSpec = MechanismSpec {
     name: "rs-threshold",
     guarantee: "eps-DP",
     private: true,
-    params: &["gamma"],
-    extra_params: &[THRESHOLD, MAX_RUNS_THRESHOLD],
+    params: &[GAMMA, THRESHOLD, MAX_RUNS],
     summary: "known threshold (Liu-Talwar 3.1): uniform draws with Lap(Delta_a/eps0), the \
               first noisy score >= threshold released (else a uniform candidate); stop with \
               prob. gamma after each miss, at most max_runs; eps0 ~ eps/2",
@@ -96,8 +91,7 @@ pub const RS_HARD: MechanismSpec = MechanismSpec {
     name: "rs-hard",
     guarantee: "eps-DP",
     private: true,
-    params: &["gamma"],
-    extra_params: &[MAX_RUNS],
+    params: &[GAMMA, MAX_RUNS],
     summary: "random stopping with a hard stop (Liu-Talwar 3.5): min(Geometric(gamma), \
               max_runs) uniform draws with Lap(Delta_a/eps0), best released; eps0 ~ eps/3",
     use_when: "as rs, at most T draws (named only)",
@@ -110,8 +104,7 @@ pub const RS_HARD_DELTA: MechanismSpec = MechanismSpec {
     name: "rs-hard-delta",
     guarantee: "(eps, delta)-DP",
     private: true,
-    params: &["gamma"],
-    extra_params: &[MAX_RUNS],
+    params: &[GAMMA, MAX_RUNS],
     summary: "rs-hard with the approximate statement (Liu-Talwar 3.4): eps0 = eps/3, \
               delta = (1 + e^eps)(1-gamma)^max_runs",
     use_when: "comparison only; (eps, delta) (named only)",
@@ -130,8 +123,7 @@ pub const RS_THRESHOLD_EPS0: MechanismSpec = MechanismSpec {
     name: "rs-threshold-eps0",
     guarantee: "claims eps-DP; is 2*eps-DP",
     private: false,
-    params: &["gamma"],
-    extra_params: &[THRESHOLD, MAX_RUNS_THRESHOLD],
+    params: &[GAMMA, THRESHOLD, MAX_RUNS],
     summary: "rs-threshold spending all of eps on every run (Lap(Delta_a/eps)) while \
               claiming eps: the total of Theorem 3.1 is 2*eps; the audit must report it",
     use_when: "audits only",
@@ -144,8 +136,7 @@ pub const RS_HARD_EPS0: MechanismSpec = MechanismSpec {
     name: "rs-hard-eps0",
     guarantee: "claims eps-DP; is about 3*eps-DP",
     private: false,
-    params: &["gamma"],
-    extra_params: &[MAX_RUNS],
+    params: &[GAMMA, MAX_RUNS],
     summary: "rs-hard spending all of eps on every run while claiming eps: the total of \
               Theorem 3.5 is about 3*eps; the audit must report it",
     use_when: "audits only",
@@ -297,17 +288,22 @@ impl CandidateSelection {
         })
     }
 
-    /// Builds `variant` from registry parameters (γ from [`MechParams::gamma`], τ and T from the
-    /// declared [`THRESHOLD`], [`MAX_RUNS_THRESHOLD`] / [`MAX_RUNS`]).
+    /// Builds `variant` from registry parameters: γ ([`GAMMA`]), τ ([`THRESHOLD`]) and T
+    /// ([`MAX_RUNS`]; 0 is none for `Threshold`, [`DEFAULT_HARD_STOP`] for the hard stops).
     pub fn from_params(variant: Variant, p: &MechParams, spends_all: bool) -> Result<Self> {
+        let t = p.get(&MAX_RUNS)? as u64;
         let (threshold, max_runs) = match variant {
-            Variant::Threshold => {
-                let t = p.get(&MAX_RUNS_THRESHOLD)? as u64;
-                (Some(p.get(&THRESHOLD)?), (t > 0).then_some(t))
-            }
-            _ => (None, Some(p.get(&MAX_RUNS)? as u64)),
+            Variant::Threshold => (Some(p.get(&THRESHOLD)?), (t > 0).then_some(t)),
+            _ => (None, Some(if t == 0 { DEFAULT_HARD_STOP } else { t })),
         };
-        Self::new(variant, p.epsilon, p.gamma, threshold, max_runs, spends_all)
+        Self::new(
+            variant,
+            p.epsilon,
+            p.get(&GAMMA)?,
+            threshold,
+            max_runs,
+            spends_all,
+        )
     }
 
     /// The selection from private candidates this mechanism runs (ε₀, stopping, its statements).

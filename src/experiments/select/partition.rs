@@ -6,8 +6,8 @@
 //!    ([`PercentileSketch::merge`]) into the global per-item percentiles and sensitivities;
 //! 2. per partition, [`run_partition`] runs every mechanism × ε × trial for its users with the
 //!    global sensitivities and the candidate pass of the diagnostics, from one scoring pass
-//!    ([`real::run_range_pass`]);
-//! 3. [`merge`] puts the partitions back in user order, and [`real::analysis_from`] computes the
+//!    ([`super::run_range_pass`]);
+//! 3. [`merge`] puts the partitions back in user order, and [`super::analysis_from`] computes the
 //!    MSE table, the Spearman summary, the diagnostics and the rules.
 //!
 //! Every user draws from its own streams (user, mechanism, ε index, trial), so the rows do not
@@ -21,10 +21,11 @@
 use std::ops::Range;
 use std::path::Path;
 
-use crate::error::{Error, Result};
-use crate::experiments::real::{
-    self, CandidateSample, ItemCounts, SelectConfig, UserRow, SCATTER_USERS,
+use super::{
+    parse_line, random_sample, run_range_pass, user_line, CandidateSample, ItemCounts,
+    SelectConfig, UserRow, SCATTER_USERS,
 };
+use crate::error::{Error, Result};
 use crate::scoring::{ByteReader, Sensitivities, UserScorer};
 
 /// Splits `n_users` users into `parts` contiguous ranges of near-equal size (the first
@@ -63,9 +64,9 @@ pub struct PartitionResult {
 }
 
 /// Runs phase 2 for the users in `users`: selection with the global `sens` and the candidate pass
-/// over the users of the run's scatter sample ([`real::random_sample`] of all `scorer.n_users()`)
-/// that fall in the range, both from one scoring pass ([`real::run_range_pass`], equal to
-/// [`real::run_range`] and [`real::candidate_pass_range`]).
+/// over the users of the run's scatter sample ([`super::random_sample`] of all `scorer.n_users()`)
+/// that fall in the range, both from one scoring pass ([`super::run_range_pass`], equal to
+/// [`super::run_range`] and [`super::candidate_pass_range`]).
 pub fn run_partition<S: UserScorer>(
     scorer: &S,
     sens: &Sensitivities,
@@ -81,13 +82,13 @@ pub fn run_partition<S: UserScorer>(
         )));
     }
     let mechs = cfg.build()?;
-    let sample: Vec<usize> = real::random_sample(scorer.n_users(), SCATTER_USERS, cfg.seed)
+    let sample: Vec<usize> = random_sample(scorer.n_users(), SCATTER_USERS, cfg.seed)
         .into_iter()
         .filter(|u| users.contains(u))
         .collect();
-    // One scoring pass for both (real::run_range_pass).
+    // One scoring pass for both (run_range_pass).
     let (computed, counts, sample) =
-        real::run_range_pass(scorer, sens, cfg, &mechs, users.clone(), &sample, None)?;
+        run_range_pass(scorer, sens, cfg, &mechs, users.clone(), &sample, None)?;
     let rows: Vec<UserRow> = computed.into_iter().flatten().collect();
     let skipped = (users.len() - rows.len()) as u64;
     Ok(PartitionResult {
@@ -184,7 +185,7 @@ fn put_f64s(b: &mut Vec<u8>, v: &[f64]) {
 
 impl PartitionResult {
     /// A little-endian encoding for shipping results between processes (e.g. Ray's object
-    /// store). The rows travel as lines of the resumable chunk format ([`real::user_line`]),
+    /// store). The rows travel as lines of the resumable chunk format ([`super::user_line`]),
     /// which round-trips every f64 exactly.
     pub fn to_bytes(&self) -> Vec<u8> {
         let mut b = Vec::new();
@@ -201,7 +202,7 @@ impl PartitionResult {
         let cells = self.rows.first().map_or(0, |r| r.mse.len());
         let mut text = String::new();
         for r in &self.rows {
-            text.push_str(&real::user_line(r));
+            text.push_str(&user_line(r));
             text.push('\n');
         }
         b.extend_from_slice(&(cells as u64).to_le_bytes());
@@ -236,7 +237,7 @@ impl PartitionResult {
         let rows = text
             .lines()
             .enumerate()
-            .map(|(i, l)| real::parse_line(source, i + 1, l, cells))
+            .map(|(i, l)| parse_line(source, i + 1, l, cells))
             .collect::<Result<Vec<_>>>()?;
         Ok(PartitionResult {
             users: start..end,

@@ -1,0 +1,142 @@
+//! Serving: the library's Recommender.
+
+use std::path::PathBuf;
+
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+
+use recsel::mechanisms::Registry;
+use recsel::recommend::RecommendOptions;
+use recsel::rng::Streams;
+
+use crate::convert::{err, fill, invalid, option_dicts, R};
+
+/// The options of the `Recommender` (`recsel recommend`'s, declared once in the library), as
+/// dicts ([`option_dicts`]).
+#[pyfunction]
+pub fn recommend_options(py: Python<'_>) -> R<Bound<'_, PyList>> {
+    option_dicts::<RecommendOptions>(py)
+}
+
+/// Private recommendations from a model folder written by `recsel fit --out DIR` (model and
+/// release artifact; docs/deployment.md): the library's `recsel::recommend::Recommender`, the
+/// same one `recsel recommend` runs.
+#[pyclass(module = "recsel._native", name = "Recommender", frozen)]
+pub(crate) struct PyRecommender {
+    rec: recsel::recommend::Recommender,
+    secure: bool,
+}
+
+#[pymethods]
+impl PyRecommender {
+    #[new]
+    #[pyo3(signature = (model_dir, mech, eps, **options))]
+    fn new(
+        py: Python<'_>,
+        model_dir: PathBuf,
+        mech: &str,
+        eps: f64,
+        options: Option<&Bound<'_, PyDict>>,
+    ) -> R<Self> {
+        let mut opts = RecommendOptions::default();
+        opts.serving.model = Some(model_dir);
+        opts.serving.mechanism = Some(mech.to_string());
+        opts.serving.epsilon = Some(eps);
+        fill(&mut opts, "Recommender option", options)?;
+        let cfg = opts.config(&Registry::builtin()).map_err(err)?;
+        if opts.charges_a_ledger() {
+            return Err(invalid(
+                "the Python Recommender does not charge a privacy ledger: charge one with \
+                 `recsel recommend --ledger FILE` or serve through `recsel serve` \
+                 (docs/ledger.md)"
+                    .into(),
+            ));
+        }
+        let dir = opts.model_dir().map_err(err)?;
+        let rec = py
+            .detach(|| recsel::recommend::Recommender::load(dir, &cfg))
+            .map_err(err)?;
+        Ok(PyRecommender {
+            rec,
+            secure: opts.is_secure(),
+        })
+    }
+
+    /// The one-line privacy statement `recsel recommend` prints.
+    #[getter]
+    fn privacy_statement(&self) -> String {
+        self.rec.privacy_statement()
+    }
+
+    /// The ε the selection guarantees for the policy's candidates (`None` for a mechanism that is
+    /// not private); it covers the whole history only when `user_level`.
+    #[getter]
+    fn epsilon(&self) -> Option<f64> {
+        self.rec.epsilon()
+    }
+
+    /// The candidate policy, as given (`"all"`, `"popular:N"`, ...), or as tuned.
+    #[getter]
+    fn candidates(&self) -> String {
+        self.rec.candidate_policy().to_string()
+    }
+
+    /// With `mech="tuned"`, what the model folder's `tuning.json` chose for `eps` (as the privacy
+    /// statement says it); `None` otherwise.
+    #[getter]
+    fn tuned(&self) -> Option<String> {
+        self.rec.tuned().map(|t| t.describe())
+    }
+
+    /// The mechanism served (with `mech="tuned"`: `krr`, or `random` over the one fixed item).
+    #[getter]
+    fn mechanism(&self) -> String {
+        self.rec.mechanism().name().to_string()
+    }
+
+    /// Whether each recommendation is user-level ε-DP (an ε-DP mechanism on a history-independent
+    /// candidate list).
+    #[getter]
+    fn user_level(&self) -> bool {
+        self.rec.user_level()
+    }
+
+    /// One private item id per `(user_id, [item ids of the history])`, in order (`None` when a
+    /// history covers every item). Seeded streams are keyed by the user id, so the result equals
+    /// `recsel recommend --seed SEED` for the same users; without a seed (or in secure mode) the
+    /// randomness comes from the OS.
+    #[pyo3(signature = (users, *, seed=None))]
+    fn recommend(
+        &self,
+        py: Python<'_>,
+        users: Vec<(String, Vec<String>)>,
+        seed: Option<u64>,
+    ) -> R<Vec<Option<String>>> {
+        let rows = users
+            .into_iter()
+            .map(|(id, h)| {
+                let items = self
+                    .rec
+                    .history(h.iter().map(String::as_str))
+                    .map_err(err)?;
+                Ok((id, items))
+            })
+            .collect::<R<Vec<(String, Vec<u32>)>>>()?;
+        let seed = match (self.secure, seed) {
+            (true, Some(_)) => {
+                return Err(invalid(
+                    "a secure recommender takes no seed (its draws come from the OS)".into(),
+                ))
+            }
+            (_, Some(s)) => s,
+            (_, None) => Streams::from_entropy().seed(),
+        };
+        let picks = py
+            .detach(|| self.rec.recommend_all(&rows, seed, &|_| {}))
+            .map_err(err)?;
+        Ok(picks
+            .into_iter()
+            .map(|p| p.map(|j| self.rec.item_id(j).to_string()))
+            .collect())
+    }
+}

@@ -1,0 +1,85 @@
+//! The model's hyperparameters as options (`recsel fit` and `select` take them; a pipeline's
+//! `[select]` table has the same keys). A named data set of the paper defaults to the paper's
+//! settings for it (its descriptor); other data to exact, λ = 200, density 0.01.
+
+use serde::{Deserialize, Serialize};
+
+use super::{Method, ModelParams, Precision};
+use crate::data::Descriptor;
+use crate::error::Result;
+use crate::options::option_table;
+
+option_table! {
+    /// The model options.
+    #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+    pub struct ModelOptions {
+        /// Model: exact (SANSA, sparse Cholesky), icf (SANSA, incomplete Cholesky), ease
+        /// (dense), popular [default: the paper's for a named data set, else exact].
+        #[option(
+            value_name = "METHOD",
+            choices = &["exact", "icf", "ease", "popular"],
+            group = "Model"
+        )]
+        pub method: String,
+        /// L2 regularisation λ [default: the paper's for a named data set (600 MovieLens 20M,
+        /// 1200 Netflix, 20 Amazon-Book), else 200].
+        #[option(value_name = "λ", group = "Model")]
+        pub l2: f64,
+        /// Target density of each SANSA weight factor, in (0, 1] [default: the paper's for a
+        /// named data set (0.005 MovieLens 20M and Netflix, 5e-5 Amazon-Book), else 0.01].
+        #[option(value_name = "D", group = "Model")]
+        pub density: f64,
+        /// Precision of SANSA's dense factorisation (`exact` on a nearly dense Gram matrix, such
+        /// as MovieLens or Netflix): f32 (half the memory and time) or f64 (docs/sansa.md,
+        /// "Precision").
+        #[option(value_name = "P", choices = &["f32", "f64"], group = "Model")]
+        pub precision: String = Precision::DEFAULT.name().to_string(),
+    }
+}
+
+impl ModelOptions {
+    /// Validated model parameters: the options given, the rest from the data set's paper
+    /// settings (when it has them) or the generic defaults; with a line that says which
+    /// settings were used and where each default came from.
+    pub fn params(&self, data: &Descriptor) -> Result<(ModelParams, String)> {
+        let paper = data.paper_model;
+        let method = self
+            .method
+            .clone()
+            .unwrap_or_else(|| paper.map_or("exact", |p| p.method).to_string());
+        let l2 = self.l2.unwrap_or(paper.map_or(200.0, |p| p.l2));
+        let density = self.density.unwrap_or(paper.map_or(0.01, |p| p.density));
+        let origin = match paper {
+            Some(p) if self.method.is_none() || self.l2.is_none() || self.density.is_none() => {
+                format!("defaults not given are the paper's ({})", p.source)
+            }
+            Some(p) => format!(
+                "all given; the paper used {} λ={} density={} ({})",
+                p.method, p.l2, p.density, p.source
+            ),
+            None => "defaults: exact, λ=200, density=0.01".to_string(),
+        };
+        let line = format!(
+            "model for {}: {method}, λ={l2}, density={density} ({origin})",
+            data.name
+        );
+        let precision = Precision::parse(
+            self.precision
+                .as_deref()
+                .unwrap_or(Precision::DEFAULT.name()),
+        )?;
+        let params =
+            ModelParams::new(Method::parse(&method)?, l2, density)?.with_precision(precision);
+        Ok((params, line))
+    }
+
+    /// The options that give `params` again.
+    pub fn resolved(params: &ModelParams) -> ModelOptions {
+        ModelOptions {
+            method: Some(params.method.name().to_string()),
+            l2: Some(params.l2),
+            density: Some(params.density),
+            precision: Some(params.precision.name().to_string()),
+        }
+    }
+}
