@@ -13,7 +13,8 @@ def _sample(o):
     """A valid value for a select option, as text (the binding parses it as the flag's text)."""
     if o["choices"]:
         return o["choices"][0]
-    text = {"min_rating": "none", "candidates": "all", "fallback": "none"}.get(o["name"], "x")
+    text = {"min_rating": "none", "candidates": "all", "fallback": "none",
+            "validation_users": "auto"}.get(o["name"], "x")
     return {"flag": True, "count": "3", "real": "0.5", "reals": "0.5,2", "path": "some/dir"}.get(
         o["kind"], text)
 

@@ -155,3 +155,24 @@ def test_tuned_recommender_serves_what_recsel_tune_chose(run_cli, tmp_path):
     # The tuning chooses the candidates.
     with pytest.raises(recsel.RecselError, match="tuning chooses the candidates"):
         recsel.Recommender(str(model), "tuned", 2.0, candidates="popular:5")
+
+
+def test_tune_and_evaluate_from_python_are_the_command_lines(run_cli, tmp_path):
+    """recsel.tune writes the same tuning.json as `recsel tune` with the same options, and
+    recsel.evaluate returns the table `recsel evaluate --json` prints."""
+    data, model = tmp_path / "data", tmp_path / "model"
+    run_cli("export", "--dataset", "synthetic", "--out", data)
+    run_cli("fit", "--format", "lightgcn", "--path", data, "--out", model)
+    run_cli("tune", "--model", model, "--format", "lightgcn", "--path", data)
+    cli = (model / "tuning.json").read_bytes()
+    t = recsel.tune(str(model), format="lightgcn", path=str(data))
+    assert (model / "tuning.json").read_bytes() == cli
+    assert [r["epsilon"] for r in t["rows"]] == [0.1, 0.5, 1.0, 2.0, 4.0, 8.0]
+    opts = dict(model=str(model), format="lightgcn", path=str(data), mech="em", eps="1,2")
+    table = recsel.evaluate(**opts)
+    out = run_cli("evaluate", "--model", model, "--format", "lightgcn", "--path", data,
+                  "--mech", "em", "--eps", "1,2", "--out", tmp_path / "u", "--json").stdout
+    assert table == json.loads(out)
+    assert any("NOT private" in r["label"] for r in table["rows"])
+    with pytest.raises(recsel.RecselError, match="unknown evaluate option 'mechs'"):
+        recsel.evaluate(mechs="em")

@@ -530,7 +530,8 @@ pub fn measure(
     });
     let at = |e: usize, k: usize| 4 + e * per_eps + k;
     rows.push(RowSpec {
-        label: "krr, tuned: public pool or the fixed item (tuning.json)".into(),
+        label: "krr, tuned on calibration users: public pool or the fixed item (recsel tune)"
+            .into(),
         kind: RowKind::Private,
         mechanism: "krr".into(),
         tuned: true,
