@@ -175,6 +175,7 @@ fn a_run_records_every_select_option_in_config_toml() {
         "min_rating",
         "min_user_items",
         "test_users",
+        "validation_users",
     ];
     let registry = Registry::builtin();
     let standard = registry.parse_list("all").unwrap();
@@ -362,4 +363,64 @@ fn docs_cli_md_is_what_the_binary_prints() {
         assert!(stored.contains(&format!("## `recsel {sub}`")), "{sub}");
     }
     assert!(missing_flags(&SelectOptions::options(), &stored.replace('`', " ")).is_empty());
+}
+
+/// The options of what a recommendation is worth — `fit`'s release options (calibration users,
+/// clip range), `tune`'s and `evaluate`'s, and `validation_users` among the data options — are
+/// declared once: each is a flag of its subcommand and a key of its table that reads back to
+/// the same options; `evaluate` records its options in config.toml and `--config` reads them.
+#[test]
+fn utility_options_reach_every_front_end() {
+    use recsel::data::DataOptions;
+    use recsel::recommend::utility_options::{EvaluateOptions, ReleaseOptions, TuneOptions};
+    assert!(DataOptions::options()
+        .iter()
+        .any(|s| s.key == "validation_users"));
+    assert!(SelectOptions::options()
+        .iter()
+        .any(|s| s.key == "validation_users"));
+    let check = |sub: &str, specs: Vec<OptionSpec>| {
+        let help = String::from_utf8(recsel(&[sub, "--help"]).stdout).unwrap();
+        let shown: Vec<OptionSpec> = specs.into_iter().filter(|s| !s.hidden).collect();
+        assert_eq!(
+            missing_flags(&shown, &help),
+            Vec::<&str>::new(),
+            "{sub}: {help}"
+        );
+    };
+    check("fit", ReleaseOptions::options());
+    check("tune", TuneOptions::options());
+    check("evaluate", EvaluateOptions::options());
+    for spec in ReleaseOptions::options() {
+        set_and_round_trip::<ReleaseOptions>(&spec);
+    }
+    for spec in TuneOptions::options() {
+        set_and_round_trip::<TuneOptions>(&spec);
+    }
+    for spec in EvaluateOptions::options() {
+        set_and_round_trip::<EvaluateOptions>(&spec);
+    }
+    // A bad value is an error naming the option, from the one parser.
+    let o = recsel(&[
+        "tune",
+        "--model",
+        "m",
+        "--dataset",
+        "synthetic",
+        "--eps",
+        "x",
+    ]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--eps"));
+    let o = recsel(&[
+        "fit",
+        "--dataset",
+        "synthetic",
+        "--validation-users",
+        "some",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("--validation-users") && err.contains("some"),
+        "{err}"
+    );
 }

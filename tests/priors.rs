@@ -467,3 +467,64 @@ fn serve_takes_a_prior() {
         "{err}"
     );
 }
+
+/// `heldout:W` reads the held-out counts of a release that carries them (LightGCN files with
+/// users held out of the fit), and the tuned configuration refuses a prior: it was chosen
+/// without one.
+#[test]
+fn a_heldout_prior_reads_the_release_and_the_tuned_configuration_refuses_a_prior() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let model = tmp.path().join("model");
+    let (d, m) = (data.to_str().unwrap(), model.to_str().unwrap());
+    for args in [
+        &["export", "--dataset", "synthetic", "--out", d][..],
+        &["fit", "--format", "lightgcn", "--path", d, "--out", m][..],
+    ] {
+        let o = recsel(args);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let params = MechParams {
+        epsilon: 1.0,
+        ..Default::default()
+    };
+    let with = |prior: Prior| {
+        let cfg = RecommendConfig::new("em", params.clone(), NoiseMode::Fast).with_prior(prior);
+        Recommender::load(&model, &cfg).unwrap()
+    };
+    let rec = with(Prior::Heldout(2.0));
+    let heldout = rec
+        .release()
+        .heldout
+        .clone()
+        .expect("format 3 carries held-out counts");
+    let resolved = rec.prior().expect("a resolved prior");
+    assert_eq!(resolved.prior, Prior::Heldout(2.0));
+    // The law moves toward the most often held-out item: em's probabilities over the same
+    // history differ from those without the prior, most for that item.
+    let top = (0..heldout.len())
+        .max_by_key(|&j| (heldout[j], std::cmp::Reverse(j)))
+        .unwrap();
+    let history: Vec<u32> = vec![];
+    let items: Vec<u32> = (0..rec.n_items() as u32).collect();
+    let count = |r: &Recommender| pick_counts(r, &history, &items, 4000)[top];
+    let (n_with, n_without) = (count(&rec), count(&with(Prior::None)));
+    assert!(n_with > n_without + 200, "{n_with} vs {n_without}");
+    // The tuned configuration (no --mech) refuses a prior, naming it.
+    let o = recsel(&[
+        "recommend",
+        "--model",
+        m,
+        "--eps",
+        "2",
+        "--history",
+        "1",
+        "--prior",
+        "popularity:1",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("prior (--prior)") && err.contains("tuned"),
+        "{err}"
+    );
+}

@@ -376,7 +376,9 @@ fn candidate_policies_pick_from_their_lists() {
     }
     let release = recsel::recommend::Release::read(&dir).unwrap();
     assert_eq!(release.popularity.as_deref(), Some(&counts[..]));
-    assert_eq!(release.manifest.format_version, 2);
+    assert_eq!(release.manifest.format_version, 3);
+    // Synthetic data has no held-out part in its training rows: no `heldout` counts.
+    assert_eq!(release.heldout, None);
     let mut order: Vec<usize> = (0..n).collect();
     order.sort_by(|&a, &b| counts[b].cmp(&counts[a]).then(a.cmp(&b)));
     let popular: Vec<u32> = order[..20].iter().map(|&j| j as u32).collect();
@@ -446,6 +448,25 @@ fn candidate_policies_pick_from_their_lists() {
         e.contains("pool.txt line 3") && e.contains("'not-an-item'"),
         "{e}"
     );
+    // `heldout:N` needs the held-out counts, which this release does not carry.
+    let cfg = RecommendConfig::new("mgem", params.clone(), NoiseMode::Fast)
+        .with_candidates(CandidatePolicy::Heldout(5));
+    let e = Recommender::load(&dir, &cfg).unwrap_err().to_string();
+    assert!(
+        e.contains("heldout:5") && e.contains("--validation-users"),
+        "{e}"
+    );
+    // A version-2 release (written before `heldout`) is still read.
+    let manifest = dir.join("release.json");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    std::fs::write(
+        &manifest,
+        text.replace("\"format_version\": 3", "\"format_version\": 2"),
+    )
+    .unwrap();
+    let v2 = recsel::recommend::Release::read(&dir).unwrap();
+    assert_eq!(v2.manifest.format_version, 2);
+    assert!(v2.popularity.is_some());
     // A version-1 release: no popularity.
     let mut old = recsel::recommend::Release::read(&dir).unwrap();
     old.popularity = None;

@@ -45,3 +45,4 @@ mod serve_faults;
 mod serve_options;
 mod serve_postgres;
 mod synth;
+mod utility;

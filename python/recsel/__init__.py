@@ -54,6 +54,8 @@ __all__ = [
     "user_rows",
     "read_table",
     "select_private_candidates",
+    "tune",
+    "evaluate",
 ]
 
 __version__ = _native.__version__
@@ -385,3 +387,35 @@ def read_table(out: str, name: str, kind: str = "arrow") -> Any:
 
         return pl.read_parquet(path)
     raise RecselError(f"kind must be 'arrow' or 'polars', got '{kind}'")
+
+
+def tune(model: str, **options: Any) -> Dict[str, Any]:
+    """``recsel tune``: choose, per ε and on the calibration users only, krr over a small public
+    pool or the most popular item (0-DP), and write ``tuning.json`` into the model folder
+    (docs/utility.md). Keywords are ``recsel tune``'s options with ``_`` for ``-``
+    (``_native.tune_options()``): the data options ``recsel fit`` was given, ``eps``,
+    ``sources``, ``pool_sizes``, ``margin``. Returns the tuning as a dict.
+
+    Example::
+
+        >>> t = recsel.tune("models/gowalla", format="lightgcn", path="data/gowalla")
+        >>> [(r["epsilon"], r["candidates"]) for r in t["rows"]]
+        ...
+    """
+    return _json.loads(_native.tune(model=str(model), **options))
+
+
+def evaluate(out: Optional[str] = None, **options: Any) -> Dict[str, Any]:
+    """``recsel evaluate``: hit@1 on held-out users of the free baselines, the non-private
+    top-1 and every ε-DP mechanism with and without a tuned pool, beside the limit
+    (docs/utility.md). Keywords are ``recsel evaluate``'s options with ``_`` for ``-``
+    (``_native.evaluate_options()``): ``model`` or ``folds``, the data options, ``eps``,
+    ``mech``, ``pools``, ``clips``, ``trials``. With ``out``, also writes the files ``recsel
+    evaluate --out`` writes. Returns the table as a dict.
+
+    Example::
+
+        >>> t = recsel.evaluate(model="models/gowalla", format="lightgcn", path="data/gowalla")
+        ...
+    """
+    return _json.loads(_native.evaluate(out=None if out is None else str(out), **options))

@@ -75,7 +75,7 @@ impl PyRecommender {
         self.rec.epsilon()
     }
 
-    /// The candidate policy, as given (`"all"`, `"popular:N"`, ...).
+    /// The candidate policy, as given (`"all"`, `"popular:N"`, ...), or as tuned.
     #[getter]
     fn candidates(&self) -> String {
         self.rec.candidate_policy().to_string()
@@ -88,6 +88,19 @@ impl PyRecommender {
         self.rec
             .prior()
             .map_or_else(|| "none".to_string(), |p| p.prior.to_string())
+    }
+
+    /// With `mech="tuned"`, what the model folder's `tuning.json` chose for `eps` (as the privacy
+    /// statement says it); `None` otherwise.
+    #[getter]
+    fn tuned(&self) -> Option<String> {
+        self.rec.tuned().map(|t| t.describe())
+    }
+
+    /// The mechanism served (with `mech="tuned"`: `krr`, or `random` over the one fixed item).
+    #[getter]
+    fn mechanism(&self) -> String {
+        self.rec.mechanism().name().to_string()
     }
 
     /// Whether each recommendation is user-level ε-DP (an ε-DP mechanism on a history-independent

@@ -13,8 +13,8 @@ def _sample(o):
     """A valid value for a select option, as text (the binding parses it as the flag's text)."""
     if o["choices"]:
         return o["choices"][0]
-    text = {"min_rating": "none", "candidates": "all", "fallback": "none", "prior": "none"}.get(
-        o["name"], "x")
+    text = {"min_rating": "none", "candidates": "all", "fallback": "none", "prior": "none",
+            "validation_users": "auto"}.get(o["name"], "x")
     return {"flag": True, "count": "3", "real": "0.5", "reals": "0.5,2", "path": "some/dir"}.get(
         o["kind"], text)
 
@@ -85,3 +85,18 @@ def test_every_recommend_option_is_a_known_keyword(tmp_path):
             assert "candidates=" in msg, (o["name"], msg)
     with pytest.raises(recsel.RecselError, match="unknown Recommender option 'ledgr'"):
         recsel.Recommender(str(tmp_path / "none"), "mgem", 1.0, ledgr="l.db")
+
+
+def test_tune_and_evaluate_options_are_the_command_lines(run_cli):
+    """The keywords of recsel.tune and recsel.evaluate are the options of `recsel tune` and
+    `recsel evaluate` (one declaration each), the data options with validation_users among
+    them; a name that is no option is refused as such."""
+    controls = {"config", "json", "out", "svg", "threads", "help", "version"}
+    for sub, opts in (("tune", _native.tune_options()), ("evaluate", _native.evaluate_options())):
+        names = {o["name"] for o in opts if not o["hidden"]}
+        help_text = run_cli(sub, "--help").stdout
+        flags = set(re.findall(r"^\s+--([a-z0-9-]+)", help_text, flags=re.M))
+        assert names == {f.replace("-", "_") for f in flags - controls}, sub
+        assert "validation_users" in names
+    with pytest.raises(recsel.RecselError, match="unknown tune option 'pool_size'"):
+        recsel.tune("m", pool_size="3")

@@ -148,3 +148,61 @@ def test_recommender_prior(release, run_cli, tmp_path):
     assert not leak.user_level
     with pytest.raises(recsel.RecselError, match="prior.*popularity:-1"):
         recsel.Recommender(str(release), "em", 1.0, prior="popularity:-1")
+
+
+def test_tuned_recommender_serves_what_recsel_tune_chose(run_cli, tmp_path):
+    """mech="tuned" reads tuning.json: the same row, statement and picks as `recsel recommend`
+    without --mech."""
+    model = tmp_path / "model"
+    data = ["--dataset", "synthetic", "--validation-users", "500"]
+    run_cli("fit", *data, "--out", model)
+    run_cli("tune", "--model", model, *data)
+    tuning = json.loads((model / "tuning.json").read_text())
+    row = [r for r in tuning["rows"] if r["epsilon"] == 2.0][0]
+    rec = recsel.Recommender(str(model), "tuned", 3.0)
+    assert rec.candidates == row["candidates"]
+    assert rec.mechanism == row["mechanism"]
+    assert "tuned (tuning.json)" in rec.privacy_statement and rec.tuned
+    assert rec.user_level
+    users = _users(model)
+    path = tmp_path / "users.csv"
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["user", "item"])
+        for u, items in users:
+            for i in items:
+                w.writerow([u, i])
+    out = tmp_path / "recs.csv"
+    run_cli("recommend", "--model", model, "--eps", "3", "--users", path, "--out", out,
+            "--seed", "4")
+    with open(out) as f:
+        cli = {u: i for u, i in list(csv.reader(f))[1:]}
+    assert rec.recommend(users, seed=4) == [cli[u] for u, _ in users]
+    # Below the smallest tuned eps: the most popular item to everyone, 0-DP.
+    low = recsel.Recommender(str(model), "tuned", 0.01)
+    assert low.candidates == "popular:1" and low.epsilon == 0.0
+    assert len(set(low.recommend(users, seed=1))) == 1
+    # The tuning chooses the candidates.
+    with pytest.raises(recsel.RecselError, match="tuning chooses the candidates"):
+        recsel.Recommender(str(model), "tuned", 2.0, candidates="popular:5")
+
+
+def test_tune_and_evaluate_from_python_are_the_command_lines(run_cli, tmp_path):
+    """recsel.tune writes the same tuning.json as `recsel tune` with the same options, and
+    recsel.evaluate returns the table `recsel evaluate --json` prints."""
+    data, model = tmp_path / "data", tmp_path / "model"
+    run_cli("export", "--dataset", "synthetic", "--out", data)
+    run_cli("fit", "--format", "lightgcn", "--path", data, "--out", model)
+    run_cli("tune", "--model", model, "--format", "lightgcn", "--path", data)
+    cli = (model / "tuning.json").read_bytes()
+    t = recsel.tune(str(model), format="lightgcn", path=str(data))
+    assert (model / "tuning.json").read_bytes() == cli
+    assert [r["epsilon"] for r in t["rows"]] == [0.1, 0.5, 1.0, 2.0, 4.0, 8.0]
+    opts = dict(model=str(model), format="lightgcn", path=str(data), mech="em", eps="1,2")
+    table = recsel.evaluate(**opts)
+    out = run_cli("evaluate", "--model", model, "--format", "lightgcn", "--path", data,
+                  "--mech", "em", "--eps", "1,2", "--out", tmp_path / "u", "--json").stdout
+    assert table == json.loads(out)
+    assert any("NOT private" in r["label"] for r in table["rows"])
+    with pytest.raises(recsel.RecselError, match="unknown evaluate option 'mechs'"):
+        recsel.evaluate(mechs="em")

@@ -30,7 +30,8 @@ use super::common::{parse_f64_list, progress, streams, Flags};
     by another user's (--pairs base users, default 4), over every item, Bonferroni-corrected."
 )]
 pub struct Args {
-    /// Mechanism name, comma-separated names, or `all`.
+    /// Mechanism name, comma-separated names, or `all`; with --end-to-end also `tuned` (the row
+    /// of the model folder's tuning.json for --eps, with the candidates it chose).
     #[arg(long, default_value = "all")]
     mech: String,
     /// Privacy parameter ε the mechanisms are built with.

@@ -177,15 +177,28 @@ pub fn run(
     };
     let config = EndToEndConfig::new(samples, alpha, seed, pairs)?;
     let registry = Registry::builtin();
-    let specs = mechanisms::parse_list(mech)?;
+    // `tuned`: the row of the model's tuning.json for ε, with the candidates it chose.
+    let tuned = mech.trim() == recsel::recommend::tuning::TUNED;
+    anyhow::ensure!(
+        !(tuned && args.candidates != "all"),
+        "--mech tuned audits the candidates the tuning chose: leave out --candidates"
+    );
+    let names: Vec<&str> = match tuned {
+        true => vec![recsel::recommend::tuning::TUNED],
+        false => mechanisms::parse_list(mech)?
+            .iter()
+            .map(|s| s.name)
+            .collect(),
+    };
     let mut recs = Vec::new();
-    for spec in &specs {
+    for name in names {
+        let candidates = CandidatePolicy::parse(&args.candidates).context("--candidates")?;
         let options = RecommendOptions {
             serving: ServingOptions {
                 model: Some(model.clone()),
-                mechanism: Some(spec.name.into()),
+                mechanism: Some(name.into()),
                 epsilon: Some(epsilon),
-                candidates: Some(CandidatePolicy::parse(&args.candidates).context("--candidates")?),
+                candidates: (!tuned).then_some(candidates),
                 prior: Some(Prior::parse(&args.prior).context("--prior")?),
                 allow_non_private: Some(args.allow_non_private),
             },
@@ -199,11 +212,10 @@ pub fn run(
         match Recommender::load(model, &cfg) {
             Ok(r) => recs.push(r),
             Err(e) if mech.trim() == "all" => {
-                eprintln!("recsel audit: leaving out {}: {e}", spec.name);
+                eprintln!("recsel audit: leaving out {name}: {e}");
             }
             Err(e) => {
-                return Err(e)
-                    .with_context(|| format!("loading {} for {}", model.display(), spec.name))
+                return Err(e).with_context(|| format!("loading {} for {name}", model.display()))
             }
         }
     }

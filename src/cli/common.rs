@@ -120,6 +120,22 @@ fn flag_args(spec: OptionSpec) -> Vec<clap::Arg> {
     ]
 }
 
+/// The options of a table from a TOML file (its keys are the table's, as in a run's
+/// `config.toml`), with the flags given on the command line over them.
+pub fn table_with_file<T>(file: Option<&std::path::Path>, flags: &T) -> anyhow::Result<T>
+where
+    T: serde::Serialize + serde::de::DeserializeOwned + Clone,
+{
+    use anyhow::Context;
+    let Some(path) = file else {
+        return Ok(flags.clone());
+    };
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let base: T = toml::from_str(&text).with_context(|| format!("{}", path.display()))?;
+    Ok(recsel::options::overlay(&base, flags)?)
+}
+
 /// Parses a comma-separated list of numbers; errors name the position and the text.
 pub fn parse_f64_list(what: &str, text: &str) -> anyhow::Result<Vec<f64>> {
     parse_reals(text).map_err(|e| anyhow::anyhow!("{what}: {e}"))

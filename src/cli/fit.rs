@@ -13,6 +13,7 @@ use recsel::model::{self, Method, ModelParams};
 
 use recsel::data::DataOptions;
 use recsel::model::ModelOptions;
+use recsel::recommend::utility_options::ReleaseOptions;
 
 use super::common::Flags;
 
@@ -38,10 +39,8 @@ pub struct Args {
     /// docs/deployment.md).
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
-    /// Calibration users of the release artifact at most: the validation users, or the training
-    /// users when the split has none — never the test users.
-    #[arg(long, value_name = "N", default_value_t = recsel::recommend::release::DEFAULT_CALIBRATION_USERS)]
-    calibration_users: usize,
+    #[command(flatten)]
+    release: Flags<ReleaseOptions>,
     /// Also evaluate the most-popular baseline.
     #[arg(long)]
     baseline: bool,
@@ -78,7 +77,29 @@ fn print_metrics(out: &mut impl Write, label: &str, m: &Metrics) -> std::io::Res
 /// Runs `recsel fit`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let src = args.data.0.source()?;
-    let load_opts = args.data.0.load_options()?;
+    let mut load_opts = args.data.0.load_options()?;
+    let sens_cfg = args.release.0.sensitivity()?;
+    if args.out.is_some() && src.is_lightgcn() {
+        // A release calibrates on users it never serves: on LightGCN files (where every user's
+        // train row is fitted on) that needs users held out of the fit.
+        use recsel::data::ValidationUsers;
+        match load_opts.validation_users {
+            None => {
+                load_opts.validation_users = Some(ValidationUsers::Auto);
+                eprintln!(
+                    "[fit] --out on LightGCN files: validation and test users held out of the fit \
+                     (--validation-users auto), so the release calibrates on users it neither \
+                     fits nor serves (docs/utility.md, \"Protocols\")"
+                );
+            }
+            Some(ValidationUsers::Count(0)) => anyhow::bail!(
+                "--out with --validation-users 0 on LightGCN files would calibrate the release \
+                 on users it serves (every user's train row is fitted on): give --validation-users \
+                 auto or N"
+            ),
+            Some(_) => {}
+        }
+    }
     let quiet = args.json;
     let progress = |stage: &str| eprintln!("[fit] {stage} …");
 
@@ -138,12 +159,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         )
         .with_context(|| format!("saving the model to {}", dir.display()))?;
         progress("calibrating the release artifact");
-        let sens_cfg = recsel::scoring::SensitivityConfig::default();
         let mut release = recsel::recommend::calibrate(
             &model,
             &params,
             &data,
-            args.calibration_users,
+            args.release
+                .0
+                .calibration_users
+                .unwrap_or(recsel::recommend::release::DEFAULT_CALIBRATION_USERS),
             &sens_cfg,
             &|_| {},
         )?;

@@ -23,7 +23,9 @@ mod sample;
 mod select;
 mod serve;
 mod synth;
+mod tune;
 mod twocand;
+mod utility;
 
 /// Differentially private top-1 recommendation: SANSA scores, private selection mechanisms with
 /// heterogeneous sensitivities, and the experiments of the paper.
@@ -55,6 +57,10 @@ enum Command {
     Select(Box<select::Args>),
     /// One private recommendation per user from a model directory with a release artifact.
     Recommend(Box<recommend::Args>),
+    /// Choose the serving configuration per eps on calibration users (tuning.json).
+    Tune(Box<tune::Args>),
+    /// hit@1 of public baselines and private mechanisms on held-out users (the frontier).
+    Evaluate(Box<utility::Args>),
     /// Inspect, export and import a privacy ledger (docs/ledger.md).
     Ledger(ledger::Args),
     /// Serve private recommendations over HTTP, each charged to the user's budget.
@@ -104,6 +110,8 @@ pub fn main() -> anyhow::Result<ExitCode> {
         Command::Export(a) => export::run(a),
         Command::Select(a) => select::run(*a),
         Command::Recommend(a) => recommend::run(*a),
+        Command::Tune(a) => tune::run(*a),
+        Command::Evaluate(a) => utility::run(*a),
         Command::Ledger(a) => ledger::run(a),
         Command::Serve(a) => serve::run(*a, cli.threads),
         Command::Synth(a) => synth::run(a),

@@ -26,6 +26,10 @@ use super::common::{progress, Flags};
   recsel recommend --model models/synth --mech mgem --eps 1 --candidates popular:200 --users users.csv --secure
   recsel recommend --model models/synth --mech mgem --eps 1 --users users.csv --secure \\
       --ledger ledger.db --budget 10 --period month
+  recsel recommend --model models/synth --eps 2 --users users.csv --secure   # tuned (recsel tune)
+
+Without --mech, the row of DIR/tuning.json (`recsel tune`) for the largest tuned eps <= --eps is
+served: krr over its public pool, or the most popular item (0-DP).
 
 A users file has the columns user,item (csv or parquet; one row per interaction) or one
 {\"user\": ..., \"items\": [...]} object per line (jsonl).")]

@@ -15,7 +15,8 @@ use super::descriptor::{Descriptor, PaperModel, Protocol};
 use super::preprocess::preprocess_owned;
 use super::readers::{find_movielens_file, lightgcn_dir, netflix_files, polars_error};
 pub use super::readers::{
-    load_lightgcn, load_movielens, load_netflix, load_table, load_table_with, read_lightgcn_file,
+    load_lightgcn, load_lightgcn_with, load_movielens, load_netflix, load_table, load_table_with,
+    read_lightgcn_file,
 };
 use super::source::{missing, AMAZON_HELP, ML20M_HELP, NETFLIX_HELP};
 pub use super::source::{Columns, DataSource, Format, LoadOptions, NamedDataset};
@@ -44,10 +45,16 @@ pub fn load_dataset_with(source: &DataSource, seed: u64, opts: &LoadOptions) -> 
             ..
         }
     );
-    if lightgcn && opts.overrides_protocol() {
+    let held_out = super::heldout::lightgcn_option(opts, seed)?;
+    if lightgcn
+        && (opts.min_rating.is_some()
+            || opts.min_user_items.is_some()
+            || (opts.test_users.is_some() && held_out.is_none()))
+    {
         return Err(Error::Invalid(
             "--min-rating, --min-user-items and --test-users do not apply to LightGCN files: \
-             they carry their own train/test split and are not preprocessed"
+             they carry their own train/test split and are not preprocessed (--test-users \
+             applies with --validation-users, which holds users out of the fit)"
                 .into(),
         ));
     }
@@ -78,7 +85,7 @@ pub fn load_dataset_with(source: &DataSource, seed: u64, opts: &LoadOptions) -> 
                         return Err(missing(&dir.join(f), AMAZON_HELP));
                     }
                 }
-                let mut ds = load_lightgcn(&dir, "amazon-book")?;
+                let mut ds = load_lightgcn_with(&dir, "amazon-book", held_out)?;
                 ds.descriptor = ds.descriptor.with_paper_model(PaperModel::AMAZON_BOOK);
                 Ok(ds)
             }
@@ -138,7 +145,7 @@ pub fn load_dataset_with(source: &DataSource, seed: u64, opts: &LoadOptions) -> 
                         .file_name()
                         .map(|s| s.to_string_lossy().into_owned())
                         .unwrap_or(name);
-                    load_lightgcn(&dir, &name)
+                    load_lightgcn_with(&dir, &name, held_out)
                 }
                 Format::Csv | Format::Parquet => {
                     let cols = columns.clone().ok_or_else(|| {
@@ -279,6 +286,15 @@ fn from_records(
             split_cfg.validation_users = n;
         }
         split_cfg.test_users = n;
+    }
+    match opts.validation_users {
+        Some(super::heldout::ValidationUsers::Count(n)) => split_cfg.validation_users = n,
+        Some(v @ super::heldout::ValidationUsers::Fold { .. }) => {
+            return Err(Error::Invalid(format!(
+                "validation users '{v}': cross-fitting folds apply to LightGCN files only"
+            )))
+        }
+        _ => {}
     }
     split_owned(descriptor, matrix, &split_cfg)
 }

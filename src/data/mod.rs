@@ -8,6 +8,7 @@
 
 pub mod descriptor;
 pub mod export;
+pub mod heldout;
 pub mod load;
 pub mod options;
 pub mod preprocess;
@@ -18,6 +19,7 @@ pub mod synthetic;
 
 pub use descriptor::{Descriptor, PaperModel, Protocol};
 pub use export::{write_lightgcn, LightGcnExport};
+pub use heldout::{calibration_users, HeldOutRows, ValidationUsers};
 pub use load::{load_dataset, load_dataset_with, DataSource, Format, LoadOptions, NamedDataset};
 pub use options::{DataOptions, RatingCut};
 pub use preprocess::{preprocess, preprocess_owned, PreprocessConfig};
@@ -165,8 +167,17 @@ pub struct Dataset {
     pub test_target: Csr,
     /// Full rows of the validation users: neither fitted on nor served, so a release calibrates
     /// its per-item clip bounds and sensitivities on them (docs/deployment.md, "Calibration").
-    /// Empty when the split has none (small data, LightGCN files).
+    /// Empty when the split has none (small data, LightGCN files in the paper's protocol). With
+    /// [`Dataset::validation_target`] filled, these are the users' histories instead.
     pub validation: Csr,
+    /// Held-out rows of the validation users when the protocol gives them (LightGCN files with
+    /// held-out users: their `test.txt` rows); empty (0 rows) when `validation` holds full rows.
+    pub validation_target: Csr,
+    /// Per item column, how many users fitted on hold the item out in the file's own split
+    /// (their `test.txt` rows; LightGCN files with held-out users): public training data, the
+    /// ranking of the `heldout:N` candidate policy. `None` when the training rows have no
+    /// held-out part.
+    pub heldout_popularity: Option<Vec<u64>>,
     /// Original identifier of each item column.
     pub item_ids: Vec<String>,
     /// Original identifier of each test user row.
@@ -211,6 +222,7 @@ impl Dataset {
         let n = self.train.cols();
         self.train = Csr::zero((0, n));
         self.validation = Csr::zero((0, n));
+        self.validation_target = Csr::zero((0, n));
     }
 
     /// Checks the three matrices agree in shape.
@@ -221,6 +233,13 @@ impl Dataset {
             || self.item_ids.len() != n
             || self.test_input.rows() != self.test_target.rows()
             || self.validation.cols() != n
+            || self.validation_target.cols() != n
+            || (self.validation_target.rows() != 0
+                && self.validation_target.rows() != self.validation.rows())
+            || self
+                .heldout_popularity
+                .as_ref()
+                .is_some_and(|c| c.len() != n)
         {
             return Err(Error::Invalid(format!(
                 "dataset '{}' is inconsistent: train {}x{}, test input {}x{}, test target {}x{}, {} item ids",

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use super::descriptor::Format;
+use super::heldout::ValidationUsers;
 use super::load::{Columns, DataSource, LoadOptions, NamedDataset};
 use super::synthetic::SyntheticShape;
 use crate::error::{Error, Result};
@@ -60,6 +61,13 @@ option_table! {
         /// on small data).
         #[option(group = "Data")]
         pub test_users: usize,
+        /// Validation (calibration) users held out of the fit and never served: `auto` or N
+        /// (default: the protocol's — as many as test users for MovieLens and Netflix, none for
+        /// synthetic small data and LightGCN files). On LightGCN files it holds N validation and
+        /// N test users (or --test-users) out of the fit; `auto` takes a fifth of the users, at
+        /// most 3,000 per group (docs/utility.md, "Protocols").
+        #[option(group = "Data")]
+        pub validation_users: ValidationUsers,
     }
 }
 
@@ -173,6 +181,7 @@ impl DataOptions {
             min_rating,
             min_user_items: self.min_user_items,
             test_users: self.test_users,
+            validation_users: self.validation_users,
         })
     }
 
@@ -212,6 +221,7 @@ impl DataOptions {
         });
         t.min_user_items = load.min_user_items;
         t.test_users = load.test_users;
+        t.validation_users = load.validation_users;
         t
     }
 }

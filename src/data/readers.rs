@@ -395,6 +395,82 @@ pub fn read_lightgcn_file(path: &Path) -> Result<Vec<(u32, u32)>> {
 /// in the published files); every user with at least one test item is a test user, scored from
 /// their training row (docs/protocol.md, step 3, Amazon Books).
 pub fn load_lightgcn(dir: &Path, name: &str) -> Result<Dataset> {
+    load_lightgcn_with(dir, name, None)
+}
+
+/// [`load_lightgcn`], or with `held_out` the held-out-users protocol (docs/utility.md,
+/// "Protocols"; [`super::heldout::held_out_groups`]): test and validation users are left out of
+/// the fit, each keeping its train row as history and its test row as held-out items; every
+/// other user is fitted on its full row (train and test), and the fitted users' test rows give
+/// [`Dataset::heldout_popularity`].
+pub fn load_lightgcn_with(
+    dir: &Path,
+    name: &str,
+    held_out: Option<super::heldout::LightGcnHeldOut>,
+) -> Result<Dataset> {
+    let Some(h) = held_out else {
+        return load_lightgcn_paper(dir, name);
+    };
+    let mut train = read_lightgcn_file(&dir.join("train.txt"))?;
+    let mut test = read_lightgcn_file(&dir.join("test.txt"))?;
+    let n_users = train
+        .iter()
+        .chain(&test)
+        .map(|p| p.0 as usize + 1)
+        .max()
+        .unwrap_or(0);
+    let n_items = train
+        .iter()
+        .chain(&test)
+        .map(|p| p.1 as usize + 1)
+        .max()
+        .unwrap_or(0);
+    let train_m = csr_from_pairs(n_users, n_items, &mut train);
+    let test_m = csr_from_pairs(n_users, n_items, &mut test);
+    let has = |m: &super::Csr, u: usize| m.outer_view(u).is_some_and(|r| r.nnz() > 0);
+    let eligible: Vec<usize> = (0..n_users)
+        .filter(|&u| has(&train_m, u) && has(&test_m, u))
+        .collect();
+    let g = super::heldout::held_out_groups(
+        n_users,
+        &eligible,
+        h.validation,
+        h.test_users,
+        h.seed,
+        h.fold,
+    )?;
+    let mut full: Vec<(u32, u32)> = Vec::with_capacity(train.len() + test.len());
+    let mut heldout = vec![0u64; n_items];
+    for &u in &g.fit {
+        for m in [&train_m, &test_m] {
+            if let Some(r) = m.outer_view(u) {
+                full.extend(r.indices().iter().map(|&j| (u as u32, j)));
+            }
+        }
+        if let Some(r) = test_m.outer_view(u) {
+            for &j in r.indices() {
+                heldout[j as usize] += 1;
+            }
+        }
+    }
+    let fit_full = csr_from_pairs(n_users, n_items, &mut full);
+    let ds = Dataset {
+        descriptor: Descriptor::new(name, Some(Format::LightGcn), Protocol::LightGcn),
+        train: select_rows(&fit_full, &g.fit),
+        test_input: select_rows(&train_m, &g.test),
+        test_target: select_rows(&test_m, &g.test),
+        validation: select_rows(&train_m, &g.validation),
+        validation_target: select_rows(&test_m, &g.validation),
+        heldout_popularity: Some(heldout),
+        item_ids: (0..n_items).map(|i| i.to_string()).collect(),
+        test_user_ids: g.test.iter().map(|u| u.to_string()).collect(),
+    };
+    ds.validate()?;
+    Ok(ds)
+}
+
+/// The paper's LightGCN protocol (see [`load_lightgcn`]).
+fn load_lightgcn_paper(dir: &Path, name: &str) -> Result<Dataset> {
     let mut train = read_lightgcn_file(&dir.join("train.txt"))?;
     let mut test = read_lightgcn_file(&dir.join("test.txt"))?;
     let n_users = train
@@ -423,6 +499,8 @@ pub fn load_lightgcn(dir: &Path, name: &str) -> Result<Dataset> {
         test_input,
         test_target,
         validation,
+        validation_target: select_rows(&test_m, &[]),
+        heldout_popularity: None,
         item_ids: (0..n_items).map(|i| i.to_string()).collect(),
         test_user_ids: test_users.iter().map(|u| u.to_string()).collect(),
     };

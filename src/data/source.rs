@@ -74,6 +74,12 @@ pub struct LoadOptions {
     pub min_user_items: Option<usize>,
     /// Number of test users (and as many validation users where the protocol has them).
     pub test_users: Option<usize>,
+    /// Validation (calibration) users held out of the fit and never served (docs/utility.md,
+    /// "Protocols"). `None` keeps the protocol's: as many as test users for MovieLens and Netflix,
+    /// none for synthetic small data and for LightGCN files (the paper's protocol, every user's
+    /// train row fitted on). On LightGCN files any other value holds that many validation users
+    /// and as many test users (or `test_users`) out of the fit.
+    pub validation_users: Option<super::heldout::ValidationUsers>,
 }
 
 impl Default for LoadOptions {
@@ -83,14 +89,8 @@ impl Default for LoadOptions {
             min_rating: None,
             min_user_items: None,
             test_users: None,
+            validation_users: None,
         }
-    }
-}
-
-impl LoadOptions {
-    /// Whether any preprocessing or split option is set.
-    pub(crate) fn overrides_protocol(&self) -> bool {
-        self.min_rating.is_some() || self.min_user_items.is_some() || self.test_users.is_some()
     }
 }
 
@@ -113,6 +113,22 @@ pub enum DataSource {
         /// Column names for `csv` / `parquet`.
         columns: Option<Columns>,
     },
+}
+
+impl DataSource {
+    /// Whether the source is a LightGCN directory (its own train/test split, no preprocessing).
+    pub fn is_lightgcn(&self) -> bool {
+        matches!(
+            self,
+            DataSource::Named {
+                dataset: NamedDataset::AmazonBook,
+                ..
+            } | DataSource::Path {
+                format: Format::LightGcn,
+                ..
+            }
+        )
+    }
 }
 
 pub(super) const ML20M_HELP: &str =

@@ -129,6 +129,8 @@ pub fn split_owned(
         test_input,
         test_target,
         validation,
+        validation_target: Csr::zero((0, n_items)),
+        heldout_popularity: None,
         item_ids: data.item_ids,
         test_user_ids,
     };

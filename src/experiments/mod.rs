@@ -3,6 +3,7 @@
 //! each figure.
 
 pub mod bandit;
+pub mod baselines;
 pub mod illustrate;
 pub mod picks;
 pub mod pipeline;

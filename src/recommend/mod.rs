@@ -43,6 +43,9 @@ pub mod input;
 pub mod ledgered;
 pub mod options;
 pub mod release;
+pub mod tuning;
+pub mod utility;
+pub mod utility_options;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -152,6 +155,8 @@ pub struct Recommender {
     /// The prior's offsets in candidate order, computed once when neither the list nor the
     /// prior depends on the history (empty otherwise).
     offsets: Vec<f64>,
+    /// The tuned choice this recommender serves, when asked for [`tuning::TUNED`].
+    tuned: Option<tuning::TunedChoice>,
 }
 
 /// The stream key of a user id (FNV-1a): a user's seeded draws do not depend on where the user
@@ -163,8 +168,16 @@ pub fn user_key(user_id: &str) -> u64 {
 }
 
 impl Recommender {
-    /// Loads the model and the release artifact in `dir` and builds the mechanism of `cfg`.
+    /// Loads the model and the release artifact in `dir` and builds the mechanism of `cfg`. The
+    /// mechanism [`tuning::TUNED`] serves the tuned row of `dir/tuning.json` for `cfg`'s ε.
     pub fn load(dir: &Path, cfg: &RecommendConfig) -> Result<Self> {
+        let (resolved, tuned) = if cfg.mechanism == tuning::TUNED {
+            let (c, t) = tuning::resolve(dir, cfg)?;
+            (c, Some(t))
+        } else {
+            (cfg.clone(), None)
+        };
+        let cfg = &resolved;
         let release = Release::read(dir)?;
         let fp = u64::from_str_radix(&release.manifest.data_fingerprint, 16).map_err(|_| {
             Error::Invalid(format!(
@@ -180,11 +193,20 @@ impl Recommender {
                 dir.display()
             )));
         }
-        Self::new(model, release, cfg)
+        let mut rec = Self::new(model, release, cfg)?;
+        rec.tuned = tuned;
+        Ok(rec)
     }
 
     /// A recommender from a model and its release, both in memory.
     pub fn new(model: Model, release: Release, cfg: &RecommendConfig) -> Result<Self> {
+        if cfg.mechanism == tuning::TUNED {
+            return Err(Error::Invalid(format!(
+                "the '{}' configuration is read from a model directory's {}: use                  Recommender::load",
+                tuning::TUNED,
+                tuning::TUNING
+            )));
+        }
         if model.n_items() != release.manifest.n_items {
             return Err(Error::Invalid(format!(
                 "the model has {} items but the release {}",
@@ -202,9 +224,12 @@ impl Recommender {
         let n = model.n_items();
         let policy = cfg.candidates.clone();
         let list = policy
-            .resolve(n, release.popularity.as_deref(), &|id| {
-                index.get(id).copied()
-            })
+            .resolve_with(
+                n,
+                release.popularity.as_deref(),
+                release.heldout.as_deref(),
+                &|id| index.get(id).copied(),
+            )
             .map_err(|e| match (&policy, &release.popularity) {
                 (CandidatePolicy::Popular(_), None) => Error::Invalid(format!(
                     "{e}: the release is format version {} (written by recsel {}); write it \
@@ -267,11 +292,12 @@ impl Recommender {
             order.sort_by(|&a, &b| d[a as usize].total_cmp(&d[b as usize]));
             order
         };
-        let prior = cfg
-            .prior
-            .resolve(n, release.popularity.as_deref(), None, &|id| {
-                index.get(id).copied()
-            })?;
+        let prior = cfg.prior.resolve(
+            n,
+            release.popularity.as_deref(),
+            release.heldout.as_deref(),
+            &|id| index.get(id).copied(),
+        )?;
         if prior.as_ref().is_some_and(|p| !p.history_independent()) && !cfg.allow_non_private {
             return Err(Error::Invalid(format!(
                 "prior '{}' depends on the user's history (it boosts the user's own items): not \
@@ -308,7 +334,13 @@ impl Recommender {
             sens_order,
             noise: cfg.noise,
             epsilon,
+            tuned: None,
         })
+    }
+
+    /// The tuned choice served, when the recommender was loaded for [`tuning::TUNED`].
+    pub fn tuned(&self) -> Option<&tuning::TunedChoice> {
+        self.tuned.as_ref()
     }
 
     /// The release artifact in use.
@@ -423,9 +455,13 @@ impl Recommender {
             ),
             (None, _) => format!("NOT differentially private ({mech}); {candidates}"),
         };
+        let tuned = match &self.tuned {
+            Some(t) => format!("; {}", t.describe()),
+            None => String::new(),
+        };
         format!(
             "privacy: {scope}; scores clipped to bounds fixed beforehand on {} {} users who are \
-             not served; n recommendations from one history spend n times that; noise: {}",
+             not served; n recommendations from one history spend n times that; noise: {}{tuned}",
             c.users,
             c.population,
             if self.noise.is_secure() {

@@ -28,16 +28,20 @@ option_table! {
         #[option(value_name = "DIR", required = true, group = "Model")]
         pub model: PathBuf,
         /// Mechanism (`recsel mechanisms`); one that is not ε-DP needs --allow-non-private.
-        #[option(flag = "mech", value_name = "MECH", required = true, group = "Selection")]
+        /// Default: `tuned`, the row of DIR/tuning.json (`recsel tune`) for the largest tuned ε
+        /// not above --eps: krr over its public pool, or the most popular item (0-DP).
+        #[option(flag = "mech", value_name = "MECH", group = "Selection")]
         pub mechanism: String,
         /// ε of each recommendation.
         #[option(flag = "eps", value_name = "EPS", required = true, group = "Selection")]
         pub epsilon: f64,
         /// Which items are candidates: all (every item, the user's own included), popular:N
-        /// (the N most popular training items, stored in the release), pool:FILE (a public list
-        /// of item ids, one per line) — each user-level ε-DP per recommendation — or
-        /// history-top:N (the user's top N by the user's own scores, own items excluded;
-        /// candidate membership is not protected, needs --allow-non-private).
+        /// (the N most popular training items, stored in the release), heldout:N (the N items
+        /// most often held out by the users fitted on, stored in the release), pool:FILE (a
+        /// public list of item ids, one per line) — each user-level ε-DP per recommendation —
+        /// or history-top:N (the user's top N by the user's own scores, own items excluded;
+        /// candidate membership is not protected, needs --allow-non-private). With the tuned
+        /// mechanism the tuning chooses them.
         #[option(value_name = "POLICY", group = "Selection")]
         pub candidates: CandidatePolicy = CandidatePolicy::All,
         /// A public per-item prior added to the clipped candidate scores (docs/priors.md): none,
@@ -121,10 +125,23 @@ option_table! {
 impl ServingOptions {
     /// The mechanism, ε and the candidate policy; errors name a missing or bad option.
     fn selection(&self) -> Result<(&str, f64, CandidatePolicy)> {
-        let mechanism = self
-            .mechanism
-            .as_deref()
-            .ok_or_else(|| missing("mechanism (--mech)"))?;
+        let mechanism = self.mechanism.as_deref().unwrap_or(super::tuning::TUNED);
+        if mechanism == super::tuning::TUNED && self.candidates.is_some() {
+            return Err(Error::Invalid(
+                "candidates (--candidates) needs a mechanism (--mech): with the tuned \
+                 configuration (tuning.json) the tuning chooses the candidates"
+                    .into(),
+            ));
+        }
+        if mechanism == super::tuning::TUNED
+            && self.prior.as_ref().is_some_and(|p| p.weight() > 0.0)
+        {
+            return Err(Error::Invalid(
+                "prior (--prior) needs a mechanism (--mech): the tuned configuration \
+                 (tuning.json) was chosen without a prior"
+                    .into(),
+            ));
+        }
         let epsilon = self.epsilon.ok_or_else(|| missing("epsilon (--eps)"))?;
         Ok((
             mechanism,
@@ -142,7 +159,9 @@ impl ServingOptions {
         noise: NoiseMode,
     ) -> Result<RecommendConfig> {
         let (mechanism, epsilon, candidates) = self.selection()?;
-        registry.get(mechanism)?;
+        if mechanism != super::tuning::TUNED {
+            registry.get(mechanism)?;
+        }
         registry.check_table_keys(params, "the serving options")?;
         let params = registry.resolve(params)?.with_epsilon(epsilon);
         let mut cfg = RecommendConfig::new(mechanism, params, noise)

@@ -9,8 +9,10 @@
 //! * `calibration.npz` — five 1-D arrays over the item columns: `p1` and `p99` (`<f8`), `delta`
 //!   (`<f8`), `count` (`<i8`, how many calibration scores each percentile was taken over) and
 //!   `popularity` (`<i8`, each item's interactions in the training data: the public ranking of the
-//!   `popular:N` candidate policy). Format version 1 had no `popularity`; it is still read, and
-//!   only a policy that needs popularity refuses it.
+//!   `popular:N` candidate policy), and from format version 3, when the data gives it, `heldout`
+//!   (`<i8`, how many users fitted on hold each item out in the data's own split: the ranking of
+//!   `heldout:N`). Format version 1 had no `popularity`, version 2 no `heldout`; both are still
+//!   read, and only a policy that needs the missing ranking refuses them.
 //!
 //! Both are written atomically, the arrays first and the manifest last, so a crash never leaves a
 //! directory that looks complete; the manifest records the CRC-32 of `model.json` and of the
@@ -27,8 +29,8 @@ use crate::model::io::{crc32, npy_bytes, parse_npy, read_npz, write_npz, FileEnt
 use crate::model::{Model, ModelParams};
 use crate::scoring::{item_sensitivities, ModelScorer, Sensitivities, SensitivityConfig};
 
-/// Version of the release layout (2: `popularity` in the arrays).
-pub const RELEASE_VERSION: u32 = 2;
+/// Version of the release layout (2: `popularity` in the arrays; 3: `heldout` may be).
+pub const RELEASE_VERSION: u32 = 3;
 /// The oldest layout version this recsel reads.
 pub const OLDEST_READABLE_VERSION: u32 = 1;
 /// The manifest's file name.
@@ -92,6 +94,9 @@ pub struct Release {
     pub sens: Sensitivities,
     /// Interactions per item column in the training data; `None` in a version-1 release.
     pub popularity: Option<Vec<u64>>,
+    /// Per item column, how many users fitted on hold the item out in the data's own split
+    /// ([`Dataset::heldout_popularity`]); `None` when the data has none, or before version 3.
+    pub heldout: Option<Vec<u64>>,
 }
 
 /// The calibration users of `data`: its validation users if it has any, else its training users;
@@ -155,6 +160,7 @@ pub fn calibrate(
         manifest,
         sens,
         popularity: Some(crate::scoring::policy::popularity(&data.train)),
+        heldout: data.heldout_popularity.clone(),
     })
 }
 
@@ -182,14 +188,17 @@ impl Release {
             ("count.npy", npy_bytes(&NpyArray::I64(counts))),
         ];
         // A release without popularity (read from version 1) is written as version 1.
+        let ints = |c: &[u64]| NpyArray::I64(c.iter().map(|&c| c as i64).collect());
         self.manifest.format_version = match &self.popularity {
             Some(p) => {
-                let p: Vec<i64> = p.iter().map(|&c| c as i64).collect();
-                entries.push(("popularity.npy", npy_bytes(&NpyArray::I64(p))));
+                entries.push(("popularity.npy", npy_bytes(&ints(p))));
                 RELEASE_VERSION
             }
             None => 1,
         };
+        if let (Some(h), Some(_)) = (&self.heldout, &self.popularity) {
+            entries.push(("heldout.npy", npy_bytes(&ints(h))));
+        }
         let arrays = write_npz(&entries)?;
         write_atomic(&dir.join(ARRAYS), &arrays)?;
         self.manifest.files = vec![FileEntry {
@@ -269,6 +278,19 @@ impl Release {
         let mut f64s = std::collections::HashMap::new();
         let mut counts = None;
         let mut popularity = None;
+        let mut heldout = None;
+        let counts_of = |name: &str, v: Vec<i64>| -> Result<Vec<u64>> {
+            if v.len() != n || v.iter().any(|&c| c < 0) {
+                return Err(corrupt(
+                    &apath,
+                    format!(
+                        "{name} has {} values for {n} items, or a negative count",
+                        v.len()
+                    ),
+                ));
+            }
+            Ok(v.into_iter().map(|c| c as u64).collect())
+        };
         for (name, data) in read_npz(&apath, &bytes)? {
             match parse_npy(&apath, &data)? {
                 NpyArray::F64(v) => {
@@ -278,16 +300,10 @@ impl Release {
                     counts = Some(v.into_iter().map(|c| c.max(0) as u64).collect::<Vec<_>>())
                 }
                 NpyArray::I64(v) if name == "popularity.npy" => {
-                    if v.len() != n || v.iter().any(|&c| c < 0) {
-                        return Err(corrupt(
-                            &apath,
-                            format!(
-                                "popularity has {} values for {n} items, or a negative count",
-                                v.len()
-                            ),
-                        ));
-                    }
-                    popularity = Some(v.into_iter().map(|c| c as u64).collect::<Vec<_>>())
+                    popularity = Some(counts_of("popularity", v)?)
+                }
+                NpyArray::I64(v) if name == "heldout.npy" && manifest.format_version >= 3 => {
+                    heldout = Some(counts_of("heldout", v)?)
                 }
                 _ => {
                     return Err(corrupt(
@@ -336,6 +352,7 @@ impl Release {
                 counts,
             },
             popularity,
+            heldout,
         })
     }
 }

@@ -9,6 +9,7 @@ pub mod plot;
 pub mod recommend;
 pub mod select;
 pub mod table;
+pub mod utility;
 
 use std::path::{Path, PathBuf};
 

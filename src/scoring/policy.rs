@@ -5,6 +5,7 @@
 //! |---|---|---|
 //! | `all` | every item, the user's own included | the whole history (user-level ε-DP, clipped scores) |
 //! | `popular:N` | the N most popular training items (fixed in the release) | the whole history |
+//! | `heldout:N` | the N items most often held out by the users fitted on (fixed in the release) | the whole history |
 //! | `pool:FILE` | a public list of item ids from the operator | the whole history |
 //! | `history-top:N` | the user's top N by the user's own scores, own items excluded | only the choice *among* the list; its membership leaks |
 //!
@@ -36,6 +37,10 @@ pub enum CandidatePolicy {
     /// The N most popular items of the training data (interaction counts stored in the release;
     /// ties by item column), the user's own included.
     Popular(usize),
+    /// The N items most often held out by the users the model was fitted on (counts stored in the
+    /// release, from data whose training rows have a held-out part; ties by item column), the
+    /// user's own included.
+    Heldout(usize),
     /// A public list of item ids read from a file (one id per line; see [`read_pool`]).
     Pool(PathBuf),
     /// The user's top N items by the user's own scores, the user's items excluded: the paper's
@@ -44,10 +49,11 @@ pub enum CandidatePolicy {
 }
 
 /// The valid forms, for error messages.
-const FORMS: &str = "all, popular:N, pool:FILE, history-top:N";
+const FORMS: &str = "all, popular:N, heldout:N, pool:FILE, history-top:N";
 
 impl CandidatePolicy {
-    /// Parses `all`, `popular:N`, `pool:FILE` or `history-top:N` (N ≥ 1); errors name the text.
+    /// Parses `all`, `popular:N`, `heldout:N`, `pool:FILE` or `history-top:N` (N ≥ 1); errors
+    /// name the text.
     pub fn parse(text: &str) -> Result<Self> {
         let text = text.trim();
         let bad = |message: String| Error::Parse {
@@ -66,6 +72,7 @@ impl CandidatePolicy {
         }
         match text.split_once(':') {
             Some(("popular", n)) => Ok(CandidatePolicy::Popular(count(n)?)),
+            Some(("heldout", n)) => Ok(CandidatePolicy::Heldout(count(n)?)),
             Some(("history-top", n)) => Ok(CandidatePolicy::HistoryTop(count(n)?)),
             Some(("pool", f)) if !f.trim().is_empty() => {
                 Ok(CandidatePolicy::Pool(PathBuf::from(f.trim())))
@@ -94,7 +101,34 @@ impl CandidatePolicy {
         popularity: Option<&[u64]>,
         item_index: &dyn Fn(&str) -> Option<u32>,
     ) -> Result<CandidateList> {
+        self.resolve_with(n_items, popularity, None, item_index)
+    }
+
+    /// [`CandidatePolicy::resolve`], with the held-out counts (`heldout`, per column) that
+    /// `heldout:N` ranks by.
+    pub fn resolve_with(
+        &self,
+        n_items: usize,
+        popularity: Option<&[u64]>,
+        heldout: Option<&[u64]>,
+        item_index: &dyn Fn(&str) -> Option<u32>,
+    ) -> Result<CandidateList> {
         Ok(match self {
+            CandidatePolicy::Heldout(n) => {
+                let counts = heldout.ok_or_else(|| {
+                    Error::Invalid(format!(
+                        "candidates '{self}' need how often the users fitted on hold each item \
+                         out, which this release or data does not carry (it needs data whose \
+                         training rows have a held-out part: LightGCN files with \
+                         --validation-users)"
+                    ))
+                })?;
+                CandidateList::Fixed(
+                    most_popular(counts, *n, n_items).map_err(|e| {
+                        Error::Invalid(e.to_string().replace("popular:", "heldout:"))
+                    })?,
+                )
+            }
             CandidatePolicy::All => CandidateList::All,
             CandidatePolicy::HistoryTop(n) => CandidateList::HistoryTop(*n),
             CandidatePolicy::Popular(n) => {
@@ -116,6 +150,7 @@ impl fmt::Display for CandidatePolicy {
         match self {
             CandidatePolicy::All => write!(f, "all"),
             CandidatePolicy::Popular(n) => write!(f, "popular:{n}"),
+            CandidatePolicy::Heldout(n) => write!(f, "heldout:{n}"),
             CandidatePolicy::Pool(p) => write!(f, "pool:{}", p.display()),
             CandidatePolicy::HistoryTop(n) => write!(f, "history-top:{n}"),
         }

@@ -57,8 +57,12 @@ impl Service {
         let cfg = opts.config()?;
         let candidates = cfg.candidates.clone();
         let budget = opts.ledger.budget()?.expect("config() requires a budget");
-        let mech = mechanisms::build(&cfg.mechanism, &cfg.params)?;
-        let pure = matches!(mech.guarantee(), Guarantee::Pure { .. });
+        // `tuned` serves tuning.json's row: krr or the fixed item over a public pool, both ε-DP.
+        let pure = cfg.mechanism == crate::recommend::tuning::TUNED
+            || matches!(
+                mechanisms::build(&cfg.mechanism, &cfg.params)?.guarantee(),
+                Guarantee::Pure { .. }
+            );
         let user_level = pure && candidates.history_independent();
         if !user_level && !cfg.allow_non_private {
             return Err(ServeError::Options(format!(

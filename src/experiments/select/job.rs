@@ -47,6 +47,11 @@ pub struct SelectJob {
     pub model_dir: PathBuf,
     /// Where the data came from and how it was loaded, as options.
     data_options: DataOptions,
+    /// Training popularity (interactions per item column): the public baselines' ranking.
+    pub popularity: Vec<u64>,
+    /// How often the calibration users hold each item out, when the split has calibration
+    /// users: the best fixed item's ranking (docs/utility.md, "The baselines").
+    pub calibration_heldout: Option<Vec<u64>>,
 }
 
 impl SelectJob {
@@ -133,6 +138,11 @@ impl SelectJob {
             noise: NoiseMode::from_flag(secure),
             registry: registry.clone(),
         };
+        // The public baselines' inputs: training popularity, and the calibration users'
+        // held-out items when the split has calibration users.
+        let popularity = crate::scoring::policy::popularity(&data.train);
+        let calibration_heldout = crate::data::calibration_users(&data, data_seed)
+            .map(|c| crate::scoring::policy::popularity(&c.heldout));
         data.release_training_rows(); // the model and the fingerprints are made
         config.build()?; // validate before the long work
         Ok(SelectJob {
@@ -145,6 +155,8 @@ impl SelectJob {
             data_options: DataOptions::resolved(&source, &load),
             model_dir,
             data,
+            popularity,
+            calibration_heldout,
         })
     }
 
@@ -204,7 +216,12 @@ fn candidates(
         .collect();
     let pop = crate::scoring::policy::popularity(&data.train);
     let list = policy
-        .resolve(data.n_items(), Some(&pop), &|id| index.get(id).copied())
+        .resolve_with(
+            data.n_items(),
+            Some(&pop),
+            data.heldout_popularity.as_deref(),
+            &|id| index.get(id).copied(),
+        )
         .map_err(|e| Error::Invalid(format!("candidates: {e}")))?;
     let k = list.k(data.n_items());
     log(&format!(
@@ -223,7 +240,7 @@ fn prior(o: &SelectOptions, data: &Dataset, log: &dyn Fn(&str)) -> Result<Option
     if !prior.history_independent() {
         return Err(Error::Invalid(format!(
             "prior '{prior}' depends on the user's history: select takes a public prior \
-             (popularity:W, file:PATH:W) or none"
+             (popularity:W, heldout:W, file:PATH:W) or none"
         )));
     }
     let index: HashMap<&str, u32> = data
@@ -233,7 +250,8 @@ fn prior(o: &SelectOptions, data: &Dataset, log: &dyn Fn(&str)) -> Result<Option
         .map(|(j, id)| (id.as_str(), j as u32))
         .collect();
     let pop = crate::scoring::policy::popularity(&data.train);
-    let resolved = prior.resolve(data.n_items(), Some(&pop), None, &|id| {
+    let heldout = data.heldout_popularity.as_deref();
+    let resolved = prior.resolve(data.n_items(), Some(&pop), heldout, &|id| {
         index.get(id).copied()
     })?;
     if resolved.is_some() {

@@ -293,8 +293,21 @@ pub fn finish(
         pipeline: Some(&pipeline),
     };
     let (users, items) = (&job.data.test_user_ids, &job.data.item_ids);
-    finish_select(
+    let text = finish_select(
         &job.out, &run, rows, analysis, sens, users, items, timings, print,
+    )?;
+    // The public baselines beside the mechanisms (docs/utility.md, "The baselines").
+    let scorer = crate::scoring::ModelScorer::new(&job.model, &job.data.test_input)
+        .with_targets(&job.data.test_target);
+    crate::experiments::baselines::add_to_summary(
+        &scorer,
+        cfg,
+        rows,
+        &job.popularity,
+        job.calibration_heldout.as_deref(),
+        &job.out,
+        text,
+        print.json,
     )
 }
 

@@ -1,0 +1,99 @@
+//! `recsel tune`: choose the serving configuration per ε on the calibration users and write it
+//! into the model directory as `tuning.json` (docs/utility.md, "Tuning").
+
+use std::io::Write;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use anyhow::Context;
+use recsel::recommend::utility_options::TuneOptions;
+
+use super::common::Flags;
+
+/// Choose, per ε, krr over a public pool or the most popular item, on calibration users only.
+///
+/// Reads the data the model was fitted on (the same options and --seed as `recsel fit`), takes
+/// its validation users — held out of the fit, never served — and writes DIR/tuning.json, which
+/// `recsel recommend`, `recsel serve` and the Python Recommender use when no mechanism is named.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  recsel fit --dataset synthetic --validation-users 500 --out models/synth
+  recsel tune --model models/synth --dataset synthetic --validation-users 500
+  recsel recommend --model models/synth --eps 2 --history 3,17,42 --secure   # the tuned row
+  recsel fit --format lightgcn --path ../shared/data/gowalla --method icf --l2 20 --density 0.0005 --out gowalla
+  recsel tune --model gowalla --format lightgcn --path ../shared/data/gowalla --eps 0.1,0.5,1,2,4,8
+
+On LightGCN files both `fit --out` and `tune` hold users out of the fit (--validation-users auto)
+unless told otherwise; give both the same data options.")]
+pub struct Args {
+    /// Options as a TOML file (the keys of the options below with _ for -, `epsilons` for
+    /// --eps); flags given as well override it.
+    #[arg(long, value_name = "FILE")]
+    config: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    options: Flags<TuneOptions>,
+    /// Print the tuning as JSON instead of a table.
+    #[arg(long, help_heading = "Output")]
+    json: bool,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let t = Instant::now();
+    let o = &super::common::table_with_file(args.config.as_deref(), &args.options.0)?;
+    let model_dir = o.model.clone().context("--model is required")?;
+    let tuning = o.run(&|s| eprintln!("[tune] {s}"), &|_| {})?;
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&tuning)?)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let c = &tuning.calibration;
+    writeln!(
+        out,
+        "tuned on {} {} users ({}); pools from {}; margin {} paired s.e.",
+        c.users,
+        c.population,
+        c.split,
+        tuning
+            .config
+            .sources
+            .iter()
+            .map(|s| s.name())
+            .collect::<Vec<_>>()
+            .join(" and "),
+        tuning.config.margin
+    )?;
+    writeln!(
+        out,
+        "{:>6}  {:<26} {:>17}  {:>7}  {:<14} {:>17}",
+        "eps", "serves", "cal. hit@1", "fixed", "best pool", "gain over fixed"
+    )?;
+    for r in &tuning.rows {
+        let serves = if r.mechanism == "krr" {
+            format!("krr over {}", r.candidates)
+        } else {
+            "popular:1 (0-DP)".into()
+        };
+        writeln!(
+            out,
+            "{:>6}  {:<26} {:>8.4} ± {:.4}  {:>7.4}  {:<14} {:>+8.4} ± {:.4}",
+            r.epsilon,
+            serves,
+            r.calibration_hit,
+            r.calibration_se,
+            r.fixed_hit,
+            r.best_pool.to_string(),
+            r.best_pool_gain,
+            r.best_pool_gain_se
+        )?;
+    }
+    writeln!(
+        out,
+        "wrote {} ({:.1} s); `recsel recommend --model {} --eps E` serves the row of the largest \
+         tuned eps <= E",
+        model_dir.join(recsel::recommend::tuning::TUNING).display(),
+        t.elapsed().as_secs_f64(),
+        model_dir.display()
+    )?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,745 @@
+//! What a private recommendation is worth (docs/utility.md): hit@1 on held-out users of the free
+//! public baselines, of the non-private top-1, and of every ε-DP mechanism with and without a
+//! public pool tuned on calibration users, beside the limit `min(1, e^ε × best fixed item)` that
+//! no user-level ε-DP recommender can exceed. `recsel evaluate` prints and draws it.
+//!
+//! Two disjoint populations: the *calibration* users choose everything that is tuned (the best
+//! fixed item, each registry mechanism's pool and clip range, and — through [`tune`] or a
+//! `tuning.json` made on them — krr's pool), and the *evaluated* users (the split's test users)
+//! give every number of the table. hit@1 is exact where the law is closed form (the fixed items,
+//! `popular-sampled`, krr, `em`, `random`) and simulated with seeded streams otherwise, with its
+//! standard error over users.
+
+use serde::Serialize;
+
+use crate::data::{row_items, HeldOutRows};
+use crate::error::{Error, Result};
+use crate::mechanisms::{self, Guarantee, MechParams, Mechanism, Problem};
+use crate::model::Model;
+use crate::rng::{name_id, Streams};
+use crate::scoring::policy::most_popular;
+use crate::scoring::{item_sensitivities, ModelScorer, Sensitivities, SensitivityConfig};
+
+use super::release::Release;
+use super::tuning::{krr_hit, map_scored, mean_se, tune, TuneConfig, Tuning};
+
+/// What [`evaluate`] measures.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct UtilityConfig {
+    /// ε grid.
+    pub epsilons: Vec<f64>,
+    /// Registry mechanisms (ε-DP), each measured over every item with the release's clip range
+    /// and over a pool and clip range tuned on the calibration users. `krr` is measured over
+    /// every item and with the tuned serving configuration.
+    pub mechanisms: Vec<String>,
+    /// The mechanisms' other parameters.
+    pub params: MechParams,
+    /// `popular:N` pool sizes tried for the registry mechanisms.
+    pub pools: Vec<usize>,
+    /// Clip ranges (percentiles of the calibration users' scores) tried for them.
+    pub clips: Vec<(f64, f64)>,
+    /// Selections per evaluated user for a simulated mechanism.
+    pub trials: u32,
+    /// Selections per calibration user when tuning a simulated mechanism.
+    pub tune_trials: u32,
+    /// Seed of the simulations.
+    pub seed: u64,
+}
+
+impl Default for UtilityConfig {
+    fn default() -> Self {
+        UtilityConfig {
+            epsilons: super::tuning::DEFAULT_EPSILONS.to_vec(),
+            mechanisms: ["em", "rnm", "gem", "mgem"].map(String::from).to_vec(),
+            params: MechParams::default(),
+            pools: vec![3, 10, 30, 100, 300, 1000],
+            clips: vec![(1.0, 99.0), (5.0, 95.0), (25.0, 99.0), (50.0, 99.0)],
+            trials: 10,
+            tune_trials: 2,
+            seed: 1,
+        }
+    }
+}
+
+/// What a row is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RowKind {
+    /// Uses nothing of the user's history: 0-DP, free.
+    Baseline,
+    /// The model's own top item: ε = ∞, not private.
+    NotPrivate,
+    /// An ε-DP mechanism (the serving path: public candidates, clipped scores).
+    Private,
+}
+
+/// One (row, ε) of the table.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Cell {
+    /// Mean hit@1 over the evaluated users.
+    pub hit: f64,
+    /// Its standard error.
+    pub se: f64,
+    /// The configuration measured (pool, clip range), as chosen on the calibration users.
+    pub config: String,
+    /// Exact (from the selection probabilities) or simulated.
+    pub exact: bool,
+    /// Paired difference to the best public baseline, and its standard error.
+    pub vs_baseline: f64,
+    /// Standard error of `vs_baseline`.
+    pub vs_baseline_se: f64,
+}
+
+/// One row of the table.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct UtilityRow {
+    /// What the row is, for people.
+    pub label: String,
+    /// Baseline, not private, or private.
+    pub kind: RowKind,
+    /// Mechanism name (`popular`, `popular-sampled`, `best-fixed`, `top-1` for the others).
+    pub mechanism: String,
+    /// Whether its configuration was tuned on the calibration users.
+    pub tuned: bool,
+    /// One cell per ε of the table (the same value at every ε for a baseline).
+    pub cells: Vec<Cell>,
+}
+
+/// The summary at one ε.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Verdict {
+    /// ε.
+    pub epsilon: f64,
+    /// The best private row (highest mean hit@1).
+    pub best_private: String,
+    /// Its hit@1.
+    pub hit: f64,
+    /// Its paired difference to the best public baseline, with the standard error.
+    pub vs_baseline: f64,
+    /// Standard error of `vs_baseline`.
+    pub vs_baseline_se: f64,
+    /// `beats` (more than 2 s.e. above), `within noise`, or `below` the best public baseline.
+    pub verdict: String,
+    /// Its hit@1 over the limit `min(1, e^ε × best fixed item)`.
+    pub share_of_limit: f64,
+}
+
+/// The table.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct UtilityTable {
+    /// ε grid.
+    pub epsilons: Vec<f64>,
+    /// Evaluated users.
+    pub users: usize,
+    /// Calibration users.
+    pub calibration_users: usize,
+    /// The best public baseline (by mean hit@1 on the evaluated users).
+    pub best_baseline: String,
+    /// The hit rate of the best fixed item in-sample on the evaluated users (the limit's base; a
+    /// bound, not a baseline).
+    pub best_fixed_in_sample: f64,
+    /// `min(1, e^ε × best_fixed_in_sample)` per ε: no user-level ε-DP recommender does better.
+    pub limit: Vec<f64>,
+    /// The rows.
+    pub rows: Vec<UtilityRow>,
+    /// The summary per ε.
+    pub verdicts: Vec<Verdict>,
+    /// The tuned serving configuration evaluated, per split (from `tuning.json`, or tuned on
+    /// the split's calibration users).
+    pub tunings: Vec<Tuning>,
+}
+
+/// Hit@1 of one problem: exact where the law is closed form, else `None`.
+fn exact_hit(mech: &dyn Mechanism, problem: &Problem<'_>, is_target: &[bool]) -> Option<f64> {
+    let k = problem.len();
+    let c = is_target.iter().filter(|&&t| t).count() as f64;
+    match mech.name() {
+        "random" => Some(c / k as f64),
+        "krr" => {
+            let set = problem.argmax_set();
+            let a = set.iter().filter(|&&i| is_target[i]).count() as f64 / set.len() as f64;
+            Some(krr_hit(c, a, k, mech.epsilon()))
+        }
+        "em" => {
+            let w = mech.epsilon() / (2.0 * problem.max_sensitivity());
+            let m = problem.max_score();
+            let (mut hit, mut total) = (0.0, 0.0);
+            for (i, &q) in problem.scores().iter().enumerate() {
+                let x = (w * (q - m)).exp();
+                total += x;
+                if is_target[i] {
+                    hit += x;
+                }
+            }
+            Some(hit / total)
+        }
+        _ => None,
+    }
+}
+
+/// Hit@1 of one problem, exact or by `trials` seeded selections keyed by (`id`, `e`, `user`).
+#[allow(clippy::too_many_arguments)]
+fn hit_of(
+    mech: &dyn Mechanism,
+    problem: &Problem<'_>,
+    is_target: &[bool],
+    streams: &Streams,
+    id: u32,
+    e: u32,
+    user: u64,
+    trials: u32,
+) -> f64 {
+    if let Some(h) = exact_hit(mech, problem, is_target) {
+        return h;
+    }
+    let prepared = mech.prepare_many(problem);
+    let hits = (0..trials)
+        .filter(|&t| is_target[prepared.sample(&mut streams.stream(id, e, user, t))])
+        .count();
+    hits as f64 / f64::from(trials)
+}
+
+/// Whether `name` is measured through the simulation/closed-form grid (krr and random have
+/// their own rows).
+fn grid_mechanism(name: &str) -> bool {
+    !matches!(name, "krr" | "random")
+}
+
+/// A problem over `items` with `sens`'s clip bounds and Δ.
+fn pool_problem(
+    items: &[u32],
+    s: &[f64],
+    sens: &Sensitivities,
+    q: &mut Vec<f64>,
+    d: &mut Vec<f64>,
+) {
+    q.clear();
+    d.clear();
+    q.extend(items.iter().map(|&j| sens.clip(j as usize, s[j as usize])));
+    d.extend(items.iter().map(|&j| sens.delta[j as usize]));
+}
+
+/// Measures `model` with its `release` on the evaluated users `eval`, everything tuned on the
+/// calibration users `cal` (disjoint from `eval`; the caller's split guarantees it). `tuning` is
+/// the serving configuration to evaluate; `None` tunes it here on `cal` with the defaults (and
+/// `cfg`'s ε grid). `progress` receives users done (calibration, then evaluated).
+pub fn measure(
+    model: &Model,
+    release: &Release,
+    tuning: Option<&Tuning>,
+    cal: &HeldOutRows,
+    eval: &HeldOutRows,
+    cfg: &UtilityConfig,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<Measured> {
+    let n = model.n_items();
+    if eval.rows() < 2 || cal.rows() < 2 {
+        return Err(Error::Invalid(format!(
+            "the utility table needs at least 2 evaluated and 2 calibration users, got {} and {}",
+            eval.rows(),
+            cal.rows()
+        )));
+    }
+    for &e in &cfg.epsilons {
+        mechanisms::check_epsilon(e)?;
+    }
+    if cfg.trials == 0 || cfg.tune_trials == 0 {
+        return Err(Error::Invalid("trials must be at least 1".into()));
+    }
+    let pop = release.popularity.as_deref().ok_or_else(|| {
+        Error::Invalid("the utility table needs the release's training popularity".into())
+    })?;
+    let tuned_here;
+    let tuning = match tuning {
+        Some(t) => t,
+        None => {
+            let tc = TuneConfig {
+                epsilons: cfg.epsilons.clone(),
+                ..TuneConfig::default()
+            };
+            tuned_here = tune(model, release, cal, &tc, &|_| {})?;
+            &tuned_here
+        }
+    };
+    // Every mechanism at every ε, validated once; only pure ε-DP mechanisms are rows.
+    let mut mechs: Vec<Vec<Box<dyn Mechanism>>> = Vec::new();
+    let mut names: Vec<String> = Vec::new();
+    for name in &cfg.mechanisms {
+        let per: Vec<Box<dyn Mechanism>> = cfg
+            .epsilons
+            .iter()
+            .map(|&e| mechanisms::build(name, &cfg.params.with_epsilon(e)))
+            .collect::<Result<_>>()?;
+        if !matches!(per[0].guarantee(), Guarantee::Pure { .. }) {
+            return Err(Error::Invalid(format!(
+                "mechanism '{name}' is {}, not eps-DP: the utility table compares eps-DP \
+                 mechanisms",
+                per[0].guarantee()
+            )));
+        }
+        if !names.contains(name) {
+            names.push(name.clone());
+            mechs.push(per);
+        }
+    }
+    let grid: Vec<usize> = (0..names.len())
+        .filter(|&m| grid_mechanism(&names[m]))
+        .collect();
+    let ne = cfg.epsilons.len();
+    let streams = Streams::new(cfg.seed);
+
+    // Calibration users: the best fixed item, and each registry mechanism's pool and clip range.
+    let mut cal_counts = vec![0u64; n];
+    for &j in cal.heldout.indices() {
+        cal_counts[j as usize] += 1;
+    }
+    let best_fixed = super::tuning::ranking(&cal_counts, 1)[0];
+    let pools: Vec<(usize, Vec<u32>)> = cfg
+        .pools
+        .iter()
+        .filter(|&&p| p >= 1 && p <= n)
+        .map(|&p| Ok((p, most_popular(pop, p, n)?)))
+        .collect::<Result<_>>()?;
+    let cal_scorer = ModelScorer::new(model, &cal.history);
+    let clips: Vec<((f64, f64), Sensitivities)> = if grid.is_empty() {
+        Vec::new()
+    } else {
+        cfg.clips
+            .iter()
+            .map(|&(lo, hi)| {
+                let sc = SensitivityConfig::new(lo, hi, SensitivityConfig::default().floor)?;
+                Ok(((lo, hi), item_sensitivities(&cal_scorer, &sc, &|_| {})))
+            })
+            .collect::<Result<_>>()?
+    };
+    let n_cfg = pools.len() * clips.len();
+    let slot = |gi: usize, e: usize, c: usize| (gi * ne + e) * n_cfg + c;
+    let cal_hits: Vec<Vec<f64>> = if n_cfg == 0 || grid.is_empty() {
+        Vec::new()
+    } else {
+        map_scored(
+            model,
+            &cal.history,
+            &|u, s| {
+                let targets = row_items(&cal.heldout, u);
+                let mut out = vec![0.0; grid.len() * ne * n_cfg];
+                let (mut q, mut d) = (Vec::new(), Vec::new());
+                for (pi, (_, items)) in pools.iter().enumerate() {
+                    let is_t: Vec<bool> = items
+                        .iter()
+                        .map(|j| targets.binary_search(j).is_ok())
+                        .collect();
+                    for (ci, (_, sens)) in clips.iter().enumerate() {
+                        pool_problem(items, s, sens, &mut q, &mut d);
+                        let Ok(problem) = Problem::new(&q, &d) else {
+                            continue;
+                        };
+                        let c = pi * clips.len() + ci;
+                        for (gi, &m) in grid.iter().enumerate() {
+                            for (e, mech) in mechs[m].iter().enumerate() {
+                                let id = name_id(mech.name()).wrapping_add(c as u32 * 7_919);
+                                out[slot(gi, e, c)] = hit_of(
+                                    &**mech,
+                                    &problem,
+                                    &is_t,
+                                    &streams,
+                                    id,
+                                    e as u32,
+                                    u as u64,
+                                    cfg.tune_trials,
+                                );
+                            }
+                        }
+                    }
+                }
+                out
+            },
+            progress,
+        )
+    };
+    // The chosen configuration per (grid mechanism, ε): the best calibration mean (ties: the
+    // first, i.e. the smaller pool and the wider clip range).
+    let chosen: Vec<Vec<usize>> = (0..grid.len())
+        .map(|gi| {
+            (0..ne)
+                .map(|e| {
+                    let mut best = (0, f64::NEG_INFINITY);
+                    for c in 0..n_cfg {
+                        let m = cal_hits.iter().map(|h| h[slot(gi, e, c)]).sum::<f64>();
+                        if m > best.1 {
+                            best = (c, m);
+                        }
+                    }
+                    best.0
+                })
+                .collect()
+        })
+        .collect();
+    let describe = |c: usize| {
+        let (p, _) = &pools[c / clips.len()];
+        let ((lo, hi), _) = &clips[c % clips.len()];
+        format!("popular:{p}, clip p{lo}/p{hi}")
+    };
+
+    // The tuned serving configuration per ε: krr over its pool, or the fixed item.
+    let fixed_item = super::tuning::ranking(pop, 1)[0];
+    let tuned: Vec<(String, Option<Vec<u32>>, f64)> = cfg
+        .epsilons
+        .iter()
+        .map(|&e| {
+            let ch = tuning.choice(e)?;
+            Ok(if ch.mechanism == "krr" {
+                let list = ch.candidates.resolve_with(
+                    n,
+                    release.popularity.as_deref(),
+                    release.heldout.as_deref(),
+                    &|_| None,
+                )?;
+                let items = match list {
+                    crate::scoring::CandidateList::Fixed(v) => v,
+                    _ => return Err(Error::Invalid("a tuned pool is a fixed list".into())),
+                };
+                (
+                    format!("krr over {} at eps {}", ch.candidates, ch.epsilon),
+                    Some(items),
+                    ch.epsilon,
+                )
+            } else {
+                ("popular:1 (0-DP)".to_string(), None, 0.0)
+            })
+        })
+        .collect::<Result<_>>()?;
+    let sens_order: Vec<u32> = {
+        let d = &release.sens.delta;
+        let mut o: Vec<u32> = (0..n as u32).collect();
+        o.sort_by(|&a, &b| d[a as usize].total_cmp(&d[b as usize]));
+        o
+    };
+    let pop_total: f64 = pop.iter().map(|&c| c as f64).sum::<f64>().max(1.0);
+
+    // Evaluated users. Layout: 4 baselines, then per ε: tuned krr, krr over every item, and per
+    // grid mechanism (every item, tuned).
+    let per_eps = 2 + 2 * grid.len();
+    let eval_hits: Vec<Vec<f64>> = map_scored(
+        model,
+        &eval.history,
+        &|u, s| {
+            let targets = row_items(&eval.heldout, u);
+            let has = |j: u32| targets.binary_search(&j).is_ok();
+            let hit = |j: u32| f64::from(u8::from(has(j)));
+            let mut out = Vec::with_capacity(4 + ne * per_eps);
+            out.push(hit(fixed_item));
+            out.push(targets.iter().map(|&j| pop[j as usize] as f64).sum::<f64>() / pop_total);
+            out.push(hit(best_fixed));
+            let top = (0..n).fold(0usize, |b, j| if s[j] > s[b] { j } else { b });
+            out.push(hit(top as u32));
+            let all: Vec<u32> = (0..n as u32).collect();
+            let is_all: Vec<bool> = all.iter().map(|&j| has(j)).collect();
+            let (mut q, mut d) = (Vec::new(), Vec::new());
+            pool_problem(&all, s, &release.sens, &mut q, &mut d);
+            let all_problem = Problem::new(&q, &d).map(|p| p.with_sens_order(&sens_order));
+            let (mut tq, mut td) = (Vec::new(), Vec::new());
+            for (e, &eps) in cfg.epsilons.iter().enumerate() {
+                match &tuned[e].1 {
+                    Some(items) => {
+                        pool_problem(items, s, &release.sens, &mut tq, &mut td);
+                        let set = Problem::new(&tq, &td).map(|p| p.argmax_set());
+                        let c = items.iter().filter(|&&j| has(j)).count() as f64;
+                        let a = match set {
+                            Ok(set) => {
+                                set.iter().filter(|&&i| has(items[i])).count() as f64
+                                    / set.len() as f64
+                            }
+                            Err(_) => 0.0,
+                        };
+                        out.push(krr_hit(c, a, items.len(), tuned[e].2));
+                    }
+                    None => out.push(hit(fixed_item)),
+                }
+                out.push(match &all_problem {
+                    Ok(p) => {
+                        let set = p.argmax_set();
+                        let a =
+                            set.iter().filter(|&&i| is_all[i]).count() as f64 / set.len() as f64;
+                        krr_hit(targets.len() as f64, a, n, eps)
+                    }
+                    Err(_) => f64::NAN,
+                });
+                for (gi, &m) in grid.iter().enumerate() {
+                    let mech = &*mechs[m][e];
+                    let user = u as u64 | 1 << 40;
+                    let id = name_id(mech.name());
+                    out.push(match &all_problem {
+                        Ok(p) => hit_of(mech, p, &is_all, &streams, id, e as u32, user, cfg.trials),
+                        Err(_) => f64::NAN,
+                    });
+                    let c = chosen[gi][e];
+                    let (_, items) = &pools[c / clips.len()];
+                    let (_, sens) = &clips[c % clips.len()];
+                    pool_problem(items, s, sens, &mut tq, &mut td);
+                    let is_t: Vec<bool> = items.iter().map(|&j| has(j)).collect();
+                    out.push(match Problem::new(&tq, &td) {
+                        Ok(p) => {
+                            let id = id.wrapping_add(c as u32 * 7_919 + 1);
+                            hit_of(mech, &p, &is_t, &streams, id, e as u32, user, cfg.trials)
+                        }
+                        Err(_) => f64::NAN,
+                    });
+                }
+            }
+            out
+        },
+        progress,
+    );
+
+    // The rows: which column of each user's hits holds each (row, ε), and what was measured.
+    let baselines = [
+        (
+            "popular",
+            "popular: the most popular training item to everyone (0-DP)",
+        ),
+        (
+            "popular-sampled",
+            "popular-sampled: items drawn by training popularity (0-DP)",
+        ),
+        (
+            "best-fixed",
+            "best fixed item of the calibration users' held-out items (0-DP)",
+        ),
+    ];
+    let mut rows = Vec::new();
+    for (i, (mech, label)) in baselines.iter().enumerate() {
+        rows.push(RowSpec {
+            label: (*label).into(),
+            kind: RowKind::Baseline,
+            mechanism: (*mech).into(),
+            tuned: i == 2,
+            exact: true,
+            cols: vec![i; ne],
+            configs: vec![String::new(); ne],
+        });
+    }
+    rows.push(RowSpec {
+        label: "non-private top-1 of the model (eps = inf, NOT private)".into(),
+        kind: RowKind::NotPrivate,
+        mechanism: "top-1".into(),
+        tuned: false,
+        exact: true,
+        cols: vec![3; ne],
+        configs: vec![String::new(); ne],
+    });
+    let at = |e: usize, k: usize| 4 + e * per_eps + k;
+    rows.push(RowSpec {
+        label: "krr, tuned on calibration users: public pool or the fixed item (recsel tune)"
+            .into(),
+        kind: RowKind::Private,
+        mechanism: "krr".into(),
+        tuned: true,
+        exact: true,
+        cols: (0..ne).map(|e| at(e, 0)).collect(),
+        configs: tuned.iter().map(|t| t.0.clone()).collect(),
+    });
+    for (gi, &m) in grid.iter().enumerate() {
+        let name = &names[m];
+        rows.push(RowSpec {
+            label: format!("{name}, tuned pool and clip range"),
+            kind: RowKind::Private,
+            mechanism: name.clone(),
+            tuned: true,
+            exact: name == "em",
+            cols: (0..ne).map(|e| at(e, 3 + 2 * gi)).collect(),
+            configs: (0..ne).map(|e| describe(chosen[gi][e])).collect(),
+        });
+        rows.push(RowSpec {
+            label: format!("{name}, every item, the release's clip range"),
+            kind: RowKind::Private,
+            mechanism: name.clone(),
+            tuned: false,
+            exact: name == "em",
+            cols: (0..ne).map(|e| at(e, 2 + 2 * gi)).collect(),
+            configs: vec!["all".into(); ne],
+        });
+    }
+    rows.push(RowSpec {
+        label: "krr, every item".into(),
+        kind: RowKind::Private,
+        mechanism: "krr".into(),
+        tuned: false,
+        exact: true,
+        cols: (0..ne).map(|e| at(e, 1)).collect(),
+        configs: vec!["all".into(); ne],
+    });
+    let mut counts = vec![0u64; n];
+    for &j in eval.heldout.indices() {
+        counts[j as usize] += 1;
+    }
+    Ok(Measured {
+        epsilons: cfg.epsilons.clone(),
+        rows,
+        hits: eval_hits,
+        heldout_counts: counts,
+        calibration_users: cal.rows(),
+        tuning: tuning.clone(),
+    })
+}
+
+/// What one row measures: its column in each user's hits per ε, and the configuration.
+#[derive(Debug, Clone, PartialEq)]
+struct RowSpec {
+    label: String,
+    kind: RowKind,
+    mechanism: String,
+    tuned: bool,
+    exact: bool,
+    cols: Vec<usize>,
+    configs: Vec<String>,
+}
+
+/// One split's measurements ([`measure`]): per evaluated user, the hit@1 of every row at every
+/// ε. Splits over disjoint users merge into one table ([`table`]).
+#[derive(Debug, Clone)]
+pub struct Measured {
+    epsilons: Vec<f64>,
+    rows: Vec<RowSpec>,
+    hits: Vec<Vec<f64>>,
+    heldout_counts: Vec<u64>,
+    calibration_users: usize,
+    tuning: Tuning,
+}
+
+/// The utility table of one split ([`measure`] then [`table`]).
+pub fn evaluate(
+    model: &Model,
+    release: &Release,
+    tuning: Option<&Tuning>,
+    cal: &HeldOutRows,
+    eval: &HeldOutRows,
+    cfg: &UtilityConfig,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<UtilityTable> {
+    table(vec![measure(
+        model, release, tuning, cal, eval, cfg, progress,
+    )?])
+}
+
+/// The table of the measurements of one or more splits whose evaluated users are disjoint (the
+/// folds of a cross-fitting): every mean and standard error is over all their users together;
+/// a tuned row's configuration lists each split's choice.
+pub fn table(parts: Vec<Measured>) -> Result<UtilityTable> {
+    let first = parts
+        .first()
+        .ok_or_else(|| Error::Invalid("no measurements to tabulate".into()))?;
+    let labels = |m: &Measured| m.rows.iter().map(|r| r.label.clone()).collect::<Vec<_>>();
+    if parts
+        .iter()
+        .any(|p| p.epsilons != first.epsilons || labels(p) != labels(first))
+    {
+        return Err(Error::Invalid(
+            "the splits were measured with different grids or mechanisms".into(),
+        ));
+    }
+    let ne = first.epsilons.len();
+    let users: usize = parts.iter().map(|p| p.hits.len()).sum();
+    let column = |r: usize, e: usize| -> Vec<f64> {
+        parts
+            .iter()
+            .flat_map(|p| {
+                let c = p.rows[r].cols[e];
+                p.hits.iter().map(move |h| h[c])
+            })
+            .collect()
+    };
+    let base_cols: Vec<Vec<f64>> = (0..3).map(|r| column(r, 0)).collect();
+    let best_b = (0..3)
+        .max_by(|&a, &b| {
+            mean_se(&base_cols[a])
+                .0
+                .total_cmp(&mean_se(&base_cols[b]).0)
+        })
+        .expect("three baselines");
+    let mut rows = Vec::new();
+    for (r, spec) in first.rows.iter().enumerate() {
+        let cells = (0..ne)
+            .map(|e| {
+                let v = column(r, e);
+                let (hit, se) = mean_se(&v);
+                let diff: Vec<f64> = v
+                    .iter()
+                    .zip(&base_cols[best_b])
+                    .map(|(a, b)| a - b)
+                    .collect();
+                let (dm, dse) = mean_se(&diff);
+                let mut configs: Vec<&str> = Vec::new();
+                for p in &parts {
+                    let c = p.rows[r].configs[e].as_str();
+                    if !configs.contains(&c) {
+                        configs.push(c);
+                    }
+                }
+                Cell {
+                    hit,
+                    se,
+                    config: configs.join(" | "),
+                    exact: spec.exact,
+                    vs_baseline: dm,
+                    vs_baseline_se: dse,
+                }
+            })
+            .collect();
+        rows.push(UtilityRow {
+            label: spec.label.clone(),
+            kind: spec.kind,
+            mechanism: spec.mechanism.clone(),
+            tuned: spec.tuned,
+            cells,
+        });
+    }
+    // The limit, in-sample on the evaluated users.
+    let n = first.heldout_counts.len();
+    let counts: Vec<u64> = (0..n)
+        .map(|j| parts.iter().map(|p| p.heldout_counts[j]).sum())
+        .collect();
+    let bf = counts.iter().copied().max().unwrap_or(0) as f64 / users.max(1) as f64;
+    let limit: Vec<f64> = first
+        .epsilons
+        .iter()
+        .map(|e| (e.exp() * bf).min(1.0))
+        .collect();
+    let verdicts = (0..ne)
+        .map(|e| {
+            let best = rows
+                .iter()
+                .filter(|r| r.kind == RowKind::Private)
+                .max_by(|a, b| a.cells[e].hit.total_cmp(&b.cells[e].hit))
+                .expect("a private row");
+            let c = &best.cells[e];
+            let verdict = if c.vs_baseline > 2.0 * c.vs_baseline_se && c.vs_baseline > 0.0 {
+                "beats"
+            } else if c.vs_baseline < -2.0 * c.vs_baseline_se && c.vs_baseline < 0.0 {
+                "is below"
+            } else {
+                "is within noise of"
+            };
+            Verdict {
+                epsilon: first.epsilons[e],
+                best_private: format!("{} [{}]", best.label, c.config),
+                hit: c.hit,
+                vs_baseline: c.vs_baseline,
+                vs_baseline_se: c.vs_baseline_se,
+                verdict: verdict.into(),
+                share_of_limit: c.hit / limit[e],
+            }
+        })
+        .collect();
+    Ok(UtilityTable {
+        epsilons: first.epsilons.clone(),
+        users,
+        calibration_users: parts.iter().map(|p| p.calibration_users).sum(),
+        best_baseline: first.rows[best_b].mechanism.clone(),
+        best_fixed_in_sample: bf,
+        limit,
+        rows,
+        verdicts,
+        tunings: parts.into_iter().map(|p| p.tuning).collect(),
+    })
+}

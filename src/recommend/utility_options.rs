@@ -1,0 +1,368 @@
+//! The options of what a private recommendation is worth (docs/utility.md), declared once:
+//! [`ReleaseOptions`] (how `recsel fit --out` calibrates the release: how many calibration users,
+//! which clip range), [`TuneOptions`] (`recsel tune`) and [`EvaluateOptions`] (`recsel
+//! evaluate`). Each resolves into the library's configuration ([`TuneConfig`],
+//! [`UtilityConfig`]); the command line's flags and the tables' keys derive from them.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::release::{calibrate, DEFAULT_CALIBRATION_USERS};
+use super::tuning::{tune, PoolSource, TuneConfig, Tuning, DEFAULT_MARGIN, TUNING};
+use super::utility::{measure, table, UtilityConfig, UtilityTable};
+use crate::data::{
+    calibration_users, load_dataset_with, DataOptions, DataSource, Dataset, HeldOutRows,
+    LoadOptions, ValidationUsers,
+};
+use crate::error::{Error, Result};
+use crate::mechanisms::{MechValues, Registry};
+use crate::model::ModelOptions;
+use crate::options::{option_table, OptionTable};
+use crate::scoring::SensitivityConfig;
+
+/// The ε grid of `tune` and `evaluate` unless told otherwise.
+pub const DEFAULT_EPSILONS: [f64; 6] = [0.1, 0.5, 1.0, 2.0, 4.0, 8.0];
+/// The pool sizes `tune` tries unless told otherwise (1 is the most popular item). A new
+/// public knob of the tuned row (another ranking, a prior) extends [`TuneConfig`] beside them.
+pub const DEFAULT_POOL_SIZES: &str = "1,2,3,5,8,12,20,30,50,80,120,200,300,500,1000";
+
+option_table! {
+    /// How a release artifact is calibrated (`recsel fit --out`; docs/deployment.md).
+    #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+    pub struct ReleaseOptions {
+        /// Calibration users of the release artifact at most: the validation users, or the
+        /// training users when the split has none — never the test users.
+        #[option(group = "Release")]
+        pub calibration_users: usize = DEFAULT_CALIBRATION_USERS,
+        /// Percentiles of the release's clip range, LO,HI (the paper's p1/p99 by default). A
+        /// narrower range shrinks each Δ_j at the cost of clipping more scores (docs/utility.md).
+        #[option(value_name = "LO,HI", group = "Release")]
+        pub clip_range: Vec<f64> = vec![1.0, 99.0],
+    }
+}
+
+impl ReleaseOptions {
+    /// The clip range as a sensitivity configuration; an error names a bad range.
+    pub fn sensitivity(&self) -> Result<SensitivityConfig> {
+        let Some(r) = &self.clip_range else {
+            return Ok(SensitivityConfig::default());
+        };
+        let [lo, hi] = r[..] else {
+            return Err(Error::Invalid(format!(
+                "clip_range (--clip-range) takes two percentiles LO,HI, got {r:?}"
+            )));
+        };
+        SensitivityConfig::new(lo, hi, SensitivityConfig::default().floor)
+            .map_err(|e| Error::Invalid(format!("clip_range (--clip-range): {e}")))
+    }
+}
+
+option_table! {
+    /// The options of `recsel tune` (docs/utility.md, "Tuning").
+    #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+    pub struct TuneOptions {
+        /// Model directory written by `recsel fit --out DIR` (model.json, release.json, …).
+        #[option(value_name = "DIR", group = "Model")]
+        pub model: PathBuf,
+        /// The data the model was fitted on (the same options as `recsel fit`).
+        #[flatten]
+        pub data: DataOptions,
+        /// Seed of the split (as `recsel fit --seed`), also of the calibration users' 80/20
+        /// split when their rows are full.
+        #[option(group = "Data")]
+        pub seed: u64 = 42,
+        /// ε values to tune, comma separated.
+        #[option(flag = "eps", value_name = "LIST", group = "Tuning")]
+        pub epsilons: Vec<f64> = DEFAULT_EPSILONS.to_vec(),
+        /// Public rankings a pool is the top of: popularity, heldout (those the release
+        /// carries).
+        #[option(value_name = "LIST", group = "Tuning")]
+        pub sources: String = "popularity,heldout".to_string(),
+        /// Pool sizes tried, comma separated (1 is the most popular item).
+        #[option(value_name = "LIST", group = "Tuning")]
+        pub pool_sizes: String = DEFAULT_POOL_SIZES.to_string(),
+        /// Paired standard errors of calibration gain a pool needs over the most popular item.
+        #[option(group = "Tuning")]
+        pub margin: f64 = DEFAULT_MARGIN,
+    }
+}
+
+/// A comma-separated list of counts; the error names the option.
+fn counts(what: &str, text: &str) -> Result<Vec<usize>> {
+    text.split(',')
+        .map(|s| {
+            s.trim()
+                .parse::<usize>()
+                .map_err(|_| Error::Invalid(format!("{what}: '{s}' is not a whole number")))
+        })
+        .collect()
+}
+
+impl TuneOptions {
+    /// The tuner's configuration, checked.
+    pub fn config(&self) -> Result<TuneConfig> {
+        let d = Self::defaults();
+        let cfg = TuneConfig {
+            epsilons: self.epsilons.clone().or(d.epsilons).unwrap_or_default(),
+            sources: self
+                .sources
+                .as_deref()
+                .unwrap_or("popularity,heldout")
+                .split(',')
+                .map(PoolSource::parse)
+                .collect::<Result<_>>()?,
+            pool_sizes: counts(
+                "pool_sizes (--pool-sizes)",
+                self.pool_sizes.as_deref().unwrap_or(DEFAULT_POOL_SIZES),
+            )?,
+            margin: self.margin.unwrap_or(DEFAULT_MARGIN),
+        };
+        cfg.validate()?;
+        Ok(cfg)
+    }
+}
+
+option_table! {
+    /// The options of `recsel evaluate` (docs/utility.md, "Evaluating").
+    #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+    pub struct EvaluateOptions {
+        /// Model directory written by `recsel fit --out DIR`.
+        #[option(value_name = "DIR", conflicts = &["folds"], group = "Model")]
+        pub model: PathBuf,
+        /// Cross-fitting on LightGCN files instead of a model directory: K folds of the users
+        /// with a train and a test item; fold f is evaluated with fold f + 1 as calibration
+        /// users and a model fitted on the others (with --method, --l2, --density), so every
+        /// such user is evaluated once.
+        #[option(value_name = "K", conflicts = &["model"], group = "Model")]
+        pub folds: usize,
+        /// The data the model was fitted on (the same options as `recsel fit`).
+        #[flatten]
+        pub data: DataOptions,
+        /// The model fitted per fold with --folds.
+        #[flatten]
+        pub fit: ModelOptions,
+        /// Seed of the split (as `recsel fit --seed`).
+        #[option(group = "Data")]
+        pub seed: u64 = 42,
+        /// ε grid, comma separated.
+        #[option(flag = "eps", value_name = "LIST", group = "Evaluation")]
+        pub epsilons: Vec<f64> = DEFAULT_EPSILONS.to_vec(),
+        /// ε-DP registry mechanisms measured over every item and over a tuned pool and clip
+        /// range (krr is always measured).
+        #[option(flag = "mech", value_name = "LIST", group = "Evaluation")]
+        pub mechanisms: String = "em,rnm,gem,mgem".to_string(),
+        /// popular:N pool sizes tried for the registry mechanisms.
+        #[option(value_name = "LIST", group = "Evaluation")]
+        pub pools: String = "3,10,30,100,300,1000".to_string(),
+        /// Clip ranges tried for them: LO/HI percentile pairs, comma separated.
+        #[option(value_name = "LIST", group = "Evaluation")]
+        pub clips: String = "1/99,5/95,25/99,50/99".to_string(),
+        /// Selections per evaluated user for a simulated mechanism.
+        #[option(group = "Evaluation")]
+        pub trials: u32 = 10,
+        /// Selections per calibration user when tuning a simulated mechanism.
+        #[option(group = "Evaluation")]
+        pub tune_trials: u32 = 2,
+        /// Seed of the simulations.
+        #[option(group = "Evaluation")]
+        pub sim_seed: u64 = 1,
+        /// Parameters of the mechanisms.
+        #[flatten]
+        pub params: MechValues,
+    }
+}
+
+impl EvaluateOptions {
+    /// The evaluation's configuration, its mechanism parameters resolved against `registry`.
+    pub fn config(&self, registry: &Registry) -> Result<UtilityConfig> {
+        let d = Self::defaults();
+        let pick = |v: &Option<String>, dv: &Option<String>| {
+            v.clone().or_else(|| dv.clone()).unwrap_or_default()
+        };
+        let mut clips = Vec::new();
+        for c in pick(&self.clips, &d.clips).split(',') {
+            let bad = || Error::Invalid(format!("clips (--clips): '{c}' is not LO/HI"));
+            let (lo, hi) = c.split_once('/').ok_or_else(bad)?;
+            let lo: f64 = lo.trim().parse().map_err(|_| bad())?;
+            let hi: f64 = hi.trim().parse().map_err(|_| bad())?;
+            clips.push((lo, hi));
+        }
+        Ok(UtilityConfig {
+            epsilons: self.epsilons.clone().or(d.epsilons).unwrap_or_default(),
+            mechanisms: pick(&self.mechanisms, &d.mechanisms)
+                .split(',')
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .collect(),
+            params: registry.resolve(&self.params)?,
+            pools: counts("pools (--pools)", &pick(&self.pools, &d.pools))?,
+            clips,
+            trials: self.trials.or(d.trials).unwrap_or(10),
+            tune_trials: self.tune_trials.or(d.tune_trials).unwrap_or(2),
+            seed: self.sim_seed.or(d.sim_seed).unwrap_or(1),
+        })
+    }
+}
+
+/// The load options of a release's data: on LightGCN files users are held out of the fit
+/// (`validation_users = auto`) unless the options say otherwise, so that the release
+/// calibrates on users it neither fits nor serves (docs/utility.md, "Protocols").
+pub fn release_load_options(src: &DataSource, mut opts: LoadOptions) -> LoadOptions {
+    if src.is_lightgcn() && opts.validation_users.is_none() {
+        opts.validation_users = Some(ValidationUsers::Auto);
+    }
+    opts
+}
+
+/// The data of the release in `model` loaded with `data`'s options and `seed` (on LightGCN
+/// files with users held out, as `recsel fit --out` loads them), checked against the release's
+/// fingerprint: a tuning or a table is only made for the data the model was fitted on.
+pub fn release_data(
+    model: &Path,
+    data: &DataOptions,
+    seed: u64,
+) -> Result<(Dataset, super::release::Release)> {
+    let src = data.source()?;
+    let opts = release_load_options(&src, data.load_options()?);
+    let ds = load_dataset_with(&src, seed, &opts)
+        .map_err(|e| Error::Invalid(format!("loading the data: {e}")))?;
+    let release = super::release::Release::read(model)?;
+    let fp = format!("{:016x}", ds.fingerprint());
+    if fp != release.manifest.data_fingerprint {
+        return Err(Error::Invalid(format!(
+            "the model in {} was fitted on other data (fingerprint {}, this data {fp}): give \
+             the data options and seed that `recsel fit` was given (on LightGCN files also the \
+             same validation users)",
+            model.display(),
+            release.manifest.data_fingerprint
+        )));
+    }
+    Ok((ds, release))
+}
+
+/// The calibration users of `data`, or an error saying how to get some.
+fn calibration(data: &Dataset, seed: u64) -> Result<HeldOutRows> {
+    calibration_users(data, seed).ok_or_else(|| {
+        Error::Invalid(format!(
+            "data set '{}' has no validation users (held out of the fit, never served) to tune \
+             on: fit again with validation users (--validation-users N or auto)",
+            data.name()
+        ))
+    })
+}
+
+impl TuneOptions {
+    /// `recsel tune`: loads the model's data, tunes on its calibration users only and writes
+    /// `tuning.json` into the model folder. `progress` counts calibration users.
+    pub fn run(&self, log: &dyn Fn(&str), progress: &(dyn Fn(u64) + Sync)) -> Result<Tuning> {
+        let cfg = self.config()?;
+        let dir = self
+            .model
+            .as_deref()
+            .ok_or_else(|| Error::Invalid("model (--model) is required".into()))?;
+        let seed = self.seed.unwrap_or(42);
+        log("loading data");
+        let (data, release) = release_data(dir, &self.data, seed)?;
+        let cal = calibration(&data, seed)?;
+        drop(data);
+        let (model, _) = crate::model::io::load(dir, None)?;
+        log(&format!("tuning on {} calibration users", cal.rows()));
+        let mut tuning = tune(&model, &release, &cal, &cfg, progress)?;
+        tuning.write(dir)?;
+        Ok(tuning)
+    }
+}
+
+impl EvaluateOptions {
+    /// `recsel evaluate`: the utility table of a model folder (its data's test users evaluated,
+    /// its calibration users tuning; `tuning.json` when there is one), or cross-fitted over
+    /// `folds` on LightGCN files. Returns the data set's name and the table. `progress` counts
+    /// users scored.
+    pub fn run(
+        &self,
+        registry: &Registry,
+        log: &dyn Fn(&str),
+        progress: &(dyn Fn(u64) + Sync),
+    ) -> Result<(String, UtilityTable)> {
+        let cfg = self.config(registry)?;
+        let seed = self.seed.unwrap_or(42);
+        let (name, parts) = match (&self.model, self.folds) {
+            (Some(dir), None) => {
+                log("loading data");
+                let (data, release) = release_data(dir, &self.data, seed)?;
+                let name = data.name().to_string();
+                let cal = calibration(&data, seed)?;
+                let eval = HeldOutRows::test_users(&data);
+                drop(data);
+                let tuning = if dir.join(TUNING).exists() {
+                    Some(Tuning::read(dir)?)
+                } else {
+                    log(&format!(
+                        "no {TUNING} in {}: tuning krr's pool here on the calibration users",
+                        dir.display()
+                    ));
+                    None
+                };
+                let (model, _) = crate::model::io::load(dir, None)?;
+                let m = measure(
+                    &model,
+                    &release,
+                    tuning.as_ref(),
+                    &cal,
+                    &eval,
+                    &cfg,
+                    progress,
+                )?;
+                (name, vec![m])
+            }
+            (None, Some(k)) => {
+                let src = self.data.source()?;
+                if !src.is_lightgcn() {
+                    return Err(Error::Invalid(
+                        "folds (--folds) cross-fits LightGCN files (--format lightgcn or \
+                         --dataset amazon-book)"
+                            .into(),
+                    ));
+                }
+                let (mut parts, mut name) = (Vec::new(), String::new());
+                for f in 0..k {
+                    let mut opts = self.data.load_options()?;
+                    opts.validation_users = Some(ValidationUsers::Fold { folds: k, index: f });
+                    let data = load_dataset_with(&src, seed, &opts)
+                        .map_err(|e| Error::Invalid(format!("loading the data: {e}")))?;
+                    name = data.name().to_string();
+                    let (params, line) = self.fit.params(&data.descriptor)?;
+                    log(&line);
+                    let (model, _) = crate::model::fit(&data.train, &params, &|_| {})?;
+                    let release = calibrate(
+                        &model,
+                        &params,
+                        &data,
+                        DEFAULT_CALIBRATION_USERS,
+                        &SensitivityConfig::default(),
+                        &|_| {},
+                    )?;
+                    let cal = calibration(&data, seed)?;
+                    let eval = HeldOutRows::test_users(&data);
+                    log(&format!(
+                        "fold {f} of {k}: {} fitted, {} calibration, {} evaluated users",
+                        data.train.rows(),
+                        cal.rows(),
+                        eval.rows()
+                    ));
+                    parts.push(measure(
+                        &model, &release, None, &cal, &eval, &cfg, progress,
+                    )?);
+                }
+                (name, parts)
+            }
+            _ => {
+                return Err(Error::Invalid(
+                    "give model (--model DIR) or folds (--folds K), not both".into(),
+                ))
+            }
+        };
+        Ok((name, table(parts)?))
+    }
+}
