@@ -423,4 +423,31 @@ fn utility_options_reach_every_front_end() {
         err.contains("--validation-users") && err.contains("some"),
         "{err}"
     );
+    // A --config file of tune or evaluate with a misspelt key is an error naming it (a known
+    // key and a mechanism parameter are accepted).
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("t.toml");
+    for (cmd, text, bad) in [
+        ("tune", "margn = 3\n", Some("margn")),
+        ("evaluate", "mechanisms = \"em\"\ntrails = 3\n", Some("trails")),
+        ("evaluate", "gamma = 0.1\ntrials = 3\n", None),
+    ] {
+        std::fs::write(&file, text).unwrap();
+        let o = recsel(&[
+            cmd,
+            "--config",
+            file.to_str().unwrap(),
+            "--model",
+            "/nowhere",
+        ]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success());
+        match bad {
+            Some(key) => assert!(
+                err.contains(&format!("unknown key `{key}`")),
+                "{cmd}: {err}"
+            ),
+            None => assert!(!err.contains("unknown key"), "{cmd}: {err}"),
+        }
+    }
 }

@@ -121,10 +121,11 @@ fn flag_args(spec: OptionSpec) -> Vec<clap::Arg> {
 }
 
 /// The options of a table from a TOML file (its keys are the table's, as in a run's
-/// `config.toml`), with the flags given on the command line over them.
+/// `config.toml`), with the flags given on the command line over them. A key that is neither
+/// an option of the table nor a mechanism parameter is an error naming the file and the key.
 pub fn table_with_file<T>(file: Option<&std::path::Path>, flags: &T) -> anyhow::Result<T>
 where
-    T: serde::Serialize + serde::de::DeserializeOwned + Clone,
+    T: serde::Serialize + serde::de::DeserializeOwned + Clone + OptionTable,
 {
     use anyhow::Context;
     let Some(path) = file else {
@@ -132,6 +133,22 @@ where
     };
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let table: toml::Table =
+        toml::from_str(&text).with_context(|| format!("{}", path.display()))?;
+    let options = T::options();
+    let registry = recsel::mechanisms::Registry::builtin();
+    for key in table.keys() {
+        let known = options.iter().any(|o| o.key == key.as_str())
+            || registry.params().iter().any(|p| p.name == key.as_str());
+        if !known {
+            let valid: Vec<&str> = options.iter().map(|o| o.key).collect();
+            bail!(
+                "{}: unknown key `{key}`: not an option of this command ({})",
+                path.display(),
+                valid.join(", ")
+            );
+        }
+    }
     let base: T = toml::from_str(&text).with_context(|| format!("{}", path.display()))?;
     Ok(recsel::options::overlay(&base, flags)?)
 }
