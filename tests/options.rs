@@ -429,7 +429,11 @@ fn utility_options_reach_every_front_end() {
     let file = dir.path().join("t.toml");
     for (cmd, text, bad) in [
         ("tune", "margn = 3\n", Some("margn")),
-        ("evaluate", "mechanisms = \"em\"\ntrails = 3\n", Some("trails")),
+        (
+            "evaluate",
+            "mechanisms = \"em\"\ntrails = 3\n",
+            Some("trails"),
+        ),
         ("evaluate", "gamma = 0.1\ntrials = 3\n", None),
     ] {
         std::fs::write(&file, text).unwrap();

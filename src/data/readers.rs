@@ -411,22 +411,8 @@ pub fn load_lightgcn_with(
     let Some(h) = held_out else {
         return load_lightgcn_paper(dir, name);
     };
-    let mut train = read_lightgcn_file(&dir.join("train.txt"))?;
-    let mut test = read_lightgcn_file(&dir.join("test.txt"))?;
-    let n_users = train
-        .iter()
-        .chain(&test)
-        .map(|p| p.0 as usize + 1)
-        .max()
-        .unwrap_or(0);
-    let n_items = train
-        .iter()
-        .chain(&test)
-        .map(|p| p.1 as usize + 1)
-        .max()
-        .unwrap_or(0);
-    let train_m = csr_from_pairs(n_users, n_items, &mut train);
-    let test_m = csr_from_pairs(n_users, n_items, &mut test);
+    let (train_m, test_m) = read_lightgcn_pair(dir)?;
+    let (n_users, n_items) = (train_m.rows(), train_m.cols());
     let has = |m: &super::Csr, u: usize| m.outer_view(u).is_some_and(|r| r.nnz() > 0);
     let eligible: Vec<usize> = (0..n_users)
         .filter(|&u| has(&train_m, u) && has(&test_m, u))
@@ -439,7 +425,7 @@ pub fn load_lightgcn_with(
         h.seed,
         h.fold,
     )?;
-    let mut full: Vec<(u32, u32)> = Vec::with_capacity(train.len() + test.len());
+    let mut full: Vec<(u32, u32)> = Vec::with_capacity(train_m.nnz() + test_m.nnz());
     let mut heldout = vec![0u64; n_items];
     for &u in &g.fit {
         for m in [&train_m, &test_m] {
@@ -469,24 +455,30 @@ pub fn load_lightgcn_with(
     Ok(ds)
 }
 
-/// The paper's LightGCN protocol (see [`load_lightgcn`]).
-fn load_lightgcn_paper(dir: &Path, name: &str) -> Result<Dataset> {
+/// `train.txt` and `test.txt` of a LightGCN folder as two user × item matrices of the same shape
+/// (users and items numbered as in the files, up to the largest id in either).
+fn read_lightgcn_pair(dir: &Path) -> Result<(super::Csr, super::Csr)> {
     let mut train = read_lightgcn_file(&dir.join("train.txt"))?;
     let mut test = read_lightgcn_file(&dir.join("test.txt"))?;
-    let n_users = train
-        .iter()
-        .chain(&test)
-        .map(|p| p.0 as usize + 1)
-        .max()
-        .unwrap_or(0);
-    let n_items = train
-        .iter()
-        .chain(&test)
-        .map(|p| p.1 as usize + 1)
-        .max()
-        .unwrap_or(0);
-    let train_m = csr_from_pairs(n_users, n_items, &mut train);
-    let test_m = csr_from_pairs(n_users, n_items, &mut test);
+    let size = |f: fn(&(u32, u32)) -> u32| {
+        train
+            .iter()
+            .chain(&test)
+            .map(|p| f(p) as usize + 1)
+            .max()
+            .unwrap_or(0)
+    };
+    let (n_users, n_items) = (size(|p| p.0), size(|p| p.1));
+    Ok((
+        csr_from_pairs(n_users, n_items, &mut train),
+        csr_from_pairs(n_users, n_items, &mut test),
+    ))
+}
+
+/// The paper's LightGCN protocol (see [`load_lightgcn`]).
+fn load_lightgcn_paper(dir: &Path, name: &str) -> Result<Dataset> {
+    let (train_m, test_m) = read_lightgcn_pair(dir)?;
+    let (n_users, n_items) = (train_m.rows(), train_m.cols());
     let test_users: Vec<usize> = (0..n_users)
         .filter(|&u| test_m.outer_view(u).is_some_and(|r| r.nnz() > 0))
         .collect();

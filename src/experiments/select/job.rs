@@ -208,12 +208,7 @@ fn candidates(
     if let CandidatePolicy::HistoryTop(n) = policy {
         return Ok((n, None));
     }
-    let index: HashMap<&str, u32> = data
-        .item_ids
-        .iter()
-        .enumerate()
-        .map(|(j, id)| (id.as_str(), j as u32))
-        .collect();
+    let index = item_index(data);
     let pop = crate::scoring::policy::popularity(&data.train);
     let list = policy
         .resolve_with(
@@ -230,6 +225,15 @@ fn candidates(
     Ok((k, Some(ResolvedPolicy { policy, list })))
 }
 
+/// Item id → column of `data`, for a policy or prior that names items.
+fn item_index(data: &Dataset) -> HashMap<&str, u32> {
+    data.item_ids
+        .iter()
+        .enumerate()
+        .map(|(j, id)| (id.as_str(), j as u32))
+        .collect()
+}
+
 /// The prior of a run of `o` on `data`, resolved against the data's items and training
 /// popularity; `None` for none (the paper's) or weight 0. `own-history:W`, the serving path's
 /// audit reference, is refused: a select run compares private mechanisms.
@@ -243,12 +247,7 @@ fn prior(o: &SelectOptions, data: &Dataset, log: &dyn Fn(&str)) -> Result<Option
              (popularity:W, heldout:W, file:PATH:W) or none"
         )));
     }
-    let index: HashMap<&str, u32> = data
-        .item_ids
-        .iter()
-        .enumerate()
-        .map(|(j, id)| (id.as_str(), j as u32))
-        .collect();
+    let index = item_index(data);
     let pop = crate::scoring::policy::popularity(&data.train);
     let heldout = data.heldout_popularity.as_deref();
     let resolved = prior.resolve(data.n_items(), Some(&pop), heldout, &|id| {
