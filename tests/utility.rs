@@ -445,11 +445,13 @@ fn evaluate_and_select_show_the_baselines() {
         tmp.path().join("select").to_str().unwrap(),
     ]);
     for want in [
-        "baselines, hit@1 (0-DP unless said): popular ",
-        "popular-sampled ",
-        "best fixed [",
-        "non-private top-1 (NOT private) ",
-        "limit min(1, e^eps × best fixed item",
+        "hit@1, free ",
+        "\npopular                  0 ",
+        "\npop-sampled              0 ",
+        "\nbest fixed               0 ",
+        "\ntop-1 (NP)     NOT private ",
+        "\nlimit          e^eps*fixed ",
+        "(s.e.: popular ",
         "best eps-DP mechanism",
     ] {
         assert!(sel.contains(want), "select output lacks '{want}':\n{sel}");

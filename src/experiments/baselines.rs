@@ -161,38 +161,53 @@ impl Baselines {
             .expect("three public baselines")
     }
 
-    /// Three lines for `select`'s summary: the baselines, the limit per ε, and per ε the best
-    /// ε-DP mechanism's paired difference to the best public baseline.
+    /// `select`'s summary of the baselines: a grid in the layout of the mechanisms' grids (one
+    /// row per baseline, constant over ε, and the limit `min(1, e^ε × best fixed item)` per ε),
+    /// a line with the standard errors, and per ε the best ε-DP mechanism's paired difference
+    /// to the best public baseline.
     pub fn summary(&self, cfg: &SelectConfig, rows: &[UserRow]) -> String {
         let mut s = String::new();
-        let b: Vec<String> = self
-            .rows
-            .iter()
-            .map(|r| {
-                let name = if r.name == "best-fixed" {
-                    format!("best fixed [{}]", self.best_fixed_source)
-                } else if r.private {
-                    r.name.clone()
-                } else {
-                    "non-private top-1 (NOT private)".into()
-                };
-                format!("{name} {:.4} ± {:.4}", r.hit, r.se)
-            })
-            .collect();
-        let _ = writeln!(s, "baselines, hit@1 (0-DP unless said): {}", b.join(", "));
         let _ = write!(
             s,
-            "limit min(1, e^eps × best fixed item {:.4}):",
-            self.best_fixed_in_sample
+            "\n{:<13} {:>12}",
+            "hit@1, free",
+            format!("guar. k={}", cfg.top)
         );
         for e in &cfg.epsilons {
-            let _ = write!(
-                s,
-                " eps={e} {:.4}",
-                (e.exp() * self.best_fixed_in_sample).min(1.0)
-            );
+            let _ = write!(s, " {:>9}", format!("eps={e}"));
         }
         s.push('\n');
+        let short = |r: &Baseline| match r.name.as_str() {
+            "popular-sampled" => "pop-sampled".to_string(),
+            "best-fixed" => "best fixed".to_string(),
+            n if !r.private => format!("{n} (NP)"),
+            n => n.to_string(),
+        };
+        let mut row = |name: &str, guarantee: &str, cell: &dyn Fn(f64) -> f64| {
+            let _ = write!(s, "{name:<13} {guarantee:>12}");
+            for &e in &cfg.epsilons {
+                let _ = write!(s, " {:>9.4}", cell(e));
+            }
+            s.push('\n');
+        };
+        for r in &self.rows {
+            let guarantee = if r.private { "0" } else { "NOT private" };
+            row(&short(r), guarantee, &|_| r.hit);
+        }
+        let fixed = self.best_fixed_in_sample;
+        row("limit", "e^eps*fixed", &|e| (e.exp() * fixed).min(1.0));
+        let se: Vec<String> = self
+            .rows
+            .iter()
+            .map(|r| format!("{} {:.4}", short(r), r.se))
+            .collect();
+        let _ = writeln!(
+            s,
+            "(s.e.: {}; best fixed from the {}; limit = min(1, e^eps × best fixed item \
+             {fixed:.4}) over the evaluated users; NP: not private)",
+            se.join(", "),
+            self.best_fixed_source
+        );
         let best = self.best_public();
         let ne = cfg.epsilons.len();
         let scope = match &cfg.candidates {
