@@ -48,7 +48,6 @@ pub struct Service {
     lr: LedgeredRecommender,
     ledger: Arc<dyn Ledger>,
     pool: rayon::ThreadPool,
-    threads: usize,
     workers: Mutex<Vec<Worker>>,
     /// Calls of at most [`BATCH_CHUNK`] requests waiting for a worker, oldest first.
     queue: Mutex<VecDeque<Job>>,
@@ -143,7 +142,6 @@ impl Service {
             lr,
             ledger,
             pool,
-            threads,
             workers: Mutex::new(Vec::new()),
             queue: Mutex::new(VecDeque::new()),
             candidates,
@@ -314,18 +312,17 @@ impl Service {
         }
     }
 
-    /// On a worker: takes the oldest waiting calls, up to a fair share of the waiting requests
-    /// among the workers (at most [`MAX_BLOCK`]), scores their histories as one block, then
-    /// selects and submits each call's picks in turn. Nothing to do if other workers took them.
+    /// On a worker: takes the oldest waiting calls, up to [`MAX_BLOCK`] requests, scores their
+    /// histories as one block, then selects and submits each call's picks in turn. Nothing to do
+    /// if other workers took them. Taking every waiting request (rather than a share per worker)
+    /// fills the model's 32 lanes: under load the other workers take what arrives meanwhile.
     fn drain(&self) {
         let jobs: Vec<Job> = {
             let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
-            let waiting: usize = q.iter().map(|j| j.requests.len()).sum();
-            let share = waiting.div_ceil(self.threads).clamp(1, MAX_BLOCK);
             let mut jobs = Vec::new();
             let mut taken = 0;
             while let Some(j) = q.front() {
-                if !jobs.is_empty() && taken + j.requests.len() > share {
+                if !jobs.is_empty() && taken + j.requests.len() > MAX_BLOCK {
                     break;
                 }
                 taken += j.requests.len();
