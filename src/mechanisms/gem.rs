@@ -35,11 +35,13 @@ use robust::{orient2d, Coord};
 
 use crate::error::{Error, Result};
 use crate::mechanisms::rnm::ExpNoisyMax;
-use crate::mechanisms::secure::{ExpWeights, SecurePermuteFlip, SecurePrepared};
+use crate::mechanisms::secure::{permute_and_flip, ExpWeights, SecurePermuteFlip, SecurePrepared};
 use crate::mechanisms::{
     check_epsilon, check_open_unit, Bound, Grid, Mechanism, ParamSpec, Prepared, Problem,
     SecureEpsilon,
 };
+use crate::rng::SecureRng;
+use crate::stats::exact::bernoulli_exp_neg;
 
 /// Failure probability β of `gem`, `mgem` and `cgem`: the threshold is t = ±2 ln(k/β)/ε.
 pub const BETA: ParamSpec = ParamSpec::real_in(
@@ -337,9 +339,7 @@ pub(crate) fn transformed_scores_exact_ordered(
     order: Option<&[u32]>,
 ) -> Result<Vec<i64>> {
     let s = shifted_exact(q, d, t_num)?;
-    let small =
-        s.iter().all(|v| v.unsigned_abs() < SMALL as u128) && d.iter().all(|&v| v < 1 << 61);
-    if small {
+    if all_small(&s, d) {
         exact_transform::<true>(&s, d, order)
     } else {
         exact_transform::<false>(&s, d, order)
@@ -354,13 +354,38 @@ fn exact_transform<const SMALL_PTS: bool>(
     d: &[u64],
     order: Option<&[u32]>,
 ) -> Result<Vec<i64>> {
-    let orient = |a, b, c| {
-        if SMALL_PTS {
-            Ok(orient_small(a, b, c))
-        } else {
-            orient_exact(a, b, c).ok_or_else(overflow)
-        }
-    };
+    let hull = exact_hull::<SMALL_PTS>(s, d, order)?;
+    (0..s.len())
+        .map(|a| exact_query::<SMALL_PTS>(s, d, &hull, a))
+        .collect()
+}
+
+/// Whether every coordinate of the points `(D_b, S_b)` and `(−D_a, S_a)` is below [`SMALL`].
+fn all_small(s: &[i128], d: &[u64]) -> bool {
+    s.iter().all(|v| v.unsigned_abs() < SMALL as u128) && d.iter().all(|&v| v < 1 << 61)
+}
+
+#[inline(always)]
+fn orient_pts<const SMALL_PTS: bool>(
+    a: (i128, i128),
+    b: (i128, i128),
+    c: (i128, i128),
+) -> Result<i32> {
+    if SMALL_PTS {
+        Ok(orient_small(a, b, c))
+    } else {
+        orient_exact(a, b, c).ok_or_else(overflow)
+    }
+}
+
+/// The upper hull of the integer points `(D_b, S_b)`, left to right (Andrew's monotone chain; the
+/// points in `order` when it sorts them by ascending `D`, else sorted here).
+fn exact_hull<const SMALL_PTS: bool>(
+    s: &[i128],
+    d: &[u64],
+    order: Option<&[u32]>,
+) -> Result<Vec<(i128, i128)>> {
+    let orient = orient_pts::<SMALL_PTS>;
     let point = |b: usize| (i128::from(d[b]), s[b]);
     let mut hull: Vec<(i128, i128)> = Vec::with_capacity(64);
     let mut push = |p: (i128, i128)| -> Result<()> {
@@ -391,35 +416,97 @@ fn exact_transform<const SMALL_PTS: bool>(
             pts.into_iter().try_for_each(&mut push)?;
         }
     }
-    (0..s.len())
-        .map(|a| {
-            let p = (-i128::from(d[a]), s[a]);
-            // The first edge (v_i, v_{i+1}) along which the slope from P stops rising: the slopes
-            // rise then fall along the hull, so a linear scan (one mispredicted branch) on small
-            // hulls and a binary search on large ones find the same vertex.
-            let lo = if SMALL_PTS && hull.len() <= 16 {
-                let mut i = 0;
-                while i + 1 < hull.len() && orient(p, hull[i], hull[i + 1])? > 0 {
-                    i += 1;
-                }
-                i
+    Ok(hull)
+}
+
+/// `Q''_a`: the rounded slope from `(−D_a, S_a)` to its tangent vertex of `hull`.
+#[inline]
+fn exact_query<const SMALL_PTS: bool>(
+    s: &[i128],
+    d: &[u64],
+    hull: &[(i128, i128)],
+    a: usize,
+) -> Result<i64> {
+    let orient = orient_pts::<SMALL_PTS>;
+    let p = (-i128::from(d[a]), s[a]);
+    // The first edge (v_i, v_{i+1}) along which the slope from P stops rising: the slopes rise
+    // then fall along the hull, so a linear scan (one mispredicted branch) on small hulls and a
+    // binary search on large ones find the same vertex.
+    let lo = if SMALL_PTS && hull.len() <= 16 {
+        let mut i = 0;
+        while i + 1 < hull.len() && orient(p, hull[i], hull[i + 1])? > 0 {
+            i += 1;
+        }
+        i
+    } else {
+        let (mut lo, mut hi) = (0usize, hull.len() - 1);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if orient(p, hull[mid], hull[mid + 1])? > 0 {
+                lo = mid + 1;
             } else {
-                let (mut lo, mut hi) = (0usize, hull.len() - 1);
-                while lo < hi {
-                    let mid = (lo + hi) / 2;
-                    if orient(p, hull[mid], hull[mid + 1])? > 0 {
-                        lo = mid + 1;
-                    } else {
-                        hi = mid;
-                    }
-                }
-                lo
-            };
-            let v = hull[lo];
-            let m = rounded_ratio(s[a], v.1, d[a], v.0 as u64)?;
-            Ok(m.min(0) as i64)
+                hi = mid;
+            }
+        }
+        lo
+    };
+    let v = hull[lo];
+    let m = rounded_ratio(s[a], v.1, d[a], v.0 as u64)?;
+    Ok(m.min(0) as i64)
+}
+
+/// GEM's secure selection: permute-and-flip with exact acceptances on the transformed scores.
+pub(crate) enum SecureGem {
+    /// Every transformed score computed up front.
+    Eager(SecurePermuteFlip),
+    /// Coordinates below [`SMALL`]: a candidate's transformed score is computed when
+    /// permute-and-flip proposes it, and most never are.
+    Lazy(LazyGem),
+}
+
+impl SecurePrepared for SecureGem {
+    fn sample(&self, rng: &mut SecureRng) -> usize {
+        match self {
+            SecureGem::Eager(p) => p.sample(rng),
+            SecureGem::Lazy(p) => p.sample(rng),
+        }
+    }
+}
+
+/// [`SecurePermuteFlip`] on the transformed scores, each computed when first needed: the same
+/// weights, the same draws, the same pick. The largest transformed score is exactly 0 (the
+/// candidate of largest `S_a` has every ratio ≥ 0, and no score is above 0), so the weight of `a`
+/// is `exp(−ε'·(0 − Q''_a)/2^21)` whatever the other scores are.
+pub(crate) struct LazyGem {
+    s: Vec<i128>,
+    d: Vec<u64>,
+    hull: Vec<(i128, i128)>,
+    eps: u128,
+    den: u128,
+}
+
+impl LazyGem {
+    /// The sampler of the points `(D_b, S_b)`, every coordinate below [`SMALL`], and their hull.
+    fn new(s: Vec<i128>, d: Vec<u64>, hull: Vec<(i128, i128)>, eps: SecureEpsilon) -> Self {
+        debug_assert!(all_small(&s, &d));
+        LazyGem {
+            s,
+            d,
+            hull,
+            eps: u128::from(eps.num),
+            den: ExpWeights::den(1 << TRANSFORM_BITS),
+        }
+    }
+}
+
+impl SecurePrepared for LazyGem {
+    fn sample(&self, rng: &mut SecureRng) -> usize {
+        permute_and_flip(self.s.len(), rng, |a, rng| {
+            let x = exact_query::<true>(&self.s, &self.d, &self.hull, a)
+                .expect("below 2^61 no orientation product or ratio overflows");
+            bernoulli_exp_neg(rng, self.eps * (-i128::from(x)) as u128, self.den)
         })
-        .collect()
+    }
 }
 
 /// GEM's secure precomputation for `variant` at the grid ε `eps` (shared with `cgem`); `epsilon`
@@ -430,20 +517,25 @@ pub(crate) fn prepare_gem_secure(
     eps: SecureEpsilon,
     beta: f64,
     problem: &Problem<'_>,
-) -> Result<SecurePermuteFlip> {
+) -> Result<SecureGem> {
     let grid = Grid::new(problem);
     let t = shift(variant, epsilon, beta, problem.len());
     let t_scaled = (t * f64::from(1u32 << SHIFT_BITS)).round();
     if t_scaled.abs() > 2f64.powi(62) {
         return Err(overflow());
     }
-    let transformed =
-        transformed_scores_exact_ordered(&grid.q, &grid.d, t_scaled as i64, problem.sens_order())?;
-    Ok(SecurePermuteFlip(ExpWeights::new(
+    let order = problem.sens_order();
+    let s = shifted_exact(&grid.q, &grid.d, t_scaled as i64)?;
+    if all_small(&s, &grid.d) {
+        let hull = exact_hull::<true>(&s, &grid.d, order)?;
+        return Ok(SecureGem::Lazy(LazyGem::new(s, grid.d, hull, eps)));
+    }
+    let transformed = exact_transform::<false>(&s, &grid.d, order)?;
+    Ok(SecureGem::Eager(SecurePermuteFlip(ExpWeights::new(
         &transformed,
         1u64 << TRANSFORM_BITS,
         eps,
-    )))
+    ))))
 }
 
 /// GEM's selection: `rnm` with sensitivity 1 on the transformed scores.
@@ -619,6 +711,56 @@ mod tests {
             big > 10 && many_vertices > 10,
             "both paths exercised: {big} {many_vertices}"
         );
+    }
+
+    /// The lazy sampler picks what permute-and-flip on every transformed score picks, from the
+    /// same draws (the generator is left in the same state), on problems with few and many hull
+    /// vertices; the same comparison at another ε differs (power).
+    #[test]
+    fn lazy_gem_samples_as_the_eager_weights() {
+        let mut x = 0x0bad_5eed_1234_5678u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let eps = SecureEpsilon::new(1.0).unwrap();
+        let other = SecureEpsilon::new(0.5).unwrap();
+        let mut differs = 0;
+        for case in 0..40 {
+            let k = [1, 2, 30, 400][case % 4];
+            let d: Vec<u64> = (0..k).map(|_| 1 + next() % (1 << 20)).collect();
+            let q: Vec<i64> = d
+                .iter()
+                .map(|&di| {
+                    let u = di as f64 / (1u64 << 20) as f64;
+                    let bump = if case % 2 == 0 { u * (1.0 - u) } else { 0.0 };
+                    ((bump * 2f64.powi(24)) as i64) + (next() % (1 << 22)) as i64
+                })
+                .collect();
+            let t = -6544;
+            let transformed = transformed_scores_exact(&q, &d, t).unwrap();
+            let eager =
+                |e| SecurePermuteFlip(ExpWeights::new(&transformed, 1 << TRANSFORM_BITS, e));
+            let s = shifted_exact(&q, &d, t).unwrap();
+            let hull = exact_hull::<true>(&s, &d, None).unwrap();
+            let lazy = LazyGem::new(s, d.clone(), hull, eps);
+            for seed in 0..200 {
+                let mut r1 = SecureRng::from_seed_insecure(seed);
+                let mut r2 = SecureRng::from_seed_insecure(seed);
+                let mut r3 = SecureRng::from_seed_insecure(seed);
+                let want = eager(eps).sample(&mut r1);
+                assert_eq!(lazy.sample(&mut r2), want, "case {case} seed {seed}");
+                assert_eq!(
+                    r1.below(1 << 40),
+                    r2.below(1 << 40),
+                    "case {case} seed {seed}"
+                );
+                differs += usize::from(eager(other).sample(&mut r3) != want);
+            }
+        }
+        assert!(differs > 100, "{differs}");
     }
 
     #[test]

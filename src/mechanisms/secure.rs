@@ -244,8 +244,13 @@ impl ExpWeights {
             .collect();
         ExpWeights {
             num,
-            den: u128::from(d) << (FRACTION_BITS + 1),
+            den: Self::den(d),
         }
+    }
+
+    /// The common denominator `2^33·D` of the weights for sensitivity `d`.
+    pub(crate) fn den(d: u64) -> u128 {
+        u128::from(d) << (FRACTION_BITS + 1)
     }
 
     #[inline]
@@ -261,18 +266,27 @@ pub(crate) struct SecurePermuteFlip(pub(crate) ExpWeights);
 
 impl SecurePrepared for SecurePermuteFlip {
     fn sample(&self, rng: &mut SecureRng) -> usize {
-        let k = self.0.num.len();
-        let mut order: Vec<u32> = (0..k as u32).collect();
-        for i in 0..k {
-            let j = i + rng.below((k - i) as u64) as usize;
-            order.swap(i, j);
-            let a = order[i] as usize;
-            if self.0.accept(a, rng) {
-                return a;
-            }
-        }
-        unreachable!("a maximiser has weight exp(0) = 1 and is always accepted")
+        permute_and_flip(self.0.num.len(), rng, |a, rng| self.0.accept(a, rng))
     }
+}
+
+/// Permute-and-flip over `k` candidates: candidates in a uniformly random order (Fisher–Yates,
+/// one draw per step), the first that `accept` accepts. `accept` must accept a maximiser.
+pub(crate) fn permute_and_flip(
+    k: usize,
+    rng: &mut SecureRng,
+    mut accept: impl FnMut(usize, &mut SecureRng) -> bool,
+) -> usize {
+    let mut order: Vec<u32> = (0..k as u32).collect();
+    for i in 0..k {
+        let j = i + rng.below((k - i) as u64) as usize;
+        order.swap(i, j);
+        let a = order[i] as usize;
+        if accept(a, rng) {
+            return a;
+        }
+    }
+    unreachable!("a maximiser has weight exp(0) = 1 and is always accepted")
 }
 
 /// The exponential mechanism by rejection: propose a uniform candidate, accept it with
