@@ -685,7 +685,7 @@ mod tests {
                     if concave {
                         // Scores concave in the sensitivity: most points are hull vertices.
                         let u = di as f64 / (1u64 << d_bits) as f64;
-                        ((u * (1.0 - u)) * 2f64.powi(q_bits) as f64) as i64 + noise / 1024
+                        ((u * (1.0 - u)) * 2f64.powi(q_bits)) as i64 + noise / 1024
                     } else {
                         noise
                     }
