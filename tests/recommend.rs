@@ -483,3 +483,63 @@ fn candidate_policies_pick_from_their_lists() {
         "{e}"
     );
 }
+
+/// Histories scored together (`Recommender::score_block`, in blocks of every size up to 40: one
+/// user at a time, lanes of 8, lanes of 32 and mixtures) give each user the raw scores and, for
+/// the same draws, the pick that `Recommender::recommend` gives that user alone — unsorted
+/// histories with duplicates included, under every candidate policy.
+#[test]
+fn histories_scored_together_get_the_scores_and_picks_of_each_alone() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("model");
+    let data = recsel::recommend::example_release(&dir).unwrap();
+    let params = MechParams {
+        epsilon: 1.0,
+        ..Default::default()
+    };
+    let histories: Vec<Vec<u32>> = (0..60)
+        .map(|u| {
+            let mut h = data.test_input.outer_view(u).unwrap().indices().to_vec();
+            h.reverse();
+            h.extend(h.clone().iter().take(2));
+            h
+        })
+        .collect();
+    for policy in ["all", "history-top:50"] {
+        let mut cfg = RecommendConfig::new("mgem", params.clone(), NoiseMode::Fast)
+            .with_candidates(CandidatePolicy::parse(policy).unwrap());
+        cfg.allow_non_private = true;
+        let rec = Recommender::load(&dir, &cfg).unwrap();
+        let mut scratch = rec.scratch();
+        let alone: Vec<(Vec<f64>, Option<u32>)> = histories
+            .iter()
+            .enumerate()
+            .map(|(u, h)| {
+                let mut draws = rec.draws_seeded(u as u64).unwrap();
+                let pick = rec.recommend(h, 3, &mut draws, &mut scratch).unwrap();
+                (scratch.scores().to_vec(), pick)
+            })
+            .collect();
+        // Power: the users' scores differ, so a block that mixed up its rows would be caught.
+        assert_ne!(alone[0].0, alone[1].0);
+        let mut block = recsel::recommend::ScoredBlock::default();
+        for size in [1, 2, 5, 6, 8, 13, 16, 17, 31, 32, 40] {
+            let users: Vec<&[u32]> = histories[..size].iter().map(Vec::as_slice).collect();
+            rec.score_block(&users, &mut block);
+            assert_eq!(block.len(), size);
+            for (u, (scores, pick)) in alone[..size].iter().enumerate() {
+                let mut draws = rec.draws_seeded(u as u64).unwrap();
+                let got = rec
+                    .recommend_scored(&block, u, 3, &mut draws, &mut scratch)
+                    .unwrap();
+                let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(
+                    bits(scratch.scores()),
+                    bits(scores),
+                    "{policy} block {size} user {u}"
+                );
+                assert_eq!(got, *pick, "{policy} block {size} user {u}");
+            }
+        }
+    }
+}

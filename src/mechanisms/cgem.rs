@@ -20,8 +20,8 @@
 use rand::Rng as _;
 
 use crate::error::{Error, Result};
-use crate::mechanisms::gem::{prepare_gem, prepare_gem_secure, GemVariant, PreparedGem};
-use crate::mechanisms::secure::{randomized_response, SecurePermuteFlip, SecurePrepared};
+use crate::mechanisms::gem::{prepare_gem, prepare_gem_secure, GemVariant, PreparedGem, SecureGem};
+use crate::mechanisms::secure::{randomized_response, SecurePrepared};
 use crate::mechanisms::{
     check_epsilon, check_open_unit, Bound, Mechanism, ParamSpec, Prepared, Problem, SecureEpsilon,
 };
@@ -138,8 +138,8 @@ impl Mechanism for CombinedGem {
 struct SecureCgem {
     true_bit: bool,
     eps_c: SecureEpsilon,
-    gem: SecurePermuteFlip,
-    mgem: SecurePermuteFlip,
+    gem: SecureGem,
+    mgem: SecureGem,
 }
 
 impl SecurePrepared for SecureCgem {

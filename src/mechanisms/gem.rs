@@ -35,11 +35,13 @@ use robust::{orient2d, Coord};
 
 use crate::error::{Error, Result};
 use crate::mechanisms::rnm::ExpNoisyMax;
-use crate::mechanisms::secure::{ExpWeights, SecurePermuteFlip, SecurePrepared};
+use crate::mechanisms::secure::{permute_and_flip, ExpWeights, SecurePermuteFlip, SecurePrepared};
 use crate::mechanisms::{
     check_epsilon, check_open_unit, Bound, Grid, Mechanism, ParamSpec, Prepared, Problem,
     SecureEpsilon,
 };
+use crate::rng::SecureRng;
+use crate::stats::exact::bernoulli_exp_neg;
 
 /// Failure probability β of `gem`, `mgem` and `cgem`: the threshold is t = ±2 ln(k/β)/ε.
 pub const BETA: ParamSpec = ParamSpec::real_in(
@@ -263,22 +265,46 @@ fn orient_exact(a: (i128, i128), b: (i128, i128), c: (i128, i128)) -> Option<i32
 fn shifted_exact(q: &[i64], d: &[u64], t_num: i64) -> Result<Vec<i128>> {
     q.iter()
         .zip(d)
-        .map(|(&q, &d)| {
-            i128::from(t_num)
+        .map(|(&q, &d)| match i64::try_from(d) {
+            // |T·D| < 2^126 and |2^8·Q| < 2^71: neither the product nor the difference overflows.
+            Ok(d) => Ok((i128::from(q) << SHIFT_BITS) - i128::from(t_num) * i128::from(d)),
+            Err(_) => i128::from(t_num)
                 .checked_mul(i128::from(d))
                 .and_then(|td| (i128::from(q) << SHIFT_BITS).checked_sub(td))
-                .ok_or_else(overflow)
+                .ok_or_else(overflow),
         })
         .collect()
 }
 
 /// `⌊2^20 (S_a − S_b) / (2^8 (D_a + D_b))⌋`, clamped below at −2^60.
 fn rounded_ratio(sa: i128, sb: i128, da: u64, db: u64) -> Result<i128> {
-    let num = (sa - sb)
+    let diff = sa - sb;
+    let den = i128::from(da) + i128::from(db);
+    // Small operands (the usual case): the same floor in 64-bit arithmetic.
+    if let (Ok(diff), Ok(den)) = (i64::try_from(diff), i64::try_from(den)) {
+        if diff.unsigned_abs() < 1 << 50 {
+            let num = diff << (TRANSFORM_BITS - SHIFT_BITS);
+            return Ok(i128::from(num.div_euclid(den)).max(TRANSFORM_FLOOR));
+        }
+    }
+    let num = diff
         .checked_mul(1i128 << (TRANSFORM_BITS - SHIFT_BITS))
         .ok_or_else(overflow)?;
-    let den = i128::from(da) + i128::from(db);
     Ok(num.div_euclid(den).max(TRANSFORM_FLOOR))
+}
+
+/// Points whose coordinates are below 2^61 in magnitude: every difference of two coordinates
+/// fits in an `i64` and every orientation product in an `i128`, so [`orient_small`] is exact.
+const SMALL: i128 = 1 << 61;
+
+/// [`orient_exact`] for points whose coordinates are below [`SMALL`] in magnitude: the same sign,
+/// from two 64×64-bit products that cannot overflow.
+#[inline(always)]
+fn orient_small(a: (i128, i128), b: (i128, i128), c: (i128, i128)) -> i32 {
+    let wide = |x: i128| i128::from(x as i64);
+    let l = wide(b.0 - a.0) * wide(c.1 - a.1);
+    let r = wide(b.1 - a.1) * wide(c.0 - a.0);
+    l.cmp(&r) as i32
 }
 
 /// The secure transformed scores `Q''_a = ⌊2^20 q'_a⌋ ≤ 0` by the O(k²) definition, in exact
@@ -313,54 +339,174 @@ pub(crate) fn transformed_scores_exact_ordered(
     order: Option<&[u32]>,
 ) -> Result<Vec<i64>> {
     let s = shifted_exact(q, d, t_num)?;
+    if all_small(&s, d) {
+        exact_transform::<true>(&s, d, order)
+    } else {
+        exact_transform::<false>(&s, d, order)
+    }
+}
+
+/// The hull and tangent search of [`transformed_scores_exact_ordered`] on the points `S`; with
+/// `SMALL_PTS` every coordinate is below [`SMALL`] in magnitude and the orientations are computed
+/// by [`orient_small`] (the same signs as [`orient_exact`], which never overflows there).
+fn exact_transform<const SMALL_PTS: bool>(
+    s: &[i128],
+    d: &[u64],
+    order: Option<&[u32]>,
+) -> Result<Vec<i64>> {
+    let hull = exact_hull::<SMALL_PTS>(s, d, order)?;
+    (0..s.len())
+        .map(|a| exact_query::<SMALL_PTS>(s, d, &hull, a))
+        .collect()
+}
+
+/// Whether every coordinate of the points `(D_b, S_b)` and `(−D_a, S_a)` is below [`SMALL`].
+fn all_small(s: &[i128], d: &[u64]) -> bool {
+    s.iter().all(|v| v.unsigned_abs() < SMALL as u128) && d.iter().all(|&v| v < 1 << 61)
+}
+
+#[inline(always)]
+fn orient_pts<const SMALL_PTS: bool>(
+    a: (i128, i128),
+    b: (i128, i128),
+    c: (i128, i128),
+) -> Result<i32> {
+    if SMALL_PTS {
+        Ok(orient_small(a, b, c))
+    } else {
+        orient_exact(a, b, c).ok_or_else(overflow)
+    }
+}
+
+/// The upper hull of the integer points `(D_b, S_b)`, left to right (Andrew's monotone chain; the
+/// points in `order` when it sorts them by ascending `D`, else sorted here).
+fn exact_hull<const SMALL_PTS: bool>(
+    s: &[i128],
+    d: &[u64],
+    order: Option<&[u32]>,
+) -> Result<Vec<(i128, i128)>> {
+    let orient = orient_pts::<SMALL_PTS>;
     let point = |b: usize| (i128::from(d[b]), s[b]);
-    let pts: Vec<(i128, i128)> = match order {
-        Some(order) => order.iter().map(|&b| point(b as usize)).collect(),
-        None => {
-            let mut pts: Vec<(i128, i128)> = (0..d.len()).map(point).collect();
-            pts.sort_unstable();
-            pts
-        }
-    };
-    let mut hull: Vec<(i128, i128)> = Vec::new();
-    for p in pts {
+    let mut hull: Vec<(i128, i128)> = Vec::with_capacity(64);
+    let mut push = |p: (i128, i128)| -> Result<()> {
         if let Some(&last) = hull.last() {
             if last.0 == p.0 {
                 // Same abscissa: only the higher point can be a vertex.
                 if p.1 <= last.1 {
-                    continue;
+                    return Ok(());
                 }
                 hull.pop();
             }
         }
         while hull.len() >= 2 {
-            let o =
-                orient_exact(hull[hull.len() - 2], hull[hull.len() - 1], p).ok_or_else(overflow)?;
-            if o >= 0 {
+            if orient(hull[hull.len() - 2], hull[hull.len() - 1], p)? >= 0 {
                 hull.pop();
             } else {
                 break;
             }
         }
         hull.push(p);
+        Ok(())
+    };
+    match order {
+        Some(order) => order.iter().try_for_each(|&b| push(point(b as usize)))?,
+        None => {
+            let mut pts: Vec<(i128, i128)> = (0..d.len()).map(point).collect();
+            pts.sort_unstable();
+            pts.into_iter().try_for_each(&mut push)?;
+        }
     }
-    (0..s.len())
-        .map(|a| {
-            let p = (-i128::from(d[a]), s[a]);
-            let (mut lo, mut hi) = (0usize, hull.len() - 1);
-            while lo < hi {
-                let mid = (lo + hi) / 2;
-                if orient_exact(p, hull[mid], hull[mid + 1]).ok_or_else(overflow)? > 0 {
-                    lo = mid + 1;
-                } else {
-                    hi = mid;
-                }
+    Ok(hull)
+}
+
+/// `Q''_a`: the rounded slope from `(−D_a, S_a)` to its tangent vertex of `hull`.
+#[inline]
+fn exact_query<const SMALL_PTS: bool>(
+    s: &[i128],
+    d: &[u64],
+    hull: &[(i128, i128)],
+    a: usize,
+) -> Result<i64> {
+    let orient = orient_pts::<SMALL_PTS>;
+    let p = (-i128::from(d[a]), s[a]);
+    // The first edge (v_i, v_{i+1}) along which the slope from P stops rising: the slopes rise
+    // then fall along the hull, so a linear scan (one mispredicted branch) on small hulls and a
+    // binary search on large ones find the same vertex.
+    let lo = if SMALL_PTS && hull.len() <= 16 {
+        let mut i = 0;
+        while i + 1 < hull.len() && orient(p, hull[i], hull[i + 1])? > 0 {
+            i += 1;
+        }
+        i
+    } else {
+        let (mut lo, mut hi) = (0usize, hull.len() - 1);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if orient(p, hull[mid], hull[mid + 1])? > 0 {
+                lo = mid + 1;
+            } else {
+                hi = mid;
             }
-            let v = hull[lo];
-            let m = rounded_ratio(s[a], v.1, d[a], v.0 as u64)?;
-            Ok(m.min(0) as i64)
+        }
+        lo
+    };
+    let v = hull[lo];
+    let m = rounded_ratio(s[a], v.1, d[a], v.0 as u64)?;
+    Ok(m.min(0) as i64)
+}
+
+/// GEM's secure selection: permute-and-flip with exact acceptances on the transformed scores.
+pub(crate) enum SecureGem {
+    /// Every transformed score computed up front.
+    Eager(SecurePermuteFlip),
+    /// Coordinates below [`SMALL`]: a candidate's transformed score is computed when
+    /// permute-and-flip proposes it, and most never are.
+    Lazy(LazyGem),
+}
+
+impl SecurePrepared for SecureGem {
+    fn sample(&self, rng: &mut SecureRng) -> usize {
+        match self {
+            SecureGem::Eager(p) => p.sample(rng),
+            SecureGem::Lazy(p) => p.sample(rng),
+        }
+    }
+}
+
+/// [`SecurePermuteFlip`] on the transformed scores, each computed when first needed: the same
+/// weights, the same draws, the same pick. The largest transformed score is exactly 0 (the
+/// candidate of largest `S_a` has every ratio ≥ 0, and no score is above 0), so the weight of `a`
+/// is `exp(−ε'·(0 − Q''_a)/2^21)` whatever the other scores are.
+pub(crate) struct LazyGem {
+    s: Vec<i128>,
+    d: Vec<u64>,
+    hull: Vec<(i128, i128)>,
+    eps: u128,
+    den: u128,
+}
+
+impl LazyGem {
+    /// The sampler of the points `(D_b, S_b)`, every coordinate below [`SMALL`], and their hull.
+    fn new(s: Vec<i128>, d: Vec<u64>, hull: Vec<(i128, i128)>, eps: SecureEpsilon) -> Self {
+        debug_assert!(all_small(&s, &d));
+        LazyGem {
+            s,
+            d,
+            hull,
+            eps: u128::from(eps.num),
+            den: ExpWeights::den(1 << TRANSFORM_BITS),
+        }
+    }
+}
+
+impl SecurePrepared for LazyGem {
+    fn sample(&self, rng: &mut SecureRng) -> usize {
+        permute_and_flip(self.s.len(), rng, |a, rng| {
+            let x = exact_query::<true>(&self.s, &self.d, &self.hull, a)
+                .expect("below 2^61 no orientation product or ratio overflows");
+            bernoulli_exp_neg(rng, self.eps * (-i128::from(x)) as u128, self.den)
         })
-        .collect()
+    }
 }
 
 /// GEM's secure precomputation for `variant` at the grid ε `eps` (shared with `cgem`); `epsilon`
@@ -371,20 +517,25 @@ pub(crate) fn prepare_gem_secure(
     eps: SecureEpsilon,
     beta: f64,
     problem: &Problem<'_>,
-) -> Result<SecurePermuteFlip> {
+) -> Result<SecureGem> {
     let grid = Grid::new(problem);
     let t = shift(variant, epsilon, beta, problem.len());
     let t_scaled = (t * f64::from(1u32 << SHIFT_BITS)).round();
     if t_scaled.abs() > 2f64.powi(62) {
         return Err(overflow());
     }
-    let transformed =
-        transformed_scores_exact_ordered(&grid.q, &grid.d, t_scaled as i64, problem.sens_order())?;
-    Ok(SecurePermuteFlip(ExpWeights::new(
+    let order = problem.sens_order();
+    let s = shifted_exact(&grid.q, &grid.d, t_scaled as i64)?;
+    if all_small(&s, &grid.d) {
+        let hull = exact_hull::<true>(&s, &grid.d, order)?;
+        return Ok(SecureGem::Lazy(LazyGem::new(s, grid.d, hull, eps)));
+    }
+    let transformed = exact_transform::<false>(&s, &grid.d, order)?;
+    Ok(SecureGem::Eager(SecurePermuteFlip(ExpWeights::new(
         &transformed,
         1u64 << TRANSFORM_BITS,
         eps,
-    )))
+    ))))
 }
 
 /// GEM's selection: `rnm` with sensitivity 1 on the transformed scores.
@@ -505,6 +656,111 @@ mod tests {
                 assert_eq!(want, got, "k {k} t {t}");
             }
         }
+    }
+
+    /// The exact transform equals the O(k²) oracle on small coordinates (64-bit orientation
+    /// products and divisions, linear tangent scans), on coordinates beyond 2^61 (the checked
+    /// 128-bit path) and across the 2^50 boundary of the 64-bit division, on hulls of a few and of
+    /// many vertices.
+    #[test]
+    fn exact_transform_equals_the_naive_definition_at_every_magnitude() {
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let (mut big, mut many_vertices) = (0, 0);
+        for case in 0..240 {
+            let k = [1, 3, 17, 60, 300][case % 5];
+            let q_bits = [20, 40, 49, 52, 61][(case / 5) % 5];
+            let d_bits = [1, 20, 40][(case / 25) % 3];
+            let concave = case % 2 == 0;
+            let d: Vec<u64> = (0..k).map(|_| 1 + next() % (1 << d_bits)).collect();
+            let q: Vec<i64> = d
+                .iter()
+                .map(|&di| {
+                    let noise = (next() % (1 << q_bits)) as i64 - (1 << (q_bits - 1));
+                    if concave {
+                        // Scores concave in the sensitivity: most points are hull vertices.
+                        let u = di as f64 / (1u64 << d_bits) as f64;
+                        ((u * (1.0 - u)) * 2f64.powi(q_bits)) as i64 + noise / 1024
+                    } else {
+                        noise
+                    }
+                })
+                .collect();
+            for t in [-6544, 0, 300] {
+                let want = transformed_scores_exact_naive(&q, &d, t).unwrap();
+                assert_eq!(
+                    transformed_scores_exact(&q, &d, t).unwrap(),
+                    want,
+                    "case {case} t {t}"
+                );
+                let mut order: Vec<u32> = (0..k as u32).collect();
+                order.sort_by_key(|&a| (d[a as usize], std::cmp::Reverse(a)));
+                let got = transformed_scores_exact_ordered(&q, &d, t, Some(&order)).unwrap();
+                assert_eq!(got, want, "case {case} t {t} ordered");
+                let s = shifted_exact(&q, &d, t).unwrap();
+                big += usize::from(s.iter().any(|v| v.unsigned_abs() >= SMALL as u128));
+                many_vertices += usize::from(concave && k == 300 && d_bits > 1);
+            }
+        }
+        assert!(
+            big > 10 && many_vertices > 10,
+            "both paths exercised: {big} {many_vertices}"
+        );
+    }
+
+    /// The lazy sampler picks what permute-and-flip on every transformed score picks, from the
+    /// same draws (the generator is left in the same state), on problems with few and many hull
+    /// vertices; the same comparison at another ε differs (power).
+    #[test]
+    fn lazy_gem_samples_as_the_eager_weights() {
+        let mut x = 0x0bad_5eed_1234_5678u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let eps = SecureEpsilon::new(1.0).unwrap();
+        let other = SecureEpsilon::new(0.5).unwrap();
+        let mut differs = 0;
+        for case in 0..40 {
+            let k = [1, 2, 30, 400][case % 4];
+            let d: Vec<u64> = (0..k).map(|_| 1 + next() % (1 << 20)).collect();
+            let q: Vec<i64> = d
+                .iter()
+                .map(|&di| {
+                    let u = di as f64 / (1u64 << 20) as f64;
+                    let bump = if case % 2 == 0 { u * (1.0 - u) } else { 0.0 };
+                    ((bump * 2f64.powi(24)) as i64) + (next() % (1 << 22)) as i64
+                })
+                .collect();
+            let t = -6544;
+            let transformed = transformed_scores_exact(&q, &d, t).unwrap();
+            let eager =
+                |e| SecurePermuteFlip(ExpWeights::new(&transformed, 1 << TRANSFORM_BITS, e));
+            let s = shifted_exact(&q, &d, t).unwrap();
+            let hull = exact_hull::<true>(&s, &d, None).unwrap();
+            let lazy = LazyGem::new(s, d.clone(), hull, eps);
+            for seed in 0..200 {
+                let mut r1 = SecureRng::from_seed_insecure(seed);
+                let mut r2 = SecureRng::from_seed_insecure(seed);
+                let mut r3 = SecureRng::from_seed_insecure(seed);
+                let want = eager(eps).sample(&mut r1);
+                assert_eq!(lazy.sample(&mut r2), want, "case {case} seed {seed}");
+                assert_eq!(
+                    r1.below(1 << 40),
+                    r2.below(1 << 40),
+                    "case {case} seed {seed}"
+                );
+                differs += usize::from(eager(other).sample(&mut r3) != want);
+            }
+        }
+        assert!(differs > 100, "{differs}");
     }
 
     #[test]

@@ -95,6 +95,68 @@ fn scale_pow2(x: f64, p: i32) -> f64 {
     y * 2f64.powi(p)
 }
 
+/// [`scale_pow2`] by a fixed `p`, its factors computed once: the same multiplications in the
+/// same order, hence the same values.
+struct Pow2Scale {
+    /// Multiplications by `big` before the last one.
+    steps: u32,
+    big: f64,
+    last: f64,
+}
+
+impl Pow2Scale {
+    fn new(p: i32) -> Self {
+        let (mut steps, mut big, mut p) = (0, 1.0, p);
+        while p > 1000 {
+            (steps, big, p) = (steps + 1, 2f64.powi(1000), p - 1000);
+        }
+        while p < -1000 {
+            (steps, big, p) = (steps + 1, 2f64.powi(-1000), p + 1000);
+        }
+        Pow2Scale {
+            steps,
+            big,
+            last: 2f64.powi(p),
+        }
+    }
+
+    #[inline]
+    fn apply(&self, x: f64) -> f64 {
+        let mut y = x;
+        for _ in 0..self.steps {
+            y *= self.big;
+        }
+        y * self.last
+    }
+}
+
+/// Below 2^52 in magnitude a float converts to `i64` exactly after truncation, and
+/// `x.floor()`/`x.ceil()` are the truncation corrected by one: no call to the C library.
+const EXACT_TRUNC: f64 = 4_503_599_627_370_496.0; // 2^52
+
+/// `x.floor().clamp(-2^62, 2^62) as i64`.
+#[inline]
+fn floor_clamped(x: f64) -> i64 {
+    if x.abs() < EXACT_TRUNC {
+        let t = x as i64;
+        t - i64::from((t as f64) > x)
+    } else {
+        x.floor().clamp(-SCORE_CLAMP, SCORE_CLAMP) as i64
+    }
+}
+
+/// `(x.ceil() as u64).max(1)`.
+#[inline]
+fn ceil_at_least_one(x: f64) -> u64 {
+    if x.abs() < EXACT_TRUNC {
+        let t = x as i64;
+        let c = t + i64::from((t as f64) < x);
+        (c.max(0) as u64).max(1)
+    } else {
+        (x.ceil() as u64).max(1)
+    }
+}
+
 impl Grid {
     /// The unit exponent for these sensitivities (module docs): a function of Δ alone.
     pub fn unit_log2_for(sens: &[f64]) -> i32 {
@@ -111,15 +173,16 @@ impl Grid {
     /// Maps a validated problem onto the grid.
     pub fn new(problem: &Problem<'_>) -> Self {
         let e = Self::unit_log2_for(problem.sensitivities());
+        let scale = Pow2Scale::new(-e);
         let q = problem
             .scores()
             .iter()
-            .map(|&x| scale_pow2(x, -e).floor().clamp(-SCORE_CLAMP, SCORE_CLAMP) as i64)
+            .map(|&x| floor_clamped(scale.apply(x)))
             .collect();
         let d: Vec<u64> = problem
             .sensitivities()
             .iter()
-            .map(|&x| (scale_pow2(x, -e).ceil() as u64).max(1))
+            .map(|&x| ceil_at_least_one(scale.apply(x)))
             .collect();
         let d_max = d.iter().copied().max().unwrap_or(1);
         Grid {
@@ -181,8 +244,13 @@ impl ExpWeights {
             .collect();
         ExpWeights {
             num,
-            den: u128::from(d) << (FRACTION_BITS + 1),
+            den: Self::den(d),
         }
+    }
+
+    /// The common denominator `2^33·D` of the weights for sensitivity `d`.
+    pub(crate) fn den(d: u64) -> u128 {
+        u128::from(d) << (FRACTION_BITS + 1)
     }
 
     #[inline]
@@ -198,18 +266,27 @@ pub(crate) struct SecurePermuteFlip(pub(crate) ExpWeights);
 
 impl SecurePrepared for SecurePermuteFlip {
     fn sample(&self, rng: &mut SecureRng) -> usize {
-        let k = self.0.num.len();
-        let mut order: Vec<u32> = (0..k as u32).collect();
-        for i in 0..k {
-            let j = i + rng.below((k - i) as u64) as usize;
-            order.swap(i, j);
-            let a = order[i] as usize;
-            if self.0.accept(a, rng) {
-                return a;
-            }
-        }
-        unreachable!("a maximiser has weight exp(0) = 1 and is always accepted")
+        permute_and_flip(self.0.num.len(), rng, |a, rng| self.0.accept(a, rng))
     }
+}
+
+/// Permute-and-flip over `k` candidates: candidates in a uniformly random order (Fisher–Yates,
+/// one draw per step), the first that `accept` accepts. `accept` must accept a maximiser.
+pub(crate) fn permute_and_flip(
+    k: usize,
+    rng: &mut SecureRng,
+    mut accept: impl FnMut(usize, &mut SecureRng) -> bool,
+) -> usize {
+    let mut order: Vec<u32> = (0..k as u32).collect();
+    for i in 0..k {
+        let j = i + rng.below((k - i) as u64) as usize;
+        order.swap(i, j);
+        let a = order[i] as usize;
+        if accept(a, rng) {
+            return a;
+        }
+    }
+    unreachable!("a maximiser has weight exp(0) = 1 and is always accepted")
 }
 
 /// The exponential mechanism by rejection: propose a uniform candidate, accept it with
@@ -355,5 +432,73 @@ pub(crate) struct SecureUniform(pub(crate) usize);
 impl SecurePrepared for SecureUniform {
     fn sample(&self, rng: &mut SecureRng) -> usize {
         rng.below(self.0 as u64) as usize
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The grid's floor, ceiling and power-of-two scaling equal the C library's expressions they
+    /// replace, at integers, halves, the 2^52 boundary, the clamp, infinities and NaN.
+    #[test]
+    fn fast_rounding_equals_the_library_expressions() {
+        let mut xs = vec![
+            0.0,
+            -0.0,
+            f64::NAN,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::MIN_POSITIVE,
+        ];
+        for b in [
+            0.0,
+            1.0,
+            2.0,
+            1e6,
+            2f64.powi(52),
+            2f64.powi(53),
+            2f64.powi(62),
+            2f64.powi(70),
+        ] {
+            for off in [-1.0, -0.5, -1e-9, 0.0, 1e-9, 0.5, 1.0] {
+                for s in [1.0, -1.0] {
+                    xs.push(s * (b + off));
+                    xs.push(s * f64::from_bits((b + off).to_bits().wrapping_add(1)));
+                    xs.push(s * f64::from_bits((b + off).to_bits().wrapping_sub(1)));
+                }
+            }
+        }
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..100_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            xs.push(f64::from_bits(x));
+            xs.push((x >> 11) as f64 / 1024.0 - 4e12);
+        }
+        for &v in &xs {
+            let floor = v.floor().clamp(-SCORE_CLAMP, SCORE_CLAMP) as i64;
+            assert_eq!(floor_clamped(v), floor, "floor of {v:e}");
+            assert_eq!(
+                ceil_at_least_one(v),
+                (v.ceil() as u64).max(1),
+                "ceil of {v:e}"
+            );
+        }
+        for p in [
+            -2200, -1100, -1001, -1000, -999, -60, -1, 0, 1, 40, 1000, 1001, 2200,
+        ] {
+            let s = Pow2Scale::new(p);
+            for &v in xs.iter().take(2000) {
+                assert_eq!(
+                    s.apply(v).to_bits(),
+                    scale_pow2(v, p).to_bits(),
+                    "{v:e} * 2^{p}"
+                );
+            }
+        }
+        // Power: truncation alone is not the floor of a negative non-integer.
+        assert_ne!((-0.5f64) as i64, floor_clamped(-0.5));
     }
 }

@@ -22,7 +22,7 @@ use crate::rng::{Draws, SecureRng};
 use crate::stats::Chooser;
 
 use super::input::UserRequest;
-use super::{user_key, RecScratch, Recommender};
+use super::{user_key, RecScratch, Recommender, ScoredBlock};
 
 /// A [`Recommender`] whose answers go through a ledger.
 #[derive(Debug, Clone)]
@@ -152,7 +152,17 @@ impl LedgeredRecommender {
         let pick = self
             .rec
             .recommend(history, user_key(user), draws, scratch)?;
-        Ok(ChargeRequest {
+        Ok(self.charge_request(user, request_id, time, pick))
+    }
+
+    fn charge_request(
+        &self,
+        user: &str,
+        request_id: &str,
+        time: Timestamp,
+        pick: Option<u32>,
+    ) -> ChargeRequest {
+        ChargeRequest {
             user: user.to_string(),
             request_id: request_id.to_string(),
             mechanism: self.mechanism.clone(),
@@ -163,7 +173,7 @@ impl LedgeredRecommender {
                 None => Answer::NoCandidate,
             },
             fallback: self.fallback.clone(),
-        })
+        }
     }
 
     /// One recommendation for `history`, charged to `user` under `request_id` at `time`; blocks
@@ -196,6 +206,35 @@ impl LedgeredRecommender {
         requests
             .iter()
             .map(|r| self.request(&r.user, &r.request_id, &r.history, time, draws, scratch))
+            .collect::<Result<_>>()
+            .map(PendingCharges)
+    }
+
+    /// [`LedgeredRecommender::prepare`] for requests whose histories are already scored:
+    /// `requests[j]` is history `first + j` of `block` ([`Recommender::score_block`]). The same
+    /// picks for the same draws.
+    pub fn prepare_scored(
+        &self,
+        requests: &[BatchRequest],
+        block: &ScoredBlock,
+        first: usize,
+        time: Timestamp,
+        draws: &mut Draws,
+        scratch: &mut RecScratch,
+    ) -> Result<PendingCharges> {
+        requests
+            .iter()
+            .enumerate()
+            .map(|(j, r)| {
+                let pick = self.rec.recommend_scored(
+                    block,
+                    first + j,
+                    user_key(&r.user),
+                    draws,
+                    scratch,
+                )?;
+                Ok(self.charge_request(&r.user, &r.request_id, time, pick))
+            })
             .collect::<Result<_>>()
             .map(PendingCharges)
     }

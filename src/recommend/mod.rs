@@ -39,6 +39,7 @@
 //! # }
 //! ```
 
+mod block;
 pub mod input;
 pub mod ledgered;
 pub mod options;
@@ -61,6 +62,7 @@ use crate::scoring::{
     top_candidates, CandidateList, CandidatePolicy, Candidates, Prior, ResolvedPrior,
 };
 
+pub use block::{ScoredBlock, MIN_BLOCK};
 pub use options::RecommendOptions;
 pub use release::{calibrate, Release, ReleaseManifest};
 
@@ -525,12 +527,15 @@ impl Recommender {
     /// `s.items`, `s.d`). No sorting for `all` and fixed lists: their candidates stay in list
     /// order.
     fn build_problem(&self, history: &[u32], s: &mut RecScratch) {
-        s.history.clear();
-        s.history.extend_from_slice(history);
-        s.history.sort_unstable();
-        s.history.dedup();
+        block::sorted_history(history, &mut s.history);
         self.model
             .score_into(&s.history, &mut s.scores, &mut s.model);
+        self.problem_from_scores(s);
+    }
+
+    /// The second half of [`Recommender::build_problem`]: the problem of the history and raw
+    /// scores already in `s.history` and `s.scores`.
+    fn problem_from_scores(&self, s: &mut RecScratch) {
         let sens = &self.release.sens;
         s.q.clear();
         match &self.list {
@@ -620,6 +625,12 @@ impl Recommender {
         scratch: &mut RecScratch,
     ) -> Result<Option<u32>> {
         self.build_problem(history, scratch);
+        self.select(user, draws, scratch)
+    }
+
+    /// The private pick of the problem built in `scratch` (the second half of
+    /// [`Recommender::recommend`]).
+    fn select(&self, user: u64, draws: &mut Draws, scratch: &RecScratch) -> Result<Option<u32>> {
         if scratch.q.is_empty() {
             return Ok(None);
         }

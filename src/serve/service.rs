@@ -1,6 +1,7 @@
 //! The loaded service: the [`Recommender`] of the release, the ledger behind its group committer,
 //! and the worker pool that scores and selects off the async runtime.
 
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -11,7 +12,7 @@ use crate::data::Fnv64;
 use crate::ledger::{self, Balance, GroupCommitter, Ledger, Outcome, Settings, Timestamp, Units};
 use crate::mechanisms::{self, Guarantee};
 use crate::recommend::ledgered::{BatchRequest, LedgeredRecommender, PendingCharges};
-use crate::recommend::{RecScratch, Recommender};
+use crate::recommend::{RecScratch, Recommender, ScoredBlock};
 use crate::rng::{Draws, NoiseMode, SecureRng, Streams};
 
 use super::metrics::Metrics;
@@ -22,10 +23,24 @@ use crate::scoring::CandidatePolicy;
 /// Requests of a batch that one worker prepares at a time.
 const BATCH_CHUNK: usize = 8;
 
+/// The most waiting requests one worker scores together (one block of the model's lanes).
+const MAX_BLOCK: usize = crate::model::SCORE_LANES;
+
 /// One worker's scratch space and random source, reused across requests.
 struct Worker {
     scratch: RecScratch,
+    block: ScoredBlock,
     draws: Draws,
+}
+
+/// The reply of a request to [`Service::recommend`].
+type ReplyTx = tokio::sync::oneshot::Sender<Result<Vec<Outcome>, ServeError>>;
+
+/// Requests of one call of [`Service::recommend`] waiting for a worker.
+struct Job {
+    requests: Vec<BatchRequest>,
+    time: Timestamp,
+    tx: ReplyTx,
 }
 
 /// A loaded, ready service.
@@ -34,6 +49,8 @@ pub struct Service {
     ledger: Arc<dyn Ledger>,
     pool: rayon::ThreadPool,
     workers: Mutex<Vec<Worker>>,
+    /// Calls of at most [`BATCH_CHUNK`] requests waiting for a worker, oldest first.
+    queue: Mutex<VecDeque<Job>>,
     candidates: CandidatePolicy,
     user_level: bool,
     guarantee: String,
@@ -126,6 +143,7 @@ impl Service {
             ledger,
             pool,
             workers: Mutex::new(Vec::new()),
+            queue: Mutex::new(VecDeque::new()),
             candidates,
             user_level,
             guarantee,
@@ -215,8 +233,47 @@ impl Service {
         }
         Ok(Worker {
             scratch: self.recommender().scratch(),
+            block: ScoredBlock::default(),
             draws: Draws::new(NoiseMode::Secure, Streams::new(0))?,
         })
+    }
+
+    fn put_back(&self, w: Worker) {
+        self.workers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(w);
+    }
+
+    /// The picks of `requests`, histories `first..` of `w.block`: the noise is the worker's
+    /// secure generator, or in tests follows from the seed and the first request id.
+    fn prepare_scored(
+        &self,
+        requests: &[BatchRequest],
+        first: usize,
+        time: Timestamp,
+        w: &mut Worker,
+    ) -> Result<PendingCharges, ServeError> {
+        let out = match self.test_seed {
+            // Tests only: the noise of a request follows from the seed and its first request id.
+            Some(seed) => {
+                let mut h = Fnv64::new();
+                h.write(&seed.to_le_bytes());
+                h.write(requests[0].request_id.as_bytes());
+                let mut draws = Draws::Secure(Box::new(SecureRng::from_seed_insecure(h.finish())));
+                self.lr
+                    .prepare_scored(requests, &w.block, first, time, &mut draws, &mut w.scratch)
+            }
+            None => self.lr.prepare_scored(
+                requests,
+                &w.block,
+                first,
+                time,
+                &mut w.draws,
+                &mut w.scratch,
+            ),
+        };
+        Ok(out?)
     }
 
     fn prepare_chunk(
@@ -225,28 +282,84 @@ impl Service {
         time: Timestamp,
     ) -> Result<PendingCharges, ServeError> {
         let mut w = self.worker()?;
-        let out = match self.test_seed {
-            // Tests only: the noise of a request follows from the seed and its first request id.
-            Some(seed) => {
-                let mut h = Fnv64::new();
-                h.write(&seed.to_le_bytes());
-                h.write(requests[0].request_id.as_bytes());
-                let mut draws = Draws::Secure(Box::new(SecureRng::from_seed_insecure(h.finish())));
-                self.lr.prepare(requests, time, &mut draws, &mut w.scratch)
+        let histories: Vec<&[u32]> = requests.iter().map(|r| r.history.as_slice()).collect();
+        self.recommender().score_block(&histories, &mut w.block);
+        let out = self.prepare_scored(requests, 0, time, &mut w);
+        self.put_back(w);
+        out
+    }
+
+    /// Charges `prepared` in one job of the group committer; `tx` receives the outcomes once
+    /// they are durable (or the error).
+    fn submit(&self, prepared: Result<PendingCharges, ServeError>, tx: ReplyTx) {
+        match prepared {
+            Ok(pending) => {
+                let metrics = Arc::clone(&self.metrics);
+                let t = Instant::now();
+                self.lr.submit(
+                    pending,
+                    Box::new(move |r| {
+                        metrics
+                            .ledger_wait_seconds
+                            .observe(t.elapsed().as_secs_f64());
+                        let _ = tx.send(r.map_err(ServeError::from));
+                    }),
+                );
             }
-            None => self
-                .lr
-                .prepare(requests, time, &mut w.draws, &mut w.scratch),
+            Err(e) => {
+                let _ = tx.send(Err(e));
+            }
+        }
+    }
+
+    /// On a worker: takes the oldest waiting calls, up to [`MAX_BLOCK`] requests, scores their
+    /// histories as one block, then selects and submits each call's picks in turn. Nothing to do
+    /// if other workers took them. Taking every waiting request (rather than a share per worker)
+    /// fills the model's 32 lanes: under load the other workers take what arrives meanwhile.
+    fn drain(&self) {
+        let jobs: Vec<Job> = {
+            let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+            let mut jobs = Vec::new();
+            let mut taken = 0;
+            while let Some(j) = q.front() {
+                if !jobs.is_empty() && taken + j.requests.len() > MAX_BLOCK {
+                    break;
+                }
+                taken += j.requests.len();
+                jobs.extend(q.pop_front());
+            }
+            jobs
         };
-        self.workers
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(w);
-        Ok(out?)
+        if jobs.is_empty() {
+            return;
+        }
+        let mut w = match self.worker() {
+            Ok(w) => w,
+            Err(e) => {
+                for job in jobs {
+                    let _ = job.tx.send(Err(ServeError::Internal(e.to_string())));
+                }
+                return;
+            }
+        };
+        let histories: Vec<&[u32]> = jobs
+            .iter()
+            .flat_map(|j| j.requests.iter().map(|r| r.history.as_slice()))
+            .collect();
+        self.recommender().score_block(&histories, &mut w.block);
+        let mut first = 0;
+        for job in jobs {
+            let prepared = self.prepare_scored(&job.requests, first, job.time, &mut w);
+            first += job.requests.len();
+            self.submit(prepared, job.tx);
+        }
+        self.put_back(w);
     }
 
     /// Computes the picks of `requests` on the worker pool, charges them in one job of the
     /// group committer, and returns one outcome per request once their commit is durable.
+    /// Calls of a few requests wait in one queue, and a free worker scores those waiting
+    /// together ([`Recommender::score_block`]: the same scores, the model read once per block).
     pub async fn recommend(
         self: &Arc<Self>,
         requests: Vec<BatchRequest>,
@@ -257,11 +370,15 @@ impl Service {
         }
         let (tx, rx) = tokio::sync::oneshot::channel();
         let this = Arc::clone(self);
-        self.pool.spawn(move || {
-            let prepared = if requests.len() <= BATCH_CHUNK {
-                this.prepare_chunk(&requests, time)
-            } else {
-                requests
+        if requests.len() <= BATCH_CHUNK {
+            self.queue
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push_back(Job { requests, time, tx });
+            self.pool.spawn(move || this.drain());
+        } else {
+            self.pool.spawn(move || {
+                let prepared = requests
                     .par_chunks(BATCH_CHUNK)
                     .map(|c| this.prepare_chunk(c, time))
                     .collect::<Result<Vec<_>, _>>()
@@ -269,27 +386,10 @@ impl Service {
                         let mut all = PendingCharges::default();
                         parts.into_iter().for_each(|p| all.append(p));
                         all
-                    })
-            };
-            match prepared {
-                Ok(pending) => {
-                    let metrics = Arc::clone(&this.metrics);
-                    let t = Instant::now();
-                    this.lr.submit(
-                        pending,
-                        Box::new(move |r| {
-                            metrics
-                                .ledger_wait_seconds
-                                .observe(t.elapsed().as_secs_f64());
-                            let _ = tx.send(r.map_err(ServeError::from));
-                        }),
-                    );
-                }
-                Err(e) => {
-                    let _ = tx.send(Err(e));
-                }
-            }
-        });
+                    });
+                this.submit(prepared, tx);
+            });
+        }
         rx.await
             .map_err(|_| ServeError::Internal("a worker stopped before answering".into()))?
     }
