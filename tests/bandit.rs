@@ -6,8 +6,6 @@
 //! z-tests in one test share it by Bonferroni) with fixed seeds, and each has a power check: the
 //! same test applied with ε misstated by ×1.3 and ×0.7 must reject.
 
-use std::process::{Command, Output};
-
 use rayon::prelude::*;
 use recsel::experiments::bandit::counter::HybridCounter;
 use recsel::experiments::bandit::env::{clip_reward, Arms, Environment};
@@ -17,14 +15,8 @@ use recsel::rng::Streams;
 use recsel::stats::hypothesis::{chi_square_gof, clopper_pearson_lower, clopper_pearson_upper};
 use statrs::distribution::{ContinuousCDF, Normal};
 
+use crate::util::recsel;
 use crate::util::{assert_fits, assert_rejects, ALPHA};
-
-fn recsel(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_recsel"))
-        .args(args)
-        .output()
-        .expect("run recsel")
-}
 
 /// Two-sided normal critical value for `alpha` (|z| above it has probability `alpha`).
 fn z_crit(alpha: f64) -> f64 {

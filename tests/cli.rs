@@ -1,13 +1,7 @@
 //! The real binary on real arguments (docs/ARCHITECTURE.md, after ripgrep's CLI tests).
 
-use std::process::{Command, Output};
-
-fn recsel(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_recsel"))
-        .args(args)
-        .output()
-        .expect("run recsel")
-}
+use crate::util::recsel;
+use std::process::Output;
 
 fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()

@@ -2,23 +2,12 @@
 //! release — score, candidates, clip, select — on neighbouring histories of real (here generated)
 //! users.
 
-use std::process::Command;
-
+use crate::util::{recsel, test_users};
 use recsel::audit::end_to_end::{audit_end_to_end, EndToEndConfig, NeighbourKind};
 use recsel::mechanisms::MechParams;
 use recsel::recommend::{RecommendConfig, Recommender};
 use recsel::rng::NoiseMode;
 use recsel::scoring::CandidatePolicy;
-
-/// The served users of the example release: its split's test users, as item columns.
-fn test_users(data: &recsel::data::Dataset) -> Vec<(String, Vec<u32>)> {
-    (0..data.test_input.rows())
-        .map(|u| {
-            let h = data.test_input.outer_view(u).unwrap().indices().to_vec();
-            (data.test_user_ids[u].clone(), h)
-        })
-        .collect()
-}
 
 /// The audit with power, in seconds: on the example release (1,500 items), every item a
 /// candidate (the default) and the public `popular:100` list are consistent with user-level
@@ -69,13 +58,6 @@ fn end_to_end_audit_passes_public_lists_and_flags_history_top() {
             }
         }
     }
-}
-
-fn recsel(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_recsel"))
-        .args(args)
-        .output()
-        .expect("run recsel")
 }
 
 /// `recsel audit --end-to-end` on a fitted synthetic release: the default policy is consistent

@@ -7,8 +7,8 @@
 //! what the binary prints.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
+use crate::util::recsel;
 use recsel::experiments::pipeline::Pipeline;
 use recsel::experiments::select::SelectOptions;
 use recsel::mechanisms::{MechValues, Registry};
@@ -16,13 +16,6 @@ use recsel::options::{Kind, OptionSpec, OptionTable};
 use recsel::recommend::options::{LedgerOptions, ServingOptions};
 use recsel::recommend::RecommendOptions;
 use recsel::serve::ServeOptions;
-
-fn recsel(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_recsel"))
-        .args(args)
-        .output()
-        .expect("run recsel")
-}
 
 /// A valid value of `spec` as text: a choice, the default, or the first of a few candidates of
 /// its kind that its check accepts.

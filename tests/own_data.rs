@@ -1,15 +1,8 @@
 //! A user's own data (data/README.md): a tab-separated click log without ratings, the data options on
 //! the command line and in pipelines, and `recsel run --check` validating files and columns.
 
+use crate::util::recsel;
 use std::path::Path;
-use std::process::Command;
-
-fn recsel(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_recsel"))
-        .args(args)
-        .output()
-        .expect("run recsel")
-}
 
 /// A click log: `user<TAB>item<TAB>click`, 60 users with 8 distinct items each out of 30, every
 /// click 1 (no ratings).

@@ -2,15 +2,9 @@
 //! `history-top:N` stays the default; `all`, `popular:N` and `pool:FILE` keep the user's own
 //! items, and the tables then report how often the pick was already the user's.
 
+use crate::util::recsel;
 use std::path::Path;
-use std::process::{Command, Output};
-
-fn recsel(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_recsel"))
-        .args(args)
-        .output()
-        .expect("run recsel")
-}
+use std::process::Output;
 
 fn ok(o: Output) -> Output {
     assert!(

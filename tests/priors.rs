@@ -3,7 +3,7 @@
 //! errors of a bad prior.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use recsel::audit::end_to_end::{audit_end_to_end, EndToEndConfig};
 use recsel::mechanisms::MechParams;
@@ -12,23 +12,7 @@ use recsel::rng::NoiseMode;
 use recsel::scoring::{CandidatePolicy, Prior};
 
 use crate::util::{assert_fits, assert_rejects, rnm_exact, softmax};
-
-fn recsel(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_recsel"))
-        .args(args)
-        .output()
-        .expect("run recsel")
-}
-
-/// The served users of the example release: its split's test users, as item columns.
-fn test_users(data: &recsel::data::Dataset) -> Vec<(String, Vec<u32>)> {
-    (0..data.test_input.rows())
-        .map(|u| {
-            let h = data.test_input.outer_view(u).unwrap().indices().to_vec();
-            (data.test_user_ids[u].clone(), h)
-        })
-        .collect()
-}
+use crate::util::{recsel, test_users};
 
 /// A pool of ten items spread over the popularity ranking (ranks 0, 150, 300, …), written to
 /// `path`; returns their columns in pool order (ascending).

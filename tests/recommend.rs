@@ -2,19 +2,13 @@
 //! release artifact, recommend for a users file.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
+use crate::util::recsel;
 use recsel::mechanisms::MechParams;
 use recsel::recommend::{RecommendConfig, Recommender};
 use recsel::rng::NoiseMode;
 use recsel::scoring::CandidatePolicy;
-
-fn recsel(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_recsel"))
-        .args(args)
-        .output()
-        .expect("run recsel")
-}
 
 fn ok(o: Output) -> Output {
     assert!(

@@ -3,8 +3,8 @@
 //! closed form.
 
 use std::path::Path;
-use std::process::Command;
 
+use crate::util::recsel;
 use recsel::experiments::pipeline::Pipeline;
 use recsel::experiments::scenarios::{self, Scenario, ScenarioSet};
 use recsel::experiments::synthetic::MseRow;
@@ -232,13 +232,6 @@ fn tables_are_bit_identical_with_one_and_two_threads() {
         format!("{:?}", a.correlations),
         format!("{:?}", b.correlations)
     );
-}
-
-fn recsel(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_recsel"))
-        .args(args)
-        .output()
-        .expect("run recsel")
 }
 
 #[test]

@@ -283,3 +283,21 @@ pub fn python_with(test: &str, modules: &[&str]) -> Option<String> {
     }
     found.map(str::to_string)
 }
+
+/// Runs the recsel binary with `args` and returns its output.
+pub fn recsel(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_recsel"))
+        .args(args)
+        .output()
+        .expect("run recsel")
+}
+
+/// The served users of a split: its test users, as (user id, item columns of the history).
+pub fn test_users(data: &recsel::data::Dataset) -> Vec<(String, Vec<u32>)> {
+    (0..data.test_input.rows())
+        .map(|u| {
+            let h = data.test_input.outer_view(u).unwrap().indices().to_vec();
+            (data.test_user_ids[u].clone(), h)
+        })
+        .collect()
+}

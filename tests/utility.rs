@@ -4,8 +4,8 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
+use crate::util::recsel;
 use recsel::data::heldout::held_out_groups;
 use recsel::data::{
     calibration_users, load_dataset_with, DataSource, Format, LoadOptions, ValidationUsers,
@@ -13,13 +13,6 @@ use recsel::data::{
 use recsel::recommend::tuning::{krr_hit, tuned_config, Tuning};
 use recsel::recommend::Recommender;
 use recsel::rng::NoiseMode;
-
-fn recsel(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_recsel"))
-        .args(args)
-        .output()
-        .expect("the recsel binary runs")
-}
 
 fn ok(args: &[&str]) -> String {
     let o = recsel(args);
