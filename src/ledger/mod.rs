@@ -289,6 +289,28 @@ pub struct Run {
     pub attempts: u64,
 }
 
+impl Run {
+    /// Checks a run id before a backend records it: non-empty and without '/', so that
+    /// `<run id>/<user>` splits back into the two.
+    pub(crate) fn check_id(id: &str) -> Result<()> {
+        if id.is_empty() || id.contains('/') {
+            return Err(LedgerError::Invalid(format!(
+                "run id '{id}' must be non-empty and without '/'"
+            )));
+        }
+        Ok(())
+    }
+
+    /// The error of a run id recorded in the ledger at `location` with another key: its request
+    /// ids would replay answers computed for other inputs.
+    pub(crate) fn key_mismatch(location: &dyn fmt::Display, id: &str) -> LedgerError {
+        LedgerError::Invalid(format!(
+            "{location}: run id '{id}' was used with another users file or configuration; its \
+             request ids would replay answers computed for other inputs. Choose another run id"
+        ))
+    }
+}
+
 /// A durable per-user privacy ledger. Object-safe: the server holds an `Arc<dyn Ledger>`, and a
 /// backend (the embedded SQLite store, later a shared database) is chosen at start-up.
 ///

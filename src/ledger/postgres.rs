@@ -615,11 +615,7 @@ impl Ledger for PostgresLedger {
     }
 
     fn open_run(&self, id: &str, key: &str, at: Timestamp) -> Result<Run> {
-        if id.is_empty() || id.contains('/') {
-            return Err(LedgerError::Invalid(format!(
-                "run id '{id}' must be non-empty and without '/'"
-            )));
-        }
+        Run::check_id(id)?;
         let mut c = lock(&self.writer);
         let e = self.err();
         let mut tx = c.transaction().map_err(&e)?;
@@ -630,14 +626,7 @@ impl Ledger for PostgresLedger {
             )
             .map_err(&e)?;
         let attempts = match found.map(|r| (r.get::<_, String>(0), r.get::<_, i64>(1))) {
-            Some((k, _)) if k != key => {
-                return Err(LedgerError::Invalid(format!(
-                    "{}: run id '{id}' was used with another users file or configuration; its \
-                     request ids would replay answers computed for other inputs. Choose another \
-                     run id",
-                    self.location
-                )))
-            }
+            Some((k, _)) if k != key => return Err(Run::key_mismatch(&self.location, id)),
             Some((_, n)) => {
                 tx.execute(
                     "UPDATE recsel_runs SET attempts = $2, last_ms = $3 WHERE run_id = $1",

@@ -585,11 +585,7 @@ impl Ledger for SqliteLedger {
     }
 
     fn open_run(&self, id: &str, key: &str, at: Timestamp) -> Result<Run> {
-        if id.is_empty() || id.contains('/') {
-            return Err(LedgerError::Invalid(format!(
-                "run id '{id}' must be non-empty and without '/'"
-            )));
-        }
+        Run::check_id(id)?;
         let mut conn = lock(&self.writer);
         let e = self.err();
         let tx = conn
@@ -604,14 +600,7 @@ impl Ledger for SqliteLedger {
             .optional()
             .map_err(&e)?;
         let attempts = match found {
-            Some((k, _)) if k != key => {
-                return Err(LedgerError::Invalid(format!(
-                    "{}: run id '{id}' was used with another users file or configuration; its \
-                     request ids would replay answers computed for other inputs. Choose another \
-                     run id",
-                    self.path.display()
-                )))
-            }
+            Some((k, _)) if k != key => return Err(Run::key_mismatch(&self.path.display(), id)),
             Some((_, n)) => {
                 tx.execute(
                     "UPDATE runs SET attempts = ?2, last_ms = ?3 WHERE run_id = ?1",
