@@ -131,31 +131,29 @@ impl PostgresLedger {
     /// Connects to the database of `url`, creating the ledger's tables with `settings` if they
     /// do not exist; an existing ledger must have been created with the same settings.
     pub fn open(url: &str, settings: Settings) -> Result<Self> {
-        let location = redact(url);
-        let mut writer = connect(url, &location)?;
-        let stored = setup(&mut writer, &location, Some(settings))?;
-        if stored != settings {
+        let ledger = Self::connect_with(url, Some(settings))?;
+        if ledger.settings != settings {
             return Err(LedgerError::SettingsMismatch {
-                path: location,
-                stored,
+                path: ledger.location,
+                stored: ledger.settings,
                 given: settings,
             });
         }
-        let reader = connect(url, &location)?;
-        Ok(PostgresLedger {
-            location,
-            settings,
-            writer: Mutex::new(writer),
-            reader: Mutex::new(reader),
-        })
+        Ok(ledger)
     }
 
     /// Connects to an existing ledger in the database of `url`, with the settings stored in it
     /// (for inspection and export).
     pub fn open_existing(url: &str) -> Result<Self> {
+        Self::connect_with(url, None)
+    }
+
+    /// The writer's and the reader's connections to the database of `url`, with the ledger's
+    /// tables set up (created with `create` if they do not exist) and the settings stored there.
+    fn connect_with(url: &str, create: Option<Settings>) -> Result<Self> {
         let location = redact(url);
         let mut writer = connect(url, &location)?;
-        let settings = setup(&mut writer, &location, None)?;
+        let settings = setup(&mut writer, &location, create)?;
         let reader = connect(url, &location)?;
         Ok(PostgresLedger {
             location,
