@@ -2,7 +2,7 @@
 //! status, recommendations by ledger outcome, latency histograms, the ledger's commits.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
+use std::fmt::{Display, Write as _};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
@@ -96,13 +96,18 @@ impl Metrics {
         let head = |out: &mut String, name: &str, kind: &str, help: &str| {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
         };
-        head(
+        // A metric of one unlabelled value: its head and the value.
+        let scalar = |out: &mut String, name: &str, kind: &str, help: &str, value: &dyn Display| {
+            head(out, name, kind, help);
+            let _ = writeln!(out, "{name} {value}");
+        };
+        scalar(
             &mut out,
             "recsel_ready",
             "gauge",
             "1 when the model and the ledger are loaded.",
+            &u8::from(ready),
         );
-        let _ = writeln!(out, "recsel_ready {}", u8::from(ready));
         head(
             &mut out,
             "recsel_http_requests_total",
@@ -134,16 +139,12 @@ impl Metrics {
                 "recsel_recommendations_total{{outcome=\"{kind}\"}} {n}"
             );
         }
-        head(
+        scalar(
             &mut out,
             "recsel_budget_refusals_total",
             "counter",
             "Requests refused because the user's budget was exhausted (no fallback).",
-        );
-        let _ = writeln!(
-            out,
-            "recsel_budget_refusals_total {}",
-            outcomes.get("refused").copied().unwrap_or(0)
+            &outcomes.get("refused").copied().unwrap_or(0),
         );
         drop(outcomes);
         head(
@@ -171,70 +172,54 @@ impl Metrics {
         self.ledger_wait_seconds
             .write(&mut out, "recsel_ledger_wait_seconds", "");
         let c = commits.unwrap_or_default();
-        head(
+        scalar(
             &mut out,
             "recsel_ledger_commits_total",
             "counter",
             "Durable ledger commits (one fsync each; a group of requests per commit).",
+            &c.groups,
         );
-        let _ = writeln!(out, "recsel_ledger_commits_total {}", c.groups);
-        head(
+        scalar(
             &mut out,
             "recsel_ledger_committed_requests_total",
             "counter",
             "Requests decided in those commits.",
+            &c.requests,
         );
-        let _ = writeln!(out, "recsel_ledger_committed_requests_total {}", c.requests);
-        head(
+        scalar(
             &mut out,
             "recsel_ledger_commit_seconds_total",
             "counter",
             "Wall time spent in ledger commits.",
+            &c.commit_seconds,
         );
-        let _ = writeln!(
-            out,
-            "recsel_ledger_commit_seconds_total {}",
-            c.commit_seconds
-        );
-        head(
+        scalar(
             &mut out,
             "recsel_ledger_largest_group",
             "gauge",
             "Most requests in one commit so far.",
+            &c.largest_group,
         );
-        let _ = writeln!(out, "recsel_ledger_largest_group {}", c.largest_group);
-        head(
+        scalar(
             &mut out,
             "recsel_unknown_items_total",
             "counter",
             "History items the model does not know (ignored).",
+            &self.unknown_items.load(Ordering::Relaxed),
         );
-        let _ = writeln!(
-            out,
-            "recsel_unknown_items_total {}",
-            self.unknown_items.load(Ordering::Relaxed)
-        );
-        head(
+        scalar(
             &mut out,
             "recsel_pending_requests",
             "gauge",
             "Requests waiting for the worker pool or the ledger.",
+            &self.pending.load(Ordering::Relaxed),
         );
-        let _ = writeln!(
-            out,
-            "recsel_pending_requests {}",
-            self.pending.load(Ordering::Relaxed)
-        );
-        head(
+        scalar(
             &mut out,
             "recsel_shed_requests_total",
             "counter",
             "Requests answered 503 because too many were pending.",
-        );
-        let _ = writeln!(
-            out,
-            "recsel_shed_requests_total {}",
-            self.shed.load(Ordering::Relaxed)
+            &self.shed.load(Ordering::Relaxed),
         );
         out
     }
