@@ -87,18 +87,9 @@ pub struct DirectionResult {
     pub direction: &'static str,
     /// Number of candidates of the pair.
     pub k: usize,
-    /// The output tested.
-    pub output: usize,
-    /// Fresh samples of the first input that gave `output`.
-    pub count_first: u64,
-    /// Fresh samples of the second input that gave `output`.
-    pub count_second: u64,
-    /// Lower confidence bound on P[M(first) = output].
-    pub p_lo: f64,
-    /// Upper confidence bound on P[M(second) = output].
-    pub p_hi: f64,
-    /// ln(p_lo / p_hi); −∞ when `p_lo` is 0 (no evidence).
-    pub eps_lb: f64,
+    /// The output tested and its bounds (in the JSON, fields of this object).
+    #[serde(flatten)]
+    pub bound: DirectionBound,
     /// The ε the mechanism claims for k candidates (`None`: it claims nothing).
     pub claimed: Option<f64>,
 }
@@ -203,7 +194,7 @@ pub(crate) fn counts_of(
 /// add-one smoothed ratio of the selection batches `sel_first / sel_second`, and one-sided
 /// Clopper–Pearson bounds at `level` on its probability under the first input (lower, from the
 /// `n` fresh samples `first`) and under the second (upper, from `second`).
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct DirectionBound {
     /// The output tested.
     pub output: usize,
@@ -353,39 +344,35 @@ pub fn audit(
             ("q->q'", &sel_a, &sel_b, &fresh_a, &fresh_b),
             ("q'->q", &sel_b, &sel_a, &fresh_b, &fresh_a),
         ] {
-            let b = direction_bound(sel_first, sel_second, first, second, n, level);
             results.push(DirectionResult {
                 pair: pair.label.clone(),
                 direction,
                 k: pair.len(),
-                output: b.output,
-                count_first: b.count_first,
-                count_second: b.count_second,
-                p_lo: b.p_lo,
-                p_hi: b.p_hi,
-                eps_lb: b.eps_lb,
+                bound: direction_bound(sel_first, sel_second, first, second, n, level),
                 claimed: guarantee.epsilon_for(pair.len()),
             });
         }
     }
     let max_eps_lb = results
         .iter()
-        .map(|r| r.eps_lb)
+        .map(|r| r.bound.eps_lb)
         .fold(0.0f64, |a, b| if b > a { b } else { a });
     // An (ε, δ) claim is refuted when P_lo > e^ε·P_hi + δ: the bound with δ taken off first.
     let delta = guarantee.delta();
     let refutes = |r: &DirectionResult, eps: f64| {
         if delta == 0.0 {
-            exceeds(r.eps_lb, eps)
+            exceeds(r.bound.eps_lb, eps)
         } else {
-            exceeds(((r.p_lo - delta).max(0.0) / r.p_hi).ln(), eps)
+            exceeds(((r.bound.p_lo - delta).max(0.0) / r.bound.p_hi).ln(), eps)
         }
     };
     let violation = guarantee.is_private()
         && results
             .iter()
             .any(|r| r.claimed.is_some_and(|c| refutes(r, c)));
-    let exceeds_nominal = results.iter().any(|r| exceeds(r.eps_lb, mech.epsilon()));
+    let exceeds_nominal = results
+        .iter()
+        .any(|r| exceeds(r.bound.eps_lb, mech.epsilon()));
     Ok(AuditReport {
         mechanism: mech.name().to_string(),
         epsilon: mech.epsilon(),

@@ -90,10 +90,11 @@ fn print_report(out: &mut impl Write, r: &AuditReport) -> std::io::Result<()> {
     )?;
     for d in &r.results {
         let claimed = d.claimed.map_or("-".to_string(), |c| format!("{c:.4}"));
+        let b = &d.bound;
         writeln!(
             out,
             "{:<18} {:<6} {:>3} {:>6} {:>10} {:>10} {:>9.4} {:>9}",
-            d.pair, d.direction, d.k, d.output, d.count_first, d.count_second, d.eps_lb, claimed
+            d.pair, d.direction, d.k, b.output, b.count_first, b.count_second, b.eps_lb, claimed
         )?;
     }
     writeln!(
