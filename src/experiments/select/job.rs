@@ -119,8 +119,11 @@ impl SelectJob {
                 }
             },
         };
-        let (top, candidates) = candidates(o, &data, log)?;
-        let prior = prior(o, &data, log)?;
+        // Training popularity: the ranking of `popular:N`, a prior's counts and the `popular`
+        // baseline.
+        let popularity = crate::scoring::policy::popularity(&data.train);
+        let (top, candidates) = candidates(o, &data, &popularity, log)?;
+        let prior = prior(o, &data, &popularity, log)?;
         let config = SelectConfig {
             mechanisms: names,
             params,
@@ -138,9 +141,8 @@ impl SelectJob {
             noise: NoiseMode::from_flag(secure),
             registry: registry.clone(),
         };
-        // The public baselines' inputs: training popularity, and the calibration users'
-        // held-out items when the split has calibration users.
-        let popularity = crate::scoring::policy::popularity(&data.train);
+        // The public baselines' other input: the calibration users' held-out items when the
+        // split has calibration users.
         let calibration_heldout = crate::data::calibration_users(&data, data_seed)
             .map(|c| crate::scoring::policy::popularity(&c.heldout));
         data.release_training_rows(); // the model and the fingerprints are made
@@ -199,6 +201,7 @@ impl SelectJob {
 fn candidates(
     o: &SelectOptions,
     data: &Dataset,
+    pop: &[u64],
     log: &dyn Fn(&str),
 ) -> Result<(usize, Option<ResolvedPolicy>)> {
     let top = o.top.unwrap_or(500);
@@ -209,11 +212,10 @@ fn candidates(
         return Ok((n, None));
     }
     let index = item_index(data);
-    let pop = crate::scoring::policy::popularity(&data.train);
     let list = policy
         .resolve_with(
             data.n_items(),
-            Some(&pop),
+            Some(pop),
             data.heldout_popularity.as_deref(),
             &|id| index.get(id).copied(),
         )
@@ -237,7 +239,12 @@ fn item_index(data: &Dataset) -> HashMap<&str, u32> {
 /// The prior of a run of `o` on `data`, resolved against the data's items and training
 /// popularity; `None` for none (the paper's) or weight 0. `own-history:W`, the serving path's
 /// audit reference, is refused: a select run compares private mechanisms.
-fn prior(o: &SelectOptions, data: &Dataset, log: &dyn Fn(&str)) -> Result<Option<ResolvedPrior>> {
+fn prior(
+    o: &SelectOptions,
+    data: &Dataset,
+    pop: &[u64],
+    log: &dyn Fn(&str),
+) -> Result<Option<ResolvedPrior>> {
     let Some(prior) = o.prior.clone() else {
         return Ok(None);
     };
@@ -248,9 +255,8 @@ fn prior(o: &SelectOptions, data: &Dataset, log: &dyn Fn(&str)) -> Result<Option
         )));
     }
     let index = item_index(data);
-    let pop = crate::scoring::policy::popularity(&data.train);
     let heldout = data.heldout_popularity.as_deref();
-    let resolved = prior.resolve(data.n_items(), Some(&pop), heldout, &|id| {
+    let resolved = prior.resolve(data.n_items(), Some(pop), heldout, &|id| {
         index.get(id).copied()
     })?;
     if resolved.is_some() {
