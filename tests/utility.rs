@@ -286,7 +286,37 @@ fn tuned_recommendations_follow_the_tuned_law() {
         .unwrap()
         .clone();
     assert_eq!(row.mechanism, "krr", "{row:?}");
+    // The row adds a public popularity prior to krr's argmax, so the exact law below covers the
+    // prior's offsets as the tuner and `recommend` compute them.
+    assert!(
+        matches!(row.prior, recsel::scoring::Prior::Popularity(w) if w > 0.0),
+        "{row:?}"
+    );
     let rec = Recommender::load(&model, &tuned_config(2.5, NoiseMode::Fast)).unwrap();
+    // A tuning file of the layout before priors (version 1: no prior fields) still reads, as
+    // rows without a prior.
+    let v1_dir = tmp.path().join("v1");
+    std::fs::create_dir_all(&v1_dir).unwrap();
+    std::fs::copy(model.join("release.json"), v1_dir.join("release.json")).unwrap();
+    let mut v1: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(model.join("tuning.json")).unwrap()).unwrap();
+    v1["format_version"] = 1.into();
+    v1["config"]
+        .as_object_mut()
+        .unwrap()
+        .remove("prior_weights");
+    for r in v1["rows"].as_array_mut().unwrap() {
+        for k in ["prior", "best_prior", "best_no_prior_hit"] {
+            r.as_object_mut().unwrap().remove(k);
+        }
+    }
+    std::fs::write(v1_dir.join("tuning.json"), v1.to_string()).unwrap();
+    let old = Tuning::read(&v1_dir).unwrap();
+    assert!(old
+        .rows
+        .iter()
+        .all(|r| r.prior == recsel::scoring::Prior::None));
+    assert_eq!(old.config.prior_weights, vec![0.0]);
     assert_eq!(rec.epsilon(), Some(2.0));
     assert!(rec.user_level());
     assert!(rec.privacy_statement().contains("tuned (tuning.json)"));
@@ -379,6 +409,8 @@ fn evaluate_and_select_show_the_baselines() {
         "non-private top-1 of the model (eps = inf, NOT private)",
         "krr, tuned",
         "em, tuned pool and clip range",
+        "em, tuned pool, clip range and popularity prior",
+        "mgem, tuned pool, clip range and popularity prior",
         "mgem, every item",
         "limit min(1, e^ε × best fixed item)",
         "the best public baseline",
@@ -389,7 +421,35 @@ fn evaluate_and_select_show_the_baselines() {
     let t: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("utility.json")).unwrap()).unwrap();
     assert_eq!(t["users"], 500);
-    assert_eq!(t["rows"].as_array().unwrap().len(), 4 + 1 + 2 * 2 + 1);
+    // Baselines and top-1, tuned krr, per mechanism every item / tuned / tuned with a prior, krr
+    // over every item.
+    assert_eq!(t["rows"].as_array().unwrap().len(), 4 + 1 + 3 * 2 + 1);
+    // A model directory has its model: the per-fold model options are an error, not ignored.
+    let mut bad = vec!["evaluate", "--model", ms, "--l2", "50"];
+    bad.extend(data);
+    let o = recsel(&bad);
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("--l2"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    // Without prior weights, no prior rows.
+    let mut eval = vec!["evaluate", "--model", ms];
+    eval.extend(data);
+    eval.extend([
+        "--mech",
+        "em",
+        "--eps",
+        "2",
+        "--prior-weights",
+        "0",
+        "--json",
+    ]);
+    let plain = tmp.path().join("utility-no-prior");
+    eval.extend(["--out", plain.to_str().unwrap()]);
+    let t: serde_json::Value = serde_json::from_str(&ok(&eval)).unwrap();
+    assert_eq!(t["rows"].as_array().unwrap().len(), 4 + 1 + 2 + 1, "{t}");
 
     let mut tune = vec!["tune", "--model", ms];
     tune.extend(data);
@@ -489,13 +549,34 @@ fn every_configuration_the_tuner_can_choose_passes_the_end_to_end_audit() {
         configs.push(fixed("krr", 1.0, CandidatePolicy::Popular(n)));
         configs.push(fixed("krr", 1.0, CandidatePolicy::Heldout(n)));
     }
+    // The public popularity prior the tuner may add to krr's argmax, at its smallest and
+    // largest default weight.
+    for w in [
+        recsel::recommend::tuning::DEFAULT_PRIOR_WEIGHTS[1],
+        *recsel::recommend::tuning::DEFAULT_PRIOR_WEIGHTS
+            .last()
+            .unwrap(),
+    ] {
+        for n in [2, 30] {
+            configs.push(
+                fixed("krr", 1.0, CandidatePolicy::Popular(n))
+                    .with_prior(recsel::scoring::Prior::Popularity(w)),
+            );
+        }
+    }
     for eps in [0.5, 2.0, 8.0] {
         configs.push(tuned_config(eps, NoiseMode::Fast));
     }
     for rc in &configs {
         let rec = Recommender::load(&model, rc).unwrap();
         let r = audit_end_to_end(&rec, &users, &cfg, &|_| {}).unwrap();
-        let what = format!("{} {} ({:?})", rc.mechanism, r.candidates, rec.tuned());
+        let what = format!(
+            "{} {} prior {} ({:?})",
+            rc.mechanism,
+            r.candidates,
+            rc.prior,
+            rec.tuned()
+        );
         let claim = r.claimed.unwrap_or_else(|| panic!("{what}: no claim"));
         assert_eq!(r.verdict(), "consistent", "{what}");
         assert!(r.max_eps_lb <= claim, "{what}: max eps_LB {}", r.max_eps_lb);

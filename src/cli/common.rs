@@ -211,6 +211,21 @@ pub fn progress(len: u64, message: &str) -> ProgressBar {
     bar
 }
 
+/// A counter on stderr for work of unknown total (drawn only when stderr is a terminal): `msg`,
+/// the count with `unit`, its rate and the time elapsed. Print log lines through
+/// [`ProgressBar::suspend`] so they do not tear it.
+pub fn counter(message: &str, unit: &str) -> ProgressBar {
+    let bar = ProgressBar::new_spinner();
+    bar.set_style(
+        ProgressStyle::with_template(&format!(
+            "{{msg:>12}} {{spinner}} {{human_pos}} {unit} ({{per_sec}}, {{elapsed}})"
+        ))
+        .expect("valid template"),
+    );
+    bar.set_message(message.to_string());
+    bar
+}
+
 /// Checks a positive count.
 pub fn positive(name: &str, n: u64) -> anyhow::Result<u64> {
     if n == 0 {

@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use anyhow::Context;
 use recsel::recommend::utility_options::TuneOptions;
+use recsel::scoring::Prior;
 
 use super::common::Flags;
 
@@ -41,7 +42,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let t = Instant::now();
     let o = &super::common::table_with_file(args.config.as_deref(), &args.options.0)?;
     let model_dir = o.model.clone().context("--model is required")?;
-    let tuning = o.run(&|s| eprintln!("[tune] {s}"), &|_| {})?;
+    let bar = super::common::counter("tune", "calibration users scored");
+    let log = |s: &str| bar.suspend(|| eprintln!("[tune] {s}"));
+    let tuning = o.run(&log, &|n| bar.inc(n))?;
+    bar.finish_and_clear();
     let mut out = std::io::stdout().lock();
     if args.json {
         writeln!(out, "{}", serde_json::to_string_pretty(&tuning)?)?;
@@ -50,7 +54,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let c = &tuning.calibration;
     writeln!(
         out,
-        "tuned on {} {} users ({}); pools from {}; margin {} paired s.e.",
+        "tuned on {} {} users ({}); pools from {}; popularity prior weights {:?}; margin {} \
+         paired s.e.; 'no prior': the best pool's calibration hit@1 without a prior",
         c.users,
         c.population,
         c.split,
@@ -61,30 +66,39 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .map(|s| s.name())
             .collect::<Vec<_>>()
             .join(" and "),
+        tuning.config.prior_weights,
         tuning.config.margin
     )?;
+    let with_prior = |pool: String, prior: &Prior| match prior {
+        Prior::None => pool,
+        p => format!("{pool} + {p}"),
+    };
     writeln!(
         out,
-        "{:>6}  {:<26} {:>17}  {:>7}  {:<14} {:>17}",
-        "eps", "serves", "cal. hit@1", "fixed", "best pool", "gain over fixed"
+        "{:>6}  {:<36} {:>17}  {:>7}  {:<26} {:>17}  {:>7}",
+        "eps", "serves", "cal. hit@1", "fixed", "best pool", "gain over fixed", "no prior"
     )?;
     for r in &tuning.rows {
         let serves = if r.mechanism == "krr" {
-            format!("krr over {}", r.candidates)
+            format!(
+                "krr over {}",
+                with_prior(r.candidates.to_string(), &r.prior)
+            )
         } else {
             "popular:1 (0-DP)".into()
         };
         writeln!(
             out,
-            "{:>6}  {:<26} {:>8.4} ± {:.4}  {:>7.4}  {:<14} {:>+8.4} ± {:.4}",
+            "{:>6}  {:<36} {:>8.4} ± {:.4}  {:>7.4}  {:<26} {:>+8.4} ± {:.4}  {:>7.4}",
             r.epsilon,
             serves,
             r.calibration_hit,
             r.calibration_se,
             r.fixed_hit,
-            r.best_pool.to_string(),
+            with_prior(r.best_pool.to_string(), &r.best_prior),
             r.best_pool_gain,
-            r.best_pool_gain_se
+            r.best_pool_gain_se,
+            r.best_no_prior_hit
         )?;
     }
     writeln!(

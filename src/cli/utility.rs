@@ -47,8 +47,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let t = Instant::now();
     args.plots.apply();
     let o = &super::common::table_with_file(args.config.as_deref(), &args.options.0)?;
-    let log = |s: &str| eprintln!("[evaluate] {s}");
-    let (name, table) = o.run(&Registry::builtin(), &log, &|_| {})?;
+    let bar = super::common::counter("evaluate", "users scored");
+    let log = |s: &str| bar.suspend(|| eprintln!("[evaluate] {s}"));
+    let (name, table) = o.run(&Registry::builtin(), &log, &|n| bar.inc(n))?;
+    bar.finish_and_clear();
     let out = args
         .out
         .clone()

@@ -9,8 +9,10 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::release::{calibrate, DEFAULT_CALIBRATION_USERS};
-use super::tuning::{tune, PoolSource, TuneConfig, Tuning, DEFAULT_MARGIN, TUNING};
-use super::utility::{measure, table, UtilityConfig, UtilityTable};
+use super::tuning::{
+    tune, PoolSource, TuneConfig, Tuning, DEFAULT_MARGIN, DEFAULT_PRIOR_WEIGHTS, TUNING,
+};
+use super::utility::{self, measure, table, UtilityConfig, UtilityTable};
 use crate::data::{
     calibration_users, load_dataset_with, DataOptions, DataSource, Dataset, HeldOutRows,
     LoadOptions, ValidationUsers,
@@ -85,6 +87,10 @@ option_table! {
         /// Paired standard errors of calibration gain a pool needs over the most popular item.
         #[option(group = "Tuning")]
         pub margin: f64 = DEFAULT_MARGIN,
+        /// Weights W of the public popularity prior (popularity:W) tried for krr's argmax,
+        /// comma separated; no prior (0) is always tried and wins ties.
+        #[option(value_name = "LIST", group = "Tuning")]
+        pub prior_weights: Vec<f64> = DEFAULT_PRIOR_WEIGHTS.to_vec(),
     }
 }
 
@@ -117,6 +123,11 @@ impl TuneOptions {
                 self.pool_sizes.as_deref().unwrap_or(DEFAULT_POOL_SIZES),
             )?,
             margin: self.margin.unwrap_or(DEFAULT_MARGIN),
+            prior_weights: self
+                .prior_weights
+                .clone()
+                .or(d.prior_weights)
+                .unwrap_or_default(),
         };
         cfg.validate()?;
         Ok(cfg)
@@ -158,6 +169,11 @@ option_table! {
         /// Clip ranges tried for them: LO/HI percentile pairs, comma separated.
         #[option(value_name = "LIST", group = "Evaluation")]
         pub clips: String = "1/99,5/95,25/99,50/99".to_string(),
+        /// Weights W of the public popularity prior (popularity:W) tried for them beside no
+        /// prior, comma separated: each gets a row tuned with the prior too (0 alone: no such
+        /// rows).
+        #[option(value_name = "LIST", group = "Evaluation")]
+        pub prior_weights: Vec<f64> = utility::DEFAULT_PRIOR_WEIGHTS.to_vec(),
         /// Selections per evaluated user for a simulated mechanism.
         #[option(group = "Evaluation")]
         pub trials: u32 = 10,
@@ -198,6 +214,11 @@ impl EvaluateOptions {
             params: registry.resolve(&self.params)?,
             pools: counts("pools (--pools)", &pick(&self.pools, &d.pools))?,
             clips,
+            prior_weights: self
+                .prior_weights
+                .clone()
+                .or(d.prior_weights)
+                .unwrap_or_default(),
             trials: self.trials.or(d.trials).unwrap_or(10),
             tune_trials: self.tune_trials.or(d.tune_trials).unwrap_or(2),
             seed: self.sim_seed.or(d.sim_seed).unwrap_or(1),
@@ -289,6 +310,15 @@ impl EvaluateOptions {
         let seed = self.seed.unwrap_or(42);
         let (name, parts) = match (&self.model, self.folds) {
             (Some(dir), None) => {
+                if self.fit.method.is_some() || self.fit.l2.is_some() || self.fit.density.is_some()
+                {
+                    return Err(Error::Invalid(format!(
+                        "method, l2 and density (--method, --l2, --density) choose the model \
+                         fitted per fold with folds (--folds); the model directory {} has its \
+                         own: drop them, or use --folds instead of --model",
+                        dir.display()
+                    )));
+                }
                 log("loading data");
                 let (data, release) = release_data(dir, &self.data, seed)?;
                 let name = data.name().to_string();

@@ -229,9 +229,21 @@ pub fn frontier_png(path: &Path, title: &str, t: &UtilityTable) -> Result<()> {
                     } else {
                         c.mix(0.55).stroke_width(1)
                     };
-                    chart
-                        .draw_series(LineSeries::new(pts.clone(), style))
-                        .map_err(err)?;
+                    if r.prior {
+                        // Tuned with the prior: dashed, beside the solid row without it.
+                        chart
+                            .draw_series(DashedLineSeries::new(
+                                pts.clone(),
+                                6,
+                                4,
+                                c.stroke_width(2),
+                            ))
+                            .map_err(err)?;
+                    } else {
+                        chart
+                            .draw_series(LineSeries::new(pts.clone(), style))
+                            .map_err(err)?;
+                    }
                     chart
                         .draw_series(pts.iter().map(|&p| Circle::new(p, 3, c.filled())))
                         .map_err(err)?;
@@ -253,7 +265,7 @@ pub fn frontier_png(path: &Path, title: &str, t: &UtilityTable) -> Result<()> {
                                 }),
                         )
                         .map_err(err)?;
-                    entries.push((short_label(r), c, r.tuned));
+                    entries.push((short_label(r), c, r.tuned && !r.prior));
                 }
             }
         }
@@ -295,6 +307,7 @@ fn short_label(r: &crate::recommend::utility::UtilityRow) -> String {
         (RowKind::Baseline, m, _) => format!("{m}, 0-DP"),
         (RowKind::NotPrivate, _, _) => "non-private top-1 (NOT private)".into(),
         (_, "krr", true) => "krr, tuned pool or fixed item".into(),
+        (_, m, true) if r.prior => format!("{m}, tuned pool, clip and prior"),
         (_, m, true) => format!("{m}, tuned pool and clip"),
         (_, m, false) => format!("{m}, every item"),
     }

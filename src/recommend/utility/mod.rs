@@ -18,10 +18,15 @@ use crate::mechanisms::{self, Guarantee, MechParams, Mechanism, Problem};
 use crate::model::Model;
 use crate::rng::{name_id, Streams};
 use crate::scoring::policy::most_popular;
-use crate::scoring::{item_sensitivities, ModelScorer, Sensitivities, SensitivityConfig};
+use crate::scoring::{
+    item_sensitivities, ModelScorer, Prior, ResolvedPrior, Sensitivities, SensitivityConfig,
+};
 
 use super::release::Release;
-use super::tuning::{krr_hit, map_scored, mean_se, tune, TuneConfig, Tuning};
+use super::tuning::{krr_hit, map_scored, tune, TuneConfig, Tuning};
+
+mod table;
+pub use table::{evaluate, table};
 
 /// What [`evaluate`] measures.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -38,6 +43,9 @@ pub struct UtilityConfig {
     pub pools: Vec<usize>,
     /// Clip ranges (percentiles of the calibration users' scores) tried for them.
     pub clips: Vec<(f64, f64)>,
+    /// Weights W of the public popularity prior (`popularity:W`) tried for them beside no
+    /// prior: each registry mechanism gets a row tuned with the prior as well (none when empty).
+    pub prior_weights: Vec<f64>,
     /// Selections per evaluated user for a simulated mechanism.
     pub trials: u32,
     /// Selections per calibration user when tuning a simulated mechanism.
@@ -54,12 +62,17 @@ impl Default for UtilityConfig {
             params: MechParams::default(),
             pools: vec![3, 10, 30, 100, 300, 1000],
             clips: vec![(1.0, 99.0), (5.0, 95.0), (25.0, 99.0), (50.0, 99.0)],
+            prior_weights: DEFAULT_PRIOR_WEIGHTS.to_vec(),
             trials: 10,
             tune_trials: 2,
             seed: 1,
         }
     }
 }
+
+/// The weights W of the popularity prior `recsel evaluate` tries for the registry mechanisms by
+/// default.
+pub const DEFAULT_PRIOR_WEIGHTS: [f64; 4] = [1.0, 4.0, 16.0, 64.0];
 
 /// What a row is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -101,6 +114,9 @@ pub struct UtilityRow {
     pub mechanism: String,
     /// Whether its configuration was tuned on the calibration users.
     pub tuned: bool,
+    /// Whether the tuning could add a public popularity prior (the rows beside the tuned
+    /// pool and clip range).
+    pub prior: bool,
     /// One cell per ε of the table (the same value at every ε for a baseline).
     pub cells: Vec<Cell>,
 }
@@ -199,6 +215,16 @@ fn hit_of(
     hits as f64 / f64::from(trials)
 }
 
+/// The stream id of configuration `c` (of `nw` prior weights) for mechanism `name`: the same for
+/// a configuration without a prior whatever the number of weights; `k` 1 for the evaluated
+/// users, 0 for the calibration users.
+fn config_id(name: &str, c: usize, nw: usize, k: u32) -> u32 {
+    let (pool_clip, wi) = ((c / nw) as u32, (c % nw) as u32);
+    name_id(name)
+        .wrapping_add(pool_clip * 7_919 + k)
+        .wrapping_add(wi * 104_729)
+}
+
 /// Whether `name` is measured through the simulation/closed-form grid (krr and random have
 /// their own rows).
 fn grid_mechanism(name: &str) -> bool {
@@ -242,6 +268,15 @@ pub fn measure(
     }
     for &e in &cfg.epsilons {
         mechanisms::check_epsilon(e)?;
+    }
+    if let Some(w) = cfg
+        .prior_weights
+        .iter()
+        .find(|w| !(w.is_finite() && **w >= 0.0))
+    {
+        return Err(Error::Invalid(format!(
+            "prior weights must be finite numbers >= 0, got {w}"
+        )));
     }
     if cfg.trials == 0 || cfg.tune_trials == 0 {
         return Err(Error::Invalid("trials must be at least 1".into()));
@@ -312,7 +347,41 @@ pub fn measure(
             })
             .collect::<Result<_>>()?
     };
-    let n_cfg = pools.len() * clips.len();
+    // The popularity prior's weights: 0 (no prior) first, then the positive ones ascending.
+    let mut weights: Vec<f64> = cfg
+        .prior_weights
+        .iter()
+        .copied()
+        .filter(|&w| w > 0.0)
+        .collect();
+    weights.sort_by(f64::total_cmp);
+    weights.dedup();
+    weights.insert(0, 0.0);
+    let nw = weights.len();
+    let log_mass = Prior::Popularity(1.0)
+        .resolve(n, Some(pop), None, &|_| None)?
+        .map(|p| p.log_mass)
+        .unwrap_or_default();
+    let priors: Vec<Option<ResolvedPrior>> = weights
+        .iter()
+        .map(|&w| {
+            (w > 0.0).then(|| ResolvedPrior {
+                prior: Prior::Popularity(w),
+                log_mass: log_mass.clone(),
+            })
+        })
+        .collect();
+    // The scores of a pool's problem with prior `wi` at ε `eps` added, as `recommend` adds them.
+    let with_prior =
+        |q: &[f64], d: &[f64], items: &[u32], wi: usize, eps: f64, out: &mut Vec<f64>| {
+            out.clear();
+            out.extend_from_slice(q);
+            if let Some(p) = &priors[wi] {
+                p.add_offsets(out, d, |a| items[a], eps, &[]);
+            }
+        };
+    // Configurations c = ((pool · clips) + clip) · weights + weight.
+    let n_cfg = pools.len() * clips.len() * nw;
     let slot = |gi: usize, e: usize, c: usize| (gi * ne + e) * n_cfg + c;
     let cal_hits: Vec<Vec<f64>> = if n_cfg == 0 || grid.is_empty() {
         Vec::new()
@@ -323,7 +392,7 @@ pub fn measure(
             &|u, s| {
                 let targets = row_items(&cal.heldout, u);
                 let mut out = vec![0.0; grid.len() * ne * n_cfg];
-                let (mut q, mut d) = (Vec::new(), Vec::new());
+                let (mut q, mut d, mut qp) = (Vec::new(), Vec::new(), Vec::new());
                 for (pi, (_, items)) in pools.iter().enumerate() {
                     let is_t: Vec<bool> = items
                         .iter()
@@ -331,23 +400,27 @@ pub fn measure(
                         .collect();
                     for (ci, (_, sens)) in clips.iter().enumerate() {
                         pool_problem(items, s, sens, &mut q, &mut d);
-                        let Ok(problem) = Problem::new(&q, &d) else {
-                            continue;
-                        };
-                        let c = pi * clips.len() + ci;
-                        for (gi, &m) in grid.iter().enumerate() {
-                            for (e, mech) in mechs[m].iter().enumerate() {
-                                let id = name_id(mech.name()).wrapping_add(c as u32 * 7_919);
-                                out[slot(gi, e, c)] = hit_of(
-                                    &**mech,
-                                    &problem,
-                                    &is_t,
-                                    &streams,
-                                    id,
-                                    e as u32,
-                                    u as u64,
-                                    cfg.tune_trials,
-                                );
+                        for wi in 0..nw {
+                            let c = (pi * clips.len() + ci) * nw + wi;
+                            for e in 0..ne {
+                                with_prior(&q, &d, items, wi, cfg.epsilons[e], &mut qp);
+                                let Ok(problem) = Problem::new(&qp, &d) else {
+                                    continue;
+                                };
+                                for (gi, &m) in grid.iter().enumerate() {
+                                    let mech = &*mechs[m][e];
+                                    let id = config_id(mech.name(), c, nw, 0);
+                                    out[slot(gi, e, c)] = hit_of(
+                                        mech,
+                                        &problem,
+                                        &is_t,
+                                        &streams,
+                                        id,
+                                        e as u32,
+                                        u as u64,
+                                        cfg.tune_trials,
+                                    );
+                                }
                             }
                         }
                     }
@@ -357,33 +430,47 @@ pub fn measure(
             progress,
         )
     };
-    // The chosen configuration per (grid mechanism, ε): the best calibration mean (ties: the
-    // first, i.e. the smaller pool and the wider clip range).
-    let chosen: Vec<Vec<usize>> = (0..grid.len())
-        .map(|gi| {
-            (0..ne)
-                .map(|e| {
-                    let mut best = (0, f64::NEG_INFINITY);
-                    for c in 0..n_cfg {
-                        let m = cal_hits.iter().map(|h| h[slot(gi, e, c)]).sum::<f64>();
-                        if m > best.1 {
-                            best = (c, m);
+    // The chosen configuration per (grid mechanism, ε), without a prior and with one allowed:
+    // the best calibration mean (ties: the first, i.e. the smaller pool, the wider clip range,
+    // no prior or the smaller weight).
+    let choose = |with: bool| -> Vec<Vec<usize>> {
+        (0..grid.len())
+            .map(|gi| {
+                (0..ne)
+                    .map(|e| {
+                        let mut best = (0, f64::NEG_INFINITY);
+                        for c in (0..n_cfg).filter(|c| with || c % nw == 0) {
+                            let m = cal_hits.iter().map(|h| h[slot(gi, e, c)]).sum::<f64>();
+                            if m > best.1 {
+                                best = (c, m);
+                            }
                         }
-                    }
-                    best.0
-                })
-                .collect()
-        })
-        .collect();
+                        best.0
+                    })
+                    .collect()
+            })
+            .collect()
+    };
+    let chosen = choose(false);
+    let chosen_prior = choose(true);
     let describe = |c: usize| {
-        let (p, _) = &pools[c / clips.len()];
-        let ((lo, hi), _) = &clips[c % clips.len()];
-        format!("popular:{p}, clip p{lo}/p{hi}")
+        let (p, _) = &pools[c / nw / clips.len()];
+        let ((lo, hi), _) = &clips[c / nw % clips.len()];
+        match c % nw {
+            0 => format!("popular:{p}, clip p{lo}/p{hi}"),
+            wi => format!(
+                "popular:{p}, clip p{lo}/p{hi}, prior popularity:{}",
+                weights[wi]
+            ),
+        }
     };
 
     // The tuned serving configuration per ε: krr over its pool, or the fixed item.
     let fixed_item = super::tuning::ranking(pop, 1)[0];
-    let tuned: Vec<(String, Option<Vec<u32>>, f64)> = cfg
+    // Per ε: what it serves, the pool (None: the fixed item), the ε it spends, and the public
+    // prior's offsets over the pool (empty: no prior) — as `recommend` adds them.
+    #[allow(clippy::type_complexity)]
+    let tuned: Vec<(String, Option<Vec<u32>>, f64, Vec<f64>)> = cfg
         .epsilons
         .iter()
         .map(|&e| {
@@ -399,13 +486,30 @@ pub fn measure(
                     crate::scoring::CandidateList::Fixed(v) => v,
                     _ => return Err(Error::Invalid("a tuned pool is a fixed list".into())),
                 };
+                let offsets = match ch.prior.resolve(n, Some(pop), None, &|_| None)? {
+                    Some(p) => {
+                        let deltas: Vec<f64> = items
+                            .iter()
+                            .map(|&j| release.sens.delta[j as usize])
+                            .collect();
+                        let mut b = vec![0.0; items.len()];
+                        p.add_offsets(&mut b, &deltas, |a| items[a], ch.epsilon, &[]);
+                        b
+                    }
+                    None => Vec::new(),
+                };
+                let prior = match &ch.prior {
+                    crate::scoring::Prior::None => String::new(),
+                    p => format!(" with prior {p}"),
+                };
                 (
-                    format!("krr over {} at eps {}", ch.candidates, ch.epsilon),
+                    format!("krr over {}{prior} at eps {}", ch.candidates, ch.epsilon),
                     Some(items),
                     ch.epsilon,
+                    offsets,
                 )
             } else {
-                ("popular:1 (0-DP)".to_string(), None, 0.0)
+                ("popular:1 (0-DP)".to_string(), None, 0.0, Vec::new())
             })
         })
         .collect::<Result<_>>()?;
@@ -419,7 +523,9 @@ pub fn measure(
 
     // Evaluated users. Layout: 4 baselines, then per ε: tuned krr, krr over every item, and per
     // grid mechanism (every item, tuned).
-    let per_eps = 2 + 2 * grid.len();
+    let with_priors = nw > 1;
+    let per_grid = if with_priors { 3 } else { 2 };
+    let per_eps = 2 + per_grid * grid.len();
     let eval_hits: Vec<Vec<f64>> = map_scored(
         model,
         &eval.history,
@@ -443,6 +549,9 @@ pub fn measure(
                 match &tuned[e].1 {
                     Some(items) => {
                         pool_problem(items, s, &release.sens, &mut tq, &mut td);
+                        for (v, b) in tq.iter_mut().zip(&tuned[e].3) {
+                            *v += b;
+                        }
                         let set = Problem::new(&tq, &td).map(|p| p.argmax_set());
                         let c = items.iter().filter(|&&j| has(j)).count() as f64;
                         let a = match set {
@@ -473,18 +582,26 @@ pub fn measure(
                         Ok(p) => hit_of(mech, p, &is_all, &streams, id, e as u32, user, cfg.trials),
                         Err(_) => f64::NAN,
                     });
-                    let c = chosen[gi][e];
-                    let (_, items) = &pools[c / clips.len()];
-                    let (_, sens) = &clips[c % clips.len()];
-                    pool_problem(items, s, sens, &mut tq, &mut td);
-                    let is_t: Vec<bool> = items.iter().map(|&j| has(j)).collect();
-                    out.push(match Problem::new(&tq, &td) {
-                        Ok(p) => {
-                            let id = id.wrapping_add(c as u32 * 7_919 + 1);
-                            hit_of(mech, &p, &is_t, &streams, id, e as u32, user, cfg.trials)
-                        }
-                        Err(_) => f64::NAN,
-                    });
+                    let tuned_rows = if with_priors {
+                        [chosen[gi][e], chosen_prior[gi][e]].to_vec()
+                    } else {
+                        vec![chosen[gi][e]]
+                    };
+                    for c in tuned_rows {
+                        let (_, items) = &pools[c / nw / clips.len()];
+                        let (_, sens) = &clips[c / nw % clips.len()];
+                        pool_problem(items, s, sens, &mut tq, &mut td);
+                        let mut qp = Vec::new();
+                        with_prior(&tq, &td, items, c % nw, eps, &mut qp);
+                        let is_t: Vec<bool> = items.iter().map(|&j| has(j)).collect();
+                        out.push(match Problem::new(&qp, &td) {
+                            Ok(p) => {
+                                let id = config_id(mech.name(), c, nw, 1);
+                                hit_of(mech, &p, &is_t, &streams, id, e as u32, user, cfg.trials)
+                            }
+                            Err(_) => f64::NAN,
+                        });
+                    }
                 }
             }
             out
@@ -514,6 +631,7 @@ pub fn measure(
             kind: RowKind::Baseline,
             mechanism: (*mech).into(),
             tuned: i == 2,
+            prior: false,
             exact: true,
             cols: vec![i; ne],
             configs: vec![String::new(); ne],
@@ -524,6 +642,7 @@ pub fn measure(
         kind: RowKind::NotPrivate,
         mechanism: "top-1".into(),
         tuned: false,
+        prior: false,
         exact: true,
         cols: vec![3; ne],
         configs: vec![String::new(); ne],
@@ -535,6 +654,7 @@ pub fn measure(
         kind: RowKind::Private,
         mechanism: "krr".into(),
         tuned: true,
+        prior: false,
         exact: true,
         cols: (0..ne).map(|e| at(e, 0)).collect(),
         configs: tuned.iter().map(|t| t.0.clone()).collect(),
@@ -546,17 +666,31 @@ pub fn measure(
             kind: RowKind::Private,
             mechanism: name.clone(),
             tuned: true,
+            prior: false,
             exact: name == "em",
-            cols: (0..ne).map(|e| at(e, 3 + 2 * gi)).collect(),
+            cols: (0..ne).map(|e| at(e, 3 + per_grid * gi)).collect(),
             configs: (0..ne).map(|e| describe(chosen[gi][e])).collect(),
         });
+        if with_priors {
+            rows.push(RowSpec {
+                label: format!("{name}, tuned pool, clip range and popularity prior"),
+                kind: RowKind::Private,
+                mechanism: name.clone(),
+                tuned: true,
+                prior: true,
+                exact: name == "em",
+                cols: (0..ne).map(|e| at(e, 4 + per_grid * gi)).collect(),
+                configs: (0..ne).map(|e| describe(chosen_prior[gi][e])).collect(),
+            });
+        }
         rows.push(RowSpec {
             label: format!("{name}, every item, the release's clip range"),
             kind: RowKind::Private,
             mechanism: name.clone(),
             tuned: false,
+            prior: false,
             exact: name == "em",
-            cols: (0..ne).map(|e| at(e, 2 + 2 * gi)).collect(),
+            cols: (0..ne).map(|e| at(e, 2 + per_grid * gi)).collect(),
             configs: vec!["all".into(); ne],
         });
     }
@@ -565,6 +699,7 @@ pub fn measure(
         kind: RowKind::Private,
         mechanism: "krr".into(),
         tuned: false,
+        prior: false,
         exact: true,
         cols: (0..ne).map(|e| at(e, 1)).collect(),
         configs: vec!["all".into(); ne],
@@ -590,6 +725,7 @@ struct RowSpec {
     kind: RowKind,
     mechanism: String,
     tuned: bool,
+    prior: bool,
     exact: bool,
     cols: Vec<usize>,
     configs: Vec<String>,
@@ -605,141 +741,4 @@ pub struct Measured {
     heldout_counts: Vec<u64>,
     calibration_users: usize,
     tuning: Tuning,
-}
-
-/// The utility table of one split ([`measure`] then [`table`]).
-pub fn evaluate(
-    model: &Model,
-    release: &Release,
-    tuning: Option<&Tuning>,
-    cal: &HeldOutRows,
-    eval: &HeldOutRows,
-    cfg: &UtilityConfig,
-    progress: &(dyn Fn(u64) + Sync),
-) -> Result<UtilityTable> {
-    table(vec![measure(
-        model, release, tuning, cal, eval, cfg, progress,
-    )?])
-}
-
-/// The table of the measurements of one or more splits whose evaluated users are disjoint (the
-/// folds of a cross-fitting): every mean and standard error is over all their users together;
-/// a tuned row's configuration lists each split's choice.
-pub fn table(parts: Vec<Measured>) -> Result<UtilityTable> {
-    let first = parts
-        .first()
-        .ok_or_else(|| Error::Invalid("no measurements to tabulate".into()))?;
-    let labels = |m: &Measured| m.rows.iter().map(|r| r.label.clone()).collect::<Vec<_>>();
-    if parts
-        .iter()
-        .any(|p| p.epsilons != first.epsilons || labels(p) != labels(first))
-    {
-        return Err(Error::Invalid(
-            "the splits were measured with different grids or mechanisms".into(),
-        ));
-    }
-    let ne = first.epsilons.len();
-    let users: usize = parts.iter().map(|p| p.hits.len()).sum();
-    let column = |r: usize, e: usize| -> Vec<f64> {
-        parts
-            .iter()
-            .flat_map(|p| {
-                let c = p.rows[r].cols[e];
-                p.hits.iter().map(move |h| h[c])
-            })
-            .collect()
-    };
-    let base_cols: Vec<Vec<f64>> = (0..3).map(|r| column(r, 0)).collect();
-    let best_b = (0..3)
-        .max_by(|&a, &b| {
-            mean_se(&base_cols[a])
-                .0
-                .total_cmp(&mean_se(&base_cols[b]).0)
-        })
-        .expect("three baselines");
-    let mut rows = Vec::new();
-    for (r, spec) in first.rows.iter().enumerate() {
-        let cells = (0..ne)
-            .map(|e| {
-                let v = column(r, e);
-                let (hit, se) = mean_se(&v);
-                let diff: Vec<f64> = v
-                    .iter()
-                    .zip(&base_cols[best_b])
-                    .map(|(a, b)| a - b)
-                    .collect();
-                let (dm, dse) = mean_se(&diff);
-                let mut configs: Vec<&str> = Vec::new();
-                for p in &parts {
-                    let c = p.rows[r].configs[e].as_str();
-                    if !configs.contains(&c) {
-                        configs.push(c);
-                    }
-                }
-                Cell {
-                    hit,
-                    se,
-                    config: configs.join(" | "),
-                    exact: spec.exact,
-                    vs_baseline: dm,
-                    vs_baseline_se: dse,
-                }
-            })
-            .collect();
-        rows.push(UtilityRow {
-            label: spec.label.clone(),
-            kind: spec.kind,
-            mechanism: spec.mechanism.clone(),
-            tuned: spec.tuned,
-            cells,
-        });
-    }
-    // The limit, in-sample on the evaluated users.
-    let n = first.heldout_counts.len();
-    let counts: Vec<u64> = (0..n)
-        .map(|j| parts.iter().map(|p| p.heldout_counts[j]).sum())
-        .collect();
-    let bf = counts.iter().copied().max().unwrap_or(0) as f64 / users.max(1) as f64;
-    let limit: Vec<f64> = first
-        .epsilons
-        .iter()
-        .map(|e| (e.exp() * bf).min(1.0))
-        .collect();
-    let verdicts = (0..ne)
-        .map(|e| {
-            let best = rows
-                .iter()
-                .filter(|r| r.kind == RowKind::Private)
-                .max_by(|a, b| a.cells[e].hit.total_cmp(&b.cells[e].hit))
-                .expect("a private row");
-            let c = &best.cells[e];
-            let verdict = if c.vs_baseline > 2.0 * c.vs_baseline_se && c.vs_baseline > 0.0 {
-                "beats"
-            } else if c.vs_baseline < -2.0 * c.vs_baseline_se && c.vs_baseline < 0.0 {
-                "is below"
-            } else {
-                "is within noise of"
-            };
-            Verdict {
-                epsilon: first.epsilons[e],
-                best_private: format!("{} [{}]", best.label, c.config),
-                hit: c.hit,
-                vs_baseline: c.vs_baseline,
-                vs_baseline_se: c.vs_baseline_se,
-                verdict: verdict.into(),
-                share_of_limit: c.hit / limit[e],
-            }
-        })
-        .collect();
-    Ok(UtilityTable {
-        epsilons: first.epsilons.clone(),
-        users,
-        calibration_users: parts.iter().map(|p| p.calibration_users).sum(),
-        best_baseline: first.rows[best_b].mechanism.clone(),
-        best_fixed_in_sample: bf,
-        limit,
-        rows,
-        verdicts,
-        tunings: parts.into_iter().map(|p| p.tuning).collect(),
-    })
 }

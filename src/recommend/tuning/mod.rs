@@ -15,23 +15,26 @@
 //! where `a` is the share of held-out items among the argmax set of the user's clipped scores
 //! over P[..N] — the law `recsel recommend` serves (the release's clip bounds, ties uniform).
 //! One pass over each user's first `max(N)` ranked items gives every N and every ε at once.
-
-use std::path::Path;
+//!
+//! With a public popularity prior of weight W > 0 (`popularity:W`, docs/priors.md) krr tilts
+//! toward the argmax of the clipped scores plus the prior's offsets `W·(2Δ_max/ε)·ℓ_j` (Δ_max the
+//! largest Δ over the pool), the same law `recommend` serves with that prior; `a` is then taken
+//! over that argmax set, one walk per (N, W, ε). W = 0 (no prior) is always tried, and wins ties.
 
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::data::{row_items, HeldOutRows};
 use crate::error::{Error, Result};
-use crate::io::write_atomic;
-use crate::mechanisms::{check_epsilon, MechParams};
-use crate::model::io::{crc32, FileEntry};
+use crate::mechanisms::check_epsilon;
+use crate::model::io::FileEntry;
 use crate::model::Model;
-use crate::rng::NoiseMode;
-use crate::scoring::{CandidatePolicy, ModelScorer, UserScorer};
+use crate::scoring::{CandidatePolicy, ModelScorer, Prior, UserScorer};
 
 use super::release::{Release, MANIFEST};
-use super::RecommendConfig;
+
+mod file;
+pub use file::{resolve, tuned_config, TunedChoice, TunedRow, Tuning, TuningPopulation};
 
 /// The mechanism name that asks for the tuned configuration.
 pub const TUNED: &str = "tuned";
@@ -39,8 +42,9 @@ pub const TUNED: &str = "tuned";
 pub const TUNING: &str = "tuning.json";
 /// The tuning file's `format` field.
 pub const FORMAT: &str = "recsel-tuning";
-/// Version of the tuning layout.
-pub const TUNING_VERSION: u32 = 1;
+/// Version of the tuning layout (2: a row may carry a prior; version 1 files are read as rows
+/// without one).
+pub const TUNING_VERSION: u32 = 2;
 /// The ε grid tuned by default.
 pub const DEFAULT_EPSILONS: [f64; 6] = [0.1, 0.5, 1.0, 2.0, 4.0, 8.0];
 /// The pool sizes tried by default (1 is the fixed item).
@@ -48,6 +52,8 @@ pub const DEFAULT_POOL_SIZES: [usize; 15] =
     [1, 2, 3, 5, 8, 12, 20, 30, 50, 80, 120, 200, 300, 500, 1000];
 /// Standard errors of calibration gain a pool must show over the fixed item (default).
 pub const DEFAULT_MARGIN: f64 = 2.0;
+/// The weights W of the popularity prior tried for krr's argmax by default (0: no prior).
+pub const DEFAULT_PRIOR_WEIGHTS: [f64; 7] = [0.0, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0];
 
 /// A public ranking a pool is the top of.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -110,6 +116,14 @@ pub struct TuneConfig {
     /// A pool is chosen over the fixed item only when its mean calibration gain exceeds this
     /// many paired standard errors.
     pub margin: f64,
+    /// Weights W of the public popularity prior (`popularity:W`) tried for krr's argmax; 0 (no
+    /// prior) is always tried. Grids written before priors were tuned read as `[0]`.
+    #[serde(default = "no_prior_weights")]
+    pub prior_weights: Vec<f64>,
+}
+
+fn no_prior_weights() -> Vec<f64> {
+    vec![0.0]
 }
 
 impl Default for TuneConfig {
@@ -119,6 +133,7 @@ impl Default for TuneConfig {
             sources: vec![PoolSource::Popularity, PoolSource::Heldout],
             pool_sizes: DEFAULT_POOL_SIZES.to_vec(),
             margin: DEFAULT_MARGIN,
+            prior_weights: DEFAULT_PRIOR_WEIGHTS.to_vec(),
         }
     }
 }
@@ -139,6 +154,15 @@ impl TuneConfig {
                 "pool sizes must be at least 1, got 0".into(),
             ));
         }
+        if let Some(w) = self
+            .prior_weights
+            .iter()
+            .find(|w| !(w.is_finite() && **w >= 0.0))
+        {
+            return Err(Error::Invalid(format!(
+                "prior weights must be finite numbers >= 0, got {w}"
+            )));
+        }
         if !(self.margin.is_finite() && self.margin >= 0.0) {
             return Err(Error::Invalid(format!(
                 "the margin must be a finite number >= 0, got {}",
@@ -147,250 +171,6 @@ impl TuneConfig {
         }
         Ok(())
     }
-}
-
-/// The choice at one ε.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TunedRow {
-    /// The ε this row serves (requests for ε ≥ it use it, up to the next row).
-    pub epsilon: f64,
-    /// `krr` over the pool, or `random` over the one fixed item (0-DP).
-    pub mechanism: String,
-    /// The pool: `popular:N` or `heldout:N`.
-    pub candidates: CandidatePolicy,
-    /// The ε a recommendation spends: `epsilon` for krr, 0 for the fixed item.
-    pub spends: f64,
-    /// Mean calibration hit@1 of the choice, and its standard error over calibration users.
-    pub calibration_hit: f64,
-    /// Standard error of `calibration_hit`.
-    pub calibration_se: f64,
-    /// Mean calibration hit@1 of the fixed item (`popular:1`).
-    pub fixed_hit: f64,
-    /// The best pool of size ≥ 2 on the calibration users, whether chosen or not.
-    pub best_pool: CandidatePolicy,
-    /// Its mean calibration hit@1.
-    pub best_pool_hit: f64,
-    /// Its paired gain over the fixed item (mean over calibration users), and the standard error.
-    pub best_pool_gain: f64,
-    /// Standard error of `best_pool_gain`.
-    pub best_pool_gain_se: f64,
-    /// The margin (in paired standard errors) the pool had to clear.
-    pub margin: f64,
-    /// Why: the pool beat the fixed item by more than the margin, or not.
-    pub reason: String,
-}
-
-/// Who the tuning was computed on.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TuningPopulation {
-    /// `validation`: users held out of the fit and never served.
-    pub population: String,
-    /// Calibration users.
-    pub users: u64,
-    /// How their held-out items were obtained.
-    pub split: String,
-}
-
-/// Content of `tuning.json`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Tuning {
-    /// Always [`FORMAT`].
-    pub format: String,
-    /// Layout version ([`TUNING_VERSION`]).
-    pub format_version: u32,
-    /// recsel version that wrote it.
-    pub recsel_version: String,
-    /// `release.json` with its size and CRC-32: the release this tuning was made for.
-    pub release_file: FileEntry,
-    /// The calibration users.
-    pub calibration: TuningPopulation,
-    /// The grid searched.
-    pub config: TuneConfig,
-    /// One row per ε, ascending.
-    pub rows: Vec<TunedRow>,
-}
-
-/// The choice [`Tuning::choice`] makes for a requested ε.
-#[derive(Debug, Clone, PartialEq)]
-pub struct TunedChoice {
-    /// The ε asked for.
-    pub requested: f64,
-    /// The tuned row used (`None`: below the smallest tuned ε, the fixed item).
-    pub row: Option<TunedRow>,
-    /// Mechanism to serve with.
-    pub mechanism: String,
-    /// Its ε (for `random`, the requested ε, which it does not spend).
-    pub epsilon: f64,
-    /// The pool.
-    pub candidates: CandidatePolicy,
-}
-
-impl TunedChoice {
-    /// One clause for the privacy statement.
-    pub fn describe(&self) -> String {
-        match &self.row {
-            Some(r) if r.mechanism == "krr" => format!(
-                "tuned ({TUNING}): krr over '{}' at eps {} (the largest tuned eps <= {}); \
-                 calibration hit@1 {:.4} ± {:.4} against {:.4} for the most popular item",
-                r.candidates,
-                r.epsilon,
-                self.requested,
-                r.calibration_hit,
-                r.calibration_se,
-                r.fixed_hit
-            ),
-            Some(r) => format!(
-                "tuned ({TUNING}): the most popular item to everyone (0-DP) at eps {} (the \
-                 largest tuned eps <= {}): no pool beat it by {} s.e. on the calibration users \
-                 (best '{}': gain {:+.4} ± {:.4})",
-                r.epsilon,
-                self.requested,
-                r.margin,
-                r.best_pool,
-                r.best_pool_gain,
-                r.best_pool_gain_se
-            ),
-            None => format!(
-                "tuned ({TUNING}): the most popular item to everyone (0-DP): eps {} is below \
-                 the smallest tuned eps",
-                self.requested
-            ),
-        }
-    }
-}
-
-impl Tuning {
-    /// The row of the largest tuned ε not above `epsilon` (never spends more than asked), or
-    /// the fixed item below the smallest.
-    pub fn choice(&self, epsilon: f64) -> Result<TunedChoice> {
-        check_epsilon(epsilon)?;
-        let row = self
-            .rows
-            .iter()
-            .filter(|r| r.epsilon <= epsilon)
-            .max_by(|a, b| a.epsilon.total_cmp(&b.epsilon))
-            .cloned();
-        Ok(match row {
-            Some(r) => TunedChoice {
-                requested: epsilon,
-                mechanism: r.mechanism.clone(),
-                epsilon: if r.mechanism == "krr" {
-                    r.epsilon
-                } else {
-                    epsilon
-                },
-                candidates: r.candidates.clone(),
-                row: Some(r),
-            },
-            None => TunedChoice {
-                requested: epsilon,
-                row: None,
-                mechanism: "random".into(),
-                epsilon,
-                candidates: CandidatePolicy::Popular(1),
-            },
-        })
-    }
-
-    /// Writes `tuning.json` into the model directory `dir` atomically, after recording the
-    /// checksum of the release it was made for.
-    pub fn write(&mut self, dir: &Path) -> Result<()> {
-        self.release_file = release_entry(dir)?;
-        let json = serde_json::to_vec_pretty(self)
-            .map_err(|e| Error::Invalid(format!("serialising {TUNING}: {e}")))?;
-        write_atomic(&dir.join(TUNING), &json)
-    }
-
-    /// Reads `tuning.json` from `dir` and checks it belongs to the release there. Errors name
-    /// the file and say what to do.
-    pub fn read(dir: &Path) -> Result<Self> {
-        let path = dir.join(TUNING);
-        let bytes = std::fs::read(&path).map_err(|e| {
-            if e.kind() == std::io::ErrorKind::NotFound {
-                Error::Invalid(format!(
-                    "{} not found: choose the serving configuration with `recsel tune --model \
-                     {} ...`, or name a mechanism (--mech) and candidates",
-                    path.display(),
-                    dir.display()
-                ))
-            } else {
-                Error::io(&path, e)
-            }
-        })?;
-        let bad = |m: String| Error::Invalid(format!("tuning file {}: {m}", path.display()));
-        let t: Tuning = serde_json::from_slice(&bytes).map_err(|e| bad(e.to_string()))?;
-        if t.format != FORMAT || t.format_version != TUNING_VERSION {
-            return Err(bad(format!(
-                "format '{}' version {} (this recsel reads '{FORMAT}' version {TUNING_VERSION})",
-                t.format, t.format_version
-            )));
-        }
-        let now = release_entry(dir)?;
-        if now != t.release_file {
-            return Err(bad(format!(
-                "made for another release ({} bytes, CRC-32 {:08x}; {MANIFEST} now has {} bytes, \
-                 {:08x}): run `recsel tune` again",
-                t.release_file.bytes, t.release_file.crc32, now.bytes, now.crc32
-            )));
-        }
-        if t.rows.is_empty() || t.rows.windows(2).any(|w| w[0].epsilon >= w[1].epsilon) {
-            return Err(bad("rows must be non-empty with ascending eps".into()));
-        }
-        for r in &t.rows {
-            if !matches!(r.mechanism.as_str(), "krr" | "random") {
-                return Err(bad(format!(
-                    "row eps {}: mechanism '{}' (krr or random)",
-                    r.epsilon, r.mechanism
-                )));
-            }
-        }
-        Ok(t)
-    }
-}
-
-fn release_entry(dir: &Path) -> Result<FileEntry> {
-    let p = dir.join(MANIFEST);
-    let bytes = std::fs::read(&p).map_err(|e| Error::io(&p, e))?;
-    Ok(FileEntry {
-        name: MANIFEST.into(),
-        bytes: bytes.len() as u64,
-        crc32: crc32(&bytes),
-    })
-}
-
-/// The configuration a [`TUNED`] request stands for: `cfg` with the mechanism, ε and candidates
-/// of the tuned row for `cfg`'s ε. An error when `cfg` also names candidates (the tuning chooses
-/// them) or the directory has no valid `tuning.json`.
-pub fn resolve(dir: &Path, cfg: &RecommendConfig) -> Result<(RecommendConfig, TunedChoice)> {
-    if cfg.candidates != CandidatePolicy::All {
-        return Err(Error::Invalid(format!(
-            "candidates '{}' with the tuned configuration: the tuning chooses the candidates; \
-             name a mechanism to choose them yourself",
-            cfg.candidates
-        )));
-    }
-    let tuning = Tuning::read(dir)?;
-    let choice = tuning.choice(cfg.params.epsilon)?;
-    let mut out = cfg.clone();
-    out.mechanism = choice.mechanism.clone();
-    out.params = MechParams {
-        epsilon: choice.epsilon,
-        ..cfg.params.clone()
-    };
-    out.candidates = choice.candidates.clone();
-    Ok((out, choice))
-}
-
-/// A recommendation configuration that asks for the tuned choice at `epsilon`.
-pub fn tuned_config(epsilon: f64, noise: NoiseMode) -> RecommendConfig {
-    RecommendConfig::new(
-        TUNED,
-        MechParams {
-            epsilon,
-            ..Default::default()
-        },
-        noise,
-    )
 }
 
 /// A public ranking: the columns by descending count, ties by column (the order `popular:N`
@@ -428,6 +208,26 @@ pub fn prefix_stats(
             out.push((f64::from(c), f64::from(tied_hits) / f64::from(tied)));
             next += 1;
         }
+    }
+}
+
+/// The share of held-out items in the argmax set of `q + scale·ℓ` over `pool` (`(q, ℓ, held
+/// out)` per item), ties uniform: krr's `a` with a prior whose offsets are `scale·ℓ`.
+pub fn argmax_share(pool: &[(f64, f64, bool)], scale: f64) -> f64 {
+    let (mut best, mut tied, mut tied_hits) = (f64::NEG_INFINITY, 0u32, 0u32);
+    for &(q, l, hit) in pool {
+        let v = q + scale * l;
+        if v > best {
+            (best, tied, tied_hits) = (v, 1, u32::from(hit));
+        } else if v == best {
+            tied += 1;
+            tied_hits += u32::from(hit);
+        }
+    }
+    if tied == 0 {
+        0.0
+    } else {
+        f64::from(tied_hits) / f64::from(tied)
     }
 }
 
@@ -539,16 +339,76 @@ pub fn tune(
         .collect();
     let fixed_item = ranking(popularity, 1)[0];
     let sens = &release.sens;
-    // Per user: (c, a) per (source, size), and whether the fixed item is held out.
+    let mut epsilons = cfg.epsilons.clone();
+    epsilons.sort_by(f64::total_cmp);
+    epsilons.dedup();
+    // W = 0 first (it wins ties), then the positive weights ascending.
+    let mut weights: Vec<f64> = cfg
+        .prior_weights
+        .iter()
+        .copied()
+        .filter(|&w| w > 0.0)
+        .collect();
+    weights.sort_by(f64::total_cmp);
+    weights.dedup();
+    weights.insert(0, 0.0);
+    let log_mass = Prior::Popularity(1.0)
+        .resolve(n_items, Some(popularity), None, &|_| None)?
+        .map(|p| p.log_mass)
+        .unwrap_or_default();
+    // Δ_max over each ranking's first N items: the prior's offset scale for that pool.
+    let max_delta: Vec<Vec<f64>> = ranks
+        .iter()
+        .map(|r| {
+            let mut m = 0.0f64;
+            let prefix: Vec<f64> = r
+                .iter()
+                .map(|&j| {
+                    m = m.max(sens.delta[j as usize]);
+                    m
+                })
+                .collect();
+            sizes.iter().map(|&n| prefix[n - 1]).collect()
+        })
+        .collect();
+    let (nw, ne, nn) = (weights.len(), epsilons.len(), sizes.len());
+    let slot = |si: usize, wi: usize, ei: usize, ni: usize| ((si * nw + wi) * ne + ei) * nn + ni;
+    // Per user: (c, a) per (source, weight, ε, size), and whether the fixed item is held out.
     let stats: Vec<(Vec<(f64, f64)>, f64)> = map_scored(
         model,
         &cal.history,
         &|u, s| {
             let targets = row_items(&cal.heldout, u);
             let q = |j: u32| sens.clip(j as usize, s[j as usize]);
-            let mut out = Vec::with_capacity(ranks.len() * sizes.len());
-            for r in &ranks {
-                prefix_stats(r, &sizes, &q, targets, &mut out);
+            let mut out = vec![(0.0, 0.0); sources.len() * nw * ne * nn];
+            let mut walk = Vec::with_capacity(nn);
+            for (si, r) in ranks.iter().enumerate() {
+                walk.clear();
+                prefix_stats(r, &sizes, &q, targets, &mut walk);
+                for ei in 0..ne {
+                    for ni in 0..nn {
+                        out[slot(si, 0, ei, ni)] = walk[ni];
+                    }
+                }
+                if nw == 1 {
+                    continue;
+                }
+                let pool: Vec<(f64, f64, bool)> = r
+                    .iter()
+                    .map(|&j| {
+                        let hit = targets.binary_search(&j).is_ok();
+                        (q(j), log_mass[j as usize], hit)
+                    })
+                    .collect();
+                for (wi, &w) in weights.iter().enumerate().skip(1) {
+                    for (ei, &eps) in epsilons.iter().enumerate() {
+                        for (ni, &n) in sizes.iter().enumerate() {
+                            let scale = w * 2.0 * max_delta[si][ni] / eps;
+                            let a = argmax_share(&pool[..n], scale);
+                            out[slot(si, wi, ei, ni)] = (walk[ni].0, a);
+                        }
+                    }
+                }
             }
             let fixed = f64::from(u8::from(targets.binary_search(&fixed_item).is_ok()));
             (out, fixed)
@@ -557,36 +417,48 @@ pub fn tune(
     );
     let fixed: Vec<f64> = stats.iter().map(|s| s.1).collect();
     let (fixed_hit, _) = mean_se(&fixed);
-    let mut epsilons = cfg.epsilons.clone();
-    epsilons.sort_by(f64::total_cmp);
-    epsilons.dedup();
+    let prior_of = |wi: usize| {
+        if wi == 0 {
+            Prior::None
+        } else {
+            Prior::Popularity(weights[wi])
+        }
+    };
     let mut rows = Vec::new();
-    for &eps in &epsilons {
-        // The best pool of size >= 2 by calibration mean (ties: the first source, the smaller
-        // pool), with its per-user hits.
-        let mut best: Option<(usize, usize, f64, Vec<f64>)> = None;
-        for (si, _) in sources.iter().enumerate() {
-            for (ni, &n) in sizes.iter().enumerate() {
-                if n < 2 {
-                    continue;
-                }
-                let idx = si * sizes.len() + ni;
-                let hits: Vec<f64> = stats
-                    .iter()
-                    .map(|(v, _)| krr_hit(v[idx].0, v[idx].1, n, eps))
-                    .collect();
-                let (m, _) = mean_se(&hits);
-                if best.as_ref().is_none_or(|b| m > b.2) {
-                    best = Some((si, n, m, hits));
+    for (ei, &eps) in epsilons.iter().enumerate() {
+        // The best (pool of size >= 2, prior) by calibration mean (ties: the first source, no
+        // prior or the smaller weight, the smaller pool), with its per-user hits; and the best
+        // calibration mean without a prior.
+        let mut best: Option<(usize, usize, usize, f64, Vec<f64>)> = None;
+        let mut best_no_prior = f64::NEG_INFINITY;
+        for si in 0..sources.len() {
+            for wi in 0..nw {
+                for (ni, &n) in sizes.iter().enumerate() {
+                    if n < 2 {
+                        continue;
+                    }
+                    let idx = slot(si, wi, ei, ni);
+                    let hits: Vec<f64> = stats
+                        .iter()
+                        .map(|(v, _)| krr_hit(v[idx].0, v[idx].1, n, eps))
+                        .collect();
+                    let (m, _) = mean_se(&hits);
+                    if wi == 0 {
+                        best_no_prior = best_no_prior.max(m);
+                    }
+                    if best.as_ref().is_none_or(|b| m > b.3) {
+                        best = Some((si, wi, n, m, hits));
+                    }
                 }
             }
         }
         let fixed_policy = CandidatePolicy::Popular(1);
         let row = match best {
-            Some((si, n, m, hits)) => {
+            Some((si, wi, n, m, hits)) => {
                 let diff: Vec<f64> = hits.iter().zip(&fixed).map(|(h, f)| h - f).collect();
                 let (gain, gain_se) = mean_se(&diff);
                 let pool = sources[si].policy(n);
+                let prior = prior_of(wi);
                 let (hm, hse) = mean_se(&hits);
                 let (fm, fse) = mean_se(&fixed);
                 let wins = gain > cfg.margin * gain_se && gain > 0.0;
@@ -594,11 +466,14 @@ pub fn tune(
                     epsilon: eps,
                     mechanism: if wins { "krr" } else { "random" }.into(),
                     candidates: if wins { pool.clone() } else { fixed_policy },
+                    prior: if wins { prior.clone() } else { Prior::None },
                     spends: if wins { eps } else { 0.0 },
                     calibration_hit: if wins { hm } else { fm },
                     calibration_se: if wins { hse } else { fse },
                     fixed_hit,
                     best_pool: pool,
+                    best_prior: prior,
+                    best_no_prior_hit: best_no_prior,
                     best_pool_hit: m,
                     best_pool_gain: gain,
                     best_pool_gain_se: gain_se,
@@ -617,11 +492,14 @@ pub fn tune(
                     epsilon: eps,
                     mechanism: "random".into(),
                     candidates: fixed_policy.clone(),
+                    prior: Prior::None,
                     spends: 0.0,
                     calibration_hit: fm,
                     calibration_se: fse,
                     fixed_hit,
                     best_pool: fixed_policy,
+                    best_prior: Prior::None,
+                    best_no_prior_hit: fm,
                     best_pool_hit: fm,
                     best_pool_gain: 0.0,
                     best_pool_gain_se: 0.0,
@@ -651,6 +529,7 @@ pub fn tune(
             sources,
             pool_sizes: sizes,
             margin: cfg.margin,
+            prior_weights: weights,
         },
         rows,
     })
@@ -673,5 +552,22 @@ mod tests {
         let e = 2f64.exp();
         assert!((krr_hit(2.0, 0.5, 4, 2.0) - (2.0 + (e - 1.0) * 0.5) / (e + 3.0)).abs() < 1e-12);
         assert!(krr_hit(1.0, 1.0, 10, 1e6).is_finite());
+    }
+
+    #[test]
+    fn argmax_share_adds_the_offsets_and_splits_ties() {
+        // (clipped score, ℓ, held out): without offsets item 0 leads; ℓ = 0 for item 1 (the
+        // most popular) and −1 for the others.
+        let pool = [(0.5, -1.0, false), (0.4, 0.0, true), (0.4, -1.0, true)];
+        assert_eq!(argmax_share(&pool, 0.0), 0.0);
+        // scale 0.05: 0.45, 0.4, 0.35 — item 0 still; 0.2: 0.3, 0.4, 0.2 — item 1, a hit.
+        assert_eq!(argmax_share(&pool, 0.05), 0.0);
+        assert_eq!(argmax_share(&pool, 0.2), 1.0);
+        // scale 0.1: 0.4, 0.4, 0.3 — a tie of a miss and a hit.
+        assert_eq!(
+            argmax_share(&[(0.5, -1.0, false), (0.4, 0.0, true)], 0.1),
+            0.5
+        );
+        assert_eq!(argmax_share(&[], 1.0), 0.0);
     }
 }
