@@ -258,26 +258,35 @@ impl Baselines {
     }
 }
 
-/// `select`'s baselines ([`select_baselines`]) added to its printed summary — right after the
-/// hit@1 grid, or at the end — unless `json`, and written as `baselines.json` into `out`. The
-/// one step both the command line and the Python binding take after `select` has run.
-#[allow(clippy::too_many_arguments)]
-pub fn add_to_summary<S: UserScorer>(
+/// `select`'s baselines ([`select_baselines`]), written as `baselines.json` into `out`; returns
+/// them and the file's path. The one step both the command line and the Python binding take
+/// after `select` has run, before its summary lists the files written ([`add_to_summary`]).
+pub fn write_baselines<S: UserScorer>(
     scorer: &S,
     cfg: &SelectConfig,
-    rows: &[UserRow],
     popularity: &[u64],
     calibration: Option<&[u64]>,
     out: &std::path::Path,
-    text: String,
-    json: bool,
-) -> crate::error::Result<String> {
+) -> crate::error::Result<(Baselines, std::path::PathBuf)> {
     let b = select_baselines(scorer, cfg, popularity, calibration);
     let bytes = serde_json::to_vec_pretty(&b)
         .map_err(|e| crate::error::Error::Invalid(format!("serialising the baselines: {e}")))?;
-    crate::io::write_atomic(&out.join("baselines.json"), &bytes)?;
+    let path = out.join("baselines.json");
+    crate::io::write_atomic(&path, &bytes)?;
+    Ok((b, path))
+}
+
+/// The baselines `b` added to `select`'s printed summary `text` — right after the hit@1 grid,
+/// or before the list of files written — unless `json`.
+pub fn add_to_summary(
+    b: &Baselines,
+    cfg: &SelectConfig,
+    rows: &[UserRow],
+    text: String,
+    json: bool,
+) -> String {
     if json {
-        return Ok(text);
+        return text;
     }
     let lines = b.summary(cfg, rows);
     // Right after the hit@1 grid when it is printed, else before the list of files written.
@@ -285,12 +294,12 @@ pub fn add_to_summary<S: UserScorer>(
         Some(at) => text[at + 1..].find('\n').map(|e| at + 2 + e),
         None => text.find("\nwrote ").map(|at| at + 1),
     };
-    Ok(match at {
+    match at {
         Some(at) => {
             let mut t = text;
             t.insert_str(at, &lines);
             t
         }
         None => text + &lines,
-    })
+    }
 }

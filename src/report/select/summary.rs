@@ -293,27 +293,37 @@ pub fn finish(
         pipeline: Some(&pipeline),
     };
     let (users, items) = (&job.data.test_user_ids, &job.data.item_ids);
-    let text = finish_select(
-        &job.out, &run, rows, analysis, sens, users, items, timings, print,
-    )?;
     // The public baselines beside the mechanisms (docs/utility.md, "The baselines").
     let scorer = crate::scoring::ModelScorer::new(&job.model, &job.data.test_input)
         .with_targets(&job.data.test_target);
-    crate::experiments::baselines::add_to_summary(
+    let (baselines, path) = crate::experiments::baselines::write_baselines(
         &scorer,
         cfg,
-        rows,
         &job.popularity,
         job.calibration_heldout.as_deref(),
         &job.out,
-        text,
-        print.json,
-    )
+    )?;
+    let text = finish_select(
+        &job.out,
+        &run,
+        rows,
+        analysis,
+        sens,
+        users,
+        items,
+        timings,
+        print,
+        &[path],
+    )?;
+    Ok(crate::experiments::baselines::add_to_summary(
+        &baselines, cfg, rows, text, print.json,
+    ))
 }
 
 /// [`finish`] for a run described by `run` alone: [`write_select`] into `out`, then the summary
 /// — [`summary_json`] when `print.json`, else [`summary_text`] followed by where the files are
-/// (one `wrote <file>` line per file when `print.verbose`). Returns the printed text.
+/// (one `wrote <file>` line per file when `print.verbose`; `also_written`, files the caller
+/// wrote into `out` besides, are listed last). Returns the printed text.
 #[allow(clippy::too_many_arguments)]
 pub fn finish_select(
     out: &Path,
@@ -325,6 +335,7 @@ pub fn finish_select(
     item_ids: &[String],
     timings: &Timings,
     print: Print,
+    also_written: &[std::path::PathBuf],
 ) -> Result<String> {
     let scatter_e = nearest_epsilon(run.select, run.scatter_eps);
     let scatter = scatter_points(run.select, rows, scatter_e);
@@ -340,7 +351,8 @@ pub fn finish_select(
         rules: &analysis.rules,
         advice: &analysis.advice,
     };
-    let files = write_select(out, run, &results)?;
+    let mut files = write_select(out, run, &results)?;
+    files.extend(also_written.iter().cloned());
     // Read after the outputs are written: building the per-user table is the run's peak (this
     // process's: under the Ray runner, the driver's).
     let peak = crate::io::peak_rss_mb().unwrap_or(f64::NAN);
