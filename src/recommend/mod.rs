@@ -657,23 +657,34 @@ impl Recommender {
             SecureRng::from_os()?; // fail here, not inside a worker, if the OS has no entropy
         }
         const BLOCK: usize = 4096;
+        // Users a worker scores together (`Recommender::score_block`: the same scores, the
+        // model's weights read once per lane pass instead of once per user).
+        const LANES: usize = crate::model::SCORE_LANES;
         let mut out = Vec::with_capacity(users.len());
         for block in users.chunks(BLOCK) {
-            let picks: Vec<Option<u32>> = block
-                .par_iter()
+            let picks: Vec<Vec<Option<u32>>> = block
+                .par_chunks(LANES)
                 .map_init(
                     || {
                         let d = self
                             .draws_seeded(seed)
                             .expect("OS entropy was available when the run started");
-                        (self.scratch(), d)
+                        (self.scratch(), d, ScoredBlock::default())
                     },
-                    |(scratch, draws), (id, history)| {
-                        self.recommend(history, user_key(id), draws, scratch)
+                    |(scratch, draws, scored), lane| {
+                        let histories: Vec<&[u32]> =
+                            lane.iter().map(|(_, h)| h.as_slice()).collect();
+                        self.score_block(&histories, scored);
+                        lane.iter()
+                            .enumerate()
+                            .map(|(i, (id, _))| {
+                                self.recommend_scored(scored, i, user_key(id), draws, scratch)
+                            })
+                            .collect::<Result<Vec<_>>>()
                     },
                 )
                 .collect::<Result<_>>()?;
-            out.extend(picks);
+            out.extend(picks.into_iter().flatten());
             progress(block.len() as u64);
         }
         Ok(out)
