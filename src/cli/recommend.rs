@@ -29,7 +29,8 @@ use super::common::{progress, Flags};
   recsel recommend --model models/synth --eps 2 --users users.csv --secure   # tuned (recsel tune)
 
 Without --mech, the row of DIR/tuning.json (`recsel tune`) for the largest tuned eps <= --eps is
-served: krr over its public pool, or the most popular item (0-DP).
+served: krr over its public pool (with its public prior, if it has one), or the most popular
+item (0-DP).
 
 A users file has the columns user,item (csv or parquet; one row per interaction) or one
 {\"user\": ..., \"items\": [...]} object per line (jsonl).")]

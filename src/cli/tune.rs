@@ -11,7 +11,8 @@ use recsel::scoring::Prior;
 
 use super::common::Flags;
 
-/// Choose, per ε, krr over a public pool or the most popular item, on calibration users only.
+/// Choose, per ε, krr over a public pool (and a public popularity prior for its argmax) or the
+/// most popular item, on calibration users only.
 ///
 /// Reads the data the model was fitted on (the same options and --seed as `recsel fit`), takes
 /// its validation users — held out of the fit, never served — and writes DIR/tuning.json, which

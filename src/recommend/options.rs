@@ -29,7 +29,8 @@ option_table! {
         pub model: PathBuf,
         /// Mechanism (`recsel mechanisms`); one that is not ε-DP needs --allow-non-private.
         /// Default: `tuned`, the row of DIR/tuning.json (`recsel tune`) for the largest tuned ε
-        /// not above --eps: krr over its public pool, or the most popular item (0-DP).
+        /// not above --eps: krr over its public pool (with its public prior, if it has one), or
+        /// the most popular item (0-DP).
         #[option(flag = "mech", value_name = "MECH", group = "Selection")]
         pub mechanism: String,
         /// ε of each recommendation.
