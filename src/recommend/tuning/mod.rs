@@ -154,15 +154,7 @@ impl TuneConfig {
                 "pool sizes must be at least 1, got 0".into(),
             ));
         }
-        if let Some(w) = self
-            .prior_weights
-            .iter()
-            .find(|w| !(w.is_finite() && **w >= 0.0))
-        {
-            return Err(Error::Invalid(format!(
-                "prior weights must be finite numbers >= 0, got {w}"
-            )));
-        }
+        prior_weight_grid(&self.prior_weights)?;
         if !(self.margin.is_finite() && self.margin >= 0.0) {
             return Err(Error::Invalid(format!(
                 "the margin must be a finite number >= 0, got {}",
@@ -209,6 +201,31 @@ pub fn prefix_stats(
             next += 1;
         }
     }
+}
+
+/// The weights of a popularity prior to try: no prior (0) first — it wins ties — then the
+/// positive weights of `weights` ascending, without repeats. An error names a weight that is not
+/// a finite number ≥ 0.
+pub fn prior_weight_grid(weights: &[f64]) -> Result<Vec<f64>> {
+    if let Some(w) = weights.iter().find(|w| !(w.is_finite() && **w >= 0.0)) {
+        return Err(Error::Invalid(format!(
+            "prior weights must be finite numbers >= 0, got {w}"
+        )));
+    }
+    let mut grid: Vec<f64> = weights.iter().copied().filter(|&w| w > 0.0).collect();
+    grid.sort_by(f64::total_cmp);
+    grid.dedup();
+    grid.insert(0, 0.0);
+    Ok(grid)
+}
+
+/// `ℓ_j` of the popularity prior (docs/priors.md) for every item column, from the training
+/// popularity: what `popularity:W` scales by `W·(2Δ_max/ε)`.
+pub fn popularity_log_mass(n_items: usize, popularity: &[u64]) -> Result<Vec<f64>> {
+    Ok(Prior::Popularity(1.0)
+        .resolve(n_items, Some(popularity), None, &|_| None)?
+        .map(|p| p.log_mass)
+        .unwrap_or_default())
 }
 
 /// The share of held-out items in the argmax set of `q + scale·ℓ` over `pool` (`(q, ℓ, held
@@ -342,20 +359,8 @@ pub fn tune(
     let mut epsilons = cfg.epsilons.clone();
     epsilons.sort_by(f64::total_cmp);
     epsilons.dedup();
-    // W = 0 first (it wins ties), then the positive weights ascending.
-    let mut weights: Vec<f64> = cfg
-        .prior_weights
-        .iter()
-        .copied()
-        .filter(|&w| w > 0.0)
-        .collect();
-    weights.sort_by(f64::total_cmp);
-    weights.dedup();
-    weights.insert(0, 0.0);
-    let log_mass = Prior::Popularity(1.0)
-        .resolve(n_items, Some(popularity), None, &|_| None)?
-        .map(|p| p.log_mass)
-        .unwrap_or_default();
+    let weights = prior_weight_grid(&cfg.prior_weights)?;
+    let log_mass = popularity_log_mass(n_items, popularity)?;
     // Δ_max over each ranking's first N items: the prior's offset scale for that pool.
     let max_delta: Vec<Vec<f64>> = ranks
         .iter()

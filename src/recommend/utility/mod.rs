@@ -23,7 +23,9 @@ use crate::scoring::{
 };
 
 use super::release::Release;
-use super::tuning::{krr_hit, map_scored, tune, TuneConfig, Tuning};
+use super::tuning::{
+    krr_hit, map_scored, popularity_log_mass, prior_weight_grid, tune, TuneConfig, Tuning,
+};
 
 mod table;
 pub use table::{evaluate, table};
@@ -269,15 +271,7 @@ pub fn measure(
     for &e in &cfg.epsilons {
         mechanisms::check_epsilon(e)?;
     }
-    if let Some(w) = cfg
-        .prior_weights
-        .iter()
-        .find(|w| !(w.is_finite() && **w >= 0.0))
-    {
-        return Err(Error::Invalid(format!(
-            "prior weights must be finite numbers >= 0, got {w}"
-        )));
-    }
+    prior_weight_grid(&cfg.prior_weights)?;
     if cfg.trials == 0 || cfg.tune_trials == 0 {
         return Err(Error::Invalid("trials must be at least 1".into()));
     }
@@ -348,20 +342,9 @@ pub fn measure(
             .collect::<Result<_>>()?
     };
     // The popularity prior's weights: 0 (no prior) first, then the positive ones ascending.
-    let mut weights: Vec<f64> = cfg
-        .prior_weights
-        .iter()
-        .copied()
-        .filter(|&w| w > 0.0)
-        .collect();
-    weights.sort_by(f64::total_cmp);
-    weights.dedup();
-    weights.insert(0, 0.0);
+    let weights = prior_weight_grid(&cfg.prior_weights)?;
     let nw = weights.len();
-    let log_mass = Prior::Popularity(1.0)
-        .resolve(n, Some(pop), None, &|_| None)?
-        .map(|p| p.log_mass)
-        .unwrap_or_default();
+    let log_mass = popularity_log_mass(n, pop)?;
     let priors: Vec<Option<ResolvedPrior>> = weights
         .iter()
         .map(|&w| {
