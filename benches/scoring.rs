@@ -133,6 +133,19 @@ fn main() {
         }
         _ => None,
     };
+    // What a block of k users costs per user (the service scores the requests waiting together,
+    // so its blocks are often not full): k users per `score_block` call, one thread.
+    let mut per_k = Vec::new();
+    for k in [4usize, 8, 12, 16, 20, 24, 28, SCORE_LANES] {
+        let t = Instant::now();
+        let mut done = 0;
+        for g in refs.chunks(k) {
+            model.score_block(g, &mut out[..g.len() * n], &mut scratch);
+            sink += out[n / 2];
+            done += g.len();
+        }
+        per_k.push((k, t.elapsed().as_secs_f64() * 1e3 / done as f64));
+    }
     std::hint::black_box(sink);
     println!(
         "{} users, {n} items, {} stored weights; one thread",
@@ -142,6 +155,12 @@ fn main() {
     println!("one user at a time (score_into): {one:.3} ms per user");
     println!("blocks of {SCORE_LANES} (score_block):     {block:.3} ms per user");
     println!("ratio block / one: {:.3}", block / one);
+    for (k, ms) in &per_k {
+        println!(
+            "blocks of {k:>2} users:               {ms:.3} ms per user ({:.2} of one at a time)",
+            ms / one
+        );
+    }
     println!(
         "blocks on {} threads:            {parallel:.3} ms of wall time per user",
         rayon::current_num_threads()
