@@ -391,10 +391,11 @@ def read_table(out: str, name: str, kind: str = "arrow") -> Any:
 
 def tune(model: str, **options: Any) -> Dict[str, Any]:
     """``recsel tune``: choose, per ε and on the calibration users only, krr over a small public
-    pool or the most popular item (0-DP), and write ``tuning.json`` into the model folder
-    (docs/utility.md). Keywords are ``recsel tune``'s options with ``_`` for ``-``
-    (``_native.tune_options()``): the data options ``recsel fit`` was given, ``eps``,
-    ``sources``, ``pool_sizes``, ``margin``. Returns the tuning as a dict.
+    pool (with a public popularity prior on its argmax when that helps) or the most popular item
+    (0-DP), and write ``tuning.json`` into the model folder (docs/utility.md). Keywords are
+    ``recsel tune``'s options with ``_`` for ``-`` (``_native.tune_options()``): the data options
+    ``recsel fit`` was given, ``eps``, ``sources``, ``pool_sizes``, ``margin``,
+    ``prior_weights``. Returns the tuning as a dict.
 
     Example::
 
@@ -407,10 +408,10 @@ def tune(model: str, **options: Any) -> Dict[str, Any]:
 
 def evaluate(out: Optional[str] = None, **options: Any) -> Dict[str, Any]:
     """``recsel evaluate``: hit@1 on held-out users of the free baselines, the non-private
-    top-1 and every ε-DP mechanism with and without a tuned pool, beside the limit
+    top-1 and every ε-DP mechanism with and without a tuned pool and prior, beside the limit
     (docs/utility.md). Keywords are ``recsel evaluate``'s options with ``_`` for ``-``
     (``_native.evaluate_options()``): ``model`` or ``folds``, the data options, ``eps``,
-    ``mech``, ``pools``, ``clips``, ``trials``. With ``out``, also writes the files ``recsel
+    ``mech``, ``pools``, ``clips``, ``prior_weights``, ``trials``. With ``out``, also writes the files ``recsel
     evaluate --out`` writes. Returns the table as a dict.
 
     Example::
