@@ -174,30 +174,49 @@ pub fn ranking(counts: &[u64], n: usize) -> Vec<u32> {
     order
 }
 
-/// For one user and one ranking: at each pool size of `sizes` (ascending), `(c, a)` with `c` the
-/// held-out items among the first N ranked items and `a` the share of held-out items in the
-/// argmax set of the clipped scores `q(j)` over them.
-pub fn prefix_stats(
-    rank: &[u32],
-    sizes: &[usize],
-    q: &dyn Fn(u32) -> f64,
-    targets: &[u32],
-    out: &mut Vec<(f64, f64)>,
-) {
-    let (mut best, mut tied, mut tied_hits, mut c) = (f64::NEG_INFINITY, 0u32, 0u32, 0u32);
-    let mut next = 0;
-    for (i, &j) in rank.iter().enumerate() {
-        let v = q(j);
-        let hit = targets.binary_search(&j).is_ok();
-        c += u32::from(hit);
-        if v > best {
-            (best, tied, tied_hits) = (v, 1, u32::from(hit));
-        } else if v == best {
-            tied += 1;
-            tied_hits += u32::from(hit);
+/// The argmax set of values seen one at a time, as far as krr's law needs it: how many tie for
+/// the largest and how many of those are held out.
+struct ArgmaxSet {
+    best: f64,
+    tied: u32,
+    tied_hits: u32,
+}
+
+impl ArgmaxSet {
+    fn new() -> Self {
+        ArgmaxSet {
+            best: f64::NEG_INFINITY,
+            tied: 0,
+            tied_hits: 0,
         }
+    }
+
+    fn push(&mut self, v: f64, hit: bool) {
+        if v > self.best {
+            (self.best, self.tied, self.tied_hits) = (v, 1, u32::from(hit));
+        } else if v == self.best {
+            self.tied += 1;
+            self.tied_hits += u32::from(hit);
+        }
+    }
+
+    /// The share of held-out items in the set (NaN while it is empty).
+    fn share(&self) -> f64 {
+        f64::from(self.tied_hits) / f64::from(self.tied)
+    }
+}
+
+/// For one user and a pool in ranking order (`(clipped score q, ℓ, held out)` per item): at each
+/// pool size of `sizes` (ascending), `(c, a)` with `c` the held-out items among the first N items
+/// and `a` the share of held-out items in the argmax set of `q` over them.
+pub fn prefix_stats(pool: &[(f64, f64, bool)], sizes: &[usize], out: &mut Vec<(f64, f64)>) {
+    let (mut set, mut c) = (ArgmaxSet::new(), 0u32);
+    let mut next = 0;
+    for (i, &(q, _, hit)) in pool.iter().enumerate() {
+        c += u32::from(hit);
+        set.push(q, hit);
         while next < sizes.len() && sizes[next] == i + 1 {
-            out.push((f64::from(c), f64::from(tied_hits) / f64::from(tied)));
+            out.push((f64::from(c), set.share()));
             next += 1;
         }
     }
@@ -231,20 +250,14 @@ pub fn popularity_log_mass(n_items: usize, popularity: &[u64]) -> Result<Vec<f64
 /// The share of held-out items in the argmax set of `q + scale·ℓ` over `pool` (`(q, ℓ, held
 /// out)` per item), ties uniform: krr's `a` with a prior whose offsets are `scale·ℓ`.
 pub fn argmax_share(pool: &[(f64, f64, bool)], scale: f64) -> f64 {
-    let (mut best, mut tied, mut tied_hits) = (f64::NEG_INFINITY, 0u32, 0u32);
+    let mut set = ArgmaxSet::new();
     for &(q, l, hit) in pool {
-        let v = q + scale * l;
-        if v > best {
-            (best, tied, tied_hits) = (v, 1, u32::from(hit));
-        } else if v == best {
-            tied += 1;
-            tied_hits += u32::from(hit);
-        }
+        set.push(q + scale * l, hit);
     }
-    if tied == 0 {
+    if set.tied == 0 {
         0.0
     } else {
-        f64::from(tied_hits) / f64::from(tied)
+        set.share()
     }
 }
 
@@ -388,8 +401,15 @@ pub fn tune(
             let mut out = vec![(0.0, 0.0); sources.len() * nw * ne * nn];
             let mut walk = Vec::with_capacity(nn);
             for (si, r) in ranks.iter().enumerate() {
+                let pool: Vec<(f64, f64, bool)> = r
+                    .iter()
+                    .map(|&j| {
+                        let hit = targets.binary_search(&j).is_ok();
+                        (q(j), log_mass[j as usize], hit)
+                    })
+                    .collect();
                 walk.clear();
-                prefix_stats(r, &sizes, &q, targets, &mut walk);
+                prefix_stats(&pool, &sizes, &mut walk);
                 for ei in 0..ne {
                     for ni in 0..nn {
                         out[slot(si, 0, ei, ni)] = walk[ni];
@@ -398,13 +418,6 @@ pub fn tune(
                 if nw == 1 {
                     continue;
                 }
-                let pool: Vec<(f64, f64, bool)> = r
-                    .iter()
-                    .map(|&j| {
-                        let hit = targets.binary_search(&j).is_ok();
-                        (q(j), log_mass[j as usize], hit)
-                    })
-                    .collect();
                 for (wi, &w) in weights.iter().enumerate().skip(1) {
                     for (ei, &eps) in epsilons.iter().enumerate() {
                         for (ni, &n) in sizes.iter().enumerate() {
@@ -548,9 +561,12 @@ mod tests {
     fn prefix_stats_track_ties_and_counts() {
         let rank = [5u32, 2, 9, 0];
         let scores = [0.3, 0.0, 0.9, 0.0, 0.0, 0.5, 0.0, 0.0, 0.0, 0.9];
-        let q = |j: u32| scores[j as usize];
+        let pool: Vec<(f64, f64, bool)> = rank
+            .iter()
+            .map(|&j| (scores[j as usize], 0.0, [0, 9].contains(&j)))
+            .collect();
         let mut out = Vec::new();
-        prefix_stats(&rank, &[1, 2, 3, 4], &q, &[0, 9], &mut out);
+        prefix_stats(&pool, &[1, 2, 3, 4], &mut out);
         // N=1: {5} argmax 5, no hit; N=2: argmax 2; N=3: 2 and 9 tie (one of two a hit).
         assert_eq!(out, vec![(0.0, 0.0), (0.0, 0.0), (1.0, 0.5), (2.0, 0.5)]);
         assert_eq!(krr_hit(1.0, 0.5, 1, 1.0), 1.0);

@@ -271,7 +271,9 @@ pub fn measure(
     for &e in &cfg.epsilons {
         mechanisms::check_epsilon(e)?;
     }
-    prior_weight_grid(&cfg.prior_weights)?;
+    // The popularity prior's weights: 0 (no prior) first, then the positive ones ascending.
+    let weights = prior_weight_grid(&cfg.prior_weights)?;
+    let nw = weights.len();
     if cfg.trials == 0 || cfg.tune_trials == 0 {
         return Err(Error::Invalid("trials must be at least 1".into()));
     }
@@ -341,9 +343,6 @@ pub fn measure(
             })
             .collect::<Result<_>>()?
     };
-    // The popularity prior's weights: 0 (no prior) first, then the positive ones ascending.
-    let weights = prior_weight_grid(&cfg.prior_weights)?;
-    let nw = weights.len();
     let log_mass = popularity_log_mass(n, pop)?;
     let priors: Vec<Option<ResolvedPrior>> = weights
         .iter()
