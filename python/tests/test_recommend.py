@@ -26,12 +26,7 @@ def _users(release, n=40):
 def test_recommender_equals_recsel_recommend_for_the_same_seed(release, run_cli, tmp_path):
     users = _users(release)
     path = tmp_path / "users.csv"
-    with open(path, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["user", "item"])
-        for u, items in users:
-            for i in items:
-                w.writerow([u, i])
+    _users_csv(users, path)
     out = tmp_path / "recs.csv"
     run_cli("recommend", "--model", release, "--mech", "mgem", "--eps", "1",
             "--candidates", "history-top:50", "--allow-non-private",
@@ -166,12 +161,7 @@ def test_tuned_recommender_serves_what_recsel_tune_chose(run_cli, tmp_path):
     assert rec.user_level
     users = _users(model)
     path = tmp_path / "users.csv"
-    with open(path, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["user", "item"])
-        for u, items in users:
-            for i in items:
-                w.writerow([u, i])
+    _users_csv(users, path)
     out = tmp_path / "recs.csv"
     run_cli("recommend", "--model", model, "--eps", "3", "--users", path, "--out", out,
             "--seed", "4")
