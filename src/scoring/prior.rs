@@ -244,6 +244,13 @@ pub fn read_prior_file(
     Ok(counts)
 }
 
+/// The factor of `ℓ` in a public prior's offsets, `W·(2Δ_max/ε)`: what
+/// [`ResolvedPrior::add_offsets`] multiplies each `ℓ` by, for weight `weight`, the largest Δ of the
+/// problem's candidates and ε.
+pub fn offset_scale(weight: f64, max_delta: f64, epsilon: f64) -> f64 {
+    weight * 2.0 * max_delta / epsilon
+}
+
 /// A prior resolved against a model's items: what adds the offsets to a problem's scores.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ResolvedPrior {
@@ -276,7 +283,7 @@ impl ResolvedPrior {
         history: &[u32],
     ) {
         let max_delta = deltas.iter().copied().fold(0.0f64, f64::max);
-        let scale = self.weight() * 2.0 * max_delta / epsilon;
+        let scale = offset_scale(self.weight(), max_delta, epsilon);
         match self.prior {
             Prior::OwnHistory(_) => {
                 for (a, v) in q.iter_mut().enumerate() {

@@ -29,6 +29,7 @@ use crate::error::{Error, Result};
 use crate::mechanisms::check_epsilon;
 use crate::model::io::FileEntry;
 use crate::model::Model;
+use crate::scoring::prior::offset_scale;
 use crate::scoring::{CandidatePolicy, ModelScorer, Prior, UserScorer};
 
 use super::release::{Release, MANIFEST};
@@ -421,7 +422,7 @@ pub fn tune(
                 for (wi, &w) in weights.iter().enumerate().skip(1) {
                     for (ei, &eps) in epsilons.iter().enumerate() {
                         for (ni, &n) in sizes.iter().enumerate() {
-                            let scale = w * 2.0 * max_delta[si][ni] / eps;
+                            let scale = offset_scale(w, max_delta[si][ni], eps);
                             let a = argmax_share(&pool[..n], scale);
                             out[slot(si, wi, ei, ni)] = (walk[ni].0, a);
                         }
