@@ -2,7 +2,7 @@
 //! release — score, candidates, clip, select — on neighbouring histories of real (here generated)
 //! users.
 
-use crate::util::{recsel, test_users};
+use crate::util::{assert_audit_consistent, assert_audit_flags, recsel, test_users};
 use recsel::audit::end_to_end::{audit_end_to_end, EndToEndConfig, NeighbourKind};
 use recsel::mechanisms::MechParams;
 use recsel::recommend::{RecommendConfig, Recommender};
@@ -44,17 +44,13 @@ fn end_to_end_audit_passes_public_lists_and_flags_history_top() {
                 "{what}: each history scored once"
             );
             if leaky {
-                assert_eq!(r.claimed, None, "{what}");
-                assert_eq!(r.verdict(), "flagged (not private)", "{what}");
-                assert!(r.max_eps_lb > 2.0, "{what}: max eps_LB {}", r.max_eps_lb);
+                assert_audit_flags(&r, 2.0, &what);
                 // The protected unit's relation (replace) catches it on its own.
                 let replace = r.max_by_kind[2];
                 assert_eq!(replace.0, NeighbourKind::Replace);
                 assert!(replace.1 > 2.0, "{what}: replace {}", replace.1);
             } else {
-                assert_eq!(r.claimed, Some(1.0), "{what}");
-                assert_eq!(r.verdict(), "consistent", "{what}");
-                assert!(r.max_eps_lb <= 1.0, "{what}: max eps_LB {}", r.max_eps_lb);
+                assert_audit_consistent(&r, Some(1.0), &what);
             }
         }
     }

@@ -11,8 +11,8 @@ use recsel::recommend::{RecommendConfig, Recommender};
 use recsel::rng::NoiseMode;
 use recsel::scoring::{CandidatePolicy, Prior};
 
+use crate::util::{assert_audit_consistent, assert_audit_flags, recsel, test_users};
 use crate::util::{assert_fits, assert_rejects, rnm_exact, softmax};
-use crate::util::{recsel, test_users};
 
 /// A pool of ten items spread over the popularity ranking (ranks 0, 150, 300, …), written to
 /// `path`; returns their columns in pool order (ascending).
@@ -228,13 +228,9 @@ fn end_to_end_audit_passes_public_priors_and_flags_a_history_prior() {
             let r = audit_end_to_end(&rec, &users, &cfg, &|_| {}).unwrap();
             let what = format!("{mech} {} prior {}", r.candidates, r.prior);
             if leaky {
-                assert_eq!(r.claimed, None, "{what}");
-                assert_eq!(r.verdict(), "flagged (not private)", "{what}");
-                assert!(r.max_eps_lb > 1.5, "{what}: max eps_LB {}", r.max_eps_lb);
+                assert_audit_flags(&r, 1.5, &what);
             } else {
-                assert_eq!(r.claimed, Some(1.0), "{what}");
-                assert_eq!(r.verdict(), "consistent", "{what}");
-                assert!(r.max_eps_lb <= 1.0, "{what}: max eps_LB {}", r.max_eps_lb);
+                assert_audit_consistent(&r, Some(1.0), &what);
             }
         }
     }

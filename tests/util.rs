@@ -284,6 +284,27 @@ pub fn python_with(test: &str, modules: &[&str]) -> Option<String> {
     found.map(str::to_string)
 }
 
+/// An end-to-end audit of a private configuration: it claims `claim`, and every lower bound is
+/// consistent with it (`what` names the configuration in the messages).
+pub fn assert_audit_consistent(
+    r: &recsel::audit::end_to_end::EndToEndReport,
+    claim: Option<f64>,
+    what: &str,
+) {
+    assert_eq!(r.claimed, claim, "{what}");
+    assert_eq!(r.verdict(), "consistent", "{what}");
+    let claim = claim.unwrap_or_else(|| panic!("{what}: no claim"));
+    assert!(r.max_eps_lb <= claim, "{what}: max eps_LB {}", r.max_eps_lb);
+}
+
+/// An end-to-end audit of a known leak: no claim, flagged, its largest lower bound above `above`
+/// (the power of the audit).
+pub fn assert_audit_flags(r: &recsel::audit::end_to_end::EndToEndReport, above: f64, what: &str) {
+    assert_eq!(r.claimed, None, "{what}");
+    assert_eq!(r.verdict(), "flagged (not private)", "{what}");
+    assert!(r.max_eps_lb > above, "{what}: max eps_LB {}", r.max_eps_lb);
+}
+
 /// Runs the recsel binary with `args` and returns its output.
 pub fn recsel(args: &[&str]) -> std::process::Output {
     std::process::Command::new(env!("CARGO_BIN_EXE_recsel"))

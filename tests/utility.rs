@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::util::recsel;
+use crate::util::{assert_audit_consistent, assert_audit_flags, recsel};
 use recsel::data::heldout::held_out_groups;
 use recsel::data::{
     calibration_users, load_dataset_with, DataSource, Format, LoadOptions, ValidationUsers,
@@ -577,15 +577,12 @@ fn every_configuration_the_tuner_can_choose_passes_the_end_to_end_audit() {
             rc.prior,
             rec.tuned()
         );
-        let claim = r.claimed.unwrap_or_else(|| panic!("{what}: no claim"));
-        assert_eq!(r.verdict(), "consistent", "{what}");
-        assert!(r.max_eps_lb <= claim, "{what}: max eps_LB {}", r.max_eps_lb);
+        assert_audit_consistent(&r, r.claimed, &what);
     }
     // Power: a pool chosen from the user's own scores.
     let mut leak = fixed("krr", 1.0, CandidatePolicy::HistoryTop(5));
     leak.allow_non_private = true;
     let rec = Recommender::load(&model, &leak).unwrap();
     let r = audit_end_to_end(&rec, &users, &cfg, &|_| {}).unwrap();
-    assert_eq!(r.verdict(), "flagged (not private)");
-    assert!(r.max_eps_lb > 2.0, "max eps_LB {}", r.max_eps_lb);
+    assert_audit_flags(&r, 2.0, "krr over history-top:5");
 }
