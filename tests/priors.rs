@@ -448,6 +448,54 @@ fn serve_takes_a_prior() {
     );
 }
 
+/// A prior that depends on the history (`own-history:W`, served only with
+/// `--allow-non-private`) makes the service's answers not user-level private, and every place
+/// the service states its guarantee says so: the start-up warning, `/v1/model` and the
+/// `guarantee` field of each answer. The service asks the `Recommender` for the claim; it once
+/// decided "user-level" itself from the mechanism and the candidates and left the prior out, so
+/// this test looks for the negation, not for a word the negation also contains.
+#[test]
+fn serve_with_a_history_prior_says_it_is_not_user_level_private() {
+    use crate::serve::{args, good, Server};
+    let tmp = tempfile::tempdir().unwrap();
+    let ledger = tmp.path().join("l.db");
+    let s = Server::start(&args(
+        ledger.to_str().unwrap(),
+        "10",
+        &["--prior", "own-history:2", "--allow-non-private"],
+    ));
+    s.wait_ready(std::time::Duration::from_secs(30));
+    let info = s.get("/v1/model", None);
+    assert_eq!(info.status, 200, "{}", info.body);
+    assert!(info.body.contains("NOT user-level"), "{}", info.body);
+    let r = s.post("/v1/recommend", None, &good("u1", "r1"));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let v: serde_json::Value = serde_json::from_str(&r.body).unwrap();
+    let guarantee = v["guarantee"].as_str().expect("a guarantee field");
+    assert!(guarantee.starts_with("NOT user-level"), "{guarantee}");
+    assert!(guarantee.contains("prior"), "{guarantee}");
+    assert!(
+        s.log_contains("WARNING: NOT user-level"),
+        "{}",
+        s.log.lock().unwrap()
+    );
+    drop(s);
+    // Power: the same checks on a public prior find the positive claim, so the assertions above
+    // read the claim and do not pass on any text.
+    let ledger2 = tmp.path().join("l2.db");
+    let s = Server::start(&args(
+        ledger2.to_str().unwrap(),
+        "10",
+        &["--prior", "popularity:2"],
+    ));
+    s.wait_ready(std::time::Duration::from_secs(30));
+    let r = s.post("/v1/recommend", None, &good("u1", "r1"));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let v: serde_json::Value = serde_json::from_str(&r.body).unwrap();
+    let guarantee = v["guarantee"].as_str().expect("a guarantee field");
+    assert!(guarantee.starts_with("user-level"), "{guarantee}");
+}
+
 /// `heldout:W` reads the held-out counts of a release that carries them (LightGCN files with
 /// users held out of the fit), and the tuned configuration refuses a prior: it was chosen
 /// without one.

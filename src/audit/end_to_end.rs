@@ -36,7 +36,7 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::mechanisms::{Guarantee, Problem, Selector};
-use crate::recommend::{RecScratch, Recommender};
+use crate::recommend::{RecScratch, Recommender, Scope};
 use crate::rng::{name_id, NoiseMode, SecureRng, Streams};
 
 use super::{counts_of, direction_bound_by, exceeds, held_to, OutputChoice};
@@ -279,20 +279,18 @@ pub fn audit_end_to_end(
     } else {
         None
     };
-    let guarantee = match (claimed, held) {
-        (Some(e), _) => format!("claims user-level {e}-DP"),
-        (None, Guarantee::Pure { .. }) if !rec.candidate_list().history_independent() => {
-            format!(
-                "no user-level claim: candidates '{}' depend on the history",
-                rec.candidate_policy()
-            )
-        }
-        (None, Guarantee::Pure { .. }) => format!(
+    let guarantee = match (claimed, held, rec.scope()) {
+        (Some(e), _, _) => format!("claims user-level {e}-DP"),
+        (None, Guarantee::Pure { .. }, Scope::HistoryCandidates) => format!(
+            "no user-level claim: candidates '{}' depend on the history",
+            rec.candidate_policy()
+        ),
+        (None, Guarantee::Pure { .. }, _) => format!(
             "no user-level claim: prior '{}' depends on the history",
             rec.prior()
                 .map_or_else(String::new, |p| p.prior.to_string())
         ),
-        (None, g) => format!("no user-level claim: {} is {g}", mech.name()),
+        (None, g, _) => format!("no user-level claim: {} is {g}", mech.name()),
     };
     if let Some((id, _)) = users
         .iter()

@@ -161,6 +161,19 @@ pub struct Recommender {
     tuned: Option<tuning::TunedChoice>,
 }
 
+/// What one recommendation of a [`Recommender`] protects ([`Recommender::scope`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// User-level ε-DP: each recommended item is ε-DP with respect to the user's whole history.
+    UserLevel,
+    /// Not user-level: which items are candidates depends on the history (`history-top:N`).
+    HistoryCandidates,
+    /// Not user-level: the prior depends on the history (`own-history:W`).
+    HistoryPrior,
+    /// Not user-level: the mechanism is not ε-DP at its ε (only a weaker ε, or none).
+    NotPure,
+}
+
 /// The stream key of a user id (FNV-1a): a user's seeded draws do not depend on where the user
 /// stands in an input file.
 pub fn user_key(user_id: &str) -> u64 {
@@ -382,12 +395,54 @@ impl Recommender {
         self.noise
     }
 
+    /// What each recommendation protects: user-level ε-DP, or the first reason it is not. The
+    /// one place this is decided; every front end (the CLI, the service, Python, the end-to-end
+    /// audit) asks here.
+    pub fn scope(&self) -> Scope {
+        if !self.list.history_independent() {
+            Scope::HistoryCandidates
+        } else if self
+            .prior
+            .as_ref()
+            .is_some_and(|p| !p.history_independent())
+        {
+            Scope::HistoryPrior
+        } else if !matches!(self.mech.guarantee(), Guarantee::Pure { .. }) {
+            Scope::NotPure
+        } else {
+            Scope::UserLevel
+        }
+    }
+
     /// Whether each recommendation is user-level ε-DP: an ε-DP mechanism on a candidate list that
-    /// does not depend on the history (scores are always clipped to the release's bounds).
+    /// does not depend on the history, with no prior that does (scores are always clipped to the
+    /// release's bounds).
     pub fn user_level(&self) -> bool {
-        self.list.history_independent()
-            && self.prior.as_ref().is_none_or(|p| p.history_independent())
-            && matches!(self.mech.guarantee(), Guarantee::Pure { .. })
+        self.scope() == Scope::UserLevel
+    }
+
+    /// The guarantee of each answer in a few words (the service's `guarantee` field and start-up
+    /// line): "user-level eps-DP per recommendation", or "NOT user-level eps-DP: " and why.
+    pub fn guarantee(&self) -> String {
+        match self.scope() {
+            Scope::UserLevel => "user-level eps-DP per recommendation".to_string(),
+            Scope::HistoryCandidates => format!(
+                "NOT user-level eps-DP: which items are candidates ('{}') depends on the user's \
+                 history and is not protected (--allow-non-private)",
+                self.policy
+            ),
+            Scope::HistoryPrior => format!(
+                "NOT user-level eps-DP: the prior ('{}') depends on the user's history and is \
+                 not protected (--allow-non-private)",
+                self.prior
+                    .as_ref()
+                    .map_or_else(String::new, |p| p.prior.to_string())
+            ),
+            Scope::NotPure => format!(
+                "NOT user-level eps-DP: mechanism '{}' is not eps-DP (--allow-non-private)",
+                self.mech.name()
+            ),
+        }
     }
 
     /// The public prior in use, resolved (`None`: no prior, or weight 0).
@@ -430,32 +485,25 @@ impl Recommender {
             ),
             None => candidates,
         };
-        let scope = match (self.epsilon, self.user_level()) {
-            (Some(e), true) => format!(
+        let scope = match (self.epsilon, self.scope()) {
+            (None, _) => format!("NOT differentially private ({mech}); {candidates}"),
+            (Some(e), Scope::UserLevel) => format!(
                 "user-level {e}-DP per recommendation ({mech}): each recommended item is {e}-DP \
                  with respect to the user's whole history; {candidates}"
             ),
-            (Some(e), false) if !self.list.history_independent() => format!(
+            (Some(e), Scope::HistoryCandidates) => format!(
                 "NOT user-level private: candidate membership is not protected ({candidates}; \
                  an item outside a user's list has probability 0 for that user; \
                  docs/deployment.md); only the choice among the candidates is {e}-DP ({mech})"
             ),
-            (Some(e), false)
-                if self
-                    .prior
-                    .as_ref()
-                    .is_some_and(|p| !p.history_independent()) =>
-            {
-                format!(
-                    "NOT user-level private: the prior depends on the history ({candidates}); \
-                     only the selection on the offset scores is {e}-DP ({mech})"
-                )
-            }
-            (Some(e), false) => format!(
+            (Some(e), Scope::HistoryPrior) => format!(
+                "NOT user-level private: the prior depends on the history ({candidates}); only \
+                 the selection on the offset scores is {e}-DP ({mech})"
+            ),
+            (Some(e), Scope::NotPure) => format!(
                 "NOT user-level private: {mech} is only {e}-DP here, not {}-DP; {candidates}",
                 self.mech.epsilon()
             ),
-            (None, _) => format!("NOT differentially private ({mech}); {candidates}"),
         };
         let tuned = match &self.tuned {
             Some(t) => format!("; {}", t.describe()),

@@ -10,7 +10,6 @@ use serde_json::{json, Value};
 
 use crate::data::Fnv64;
 use crate::ledger::{self, Balance, GroupCommitter, Ledger, Outcome, Settings, Timestamp, Units};
-use crate::mechanisms::{self, Guarantee};
 use crate::recommend::ledgered::{BatchRequest, LedgeredRecommender, PendingCharges};
 use crate::recommend::{RecScratch, Recommender, ScoredBlock};
 use crate::rng::{Draws, NoiseMode, SecureRng, Streams};
@@ -51,9 +50,6 @@ pub struct Service {
     workers: Mutex<Vec<Worker>>,
     /// Calls of at most [`BATCH_CHUNK`] requests waiting for a worker, oldest first.
     queue: Mutex<VecDeque<Job>>,
-    candidates: CandidatePolicy,
-    user_level: bool,
-    guarantee: String,
     test_seed: Option<u64>,
     metrics: Arc<Metrics>,
 }
@@ -62,7 +58,7 @@ impl std::fmt::Debug for Service {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Service")
             .field("ledger", &self.ledger.location())
-            .field("candidates", &self.candidates)
+            .field("candidates", self.candidates())
             .finish_non_exhaustive()
     }
 }
@@ -72,28 +68,7 @@ impl Service {
     /// pool and the ledger's commit thread. Blocking; seconds for a large model.
     pub fn load(opts: &ServeOptions, metrics: Arc<Metrics>) -> Result<Self, ServeError> {
         let cfg = opts.config()?;
-        let candidates = cfg.candidates.clone();
         let budget = opts.ledger.budget()?.expect("config() requires a budget");
-        // `tuned` serves tuning.json's row: krr or the fixed item over a public pool, both ε-DP.
-        let pure = cfg.mechanism == crate::recommend::tuning::TUNED
-            || matches!(
-                mechanisms::build(&cfg.mechanism, &cfg.params)?.guarantee(),
-                Guarantee::Pure { .. }
-            );
-        let user_level = pure && candidates.history_independent();
-        if !user_level && !cfg.allow_non_private {
-            return Err(ServeError::Options(format!(
-                "mechanism '{}' with candidates '{candidates}' is not user-level eps-DP ({}); \
-                 serve with an eps-DP mechanism and candidates 'all', or pass \
-                 --allow-non-private, and every response will say so",
-                cfg.mechanism,
-                if pure {
-                    "which items are candidates depends on the user's history"
-                } else {
-                    "the mechanism is not eps-DP"
-                }
-            )));
-        }
         SecureRng::from_os()?; // fail now, not in a worker, if the OS has no entropy
         let rec = Recommender::load(opts.serving.model_dir()?, &cfg)?;
         let fallback = opts.ledger.fallback().column(&rec)?;
@@ -125,28 +100,12 @@ impl Service {
             .thread_name(|i| format!("serve-worker-{i}"))
             .build()
             .map_err(|e| ServeError::Internal(format!("starting the worker pool: {e}")))?;
-        let guarantee = if user_level {
-            "user-level eps-DP per recommendation".to_string()
-        } else if !pure {
-            format!(
-                "NOT user-level eps-DP: mechanism '{}' is not eps-DP (--allow-non-private)",
-                cfg.mechanism
-            )
-        } else {
-            format!(
-                "NOT user-level eps-DP: which items are candidates ('{candidates}') depends on \
-                 the user's history and is not protected (--allow-non-private)"
-            )
-        };
         Ok(Service {
             lr,
             ledger,
             pool,
             workers: Mutex::new(Vec::new()),
             queue: Mutex::new(VecDeque::new()),
-            candidates,
-            user_level,
-            guarantee,
             test_seed: opts.insecure_test_seed,
             metrics,
         })
@@ -184,17 +143,17 @@ impl Service {
 
     /// The candidate policy.
     pub fn candidates(&self) -> &CandidatePolicy {
-        &self.candidates
+        self.recommender().candidate_policy()
     }
 
-    /// Whether each recommendation is user-level ε-DP.
+    /// Whether each recommendation is user-level ε-DP (the recommender's claim).
     pub fn user_level(&self) -> bool {
-        self.user_level
+        self.recommender().user_level()
     }
 
-    /// The `guarantee` field of every response.
-    pub fn guarantee(&self) -> &str {
-        &self.guarantee
+    /// The `guarantee` field of every response (the recommender's claim).
+    pub fn guarantee(&self) -> String {
+        self.recommender().guarantee()
     }
 
     /// The `noise` field of every response.
@@ -408,8 +367,8 @@ impl Service {
             "serving": {
                 "mechanism": self.mechanism(),
                 "epsilon": self.charge().as_epsilon(),
-                "candidates": self.candidates.to_string(),
-                "guarantee": self.guarantee,
+                "candidates": self.candidates().to_string(),
+                "guarantee": self.guarantee(),
                 "privacy": rec.privacy_statement(),
                 "budget": s.budget.as_epsilon(),
                 "period": s.period.name(),
