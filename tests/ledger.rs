@@ -755,13 +755,18 @@ fn only_bounded_range_mechanisms_get_the_zcdp_accountant() {
     assert_eq!(acc.best_epsilon(1e-6).unwrap(), 50.5);
 }
 
-/// Why the refusal is right: on two candidates, the exact output laws of `em` on neighbouring
-/// score vectors have log-ratios spanning at most ε (bounded range), while permute-and-flip's
-/// span ε + ln(2 − e^−ε) > ε — so pf (and rnm with exponential noise, the same law) is not
-/// ε-bounded-range, and an ε²/8 claim for it would be unproven. The check has power: the same
-/// width test fails on pf.
+/// A proof check of the closed forms docs/ledger.md ("Composition") relies on; it calls no recsel
+/// code on purpose. It checks the mathematics behind the zCDP refusal, not the implementation: on
+/// neighbouring score vectors the exact output law of `em` (the softmax, written in
+/// `util::softmax`) has log-ratios spanning at most ε (bounded range), while permute-and-flip's
+/// two-candidate law (written below) spans ε + ln(2 − e^−ε) > ε — so pf (and rnm with exponential
+/// noise, the same law) is not ε-bounded-range, and an ε²/8 claim for it would be unproven. The
+/// implementation is held to these same laws elsewhere (`mechanisms::em_is_the_softmax`,
+/// `mechanisms::pf_matches_rnm`), and the accountant's refusal by
+/// `only_bounded_range_mechanisms_get_the_zcdp_accountant`. The check has power: the same width
+/// test fails on pf.
 #[test]
-fn em_is_bounded_range_and_permute_and_flip_is_not() {
+fn proof_check_em_is_bounded_range_and_permute_and_flip_is_not() {
     let width = |p: &[f64], q: &[f64]| {
         let r: Vec<f64> = p.iter().zip(q).map(|(a, b)| (a / b).ln()).collect();
         r.iter().cloned().fold(f64::MIN, f64::max) - r.iter().cloned().fold(f64::MAX, f64::min)

@@ -406,7 +406,7 @@ fn select_state_carries_the_prior() {
 /// it at start-up with a message naming the option.
 #[test]
 fn serve_takes_a_prior() {
-    use crate::serve::{args, good, Server};
+    use crate::util::http::{args, good, Server};
     let tmp = tempfile::tempdir().unwrap();
     let ledger = tmp.path().join("l.db");
     let s = Server::start(&args(

@@ -13,7 +13,7 @@ use rand::{Rng, SeedableRng};
 use recsel::ledger::{Ledger as _, SqliteLedger, Timestamp};
 use serde_json::Value;
 
-use crate::serve::{args, good, http, Server};
+use crate::util::http::{args, good, http, Server};
 
 const KILLS: usize = 20;
 const USERS: usize = 600;

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::serve::{args, good, item_ids, model_dir, Server};
+use crate::util::http::{args, good, item_ids, model_dir, Server};
 
 #[test]
 fn a_policy_that_is_not_user_level_needs_allow_non_private_and_says_so_in_every_response() {

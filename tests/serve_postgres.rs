@@ -14,7 +14,7 @@ use recsel::ledger::{
     Timestamp, Units,
 };
 
-use crate::serve::{args, simultaneous, Server};
+use crate::util::http::{args, simultaneous, Server};
 use crate::util::missing_prerequisite;
 
 /// A PostgreSQL server in a temporary directory, stopped when dropped.

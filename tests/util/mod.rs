@@ -1,8 +1,11 @@
-//! Helpers shared by the statistical tests.
+//! Helpers shared by the integration tests: the statistical helpers below, the shared-data and
+//! CLI helpers, and the HTTP harness of the `recsel serve` tests ([`http`]).
 //!
 //! Every statistical test uses a fixed seed and rejects at p < 1e-6, so a correct implementation
 //! fails spuriously about once in a million runs; each also has a power check — the same test
 //! applied with ε (or γ) misstated by ±30% must reject (docs/ARCHITECTURE.md, after OpenDP and Tumult).
+
+pub mod http;
 
 use rayon::prelude::*;
 use recsel::mechanisms::{Mechanism, Problem};
