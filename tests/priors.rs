@@ -456,7 +456,7 @@ fn serve_takes_a_prior() {
 /// this test looks for the negation, not for a word the negation also contains.
 #[test]
 fn serve_with_a_history_prior_says_it_is_not_user_level_private() {
-    use crate::serve::{args, good, Server};
+    use crate::util::http::{args, good, Server};
     let tmp = tempfile::tempdir().unwrap();
     let ledger = tmp.path().join("l.db");
     let s = Server::start(&args(
