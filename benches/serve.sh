@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Capacity of `recsel serve` on loopback (docs/serving.md, "Capacity"), beside the batch path on
-# the same model, users and cores in the same run.
+# Capacity of `recsel serve` on loopback (docs/serving.md, "Capacity"; the numbers:
+# docs/results.md, "The HTTP service"), beside the batch path on the same model, users and cores
+# in the same run.
 #
 # 1. the netflix-shaped model (`recsel fit --dataset synthetic --shape netflix --out`), if missing;
 # 2. a users file: the first 20,000 test users' input histories (benches/serve_load.rs `users`);

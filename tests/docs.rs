@@ -422,3 +422,480 @@ fn the_history_check_catches_issue_numbers_and_sessions() {
     assert_eq!(found.len(), 4, "{found:#?}");
     assert!(found[0].starts_with("line 1:") && found[3].starts_with("line 4:"));
 }
+
+/// Phrases of a measurement diary: a comparison with an earlier build or an account of what was
+/// tried and dropped. Measured results are stated as current facts in docs/results.md, each with
+/// the command that regenerates it; how the code got there lives in git.
+const DIARY_PHRASES: &[&str] = &[
+    "previous build",
+    "previous commit's build",
+    "previous run",
+    "earlier build",
+    "the build that",
+    "predates",
+    "before, after",
+    "before and after",
+    "as fast as before",
+    "than before",
+    "got faster",
+    "got slower",
+    "was not kept",
+    "were not kept",
+    "it now ",
+    ", now ",
+    "; now ",
+    // Split so that the history check above does not find them here.
+    concat!("this ", "session"),
+    concat!("previous ", "session"),
+    concat!("last ", "session"),
+];
+
+/// The diary phrases of a Markdown text, and its headings that speak of a before and an after,
+/// as `line N: text`.
+fn diary_phrases(text: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for (n, line) in prose_lines(text) {
+        let lower = line.to_lowercase();
+        let heading = lower.starts_with('#');
+        let before_after = lower.contains("before") && lower.contains("after");
+        if DIARY_PHRASES.iter().any(|p| lower.contains(p)) || (heading && before_after) {
+            found.push(format!("line {n}: {}", line.trim()));
+        }
+    }
+    found
+}
+
+#[test]
+fn no_measurement_diaries_in_the_docs() {
+    let root = Path::new(ROOT);
+    let mut cited = Vec::new();
+    for file in markdown_files(root) {
+        let text = std::fs::read_to_string(&file).unwrap();
+        for hit in diary_phrases(&text) {
+            cited.push(format!(
+                "{}: {hit}",
+                file.strip_prefix(root).unwrap().display()
+            ));
+        }
+    }
+    assert!(
+        cited.is_empty(),
+        "measurement diaries in the docs (state the result as a current fact in docs/results.md, \
+         with its command; history lives in git):\n{}",
+        cited.join("\n")
+    );
+}
+
+/// Power: every diary phrase and a before/after heading are found in any case; a timeline's
+/// "before and after the shift" outside a heading is a diary phrase too, while "after the shift",
+/// "the previous commit was on disk" and a code block are not.
+#[test]
+fn the_diary_check_catches_comparisons_with_earlier_builds() {
+    let mut text = String::from("# Speed: Before and after\n");
+    for p in DIARY_PHRASES {
+        text.push_str(&format!("x {} y\n", p.to_uppercase()));
+    }
+    text.push_str("reward after the shift\nwhile the previous commit was on disk\n");
+    text.push_str("```\nthe previous build\n```\n");
+    let found = diary_phrases(&text);
+    assert_eq!(found.len(), DIARY_PHRASES.len() + 1, "{found:#?}");
+    assert!(found[0].starts_with("line 1:"), "{found:#?}");
+}
+
+/// The repository paths cited in `text`: every word that starts with one of the tracked folders
+/// (`src/`, `docs/`, `benches/`, `tests/`, `examples/`, `python/`), without trailing
+/// punctuation; a pattern (`*`, `<…>`, `{…}`) is not a path.
+fn cited_paths(text: &str) -> Vec<(usize, String)> {
+    const FOLDERS: &[&str] = &[
+        "src/",
+        "docs/",
+        "benches/",
+        "tests/",
+        "examples/",
+        "python/",
+    ];
+    let in_path = |c: char| c.is_ascii_alphanumeric() || "_./-".contains(c);
+    let mut out = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        for folder in FOLDERS {
+            for (at, _) in line.match_indices(folder) {
+                if line[..at].chars().next_back().is_some_and(in_path) {
+                    continue; // inside a longer path (python/src/…) or a word
+                }
+                let rest = &line[at..];
+                let end = rest.find(|c: char| !in_path(c)).unwrap_or(rest.len());
+                if rest[end..].starts_with(['*', '<', '{']) {
+                    continue;
+                }
+                let path = rest[..end].trim_end_matches(['.', '-']);
+                out.push((n + 1, path.to_string()));
+            }
+        }
+    }
+    out
+}
+
+/// `file:line: path` for every path cited in `files` that does not exist under `root`.
+fn missing_cited_paths(root: &Path, files: &[PathBuf]) -> Vec<String> {
+    let mut missing = Vec::new();
+    for file in files {
+        let text = std::fs::read_to_string(file).unwrap();
+        for (n, path) in cited_paths(&text) {
+            if !root.join(&path).exists() && !MAY_BE_ABSENT.contains(&path.as_str()) {
+                let shown = file.strip_prefix(root).unwrap_or(file).display();
+                missing.push(format!("{shown}:{n}: {path}"));
+            }
+        }
+    }
+    missing
+}
+
+#[test]
+fn every_path_cited_in_cargo_toml_and_the_docs_exists() {
+    let root = Path::new(ROOT);
+    let mut files = vec![root.join("Cargo.toml")];
+    files.extend(markdown_files(root));
+    let missing = missing_cited_paths(root, &files);
+    assert!(
+        missing.is_empty(),
+        "paths cited in Cargo.toml and the docs that are not in the repository:\n{}",
+        missing.join("\n")
+    );
+}
+
+/// Power: a cited file that does not exist is reported with its line; existing files and folders,
+/// a path inside a longer one, patterns and trailing punctuation pass.
+#[test]
+fn the_cited_path_check_catches_missing_files() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    std::fs::create_dir_all(root.join("src/cli")).unwrap();
+    std::fs::write(root.join("src/lib.rs"), "").unwrap();
+    std::fs::write(
+        root.join("Cargo.toml"),
+        "# see src/lib.rs, src/cli/ and (src/lib.rs).\n# python/src/x.rs pipelines/fig*.toml \
+         src/<name>.rs\n# the allocator (src/alloc.rs) and benches/gone.sh\n",
+    )
+    .unwrap();
+    let missing = missing_cited_paths(root, &[root.join("Cargo.toml")]);
+    assert_eq!(
+        missing,
+        [
+            "Cargo.toml:2: python/src/x.rs",
+            "Cargo.toml:3: src/alloc.rs",
+            "Cargo.toml:3: benches/gone.sh"
+        ],
+        "{missing:#?}"
+    );
+}
+
+/// Where a grammar of values is documented: the page, the heading of its section (up to the next
+/// heading; the whole page when `None`), and the forms the parser accepts, read from the parser's
+/// own list of valid forms.
+struct Grammar {
+    what: &'static str,
+    page: &'static str,
+    section: Option<&'static str>,
+    forms: Vec<String>,
+}
+
+/// The valid forms a parser names when it refuses an unknown value.
+fn forms_of(e: recsel::Error) -> Vec<String> {
+    match e {
+        recsel::Error::UnknownName { valid, .. } => valid.split(", ").map(str::to_string).collect(),
+        other => panic!("an unknown name should be refused as one: {other}"),
+    }
+}
+
+/// The candidate policies `scoring::CandidatePolicy::parse` accepts, each parsed back (N = 3,
+/// FILE = pool.txt) so the list cannot name a form the parser refuses; every variant of the enum
+/// must be among them (the match below is exhaustive, so a new variant must be classified here).
+fn candidate_grammar() -> Grammar {
+    use recsel::scoring::CandidatePolicy as P;
+    let forms = forms_of(P::parse("no-such-policy").unwrap_err());
+    let mut seen = BTreeSet::new();
+    for form in &forms {
+        let text = form.replace('N', "3").replace("FILE", "pool.txt");
+        let p = P::parse(&text).unwrap_or_else(|e| panic!("{form} is listed but refused: {e}"));
+        seen.insert(match p {
+            P::All => 0,
+            P::Popular(_) => 1,
+            P::Heldout(_) => 2,
+            P::Pool(_) => 3,
+            P::HistoryTop(_) => 4,
+        });
+    }
+    assert_eq!(
+        seen.len(),
+        5,
+        "a candidate policy the parser accepts is missing from {forms:?}"
+    );
+    Grammar {
+        what: "candidate policy",
+        page: "docs/deployment.md",
+        section: Some("## Candidate policies"),
+        forms,
+    }
+}
+
+/// The priors `scoring::Prior::parse` accepts, each parsed back (W = 0.5, PATH = counts.txt);
+/// every variant of the enum must be among them.
+fn prior_grammar() -> Grammar {
+    use recsel::scoring::Prior as P;
+    let forms = forms_of(P::parse("no-such-prior").unwrap_err());
+    let mut seen = BTreeSet::new();
+    for form in &forms {
+        let text = form.replace('W', "0.5").replace("PATH", "counts.txt");
+        let p = P::parse(&text).unwrap_or_else(|e| panic!("{form} is listed but refused: {e}"));
+        seen.insert(match p {
+            P::None => 0,
+            P::Popularity(_) => 1,
+            P::Heldout(_) => 2,
+            P::File(..) => 3,
+            P::OwnHistory(_) => 4,
+        });
+    }
+    assert_eq!(
+        seen.len(),
+        5,
+        "a prior the parser accepts is missing from {forms:?}"
+    );
+    Grammar {
+        what: "prior",
+        page: "docs/priors.md",
+        section: None,
+        forms,
+    }
+}
+
+/// The text of `section` (from its heading to the next heading), or the whole text.
+fn section_of<'a>(text: &'a str, section: Option<&str>) -> &'a str {
+    let Some(heading) = section else { return text };
+    let Some(start) = text.find(&format!("\n{heading}\n")) else {
+        return "";
+    };
+    let body = &text[start + heading.len() + 2..];
+    let end = body.find("\n#").map_or(body.len(), |at| at + 1);
+    &body[..end]
+}
+
+/// The forms of `g` that have no entry (a table row starting with the form in backticks) on the
+/// page text `text`.
+fn undocumented(g: &Grammar, text: &str) -> Vec<String> {
+    let section = section_of(text, g.section);
+    g.forms
+        .iter()
+        .filter(|f| !section.lines().any(|l| l.starts_with(&format!("| `{f}`"))))
+        .cloned()
+        .collect()
+}
+
+/// Paragraphs of `text` (outside code blocks) that spell out the grammar again: three or more of
+/// its forms that carry an argument (`popular:N`, `file:PATH:W`, …).
+fn grammar_copies(g: &Grammar, text: &str) -> Vec<String> {
+    let long: Vec<&String> = g.forms.iter().filter(|f| f.contains(':')).collect();
+    let mut found = Vec::new();
+    let mut paragraph: Vec<(usize, &str)> = Vec::new();
+    let mut flush = |paragraph: &mut Vec<(usize, &str)>| {
+        let joined: String = paragraph
+            .iter()
+            .map(|(_, l)| *l)
+            .collect::<Vec<_>>()
+            .join(" ");
+        let named = long.iter().filter(|f| joined.contains(f.as_str())).count();
+        if named >= 3 {
+            found.push(format!("line {}: {named} forms", paragraph[0].0));
+        }
+        paragraph.clear();
+    };
+    for (n, line) in prose_lines(text) {
+        if line.trim().is_empty() {
+            flush(&mut paragraph);
+        } else {
+            paragraph.push((n, line));
+        }
+    }
+    if !paragraph.is_empty() {
+        flush(&mut paragraph);
+    }
+    found
+}
+
+/// The Markdown files and Python docstrings a reader may take a grammar from; docs/cli.md, the
+/// generated reference, is checked through the help texts instead.
+fn grammar_readers(root: &Path) -> Vec<PathBuf> {
+    let mut files = markdown_files(root);
+    files.extend(files_in(&root.join("python/recsel"), true, &|p| {
+        has_ext(p, &["py", "pyi"])
+    }));
+    files.retain(|f| !f.ends_with("docs/cli.md"));
+    files
+}
+
+#[test]
+fn each_grammar_is_documented_on_one_page_and_linked_from_the_others() {
+    let root = Path::new(ROOT);
+    for g in [candidate_grammar(), prior_grammar()] {
+        let text = std::fs::read_to_string(root.join(g.page)).unwrap();
+        let missing = undocumented(&g, &text);
+        assert!(
+            missing.is_empty(),
+            "{}: the {} forms {missing:?} have no entry (`| `FORM` |` row) in {}",
+            g.page,
+            g.what,
+            g.section.unwrap_or("the page")
+        );
+        let mut copies = Vec::new();
+        for file in grammar_readers(root) {
+            if file.ends_with(g.page) {
+                continue;
+            }
+            let text = std::fs::read_to_string(&file).unwrap();
+            for hit in grammar_copies(&g, &text) {
+                copies.push(format!(
+                    "{}: {hit}",
+                    file.strip_prefix(root).unwrap().display()
+                ));
+            }
+        }
+        assert!(
+            copies.is_empty(),
+            "the {} grammar is written out again (link to {} instead):\n{}",
+            g.what,
+            g.page,
+            copies.join("\n")
+        );
+    }
+}
+
+/// Power: removing one policy's entry from the page, or one prior's, is reported by name; a
+/// paragraph that lists three forms is a copy, one that names two is not.
+#[test]
+fn the_grammar_check_catches_a_missing_entry_and_a_copy() {
+    let root = Path::new(ROOT);
+    for g in [candidate_grammar(), prior_grammar()] {
+        let text = std::fs::read_to_string(root.join(g.page)).unwrap();
+        assert!(undocumented(&g, &text).is_empty());
+        for form in &g.forms {
+            let cut: String = text
+                .lines()
+                .filter(|l| !l.starts_with(&format!("| `{form}`")))
+                .map(|l| format!("{l}\n"))
+                .collect();
+            assert_eq!(undocumented(&g, &cut), [form.clone()], "{}", g.what);
+        }
+        let long: Vec<&String> = g.forms.iter().filter(|f| f.contains(':')).collect();
+        let copy = format!(
+            "Use {}, {} or\n{}.\n\nOr {} and {}.\n",
+            long[0], long[1], long[2], long[0], long[1]
+        );
+        assert_eq!(grammar_copies(&g, &copy), ["line 1: 3 forms"], "{}", g.what);
+    }
+}
+
+/// Every help text of an option that takes a candidate policy names every policy the parser
+/// accepts, and every help text of `--prior` every public prior (the one leak, `own-history:W`, is
+/// refused where nothing is served); the generated reference, docs/cli.md, shows them.
+#[test]
+fn every_candidates_and_prior_help_names_every_form() {
+    let out = crate::util::recsel(&["help-markdown"]);
+    assert!(out.status.success());
+    let reference = String::from_utf8(out.stdout).unwrap();
+    let public_priors: Vec<String> = prior_grammar()
+        .forms
+        .into_iter()
+        .filter(|f| {
+            let text = f.replace('W', "0.5").replace("PATH", "counts.txt");
+            recsel::scoring::Prior::parse(&text)
+                .unwrap()
+                .history_independent()
+        })
+        .collect();
+    for (flag, forms) in [
+        ("--candidates", candidate_grammar().forms),
+        ("--prior", public_priors),
+    ] {
+        let rows: Vec<&str> = reference
+            .lines()
+            .filter(|l| l.starts_with(&format!("| `{flag} ")))
+            .collect();
+        assert!(rows.len() >= 3, "{flag}: {rows:#?}");
+        for row in rows {
+            for form in &forms {
+                assert!(
+                    row.contains(form.as_str()),
+                    "{flag} does not name {form}: {row}"
+                );
+            }
+        }
+    }
+}
+
+/// The visible subcommands, from the command table of the generated reference (`recsel
+/// help-markdown`, the clap command tree).
+fn subcommands() -> Vec<String> {
+    let out = crate::util::recsel(&["help-markdown"]);
+    assert!(out.status.success());
+    let reference = String::from_utf8(out.stdout).unwrap();
+    reference
+        .lines()
+        .filter_map(|l| l.strip_prefix("| [`recsel "))
+        .filter_map(|l| l.split_once('`'))
+        .map(|(name, _)| name.to_string())
+        .collect()
+}
+
+/// What is wrong with the command table of `readme` and the sections of `usage` for the
+/// subcommands `commands`: the README's tour has a row for every subcommand, docs/usage.md a
+/// section for every subcommand, and no second table of them.
+fn command_table_problems(commands: &[String], readme: &str, usage: &str) -> Vec<String> {
+    let mut problems = Vec::new();
+    for c in commands {
+        let row = format!("| `recsel {c}` |");
+        if !readme.lines().any(|l| l.starts_with(&row)) {
+            problems.push(format!("README.md's tour has no row `{row}`"));
+        }
+        let named = |l: &str| {
+            l.starts_with("## ")
+                && (l.contains(&format!("`recsel {c}`")) || l.contains(&format!("`recsel {c} ")))
+        };
+        if !usage.lines().any(named) {
+            problems.push(format!("docs/usage.md has no section on `recsel {c}`"));
+        }
+    }
+    if let Some(l) = usage.lines().find(|l| l.starts_with("| `recsel ")) {
+        problems.push(format!(
+            "docs/usage.md has a table of subcommands again (link to the README's tour): {l}"
+        ));
+    }
+    problems
+}
+
+#[test]
+fn the_readme_tour_and_usage_md_cover_every_subcommand_once() {
+    let commands = subcommands();
+    assert!(
+        commands.len() >= 10 && commands.iter().any(|c| c == "serve"),
+        "{commands:?}"
+    );
+    let root = Path::new(ROOT);
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let usage = std::fs::read_to_string(root.join("docs/usage.md")).unwrap();
+    let problems = command_table_problems(&commands, &readme, &usage);
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// Power: a subcommand missing from the tour or from usage.md, and a second table, are reported.
+#[test]
+fn the_command_table_check_catches_a_missing_subcommand() {
+    let commands = ["fit".to_string(), "tune".to_string()];
+    let readme = "| `recsel fit` | fits | x |\n| `recsel tune` | tunes | x |\n";
+    let usage = "## `recsel fit`\n\n## `recsel tune` and `recsel evaluate`\n";
+    assert!(command_table_problems(&commands, readme, usage).is_empty());
+    let p = command_table_problems(&commands, "| `recsel fit` | fits | x |\n", usage);
+    assert_eq!(p.len(), 1, "{p:?}");
+    let p = command_table_problems(&commands, readme, "## `recsel fit`\n");
+    assert_eq!(p.len(), 1, "{p:?}");
+    let p = command_table_problems(&commands, readme, &format!("{usage}| `recsel fit` | f |\n"));
+    assert_eq!(p.len(), 1, "{p:?}");
+}

@@ -142,10 +142,10 @@ class Recommender:
 
     The library's ``Recommender`` (the one ``recsel recommend`` runs): score a history, take the
     candidates of the policy ``candidates`` (``"all"`` by default: every item, the user's own
-    included; ``"popular:N"``; ``"pool:FILE"``; ``"history-top:N"`` only with
-    ``allow_non_private=True``), clip them to the calibrated bounds, add the public prior
-    ``prior`` if one is given (``"popularity:W"``, ``"file:PATH:W"``; docs/priors.md), select one
-    with the mechanism.
+    included; every policy: docs/deployment.md, "Candidate policies"; one whose list depends on
+    the history only with ``allow_non_private=True``), clip them to the calibrated bounds, add the
+    public prior ``prior`` if one is given (every prior: docs/priors.md), select one with the
+    mechanism.
     ``mech="tuned"`` serves what ``recsel tune`` chose for ``eps`` (the folder's ``tuning.json``):
     krr over a public pool at the largest tuned ε ≤ ``eps``, or the most popular item (0-DP).
 

@@ -29,7 +29,8 @@ pub struct Args {
     /// Model directory with its release artifact (`recsel fit ... --out DIR`).
     #[arg(long, value_name = "DIR")]
     model: Option<PathBuf>,
-    /// Candidate policy of the audited path: all, popular:N, pool:FILE or history-top:N.
+    /// Candidate policy of the audited path (docs/deployment.md): all, popular:N, heldout:N,
+    /// pool:FILE or history-top:N.
     #[arg(long, value_name = "POLICY", default_value = "all")]
     candidates: String,
     /// Public per-item prior of the audited path (docs/priors.md): none, popularity:W,

@@ -54,14 +54,16 @@ option_table! {
         pub top: usize = 500,
         /// Candidate policy instead of --top: history-top:N (the paper's, the default with N =
         /// --top), all (every item, the user's own included), popular:N (the N most popular
-        /// training items) or pool:FILE (item ids, one per line). With a policy that keeps the
-        /// history the tables also report how often the pick was already the user's.
+        /// training items), heldout:N (the N items the users fitted on hold out most often)
+        /// or pool:FILE (item ids, one per line); docs/deployment.md. With a policy that keeps
+        /// the history the tables also report how often the pick was already the user's.
         #[option(value_name = "POLICY", conflicts = &["top"], group = "Selection")]
         #[serde(skip_serializing_if = "Option::is_none")]
         pub candidates: CandidatePolicy,
         /// A public per-item prior added to the candidates' scores before the mechanisms
-        /// (docs/priors.md): none (the paper's), popularity:W (training popularity) or
-        /// file:PATH:W (public counts, ITEM COUNT per line). The tables still measure the
+        /// (docs/priors.md): none (the paper's), popularity:W (training popularity), heldout:W
+        /// (how often the users fitted on hold each item out, when the data gives it)
+        /// or file:PATH:W (public counts, ITEM COUNT per line). The tables still measure the
         /// scores without it.
         #[option(value_name = "PRIOR", group = "Selection")]
         #[serde(skip_serializing_if = "Option::is_none")]
