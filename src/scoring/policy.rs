@@ -26,8 +26,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 
-/// Which items are a user's candidates. Parsed from `all`, `popular:N`, `pool:FILE` or
-/// `history-top:N`; shown the same way.
+/// Which items are a user's candidates. Parsed from `all`, `popular:N`, `heldout:N`, `pool:FILE`
+/// or `history-top:N` ([`CandidatePolicy::parse`]); shown the same way.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum CandidatePolicy {
     /// Every item of the release, the user's own items included: the list does not depend on the
