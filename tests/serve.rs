@@ -9,7 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Barrier, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use recsel::ledger::Ledger as _;
+use recsel::ledger::{Ledger as _, LedgerLog as _};
 use serde_json::{json, Value};
 
 /// An HTTP response.
