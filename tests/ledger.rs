@@ -9,8 +9,8 @@ use std::sync::{Arc, Barrier, Mutex};
 
 use recsel::ledger::composition::{zcdp_epsilon, zcdp_rho, Accountant};
 use recsel::ledger::{
-    self, export, Answer, ChargeRequest, Event, GroupCommitter, Ledger, Outcome, Period, Rejection,
-    Settings, SqliteLedger, Timestamp, Units,
+    self, export, Answer, ChargeRequest, Event, GroupCommitter, Ledger, LedgerLog, Outcome, Period,
+    Rejection, Settings, SqliteLedger, Timestamp, Units,
 };
 use recsel::mechanisms::{self, MechParams};
 
@@ -139,7 +139,7 @@ fn check_idempotency(l: &dyn Ledger) -> Result<(), String> {
     if after != before {
         return Err(format!("a replay charged: {before:?} -> {after:?}"));
     }
-    let n = l.events("alice").map_err(|e| e.to_string())?.len();
+    let n = l.log().events("alice").map_err(|e| e.to_string())?.len();
     if n != 3 {
         return Err(format!("{n} events after 3 charges and 3 replays"));
     }
@@ -166,18 +166,47 @@ fn check_idempotency(l: &dyn Ledger) -> Result<(), String> {
     Ok(())
 }
 
+/// The methods of a test wrapper's `Ledger` other than `charge`: those of the ledger it wraps.
+macro_rules! delegate_to_inner {
+    () => {
+        fn location(&self) -> String {
+            self.0.location()
+        }
+        fn kind(&self) -> &'static str {
+            Ledger::kind(&self.0)
+        }
+        fn settings(&self) -> Settings {
+            Ledger::settings(&self.0)
+        }
+        fn balance(&self, user: &str, at: Timestamp) -> ledger::Result<recsel::ledger::Balance> {
+            self.0.balance(user, at)
+        }
+        fn verify(&self) -> ledger::Result<usize> {
+            self.0.verify()
+        }
+        fn import_events(&self, events: &[Event]) -> ledger::Result<()> {
+            self.0.import_events(events)
+        }
+        fn open_run(
+            &self,
+            id: &str,
+            key: &str,
+            at: Timestamp,
+        ) -> ledger::Result<recsel::ledger::Run> {
+            self.0.open_run(id, key, at)
+        }
+        fn log(&self) -> &dyn recsel::ledger::LedgerLog {
+            self.0.log()
+        }
+    };
+}
+
 /// A deliberately broken ledger that ignores request ids (each request gets a fresh id), to show
 /// that [`check_idempotency`] has power.
 #[derive(Debug)]
 struct Forgetful(SqliteLedger, std::sync::atomic::AtomicU64);
 
 impl Ledger for Forgetful {
-    fn location(&self) -> String {
-        self.0.location()
-    }
-    fn settings(&self) -> Settings {
-        self.0.settings()
-    }
     fn charge(&self, requests: &[ChargeRequest]) -> ledger::Result<Vec<Outcome>> {
         let fresh: Vec<ChargeRequest> = requests
             .iter()
@@ -188,30 +217,7 @@ impl Ledger for Forgetful {
             .collect();
         self.0.charge(&fresh)
     }
-    fn balance(&self, user: &str, at: Timestamp) -> ledger::Result<recsel::ledger::Balance> {
-        self.0.balance(user, at)
-    }
-    fn events(&self, user: &str) -> ledger::Result<Vec<Event>> {
-        self.0.events(user)
-    }
-    fn event(&self, id: &str) -> ledger::Result<Option<Event>> {
-        self.0.event(id)
-    }
-    fn users(&self) -> ledger::Result<Vec<String>> {
-        self.0.users()
-    }
-    fn for_each_event(
-        &self,
-        f: &mut dyn FnMut(&Event) -> ledger::Result<()>,
-    ) -> ledger::Result<()> {
-        self.0.for_each_event(f)
-    }
-    fn import_events(&self, events: &[Event]) -> ledger::Result<()> {
-        self.0.import_events(events)
-    }
-    fn open_run(&self, id: &str, key: &str, at: Timestamp) -> ledger::Result<recsel::ledger::Run> {
-        self.0.open_run(id, key, at)
-    }
+    delegate_to_inner!();
 }
 
 #[test]
@@ -276,7 +282,7 @@ fn eight_threads_charging_one_user_get_exactly_the_budget() {
     };
     let one: Arc<dyn Ledger> = Arc::new(SqliteLedger::open(&tmp.path().join("a.db"), s).unwrap());
     assert_eq!(run(vec![Arc::clone(&one)], "one"), 10);
-    assert_eq!(one.events("u").unwrap().len(), 10);
+    assert_eq!(one.log().events("u").unwrap().len(), 10);
 
     let path = tmp.path().join("b.db");
     let h1: Arc<dyn Ledger> = Arc::new(SqliteLedger::open(&path, s).unwrap());
@@ -421,12 +427,6 @@ fn two_processes_charging_one_user_get_exactly_the_budget() {
 struct Watched(SqliteLedger, Mutex<HashSet<String>>);
 
 impl Ledger for Watched {
-    fn location(&self) -> String {
-        self.0.location()
-    }
-    fn settings(&self) -> Settings {
-        self.0.settings()
-    }
     fn charge(&self, requests: &[ChargeRequest]) -> ledger::Result<Vec<Outcome>> {
         std::thread::sleep(std::time::Duration::from_millis(5));
         let o = self.0.charge(requests)?;
@@ -434,30 +434,7 @@ impl Ledger for Watched {
         done.extend(requests.iter().map(|r| r.request_id.clone()));
         Ok(o)
     }
-    fn balance(&self, user: &str, at: Timestamp) -> ledger::Result<recsel::ledger::Balance> {
-        self.0.balance(user, at)
-    }
-    fn events(&self, user: &str) -> ledger::Result<Vec<Event>> {
-        self.0.events(user)
-    }
-    fn event(&self, id: &str) -> ledger::Result<Option<Event>> {
-        self.0.event(id)
-    }
-    fn users(&self) -> ledger::Result<Vec<String>> {
-        self.0.users()
-    }
-    fn for_each_event(
-        &self,
-        f: &mut dyn FnMut(&Event) -> ledger::Result<()>,
-    ) -> ledger::Result<()> {
-        self.0.for_each_event(f)
-    }
-    fn import_events(&self, events: &[Event]) -> ledger::Result<()> {
-        self.0.import_events(events)
-    }
-    fn open_run(&self, id: &str, key: &str, at: Timestamp) -> ledger::Result<recsel::ledger::Run> {
-        self.0.open_run(id, key, at)
-    }
+    delegate_to_inner!();
 }
 
 #[test]

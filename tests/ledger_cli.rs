@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use rand::{Rng, SeedableRng};
-use recsel::ledger::{Answer, Ledger, SqliteLedger, Units};
+use recsel::ledger::{Answer, Ledger, LedgerLog, SqliteLedger, Units};
 
 fn recsel() -> Command {
     Command::new(env!("CARGO_BIN_EXE_recsel"))

@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use recsel::ledger::Ledger as _;
+use recsel::ledger::{Ledger as _, LedgerLog as _};
 use serde_json::json;
 
 use crate::util::http::{args, good, http, item_ids, simultaneous, Reply, Server};

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rand::{Rng, SeedableRng};
-use recsel::ledger::{Ledger as _, SqliteLedger, Timestamp};
+use recsel::ledger::{Ledger as _, LedgerLog as _, SqliteLedger, Timestamp};
 use serde_json::Value;
 
 use crate::util::http::{args, good, http, Server};

@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use recsel::ledger::{
-    self, Answer, ChargeRequest, GroupCommitter, Ledger, Outcome, Period, PostgresLedger, Settings,
-    Timestamp, Units,
+    self, Answer, ChargeRequest, GroupCommitter, Ledger, LedgerLog, Outcome, Period,
+    PostgresLedger, Settings, Timestamp, Units,
 };
 
 use crate::util::http::{args, simultaneous, Server};
@@ -257,7 +257,7 @@ fn postgres_ledger_decides_like_the_embedded_one_and_replicas_cannot_overspend()
     let tmp = tempfile::tempdir().unwrap();
     let sq = ledger::open(tmp.path().join("copy.db").to_str().unwrap(), settings).unwrap();
     ledger::export::import(&*sq, &verified).unwrap();
-    assert_eq!(sq.events("u1").unwrap(), l.events("u1").unwrap());
+    assert_eq!(sq.log().events("u1").unwrap(), l.events("u1").unwrap());
     drop(l);
 
     // Two replicas (two ledgers on one database), 8 threads each, 100 requests of one user whose
@@ -347,4 +347,49 @@ fn postgres_ledger_decides_like_the_embedded_one_and_replicas_cannot_overspend()
     let text = String::from_utf8(out.stdout).unwrap();
     let verified = ledger::export::read(&mut text.as_bytes(), "export").unwrap();
     assert_eq!(verified.events.len(), 10);
+    // The batch command creates and charges a shared ledger as it does a file (one `open` for
+    // both backends): budget 2 at eps 1 answers twice per user, and a rerun replays.
+    pg.create_db("batch");
+    let url = pg.url("batch");
+    let ids = crate::serve::item_ids();
+    let users = tmp.path().join("users.csv");
+    let mut csv = String::from("user,item\n");
+    for u in 0..5 {
+        csv.push_str(&format!("u{u},{}\nu{u},{}\n", ids[u], ids[u + 10]));
+    }
+    std::fs::write(&users, csv).unwrap();
+    let model = crate::serve::model_dir().to_str().unwrap();
+    let batch = |run: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_recsel"))
+            .args([
+                "recommend",
+                "--model",
+                model,
+                "--mech",
+                "mgem",
+                "--eps",
+                "1",
+            ])
+            .args([
+                "--ledger", &url, "--budget", "2", "--run-id", run, "--users",
+            ])
+            .arg(&users)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let first = batch("a");
+    assert_eq!(first.matches(",recommended,").count(), 5, "{first}");
+    assert_eq!(batch("a").matches(",true").count(), 5, "a rerun replays");
+    batch("b");
+    let third = batch("c");
+    assert_eq!(third.matches(",refused,").count(), 5, "{third}");
+    let shared = PostgresLedger::open_existing(&url).unwrap();
+    shared.verify().unwrap();
+    assert_eq!(shared.users().unwrap().len(), 5);
 }

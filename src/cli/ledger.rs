@@ -71,7 +71,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 None => Timestamp::now(),
             };
             if verify {
-                let n = recsel::ledger::SqliteLedger::open_existing(&ledger)?.verify()?;
+                let n = ledger::open_existing(&ledger)?.verify()?;
                 eprintln!("[ledger] verified: {n} windows, every running total equals its events");
             }
             let l = ledger::open_existing(&ledger)?;
@@ -88,7 +88,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                         b.spent, b.remaining
                     )?;
                     writeln!(out, "seq\ttime\trequest_id\tmechanism\tepsilon\tanswer")?;
-                    for e in l.events(&u)? {
+                    for e in l.log().events(&u)? {
                         let answer = match &e.answer {
                             Answer::Item(i) => format!("item {i}"),
                             Answer::NoCandidate => "no candidate".into(),
@@ -103,9 +103,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 }
                 None => {
                     writeln!(out, "user\tspent\tremaining\tevents")?;
-                    for u in l.users()? {
+                    for u in l.log().users()? {
                         let b = l.balance(&u, at)?;
-                        let n = l.events(&u)?.len();
+                        let n = l.log().events(&u)?.len();
                         writeln!(out, "{u}\t{}\t{}\t{n}", b.spent, b.remaining)?;
                     }
                 }

@@ -1,4 +1,4 @@
-//! `recsel recommend --ledger FILE ...`: every recommendation charged to a per-user privacy
+//! `recsel recommend --ledger FILE|URL ...`: every recommendation charged to a per-user privacy
 //! ledger before it is written out (docs/ledger.md, "The batch command").
 
 use std::io::Write;
@@ -30,8 +30,8 @@ pub struct Inputs<'a> {
     pub seed: u64,
 }
 
-/// The ledger of `o`: an existing file, whose settings must agree with any given, or a new one
-/// with the given budget and period.
+/// The ledger of `o` (a file or a `postgres://` URL): an existing ledger, whose settings must
+/// agree with any given, or a new one with the given budget and period.
 fn open(o: &LedgerOptions) -> anyhow::Result<Arc<dyn Ledger>> {
     let path = Path::new(o.ledger.as_deref().expect("--ledger given"));
     Ok(ledger::open_or_create(path, o.budget()?, o.period()?)?)
@@ -39,7 +39,6 @@ fn open(o: &LedgerOptions) -> anyhow::Result<Arc<dyn Ledger>> {
 
 pub fn run(rec: Recommender, options: &RecommendOptions, input: Inputs<'_>) -> anyhow::Result<()> {
     let args = &options.ledger;
-    let path = args.ledger.as_deref().expect("--ledger given");
     let ledger = open(args)?;
     let settings = ledger.settings();
     let fallback = args.fallback().column(&rec)?;
@@ -50,7 +49,7 @@ pub fn run(rec: Recommender, options: &RecommendOptions, input: Inputs<'_>) -> a
     eprintln!(
         "[ledger] {}: {settings}; each recommendation charges {} eps (basic composition); \
          fallback: {}",
-        path,
+        ledger::Location::parse(args.ledger.as_deref().expect("--ledger given")).display(),
         lr.charge(),
         lr.fallback().unwrap_or("none (refusal rows)")
     );

@@ -90,7 +90,7 @@ pub fn export(ledger: &dyn Ledger, out: &mut dyn Write) -> Result<Summary> {
     writeln!(out, "{}", json(&header)).map_err(io)?;
     let mut n = 0u64;
     let mut total = Units::ZERO;
-    ledger.for_each_event(&mut |e: &Event| {
+    ledger.log().for_each_event(&mut |e: &Event| {
         let line = Line {
             seq: e.seq,
             user: e.user.clone(),

@@ -4,9 +4,13 @@
 //!
 //! * [`units`] — budgets and charges as integers ([`Units`], 10⁻⁹ ε), converted once;
 //! * [`time`] — instants ([`Timestamp`]) and the budget's UTC periods ([`Period`], [`Window`]);
-//! * the [`Ledger`] trait — charge a group of requests in one durable commit, balances, event
-//!   logs, export and import; its default implementation is [`SqliteLedger`] (`sqlite`), and
-//!   [`PostgresLedger`] (`postgres`) is the database several service replicas share;
+//! * the [`Ledger`] trait — charge a group of requests in one durable commit, balances, imports,
+//!   batch runs — and its administrative half [`LedgerLog`] (event logs, for inspection and the
+//!   export); [`open`] chooses the backend from the ledger's [`Location`];
+//! * [`store`] — what a backend provides (`Store`: transactions and reads in its own SQL), and
+//!   `policy.rs`, the one charge policy every store is a [`Ledger`] through; the backends are
+//!   [`SqliteLedger`] (`sqlite`, the embedded default) and [`PostgresLedger`] (`postgres`, the
+//!   database several service replicas share);
 //! * [`GroupCommitter`] (`group`) — a thread that joins requests arriving together into one
 //!   commit, for the batch path and the server;
 //! * [`export`] — the JSON-lines export format and a verifying import;
@@ -21,13 +25,15 @@
 pub mod composition;
 pub mod export;
 mod group;
+mod policy;
 mod postgres;
 mod sqlite;
+pub mod store;
 pub mod time;
 pub mod units;
 
 use std::fmt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -311,13 +317,18 @@ impl Run {
     }
 }
 
-/// A durable per-user privacy ledger. Object-safe: the server holds an `Arc<dyn Ledger>`, and a
-/// backend (the embedded SQLite store, later a shared database) is chosen at start-up.
+/// A durable per-user privacy ledger: the charging half. Object-safe: the server holds an
+/// `Arc<dyn Ledger>`, and a backend is chosen at start-up from the ledger's location ([`open`]).
+/// Every [`store::Store`] (the embedded SQLite store, the PostgreSQL store) is a `Ledger` through
+/// the one charge policy (`policy.rs`).
 ///
 /// Every method that writes commits durably before it returns.
 pub trait Ledger: Send + Sync + fmt::Debug {
-    /// Where the ledger is (`sqlite:PATH`), for messages.
+    /// Where the ledger is (`sqlite:PATH`, or the URL without its password), for messages.
     fn location(&self) -> String;
+
+    /// The kind of store (`sqlite`, `postgres`), without a path or credentials.
+    fn kind(&self) -> &'static str;
 
     /// The budget and the period.
     fn settings(&self) -> Settings;
@@ -331,6 +342,26 @@ pub trait Ledger: Send + Sync + fmt::Debug {
     /// The user's balance in the window that contains `at`.
     fn balance(&self, user: &str, at: Timestamp) -> Result<Balance>;
 
+    /// Recomputes every window's total from the events and compares it with the stored running
+    /// total and the budget; returns the number of windows checked.
+    fn verify(&self) -> Result<usize>;
+
+    /// Adds `events` (already verified by [`export::read`]) to an empty ledger in one commit,
+    /// keeping their sequence numbers. An error if the ledger already has events.
+    fn import_events(&self, events: &[Event]) -> Result<()>;
+
+    /// Records an attempt of the batch run `id` whose command has the fingerprint `key`
+    /// (durably, before any of its charges). An error if `id` was used before with another
+    /// key: its request ids would replay answers computed for other inputs.
+    fn open_run(&self, id: &str, key: &str, at: Timestamp) -> Result<Run>;
+
+    /// The event log: the administrative half.
+    fn log(&self) -> &dyn LedgerLog;
+}
+
+/// The administrative half of a ledger: its event log, read (for `recsel ledger show` and the
+/// export). A backend implements it in its own SQL.
+pub trait LedgerLog: Send + Sync {
     /// The user's events, in commit order (every window).
     fn events(&self, user: &str) -> Result<Vec<Event>>;
 
@@ -340,52 +371,96 @@ pub trait Ledger: Send + Sync + fmt::Debug {
     /// Every user with at least one event, sorted.
     fn users(&self) -> Result<Vec<String>>;
 
-    /// Calls `f` on every event in commit order (for the export).
+    /// Calls `f` on every event in commit order, in one consistent snapshot (for the export).
     fn for_each_event(&self, f: &mut dyn FnMut(&Event) -> Result<()>) -> Result<()>;
+}
 
-    /// Adds `events` (already verified by [`export::import`]) to an empty ledger in one commit,
-    /// keeping their sequence numbers. An error if the ledger already has events.
-    fn import_events(&self, events: &[Event]) -> Result<()>;
+/// Where a ledger is: a file (the embedded SQLite store) or a `postgres://` URL (a database
+/// shared by several service replicas). The one place that tells them apart.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Location {
+    /// An SQLite file.
+    Sqlite(PathBuf),
+    /// A PostgreSQL connection URL.
+    Postgres(String),
+}
 
-    /// Records an attempt of the batch run `id` whose command has the fingerprint `key`
-    /// (durably, before any of its charges). An error if `id` was used before with another
-    /// key: its request ids would replay answers computed for other inputs.
-    fn open_run(&self, id: &str, key: &str, at: Timestamp) -> Result<Run>;
+impl Location {
+    /// The location named by `spec`: a `postgres://` or `postgresql://` URL, else a path.
+    pub fn parse(spec: &str) -> Location {
+        if spec.starts_with("postgres://") || spec.starts_with("postgresql://") {
+            Location::Postgres(spec.to_string())
+        } else {
+            Location::Sqlite(PathBuf::from(spec))
+        }
+    }
+
+    /// The location as written, for messages (a URL without its password).
+    pub fn display(&self) -> String {
+        match self {
+            Location::Sqlite(p) => p.display().to_string(),
+            Location::Postgres(u) => self::postgres::redact(u),
+        }
+    }
+
+    /// Whether a ledger (or, for a file, anything) is there.
+    pub fn exists(&self) -> Result<bool> {
+        match self {
+            Location::Sqlite(p) => Ok(p.exists()),
+            Location::Postgres(u) => PostgresLedger::exists(u),
+        }
+    }
+
+    /// Connects to the ledger there: created with `create` (tables only where there are none),
+    /// else an existing ledger with its stored settings.
+    fn connect(&self, create: Option<Settings>) -> Result<Arc<dyn Ledger>> {
+        Ok(match self {
+            Location::Sqlite(p) => match create {
+                Some(s) => Arc::new(SqliteLedger::open(p, s)?),
+                None => Arc::new(SqliteLedger::open_existing(p)?),
+            },
+            Location::Postgres(u) => match create {
+                Some(s) => Arc::new(PostgresLedger::open(u, s)?),
+                None => Arc::new(PostgresLedger::open_existing(u)?),
+            },
+        })
+    }
+}
+
+impl From<&Path> for Location {
+    fn from(p: &Path) -> Self {
+        match p.to_str() {
+            Some(s) => Location::parse(s),
+            None => Location::Sqlite(p.to_path_buf()),
+        }
+    }
 }
 
 /// Opens the ledger named by `spec` with `settings`: a file path (the embedded SQLite store,
 /// created if missing) or a `postgres://` URL (a database shared by several service replicas;
 /// its tables are created if missing). An existing ledger must have the same settings.
 pub fn open(spec: &str, settings: Settings) -> Result<Arc<dyn Ledger>> {
-    if spec.starts_with("postgres://") || spec.starts_with("postgresql://") {
-        return Ok(Arc::new(PostgresLedger::open(spec, settings)?));
-    }
-    Ok(Arc::new(SqliteLedger::open(Path::new(spec), settings)?))
+    Location::parse(spec).connect(Some(settings))
 }
 
-/// Opens an existing ledger file with the settings stored in it (for inspection and export); a
-/// `postgres://` URL in place of the path opens the shared ledger in that database.
+/// Opens an existing ledger with the settings stored in it (for inspection and export): a file,
+/// or a `postgres://` URL in place of the path.
 pub fn open_existing(path: &Path) -> Result<Arc<dyn Ledger>> {
-    if let Some(url) = path
-        .to_str()
-        .filter(|p| p.starts_with("postgres://") || p.starts_with("postgresql://"))
-    {
-        return Ok(Arc::new(PostgresLedger::open_existing(url)?));
-    }
-    Ok(Arc::new(SqliteLedger::open_existing(path)?))
+    Location::from(path).connect(None)
 }
 
-/// What a serving command does with `--ledger FILE [--budget B] [--period P]`: an existing ledger
-/// is opened with its stored settings, and a budget or period given that differs from them is
-/// [`LedgerError::SettingsMismatch`]; a missing file is created with `budget` (required then)
+/// What a serving command does with `--ledger FILE|URL [--budget B] [--period P]`: an existing
+/// ledger is opened with its stored settings, and a budget or period given that differs from them
+/// is [`LedgerError::SettingsMismatch`]; a missing one is created with `budget` (required then)
 /// and `period` (default [`Period::None`]).
 pub fn open_or_create(
     path: &Path,
     budget: Option<Units>,
     period: Option<Period>,
 ) -> Result<Arc<dyn Ledger>> {
-    if path.exists() {
-        let l = open_existing(path)?;
+    let location = Location::from(path);
+    if location.exists()? {
+        let l = location.connect(None)?;
         let stored = l.settings();
         let given = Settings {
             budget: budget.unwrap_or(stored.budget),
@@ -393,7 +468,7 @@ pub fn open_or_create(
         };
         if given != stored {
             return Err(LedgerError::SettingsMismatch {
-                path: path.display().to_string(),
+                path: location.display(),
                 stored,
                 given,
             });
@@ -403,12 +478,11 @@ pub fn open_or_create(
     let Some(budget) = budget else {
         return Err(LedgerError::Invalid(format!(
             "{} does not exist: creating a ledger needs a budget (--budget EPS)",
-            path.display()
+            location.display()
         )));
     };
-    let settings = Settings {
+    location.connect(Some(Settings {
         budget,
         period: period.unwrap_or(Period::None),
-    };
-    Ok(Arc::new(SqliteLedger::open(path, settings)?))
+    }))
 }

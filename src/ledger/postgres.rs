@@ -15,29 +15,21 @@
 //! flushed its write-ahead log; a server running with `fsync = off` is refused.
 //!
 //! Tables (all prefixed `recsel_`): `meta`, `events`, `windows`, `runs`, as in the embedded store.
+//! This file is the store's SQL only; the charge policy is `policy.rs`, shared with SQLite.
 
-use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard};
 
 use postgres::error::SqlState;
 use postgres::{Client, NoTls, Row, Transaction};
 
-use super::{
-    Answer, Balance, ChargeRequest, Event, Ledger, LedgerError, Outcome, Rejection, Result, Run,
-    Settings, Timestamp, Units,
+use super::store::{
+    event_columns, event_table, meta_rows, settings_from_meta, to_i64, units, EventRow, Store,
+    StoreTx, TxError, TxResult, WindowTotal,
 };
+use super::{Event, LedgerError, LedgerLog, Result, Settings, Timestamp, Units};
 
-/// The `format` value in `recsel_meta`.
-pub const FORMAT: &str = "recsel-ledger";
-/// The schema version in `recsel_meta`.
-pub const FORMAT_VERSION: u32 = 1;
-/// How often a group is retried after a deadlock or serialisation failure.
-const RETRIES: usize = 5;
 /// Key of the advisory lock held while a ledger is created.
 const SETUP_LOCK: i64 = 0x7265_6373_656c_0001;
-
-const EVENT_COLUMNS: &str =
-    "seq, user_id, request_id, mechanism, units, time_ms, window_start, answer_kind, answer_item";
 
 /// A ledger in a PostgreSQL database. Two connections, as in the embedded store: one for writes,
 /// one for reads.
@@ -75,52 +67,34 @@ pub fn redact(url: &str) -> String {
     }
 }
 
-fn to_i64(u: Units) -> i64 {
-    u.get() as i64 // Units::MAX is i64::MAX
-}
-
-fn units(n: i64) -> std::result::Result<Units, String> {
-    u64::try_from(n)
-        .ok()
-        .and_then(|n| Units::new(n).ok())
-        .ok_or_else(|| format!("a stored amount is out of range: {n}"))
-}
-
-fn answer_columns(a: &Answer) -> (&'static str, Option<&str>) {
-    match a {
-        Answer::Item(i) => ("item", Some(i)),
-        Answer::NoCandidate => ("none", None),
-        Answer::Fallback(i) => ("fallback", Some(i)),
-    }
-}
-
-fn event_from_row(r: &Row) -> std::result::Result<Event, String> {
-    let kind: String = r.get(7);
-    let item: Option<String> = r.get(8);
-    let answer = match (kind.as_str(), item) {
-        ("item", Some(i)) => Answer::Item(i),
-        ("fallback", Some(i)) => Answer::Fallback(i),
-        ("none", None) => Answer::NoCandidate,
-        (k, _) => return Err(format!("a stored answer of kind '{k}' is malformed")),
-    };
-    Ok(Event {
-        seq: r.get::<_, i64>(0) as u64,
+/// The stored columns of an event, in [`EventRow`] order.
+fn row(r: &Row) -> EventRow {
+    EventRow {
+        seq: Some(r.get(0)),
         user: r.get(1),
         request_id: r.get(2),
         mechanism: r.get(3),
-        units: units(r.get(4))?,
-        time: Timestamp(r.get(5)),
-        window: Timestamp(r.get(6)),
-        answer,
-    })
+        units: r.get(4),
+        time_ms: r.get(5),
+        window_start: r.get(6),
+        answer_kind: r.get(7),
+        answer_item: r.get(8),
+    }
 }
 
-/// Whether a failed transaction may simply be run again.
-fn retryable(e: &postgres::Error) -> bool {
-    matches!(
-        e.code(),
-        Some(c) if *c == SqlState::T_R_DEADLOCK_DETECTED || *c == SqlState::T_R_SERIALIZATION_FAILURE
-    )
+impl From<postgres::Error> for TxError {
+    /// A deadlock or a serialisation failure may simply be run again.
+    fn from(e: postgres::Error) -> Self {
+        let retry = matches!(
+            e.code(),
+            Some(c) if *c == SqlState::T_R_DEADLOCK_DETECTED
+                || *c == SqlState::T_R_SERIALIZATION_FAILURE
+        );
+        TxError {
+            message: e.to_string(),
+            retry,
+        }
+    }
 }
 
 impl PostgresLedger {
@@ -148,6 +122,17 @@ impl PostgresLedger {
         Self::connect_with(url, None)
     }
 
+    /// Whether the database of `url` holds a ledger.
+    pub fn exists(url: &str) -> Result<bool> {
+        let location = redact(url);
+        let mut c = connect(url, &location)?;
+        Ok(
+            c.query_one("SELECT to_regclass('recsel_meta') IS NOT NULL", &[])
+                .map_err(|e| store_err(&location, e))?
+                .get(0),
+        )
+    }
+
     /// The writer's and the reader's connections to the database of `url`, with the ledger's
     /// tables set up (created with `create` if they do not exist) and the settings stored there.
     fn connect_with(url: &str, create: Option<Settings>) -> Result<Self> {
@@ -163,193 +148,134 @@ impl PostgresLedger {
         })
     }
 
-    /// Recomputes every window's total from the events and compares it with the stored total
-    /// and the budget; returns the number of windows checked (for tests and audits).
-    pub fn verify(&self) -> Result<usize> {
-        let mut c = lock(&self.reader);
-        let rows = c
+    fn events_where(&self, filter: &str, arg: &str) -> Result<Vec<Event>> {
+        let rows = lock(&self.reader)
             .query(
-                "SELECT w.user_id, w.window_start, w.spent, \
-                 (SELECT coalesce(sum(units), 0)::BIGINT FROM recsel_events v \
-                  WHERE v.user_id = w.user_id AND v.window_start = w.window_start) \
-                 FROM recsel_windows w",
-                &[],
+                &format!(
+                    "SELECT {} FROM recsel_events {filter} ORDER BY seq",
+                    event_columns("user_id")
+                ),
+                &[&arg],
             )
             .map_err(self.err())?;
-        for r in &rows {
-            let (user, start, spent, sum): (String, i64, i64, i64) =
-                (r.get(0), r.get(1), r.get(2), r.get(3));
-            if spent != sum || spent as u64 > self.settings.budget.get() {
-                return Err(store_err(
-                    &self.location,
-                    format!(
-                        "user '{user}', window {}: running total {spent} units, events sum \
-                         {sum}, budget {}",
-                        Timestamp(start),
-                        self.settings.budget.get()
-                    ),
-                ));
-            }
-        }
-        Ok(rows.len())
+        rows.iter()
+            .map(|r| {
+                row(r)
+                    .event()
+                    .map_err(|e| store_err(&self.location, e.message))
+            })
+            .collect()
+    }
+}
+
+/// One write transaction of the shared store.
+struct Tx<'a>(Transaction<'a>);
+
+impl StoreTx for Tx<'_> {
+    fn find(&mut self, request_id: &str) -> TxResult<Option<Event>> {
+        let found = self.0.query_opt(
+            &format!(
+                "SELECT {} FROM recsel_events WHERE request_id = $1",
+                event_columns("user_id")
+            ),
+            &[&request_id],
+        )?;
+        found.map(|r| row(&r).event()).transpose()
     }
 
-    fn decide(
-        &self,
-        tx: &mut Transaction<'_>,
-        r: &ChargeRequest,
-        spent: &mut BTreeMap<(String, i64), (Units, bool)>,
-    ) -> std::result::Result<Outcome, TxError> {
-        if let Some(why) = invalid(r) {
-            return Ok(Outcome::Rejected {
-                reason: Rejection::Invalid(why.into()),
-            });
-        }
-        let find = format!("SELECT {EVENT_COLUMNS} FROM recsel_events WHERE request_id = $1");
-        let replay = |tx: &mut Transaction<'_>| -> std::result::Result<Option<Outcome>, TxError> {
-            let Some(row) = tx.query_opt(&find, &[&r.request_id])? else {
-                return Ok(None);
-            };
-            let event = event_from_row(&row).map_err(TxError::Bad)?;
-            Ok(Some(if event.user != r.user {
-                Outcome::Rejected {
-                    reason: Rejection::RequestIdOfAnotherUser,
-                }
-            } else {
-                Outcome::Replayed { event }
-            }))
-        };
-        if let Some(o) = replay(tx)? {
-            return Ok(o);
-        }
-        let budget = self.settings.budget;
-        let window = self.settings.period.window(r.time);
-        let key = (r.user.clone(), window.start.0);
-        let (now, _) = spent[&key];
-        let remaining = budget.saturating_sub(now);
-        let insert = "INSERT INTO recsel_events (request_id, user_id, mechanism, units, time_ms, \
-                      window_start, answer_kind, answer_item) \
-                      VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
-                      ON CONFLICT (request_id) DO NOTHING RETURNING seq";
-        let charge = r.epsilon <= remaining;
-        let (mechanism, cost, answer) = if charge {
-            (r.mechanism.as_str(), r.epsilon, r.answer.clone())
-        } else {
-            match &r.fallback {
-                Some(item) => ("fallback", Units::ZERO, Answer::Fallback(item.clone())),
-                None => {
-                    let retry_after = if r.epsilon > budget { None } else { window.end };
-                    return Ok(Outcome::Refused {
-                        spent: now,
-                        remaining,
-                        retry_after,
-                    });
-                }
-            }
-        };
-        let (kind, item) = answer_columns(&answer);
-        let inserted = tx.query_opt(
-            insert,
+    fn load_spent(&mut self, keys: &[(String, Timestamp)]) -> TxResult<Vec<Units>> {
+        // Takes the row lock of every (user, window), in the caller's sorted order, reading its
+        // total: two replicas charging one user serialise here, and sorted locking keeps two
+        // groups from deadlocking.
+        keys.iter()
+            .map(|(user, start)| {
+                let r = self.0.query_one(
+                    "INSERT INTO recsel_windows (user_id, window_start, spent) \
+                     VALUES ($1, $2, 0) ON CONFLICT (user_id, window_start) \
+                     DO UPDATE SET spent = recsel_windows.spent RETURNING spent",
+                    &[user, &start.0],
+                )?;
+                units(r.get(0))
+            })
+            .collect()
+    }
+
+    fn save_spent(&mut self, user: &str, window: Timestamp, spent: Units) -> TxResult<()> {
+        self.0.execute(
+            "UPDATE recsel_windows SET spent = $3 WHERE user_id = $1 AND window_start = $2",
+            &[&user, &window.0, &to_i64(spent)],
+        )?;
+        Ok(())
+    }
+
+    fn insert(&mut self, r: &EventRow) -> TxResult<bool> {
+        // A request id that another replica is committing at the same moment is found here once
+        // that commit is done.
+        let inserted = self.0.query_opt(
+            "INSERT INTO recsel_events (seq, request_id, user_id, mechanism, units, time_ms, \
+             window_start, answer_kind, answer_item) \
+             VALUES (coalesce($1, nextval(pg_get_serial_sequence('recsel_events', 'seq'))), \
+                     $2, $3, $4, $5, $6, $7, $8, $9) \
+             ON CONFLICT (request_id) DO NOTHING RETURNING seq",
             &[
+                &r.seq,
                 &r.request_id,
                 &r.user,
-                &mechanism,
-                &to_i64(cost),
-                &r.time.0,
-                &window.start.0,
-                &kind,
-                &item,
+                &r.mechanism,
+                &r.units,
+                &r.time_ms,
+                &r.window_start,
+                &r.answer_kind,
+                &r.answer_item,
             ],
         )?;
-        if inserted.is_none() {
-            // Another replica committed this request id meanwhile: answer as its replay.
-            if let Some(o) = replay(tx)? {
-                return Ok(o);
-            }
-        }
-        if !charge {
-            let retry_after = if r.epsilon > budget { None } else { window.end };
-            return Ok(Outcome::Fallback {
-                item: answer.item().unwrap_or_default().to_string(),
-                remaining,
-                retry_after,
-            });
-        }
-        let after = now
-            .checked_add(r.epsilon)
-            .expect("spent + charge <= budget");
-        spent.insert(key, (after, true));
-        Ok(Outcome::Charged {
-            answer: r.answer.clone(),
-            charged: r.epsilon,
-            spent: after,
-            remaining: budget.saturating_sub(after),
-        })
+        Ok(inserted.is_some())
     }
 
-    fn charge_once(
-        &self,
-        requests: &[ChargeRequest],
-    ) -> std::result::Result<Vec<Outcome>, TxError> {
-        let mut c = lock(&self.writer);
-        let mut tx = c.transaction()?;
-        // Lock every (user, window) of the group, in sorted order, reading its total.
-        let mut spent: BTreeMap<(String, i64), (Units, bool)> = BTreeMap::new();
-        for r in requests.iter().filter(|r| invalid(r).is_none()) {
-            spent.insert(
-                (r.user.clone(), self.settings.period.window(r.time).start.0),
-                (Units::ZERO, false),
-            );
-        }
-        for ((user, start), value) in spent.iter_mut() {
-            let row = tx.query_one(
-                "INSERT INTO recsel_windows (user_id, window_start, spent) VALUES ($1, $2, 0) \
-                 ON CONFLICT (user_id, window_start) \
-                 DO UPDATE SET spent = recsel_windows.spent RETURNING spent",
-                &[user, start],
+    fn count_events(&mut self) -> TxResult<u64> {
+        let n: i64 = self
+            .0
+            .query_one("SELECT count(*) FROM recsel_events", &[])?
+            .get(0);
+        Ok(n as u64)
+    }
+
+    fn rebuild_windows(&mut self) -> TxResult<()> {
+        self.0.batch_execute(
+            "DELETE FROM recsel_windows;
+             INSERT INTO recsel_windows (user_id, window_start, spent)
+             SELECT user_id, window_start, sum(units) FROM recsel_events WHERE units > 0
+             GROUP BY user_id, window_start;
+             SELECT setval(pg_get_serial_sequence('recsel_events', 'seq'),
+                           coalesce((SELECT max(seq) FROM recsel_events), 0) + 1, false);",
+        )?;
+        Ok(())
+    }
+
+    fn find_run(&mut self, id: &str) -> TxResult<Option<(String, u64)>> {
+        let found = self.0.query_opt(
+            "SELECT key, attempts FROM recsel_runs WHERE run_id = $1 FOR UPDATE",
+            &[&id],
+        )?;
+        Ok(found.map(|r| (r.get(0), r.get::<_, i64>(1) as u64)))
+    }
+
+    fn put_run(&mut self, id: &str, key: &str, at: Timestamp, attempts: u64) -> TxResult<()> {
+        if attempts == 1 {
+            // A concurrent first attempt of the same id waits on the primary key, then fails
+            // here; the command can simply be run again.
+            self.0.execute(
+                "INSERT INTO recsel_runs (run_id, key, first_ms, last_ms, attempts) \
+                 VALUES ($1, $2, $3, $3, 1)",
+                &[&id, &key, &at.0],
             )?;
-            value.0 = units(row.get(0)).map_err(TxError::Bad)?;
+        } else {
+            self.0.execute(
+                "UPDATE recsel_runs SET attempts = $2, last_ms = $3 WHERE run_id = $1",
+                &[&id, &(attempts as i64), &at.0],
+            )?;
         }
-        let mut out = Vec::with_capacity(requests.len());
-        for r in requests {
-            out.push(self.decide(&mut tx, r, &mut spent)?);
-        }
-        for ((user, start), (total, dirty)) in &spent {
-            if *dirty {
-                tx.execute(
-                    "UPDATE recsel_windows SET spent = $3 WHERE user_id = $1 AND window_start = $2",
-                    &[user, start, &to_i64(*total)],
-                )?;
-            }
-        }
-        tx.commit()?; // durable (synchronous_commit = on) before anyone sees `out`
-        Ok(out)
-    }
-}
-
-/// Why a group's transaction failed: the database (perhaps retryable) or a malformed row.
-enum TxError {
-    Pg(postgres::Error),
-    Bad(String),
-}
-
-impl From<postgres::Error> for TxError {
-    fn from(e: postgres::Error) -> Self {
-        TxError::Pg(e)
-    }
-}
-
-fn invalid(r: &ChargeRequest) -> Option<&'static str> {
-    if r.user.is_empty() {
-        Some("the user id is empty")
-    } else if r.request_id.is_empty() {
-        Some("the request id is empty")
-    } else if r.answer.is_fallback() {
-        Some("a charged answer cannot be a fallback; pass the fallback separately")
-    } else if r.fallback.as_deref() == Some("") {
-        Some("the fallback item id is empty")
-    } else {
-        None
+        Ok(())
     }
 }
 
@@ -398,15 +324,7 @@ fn setup(c: &mut Client, location: &str, create: Option<Settings>) -> Result<Set
         tx.batch_execute(&format!(
             "CREATE TABLE recsel_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
              CREATE TABLE recsel_events (
-                 seq BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,
-                 request_id TEXT NOT NULL UNIQUE,
-                 user_id TEXT NOT NULL,
-                 mechanism TEXT NOT NULL,
-                 units BIGINT NOT NULL CHECK (units >= 0),
-                 time_ms BIGINT NOT NULL,
-                 window_start BIGINT NOT NULL,
-                 answer_kind TEXT NOT NULL CHECK (answer_kind IN ('item', 'none', 'fallback')),
-                 answer_item TEXT
+                 seq BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY, {events}
              );
              CREATE INDEX recsel_events_by_user ON recsel_events (user_id, seq);
              CREATE TABLE recsel_windows (
@@ -421,16 +339,11 @@ fn setup(c: &mut Client, location: &str, create: Option<Settings>) -> Result<Set
                  first_ms BIGINT NOT NULL,
                  last_ms BIGINT NOT NULL,
                  attempts BIGINT NOT NULL CHECK (attempts >= 1)
-             );"
+             );",
+            events = event_table("user_id", "BIGINT")
         ))
         .map_err(e)?;
-        for (k, v) in [
-            ("format", FORMAT.to_string()),
-            ("format_version", FORMAT_VERSION.to_string()),
-            ("budget_units", settings.budget.get().to_string()),
-            ("period", settings.period.name().to_string()),
-            ("created", Timestamp::now().to_string()),
-        ] {
+        for (k, v) in meta_rows(settings) {
             tx.execute(
                 "INSERT INTO recsel_meta (key, value) VALUES ($1, $2)",
                 &[&k, &v],
@@ -438,36 +351,26 @@ fn setup(c: &mut Client, location: &str, create: Option<Settings>) -> Result<Set
             .map_err(e)?;
         }
     }
-    let mut meta = |key: &str| -> Result<String> {
-        tx.query_opt("SELECT value FROM recsel_meta WHERE key = $1", &[&key])
-            .map_err(e)?
-            .map(|r| r.get(0))
-            .ok_or_else(|| store_err(location, format!("recsel_meta has no '{key}'")))
-    };
-    if meta("format")? != FORMAT {
-        return Err(store_err(location, "not a recsel ledger"));
-    }
-    let version = meta("format_version")?;
-    if version != FORMAT_VERSION.to_string() {
-        return Err(store_err(
-            location,
-            format!("ledger format version {version}; this recsel reads {FORMAT_VERSION}"),
-        ));
-    }
-    let budget = meta("budget_units")?
-        .parse::<u64>()
-        .ok()
-        .and_then(|n| Units::new(n).ok())
-        .ok_or_else(|| store_err(location, "bad budget_units in recsel_meta"))?;
-    let period = meta("period")?
-        .parse()
-        .map_err(|x| store_err(location, x))?;
+    let settings = settings_from_meta(&mut |key| {
+        Ok(tx
+            .query_opt("SELECT value FROM recsel_meta WHERE key = $1", &[&key])?
+            .map(|r| r.get(0)))
+    })
+    .map_err(|x| store_err(location, x.message))?;
     tx.commit().map_err(e)?;
-    Ok(Settings { budget, period })
+    Ok(settings)
 }
 
-impl Ledger for PostgresLedger {
+impl Store for PostgresLedger {
+    fn kind(&self) -> &'static str {
+        "postgres"
+    }
+
     fn location(&self) -> String {
+        self.location.clone()
+    }
+
+    fn label(&self) -> String {
         self.location.clone()
     }
 
@@ -475,64 +378,66 @@ impl Ledger for PostgresLedger {
         self.settings
     }
 
-    fn charge(&self, requests: &[ChargeRequest]) -> Result<Vec<Outcome>> {
-        if requests.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut attempt = 0;
-        loop {
-            match self.charge_once(requests) {
-                Ok(out) => return Ok(out),
-                Err(TxError::Pg(e)) if retryable(&e) && attempt < RETRIES => attempt += 1,
-                Err(TxError::Pg(e)) => return Err(store_err(&self.location, e)),
-                Err(TxError::Bad(m)) => return Err(store_err(&self.location, m)),
-            }
-        }
+    fn transact(&self, body: &mut dyn FnMut(&mut dyn StoreTx) -> TxResult<()>) -> TxResult<()> {
+        let mut c = lock(&self.writer);
+        let mut tx = Tx(c.transaction()?);
+        body(&mut tx)?;
+        tx.0.commit()?; // durable (synchronous_commit = on) before anyone sees the outcomes
+        Ok(())
     }
 
-    fn balance(&self, user: &str, at: Timestamp) -> Result<Balance> {
-        let window = self.settings.period.window(at);
+    fn spent(&self, user: &str, window: Timestamp) -> Result<Units> {
         let row = lock(&self.reader)
             .query_opt(
                 "SELECT spent FROM recsel_windows WHERE user_id = $1 AND window_start = $2",
-                &[&user, &window.start.0],
+                &[&user, &window.0],
             )
             .map_err(self.err())?;
-        let spent = match row {
-            Some(r) => units(r.get(0)).map_err(|m| store_err(&self.location, m))?,
-            None => Units::ZERO,
-        };
-        Ok(Balance {
-            window,
-            budget: self.settings.budget,
-            spent,
-            remaining: self.settings.budget.saturating_sub(spent),
-        })
+        row.map_or(Ok(Units::ZERO), |r| units(r.get(0)))
+            .map_err(|e| store_err(&self.location, e.message))
     }
 
-    fn events(&self, user: &str) -> Result<Vec<Event>> {
-        let rows = lock(&self.reader)
+    fn windows(&self) -> Result<(Vec<WindowTotal>, u64)> {
+        let mut c = lock(&self.reader);
+        let rows = c
             .query(
-                &format!(
-                    "SELECT {EVENT_COLUMNS} FROM recsel_events WHERE user_id = $1 ORDER BY seq"
-                ),
-                &[&user],
+                "SELECT w.user_id, w.window_start, w.spent, \
+                 (SELECT coalesce(sum(units), 0)::BIGINT FROM recsel_events v \
+                  WHERE v.user_id = w.user_id AND v.window_start = w.window_start) \
+                 FROM recsel_windows w",
+                &[],
             )
             .map_err(self.err())?;
-        rows.iter()
-            .map(|r| event_from_row(r).map_err(|m| store_err(&self.location, m)))
-            .collect()
+        let windows = rows
+            .iter()
+            .map(|r| WindowTotal {
+                user: r.get(0),
+                start: Timestamp(r.get(1)),
+                spent: r.get(2),
+                events: r.get(3),
+            })
+            .collect();
+        let orphans: i64 = c
+            .query_one(
+                "SELECT count(*) FROM (SELECT DISTINCT user_id, window_start FROM recsel_events \
+                 WHERE units > 0 EXCEPT SELECT user_id, window_start FROM recsel_windows) o",
+                &[],
+            )
+            .map_err(self.err())?
+            .get(0);
+        Ok((windows, orphans as u64))
+    }
+}
+
+impl LedgerLog for PostgresLedger {
+    fn events(&self, user: &str) -> Result<Vec<Event>> {
+        self.events_where("WHERE user_id = $1", user)
     }
 
     fn event(&self, request_id: &str) -> Result<Option<Event>> {
-        lock(&self.reader)
-            .query_opt(
-                &format!("SELECT {EVENT_COLUMNS} FROM recsel_events WHERE request_id = $1"),
-                &[&request_id],
-            )
-            .map_err(self.err())?
-            .map(|r| event_from_row(&r).map_err(|m| store_err(&self.location, m)))
-            .transpose()
+        Ok(self
+            .events_where("WHERE request_id = $1", request_id)?
+            .pop())
     }
 
     fn users(&self) -> Result<Vec<String>> {
@@ -556,100 +461,19 @@ impl Ledger for PostgresLedger {
             .map_err(self.err())?;
         let rows = tx
             .query(
-                &format!("SELECT {EVENT_COLUMNS} FROM recsel_events ORDER BY seq"),
+                &format!(
+                    "SELECT {} FROM recsel_events ORDER BY seq",
+                    event_columns("user_id")
+                ),
                 &[],
             )
             .map_err(self.err())?;
         for r in &rows {
-            f(&event_from_row(r).map_err(|m| store_err(&self.location, m))?)?;
+            f(&row(r)
+                .event()
+                .map_err(|e| store_err(&self.location, e.message))?)?;
         }
         tx.commit().map_err(self.err())
-    }
-
-    fn import_events(&self, events: &[Event]) -> Result<()> {
-        let mut c = lock(&self.writer);
-        let e = self.err();
-        let mut tx = c.transaction().map_err(&e)?;
-        let n: i64 = tx
-            .query_one("SELECT count(*) FROM recsel_events", &[])
-            .map_err(&e)?
-            .get(0);
-        if n > 0 {
-            return Err(LedgerError::Invalid(format!(
-                "{}: the ledger already has {n} events; import only into an empty ledger",
-                self.location
-            )));
-        }
-        for ev in events {
-            let (kind, item) = answer_columns(&ev.answer);
-            tx.execute(
-                "INSERT INTO recsel_events (seq, request_id, user_id, mechanism, units, time_ms, \
-                 window_start, answer_kind, answer_item) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-                &[
-                    &(ev.seq as i64),
-                    &ev.request_id,
-                    &ev.user,
-                    &ev.mechanism,
-                    &to_i64(ev.units),
-                    &ev.time.0,
-                    &ev.window.0,
-                    &kind,
-                    &item,
-                ],
-            )
-            .map_err(&e)?;
-        }
-        tx.batch_execute(
-            "DELETE FROM recsel_windows;
-             INSERT INTO recsel_windows (user_id, window_start, spent)
-             SELECT user_id, window_start, sum(units) FROM recsel_events WHERE units > 0
-             GROUP BY user_id, window_start;
-             SELECT setval(pg_get_serial_sequence('recsel_events', 'seq'),
-                           coalesce((SELECT max(seq) FROM recsel_events), 0) + 1, false);",
-        )
-        .map_err(&e)?;
-        tx.commit().map_err(&e)
-    }
-
-    fn open_run(&self, id: &str, key: &str, at: Timestamp) -> Result<Run> {
-        Run::check_id(id)?;
-        let mut c = lock(&self.writer);
-        let e = self.err();
-        let mut tx = c.transaction().map_err(&e)?;
-        let found = tx
-            .query_opt(
-                "SELECT key, attempts FROM recsel_runs WHERE run_id = $1 FOR UPDATE",
-                &[&id],
-            )
-            .map_err(&e)?;
-        let attempts = match found.map(|r| (r.get::<_, String>(0), r.get::<_, i64>(1))) {
-            Some((k, _)) if k != key => return Err(Run::key_mismatch(&self.location, id)),
-            Some((_, n)) => {
-                tx.execute(
-                    "UPDATE recsel_runs SET attempts = $2, last_ms = $3 WHERE run_id = $1",
-                    &[&id, &(n + 1), &at.0],
-                )
-                .map_err(&e)?;
-                n as u64 + 1
-            }
-            None => {
-                // A concurrent first attempt of the same id waits on the primary key, then fails
-                // here; the command can simply be run again.
-                tx.execute(
-                    "INSERT INTO recsel_runs (run_id, key, first_ms, last_ms, attempts) \
-                     VALUES ($1, $2, $3, $3, 1)",
-                    &[&id, &key, &at.0],
-                )
-                .map_err(&e)?;
-                1
-            }
-        };
-        tx.commit().map_err(&e)?;
-        Ok(Run {
-            id: id.to_string(),
-            attempts,
-        })
     }
 }
 

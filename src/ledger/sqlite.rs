@@ -19,31 +19,21 @@ use std::time::Duration;
 
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
-use super::{
-    Answer, Balance, ChargeRequest, Event, Ledger, LedgerError, Outcome, Rejection, Result, Run,
-    Settings, Timestamp, Units,
+use super::store::{
+    event_columns, event_table, meta_rows, settings_from_meta, to_i64, units, EventRow, Store,
+    StoreTx, TxError, TxResult, WindowTotal,
 };
+use super::{Event, LedgerError, LedgerLog, Result, Settings, Timestamp, Units};
 
-/// The `format` value in `meta`.
-pub const FORMAT: &str = "recsel-ledger";
-/// The schema version in `meta`.
-pub const FORMAT_VERSION: u32 = 1;
 /// How long a connection waits for another one's write lock before the commit fails.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(60);
 
-const SCHEMA: &str = "
+/// The tables of a new ledger file.
+fn schema() -> String {
+    format!(
+        "
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS events (
-    seq INTEGER PRIMARY KEY,
-    request_id TEXT NOT NULL UNIQUE,
-    user TEXT NOT NULL,
-    mechanism TEXT NOT NULL,
-    units INTEGER NOT NULL CHECK (units >= 0),
-    time_ms INTEGER NOT NULL,
-    window_start INTEGER NOT NULL,
-    answer_kind TEXT NOT NULL CHECK (answer_kind IN ('item', 'none', 'fallback')),
-    answer_item TEXT
-);
+CREATE TABLE IF NOT EXISTS events (seq INTEGER PRIMARY KEY, {});
 CREATE INDEX IF NOT EXISTS events_by_user ON events (user, seq);
 CREATE TABLE IF NOT EXISTS windows (
     user TEXT NOT NULL,
@@ -58,10 +48,10 @@ CREATE TABLE IF NOT EXISTS runs (
     last_ms INTEGER NOT NULL,
     attempts INTEGER NOT NULL
 );
-";
-
-const EVENT_COLUMNS: &str =
-    "seq, user, request_id, mechanism, units, time_ms, window_start, answer_kind, answer_item";
+",
+        event_table("user", "INTEGER")
+    )
+}
 
 /// A ledger in one SQLite file. Two connections: one for writes (charges, runs, imports) and one
 /// for reads, so that a balance can be read while a group commits.
@@ -79,50 +69,29 @@ fn lock(m: &Mutex<Connection>) -> MutexGuard<'_, Connection> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn to_i64(u: Units) -> i64 {
-    u.get() as i64 // Units::MAX is i64::MAX
-}
-
-fn from_i64(n: i64) -> std::result::Result<Units, rusqlite::Error> {
-    u64::try_from(n)
-        .ok()
-        .and_then(|n| Units::new(n).ok())
-        .ok_or(rusqlite::Error::IntegralValueOutOfRange(0, n))
-}
-
-fn answer_columns(a: &Answer) -> (&'static str, Option<&str>) {
-    match a {
-        Answer::Item(i) => ("item", Some(i)),
-        Answer::NoCandidate => ("none", None),
-        Answer::Fallback(i) => ("fallback", Some(i)),
+impl From<rusqlite::Error> for TxError {
+    fn from(e: rusqlite::Error) -> Self {
+        TxError::fatal(e)
     }
 }
 
-fn event_from_row(r: &rusqlite::Row<'_>) -> std::result::Result<Event, rusqlite::Error> {
-    let kind: String = r.get(7)?;
-    let item: Option<String> = r.get(8)?;
-    let answer = match (kind.as_str(), item) {
-        ("item", Some(i)) => Answer::Item(i),
-        ("fallback", Some(i)) => Answer::Fallback(i),
-        ("none", None) => Answer::NoCandidate,
-        (k, _) => {
-            return Err(rusqlite::Error::InvalidColumnType(
-                7,
-                format!("answer_kind '{k}'"),
-                rusqlite::types::Type::Text,
-            ))
-        }
-    };
-    Ok(Event {
-        seq: r.get::<_, i64>(0)? as u64,
+/// The stored columns of an event, in [`EventRow`] order.
+fn row(r: &rusqlite::Row<'_>) -> std::result::Result<EventRow, rusqlite::Error> {
+    Ok(EventRow {
+        seq: Some(r.get(0)?),
         user: r.get(1)?,
         request_id: r.get(2)?,
         mechanism: r.get(3)?,
-        units: from_i64(r.get(4)?)?,
-        time: Timestamp(r.get(5)?),
-        window: Timestamp(r.get(6)?),
-        answer,
+        units: r.get(4)?,
+        time_ms: r.get(5)?,
+        window_start: r.get(6)?,
+        answer_kind: r.get(7)?,
+        answer_item: r.get(8)?,
     })
+}
+
+fn event_from_row(r: &rusqlite::Row<'_>) -> TxResult<Event> {
+    row(r)?.event()
 }
 
 impl SqliteLedger {
@@ -167,10 +136,6 @@ impl SqliteLedger {
             path: path.display().to_string(),
             message: e.to_string(),
         }
-    }
-
-    fn err(&self) -> impl Fn(rusqlite::Error) -> LedgerError + '_ {
-        move |e| Self::store_err(&self.path, e)
     }
 
     /// A connection with the durability settings, checked (never a non-durable mode).
@@ -227,15 +192,8 @@ impl SqliteLedger {
                     "an SQLite database that is not a recsel ledger; refusing to add tables to it",
                 ));
             }
-            tx.execute_batch(SCHEMA).map_err(e)?;
-            let created = Timestamp::now().to_string();
-            for (k, v) in [
-                ("format", FORMAT.to_string()),
-                ("format_version", FORMAT_VERSION.to_string()),
-                ("budget_units", settings.budget.get().to_string()),
-                ("period", settings.period.name().to_string()),
-                ("created", created),
-            ] {
+            tx.execute_batch(&schema()).map_err(e)?;
+            for (k, v) in meta_rows(settings) {
                 tx.execute(
                     "INSERT INTO meta (key, value) VALUES (?1, ?2)",
                     params![k, v],
@@ -243,32 +201,14 @@ impl SqliteLedger {
                 .map_err(e)?;
             }
         }
-        let meta = |key: &str| -> Result<String> {
-            tx.query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
-                .optional()
-                .map_err(e)?
-                .ok_or_else(|| Self::store_err(path, format!("meta has no '{key}'")))
-        };
-        if meta("format")? != FORMAT {
-            return Err(Self::store_err(path, "not a recsel ledger"));
-        }
-        let version = meta("format_version")?;
-        if version != FORMAT_VERSION.to_string() {
-            return Err(Self::store_err(
-                path,
-                format!("ledger format version {version}; this recsel reads {FORMAT_VERSION}"),
-            ));
-        }
-        let budget = meta("budget_units")?
-            .parse::<u64>()
-            .ok()
-            .and_then(|n| Units::new(n).ok())
-            .ok_or_else(|| Self::store_err(path, "bad budget_units in meta"))?;
-        let period = meta("period")?
-            .parse()
-            .map_err(|x| Self::store_err(path, x))?;
+        let settings = settings_from_meta(&mut |key| {
+            Ok(tx
+                .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
+                .optional()?)
+        })
+        .map_err(|x| Self::store_err(path, x.message))?;
         tx.commit().map_err(e)?;
-        Ok((conn, Settings { budget, period }))
+        Ok((conn, settings))
     }
 
     /// The path of the file.
@@ -276,353 +216,239 @@ impl SqliteLedger {
         &self.path
     }
 
-    /// Recomputes every window's total from the events and compares it with the stored running
-    /// total; returns the number of windows checked. For tests and `recsel ledger show --verify`.
-    pub fn verify(&self) -> Result<usize> {
-        let conn = lock(&self.reader);
-        let e = self.err();
-        let mut stmt = conn
-            .prepare(
-                "SELECT w.user, w.window_start, w.spent, \
-                 (SELECT coalesce(sum(units), 0) FROM events v \
-                  WHERE v.user = w.user AND v.window_start = w.window_start) \
-                 FROM windows w",
-            )
-            .map_err(&e)?;
-        let rows = stmt
-            .query_map([], |r| {
-                Ok((
-                    r.get::<_, String>(0)?,
-                    r.get::<_, i64>(1)?,
-                    r.get::<_, i64>(2)?,
-                    r.get::<_, i64>(3)?,
-                ))
-            })
-            .map_err(&e)?;
-        let mut n = 0;
-        for row in rows {
-            let (user, start, spent, sum) = row.map_err(&e)?;
-            if spent != sum || spent as u64 > self.settings.budget.get() {
-                return Err(Self::store_err(
-                    &self.path,
-                    format!(
-                        "user '{user}', window {}: running total {spent} units, events sum \
-                         {sum}, budget {}",
-                        Timestamp(start),
-                        self.settings.budget.get()
-                    ),
-                ));
-            }
-            n += 1;
-        }
-        let orphans: i64 = conn
-            .query_row(
-                "SELECT count(*) FROM (SELECT DISTINCT user, window_start FROM events \
-                 WHERE units > 0 EXCEPT SELECT user, window_start FROM windows)",
-                [],
-                |r| r.get(0),
-            )
-            .map_err(&e)?;
-        if orphans > 0 {
-            return Err(Self::store_err(
-                &self.path,
-                format!("{orphans} windows have charges but no running total"),
-            ));
-        }
-        Ok(n)
-    }
-
-    fn decide(
-        &self,
-        tx: &rusqlite::Transaction<'_>,
-        r: &ChargeRequest,
-    ) -> std::result::Result<Outcome, rusqlite::Error> {
-        let invalid = |m: &str| {
-            Ok(Outcome::Rejected {
-                reason: Rejection::Invalid(m.into()),
-            })
-        };
-        if r.user.is_empty() {
-            return invalid("the user id is empty");
-        }
-        if r.request_id.is_empty() {
-            return invalid("the request id is empty");
-        }
-        if r.answer.is_fallback() {
-            return invalid("a charged answer cannot be a fallback; pass the fallback separately");
-        }
-        if r.fallback.as_deref() == Some("") {
-            return invalid("the fallback item id is empty");
-        }
-        let mut find = tx.prepare_cached(&format!(
-            "SELECT {EVENT_COLUMNS} FROM events WHERE request_id = ?1"
-        ))?;
-        if let Some(event) = find.query_row([&r.request_id], event_from_row).optional()? {
-            if event.user != r.user {
-                return Ok(Outcome::Rejected {
-                    reason: Rejection::RequestIdOfAnotherUser,
-                });
-            }
-            return Ok(Outcome::Replayed { event });
-        }
-        let budget = self.settings.budget;
-        let window = self.settings.period.window(r.time);
-        let mut spent_q =
-            tx.prepare_cached("SELECT spent FROM windows WHERE user = ?1 AND window_start = ?2")?;
-        let spent = match spent_q
-            .query_row(params![r.user, window.start.0], |row| row.get::<_, i64>(0))
-            .optional()?
-        {
-            Some(n) => from_i64(n)?,
-            None => Units::ZERO,
-        };
-        let remaining = budget.saturating_sub(spent);
-        let mut insert = tx.prepare_cached(
-            "INSERT INTO events (request_id, user, mechanism, units, time_ms, window_start, \
-             answer_kind, answer_item) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-        )?;
-        if r.epsilon <= remaining {
-            let after = spent
-                .checked_add(r.epsilon)
-                .expect("spent + charge <= budget");
-            let (kind, item) = answer_columns(&r.answer);
-            insert.execute(params![
-                r.request_id,
-                r.user,
-                r.mechanism,
-                to_i64(r.epsilon),
-                r.time.0,
-                window.start.0,
-                kind,
-                item
-            ])?;
-            tx.prepare_cached(
-                "INSERT INTO windows (user, window_start, spent) VALUES (?1, ?2, ?3) \
-                 ON CONFLICT (user, window_start) DO UPDATE SET spent = excluded.spent",
-            )?
-            .execute(params![r.user, window.start.0, to_i64(after)])?;
-            return Ok(Outcome::Charged {
-                answer: r.answer.clone(),
-                charged: r.epsilon,
-                spent: after,
-                remaining: budget.saturating_sub(after),
-            });
-        }
-        // Refused. A request larger than the whole budget never fits; otherwise the next window
-        // has room (it starts empty).
-        let retry_after = if r.epsilon > budget { None } else { window.end };
-        match &r.fallback {
-            Some(item) => {
-                insert.execute(params![
-                    r.request_id,
-                    r.user,
-                    "fallback",
-                    0i64,
-                    r.time.0,
-                    window.start.0,
-                    "fallback",
-                    item
-                ])?;
-                Ok(Outcome::Fallback {
-                    item: item.clone(),
-                    remaining,
-                    retry_after,
-                })
-            }
-            None => Ok(Outcome::Refused {
-                spent,
-                remaining,
-                retry_after,
-            }),
-        }
+    fn read<T>(&self, f: impl FnOnce(&Connection) -> TxResult<T>) -> Result<T> {
+        f(&lock(&self.reader)).map_err(|e| Self::store_err(&self.path, e.message))
     }
 }
 
-impl Ledger for SqliteLedger {
+/// One write transaction of the embedded store.
+struct Tx<'a>(rusqlite::Transaction<'a>);
+
+impl StoreTx for Tx<'_> {
+    fn find(&mut self, request_id: &str) -> TxResult<Option<Event>> {
+        let mut q = self.0.prepare_cached(&format!(
+            "SELECT {} FROM events WHERE request_id = ?1",
+            event_columns("user")
+        ))?;
+        Ok(q.query_row([request_id], row)
+            .optional()?
+            .map(EventRow::event)
+            .transpose()?)
+    }
+
+    fn load_spent(&mut self, keys: &[(String, Timestamp)]) -> TxResult<Vec<Units>> {
+        // `BEGIN IMMEDIATE` holds the file's write lock already: plain reads suffice.
+        let mut q = self
+            .0
+            .prepare_cached("SELECT spent FROM windows WHERE user = ?1 AND window_start = ?2")?;
+        keys.iter()
+            .map(|(user, start)| {
+                match q
+                    .query_row(params![user, start.0], |r| r.get::<_, i64>(0))
+                    .optional()?
+                {
+                    Some(n) => units(n),
+                    None => Ok(Units::ZERO),
+                }
+            })
+            .collect()
+    }
+
+    fn save_spent(&mut self, user: &str, window: Timestamp, spent: Units) -> TxResult<()> {
+        self.0
+            .prepare_cached(
+                "INSERT INTO windows (user, window_start, spent) VALUES (?1, ?2, ?3) \
+                 ON CONFLICT (user, window_start) DO UPDATE SET spent = excluded.spent",
+            )?
+            .execute(params![user, window.0, to_i64(spent)])?;
+        Ok(())
+    }
+
+    fn insert(&mut self, r: &EventRow) -> TxResult<bool> {
+        let n = self
+            .0
+            .prepare_cached(
+                "INSERT INTO events (seq, request_id, user, mechanism, units, time_ms, \
+                 window_start, answer_kind, answer_item) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) ON CONFLICT (request_id) DO NOTHING",
+            )?
+            .execute(params![
+                r.seq,
+                r.request_id,
+                r.user,
+                r.mechanism,
+                r.units,
+                r.time_ms,
+                r.window_start,
+                r.answer_kind,
+                r.answer_item
+            ])?;
+        Ok(n == 1)
+    }
+
+    fn count_events(&mut self) -> TxResult<u64> {
+        let n: i64 = self
+            .0
+            .query_row("SELECT count(*) FROM events", [], |r| r.get(0))?;
+        Ok(n as u64)
+    }
+
+    fn rebuild_windows(&mut self) -> TxResult<()> {
+        self.0.execute_batch(
+            "DELETE FROM windows; \
+             INSERT INTO windows (user, window_start, spent) \
+             SELECT user, window_start, sum(units) FROM events WHERE units > 0 \
+             GROUP BY user, window_start",
+        )?;
+        Ok(())
+    }
+
+    fn find_run(&mut self, id: &str) -> TxResult<Option<(String, u64)>> {
+        Ok(self
+            .0
+            .query_row(
+                "SELECT key, attempts FROM runs WHERE run_id = ?1",
+                [id],
+                |r| Ok((r.get(0)?, r.get::<_, i64>(1)? as u64)),
+            )
+            .optional()?)
+    }
+
+    fn put_run(&mut self, id: &str, key: &str, at: Timestamp, attempts: u64) -> TxResult<()> {
+        if attempts == 1 {
+            self.0.execute(
+                "INSERT INTO runs (run_id, key, first_ms, last_ms, attempts) \
+                 VALUES (?1, ?2, ?3, ?3, 1)",
+                params![id, key, at.0],
+            )?;
+        } else {
+            self.0.execute(
+                "UPDATE runs SET attempts = ?2, last_ms = ?3 WHERE run_id = ?1",
+                params![id, attempts as i64, at.0],
+            )?;
+        }
+        Ok(())
+    }
+}
+
+impl Store for SqliteLedger {
+    fn kind(&self) -> &'static str {
+        "sqlite"
+    }
+
     fn location(&self) -> String {
         format!("sqlite:{}", self.path.display())
+    }
+
+    fn label(&self) -> String {
+        self.path.display().to_string()
     }
 
     fn settings(&self) -> Settings {
         self.settings
     }
 
-    fn charge(&self, requests: &[ChargeRequest]) -> Result<Vec<Outcome>> {
-        if requests.is_empty() {
-            return Ok(Vec::new());
-        }
+    fn transact(&self, body: &mut dyn FnMut(&mut dyn StoreTx) -> TxResult<()>) -> TxResult<()> {
         let mut conn = lock(&self.writer);
-        let e = self.err();
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(&e)?;
-        let mut out = Vec::with_capacity(requests.len());
-        for r in requests {
-            out.push(self.decide(&tx, r).map_err(&e)?);
-        }
-        tx.commit().map_err(&e)?; // durable (WAL fsync) before anyone sees `out`
-        Ok(out)
+        let mut tx = Tx(conn.transaction_with_behavior(TransactionBehavior::Immediate)?);
+        body(&mut tx)?;
+        tx.0.commit()?; // durable (WAL fsync) before anyone sees the outcomes
+        Ok(())
     }
 
-    fn balance(&self, user: &str, at: Timestamp) -> Result<Balance> {
-        let window = self.settings.period.window(at);
-        let conn = lock(&self.reader);
-        let spent = conn
-            .prepare_cached("SELECT spent FROM windows WHERE user = ?1 AND window_start = ?2")
-            .and_then(|mut s| {
-                s.query_row(params![user, window.start.0], |r| r.get::<_, i64>(0))
-                    .optional()
-            })
-            .map_err(self.err())?;
-        let spent = match spent {
-            Some(n) => from_i64(n).map_err(self.err())?,
-            None => Units::ZERO,
-        };
-        Ok(Balance {
-            window,
-            budget: self.settings.budget,
-            spent,
-            remaining: self.settings.budget.saturating_sub(spent),
+    fn spent(&self, user: &str, window: Timestamp) -> Result<Units> {
+        self.read(|conn| {
+            let n = conn
+                .prepare_cached("SELECT spent FROM windows WHERE user = ?1 AND window_start = ?2")?
+                .query_row(params![user, window.0], |r| r.get::<_, i64>(0))
+                .optional()?;
+            n.map_or(Ok(Units::ZERO), units)
         })
     }
 
+    fn windows(&self) -> Result<(Vec<WindowTotal>, u64)> {
+        self.read(|conn| {
+            let mut stmt = conn.prepare(
+                "SELECT w.user, w.window_start, w.spent, \
+                 (SELECT coalesce(sum(units), 0) FROM events v \
+                  WHERE v.user = w.user AND v.window_start = w.window_start) \
+                 FROM windows w",
+            )?;
+            let rows = stmt.query_map([], |r| {
+                Ok(WindowTotal {
+                    user: r.get(0)?,
+                    start: Timestamp(r.get(1)?),
+                    spent: r.get(2)?,
+                    events: r.get(3)?,
+                })
+            })?;
+            let windows = rows.collect::<std::result::Result<Vec<_>, _>>()?;
+            let orphans: i64 = conn.query_row(
+                "SELECT count(*) FROM (SELECT DISTINCT user, window_start FROM events \
+                 WHERE units > 0 EXCEPT SELECT user, window_start FROM windows)",
+                [],
+                |r| r.get(0),
+            )?;
+            Ok((windows, orphans as u64))
+        })
+    }
+}
+
+impl LedgerLog for SqliteLedger {
     fn events(&self, user: &str) -> Result<Vec<Event>> {
-        let conn = lock(&self.reader);
-        let mut stmt = conn
-            .prepare_cached(&format!(
-                "SELECT {EVENT_COLUMNS} FROM events WHERE user = ?1 ORDER BY seq"
-            ))
-            .map_err(self.err())?;
-        let rows = stmt.query_map([user], event_from_row).map_err(self.err())?;
-        rows.collect::<std::result::Result<_, _>>()
-            .map_err(self.err())
+        self.read(|conn| {
+            let mut stmt = conn.prepare_cached(&format!(
+                "SELECT {} FROM events WHERE user = ?1 ORDER BY seq",
+                event_columns("user")
+            ))?;
+            let rows = stmt.query_map([user], row)?;
+            rows.map(|r| r?.event()).collect()
+        })
     }
 
     fn event(&self, request_id: &str) -> Result<Option<Event>> {
-        let conn = lock(&self.reader);
-        conn.prepare_cached(&format!(
-            "SELECT {EVENT_COLUMNS} FROM events WHERE request_id = ?1"
-        ))
-        .and_then(|mut s| s.query_row([request_id], event_from_row).optional())
-        .map_err(self.err())
+        self.read(|conn| {
+            let mut stmt = conn.prepare_cached(&format!(
+                "SELECT {} FROM events WHERE request_id = ?1",
+                event_columns("user")
+            ))?;
+            Ok(stmt
+                .query_row([request_id], row)
+                .optional()?
+                .map(EventRow::event)
+                .transpose()?)
+        })
     }
 
     fn users(&self) -> Result<Vec<String>> {
-        let conn = lock(&self.reader);
-        let mut stmt = conn
-            .prepare("SELECT DISTINCT user FROM events ORDER BY user")
-            .map_err(self.err())?;
-        let rows = stmt.query_map([], |r| r.get(0)).map_err(self.err())?;
-        rows.collect::<std::result::Result<_, _>>()
-            .map_err(self.err())
+        self.read(|conn| {
+            let mut stmt = conn.prepare("SELECT DISTINCT user FROM events ORDER BY user")?;
+            let rows = stmt.query_map([], |r| r.get(0))?;
+            Ok(rows.collect::<std::result::Result<_, _>>()?)
+        })
     }
 
     fn for_each_event(&self, f: &mut dyn FnMut(&Event) -> Result<()>) -> Result<()> {
         let conn = lock(&self.reader);
+        let err = |e: rusqlite::Error| Self::store_err(&self.path, e);
         // One read transaction: the export is a consistent snapshot while charges go on.
-        conn.execute_batch("BEGIN").map_err(self.err())?;
+        conn.execute_batch("BEGIN").map_err(err)?;
         let result = (|| {
             let mut stmt = conn
-                .prepare(&format!("SELECT {EVENT_COLUMNS} FROM events ORDER BY seq"))
-                .map_err(self.err())?;
-            let mut rows = stmt.query([]).map_err(self.err())?;
-            while let Some(row) = rows.next().map_err(self.err())? {
-                f(&event_from_row(row).map_err(self.err())?)?;
+                .prepare(&format!(
+                    "SELECT {} FROM events ORDER BY seq",
+                    event_columns("user")
+                ))
+                .map_err(err)?;
+            let mut rows = stmt.query([]).map_err(err)?;
+            while let Some(r) = rows.next().map_err(err)? {
+                let event =
+                    event_from_row(r).map_err(|e| Self::store_err(&self.path, e.message))?;
+                f(&event)?;
             }
             Ok(())
         })();
-        conn.execute_batch("COMMIT").map_err(self.err())?;
+        conn.execute_batch("COMMIT").map_err(err)?;
         result
-    }
-
-    fn import_events(&self, events: &[Event]) -> Result<()> {
-        let mut conn = lock(&self.writer);
-        let e = self.err();
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(&e)?;
-        let n: i64 = tx
-            .query_row("SELECT count(*) FROM events", [], |r| r.get(0))
-            .map_err(&e)?;
-        if n > 0 {
-            return Err(LedgerError::Invalid(format!(
-                "{}: the ledger already has {n} events; import only into an empty ledger",
-                self.path.display()
-            )));
-        }
-        {
-            let mut insert = tx
-                .prepare(
-                    "INSERT INTO events (seq, request_id, user, mechanism, units, time_ms, \
-                     window_start, answer_kind, answer_item) \
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-                )
-                .map_err(&e)?;
-            for ev in events {
-                let (kind, item) = answer_columns(&ev.answer);
-                insert
-                    .execute(params![
-                        ev.seq as i64,
-                        ev.request_id,
-                        ev.user,
-                        ev.mechanism,
-                        to_i64(ev.units),
-                        ev.time.0,
-                        ev.window.0,
-                        kind,
-                        item
-                    ])
-                    .map_err(&e)?;
-            }
-            tx.execute_batch(
-                "INSERT INTO windows (user, window_start, spent) \
-                 SELECT user, window_start, sum(units) FROM events WHERE units > 0 \
-                 GROUP BY user, window_start",
-            )
-            .map_err(&e)?;
-        }
-        tx.commit().map_err(&e)
-    }
-
-    fn open_run(&self, id: &str, key: &str, at: Timestamp) -> Result<Run> {
-        Run::check_id(id)?;
-        let mut conn = lock(&self.writer);
-        let e = self.err();
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(&e)?;
-        let found: Option<(String, i64)> = tx
-            .query_row(
-                "SELECT key, attempts FROM runs WHERE run_id = ?1",
-                [id],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
-            .optional()
-            .map_err(&e)?;
-        let attempts = match found {
-            Some((k, _)) if k != key => return Err(Run::key_mismatch(&self.path.display(), id)),
-            Some((_, n)) => {
-                tx.execute(
-                    "UPDATE runs SET attempts = ?2, last_ms = ?3 WHERE run_id = ?1",
-                    params![id, n + 1, at.0],
-                )
-                .map_err(&e)?;
-                n as u64 + 1
-            }
-            None => {
-                tx.execute(
-                    "INSERT INTO runs (run_id, key, first_ms, last_ms, attempts) \
-                     VALUES (?1, ?2, ?3, ?3, 1)",
-                    params![id, key, at.0],
-                )
-                .map_err(&e)?;
-                1
-            }
-        };
-        tx.commit().map_err(&e)?;
-        Ok(Run {
-            id: id.to_string(),
-            attempts,
-        })
     }
 }

@@ -68,9 +68,8 @@ option_table! {
     #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
     pub struct LedgerOptions {
         /// Charge every recommendation to this privacy ledger before it is written out: an
-        /// SQLite file (created if missing; recsel serve also takes a postgres:// URL, a ledger
-        /// shared by several replicas). A user whose budget is exhausted gets a refusal (or the
-        /// fallback).
+        /// SQLite file (created if missing) or a postgres:// URL (a ledger shared by several
+        /// replicas). A user whose budget is exhausted gets a refusal (or the fallback).
         #[option(value_name = "FILE|URL", group = "Ledger")]
         pub ledger: String,
         /// ε each user may spend per --period (decimal, rounded down to 10^-9). Needed to create

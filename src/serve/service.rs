@@ -373,18 +373,9 @@ impl Service {
                 "budget": s.budget.as_epsilon(),
                 "period": s.period.name(),
                 "fallback": self.fallback(),
-                "ledger": ledger_kind(&*self.ledger),
+                "ledger": self.ledger.kind(),
                 "noise": self.noise(),
             }
         })
-    }
-}
-
-/// `sqlite` or `postgres`: the kind of ledger, without its path or credentials.
-fn ledger_kind(l: &dyn Ledger) -> &'static str {
-    if l.location().starts_with("postgres") {
-        "postgres"
-    } else {
-        "sqlite"
     }
 }
