@@ -965,3 +965,257 @@ fn rs_family_outputs_for_a_seed_are_pinned() {
         assert_eq!(got, want, "{name} gamma={gamma} eta={eta}");
     }
 }
+
+/// ⊥ is an output: `rs-threshold`'s selections through `Prepared::sample_outcome` (the counts of
+/// `recsel sample`) release ⊥ with the probability of Theorem 3.1 and each candidate with its
+/// share of the successes — the exact law with ⊥ as its own outcome, on the seeded and the secure
+/// path; γ × 1.3 is rejected. Mechanisms that cannot release ⊥ say so and count none, with the
+/// same counts as before.
+#[test]
+fn rs_threshold_releases_bottom_as_its_own_outcome() {
+    use recsel::mechanisms::batch::{sample_counts, sample_outcome_counts};
+    use recsel::rng::NoiseMode;
+    let (eps, gamma, tau) = (4.0, 0.1, 2.5);
+    let params = MechParams::default()
+        .with_epsilon(eps)
+        .with_param("gamma", gamma)
+        .with_param("threshold", tau);
+    let m = mechanisms::build("rs-threshold", &params).unwrap();
+    assert!(m.may_release_bottom());
+    let eps0 = eps / 2.0;
+    let law = |gamma: f64| {
+        let k = Q.len() as f64;
+        let succ: Vec<f64> = Q
+            .iter()
+            .zip(D)
+            .map(|(q, d)| lap_tail(tau - q, d / eps0) / k)
+            .collect();
+        let p: f64 = succ.iter().sum();
+        let s = 1.0 / (1.0 - (1.0 - p) * (1.0 - gamma));
+        let mut out: Vec<f64> = succ.iter().map(|x| x * s).collect();
+        out.push(1.0 - p * s);
+        out
+    };
+    let problem = Problem::new(&Q, &D).unwrap();
+    for mode in [NoiseMode::Fast, NoiseMode::Secure] {
+        let c = sample_outcome_counts(&*m, &problem, mode, Streams::new(17), N, &|_| {}).unwrap();
+        let mut cells = c.candidates.clone();
+        cells.push(c.bottom);
+        assert!(c.bottom > 0);
+        if mode.is_secure() {
+            // The secure path rounds τ up onto the grid of the scores; with these scores (exact
+            // on the grid) it is τ itself.
+            assert_fits(&cells, &law(gamma), "rs-threshold with bottom, secure");
+        } else {
+            assert_fits(&cells, &law(gamma), "rs-threshold with bottom");
+            assert_rejects(
+                &cells,
+                &law(gamma * 1.3),
+                "rs-threshold with bottom, 1.3 gamma",
+            );
+        }
+    }
+    // A mechanism without ⊥: none counted, the same counts as `sample_counts`.
+    let rs = mechanisms::build("rs-hard", &params).unwrap();
+    assert!(!rs.may_release_bottom());
+    let a = sample_outcome_counts(
+        &*rs,
+        &problem,
+        NoiseMode::Fast,
+        Streams::new(18),
+        50_000,
+        &|_| {},
+    )
+    .unwrap();
+    let b = sample_counts(
+        &*rs,
+        &problem,
+        NoiseMode::Fast,
+        Streams::new(18),
+        50_000,
+        &|_| {},
+    )
+    .unwrap();
+    assert_eq!(a.bottom, 0);
+    assert_eq!(a.candidates, b);
+}
+
+/// `recsel sample` reports ⊥ for `rs-threshold` (a `⊥` line, `"bottom"` in the JSON, the counts
+/// summing to n with it) and nothing new for a mechanism that cannot release it; the audit counts
+/// ⊥ as an output of its own.
+#[test]
+fn sample_and_audit_report_bottom() {
+    let run = |mech: &str, json: bool| {
+        let mut args = vec![
+            "sample",
+            "--mech",
+            mech,
+            "--eps",
+            "1",
+            "--scores",
+            "0,0.5,1",
+            "--sens",
+            "1,1,1",
+            "--n",
+            "20000",
+            "--seed",
+            "5",
+            "--threshold",
+            "2",
+            "--gamma",
+            "0.2",
+        ];
+        if json {
+            args.push("--json");
+        }
+        let o = crate::util::recsel(&args);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8(o.stdout).unwrap()
+    };
+    let text = run("rs-threshold", false);
+    let bottom_line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with('⊥'))
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_str(&run("rs-threshold", true)).unwrap();
+    let counts: Vec<u64> = serde_json::from_value(v["counts"].clone()).unwrap();
+    let bottom = v["bottom"].as_u64().unwrap();
+    assert!(
+        bottom > 2_000,
+        "a threshold above every score gives up often: {bottom}"
+    );
+    assert_eq!(counts.iter().sum::<u64>() + bottom, 20_000);
+    assert!(bottom_line.contains(&bottom.to_string()), "{bottom_line}");
+    let v: serde_json::Value = serde_json::from_str(&run("rs-hard", true)).unwrap();
+    assert!(v.get("bottom").is_none(), "{v}");
+    assert!(!run("rs-hard", false).contains('⊥'));
+
+    let pairs = builtin_pairs(&[0.0, 0.25, 0.5, 0.75, 1.0], &[0.2, 1.0, 0.5, 2.0, 1.0], 5).unwrap();
+    let config = AuditConfig::new(20_000, 1e-4, 21).unwrap();
+    let params = MechParams::default()
+        .with_epsilon(1.0)
+        .with_param("threshold", 1.0);
+    let r = audit::audit(
+        &*mechanisms::build("rs-threshold", &params).unwrap(),
+        &pairs,
+        &config,
+        &|_| {},
+    )
+    .unwrap();
+    let b = r.bottom.expect("rs-threshold can release bottom");
+    assert!(b > 0 && b < r.results.len() as u64 * 20_000, "{b}");
+    let r = audit::audit(
+        &*mechanisms::build("rs-hard", &params).unwrap(),
+        &pairs,
+        &config,
+        &|_| {},
+    )
+    .unwrap();
+    assert_eq!(r.bottom, None);
+}
+
+/// Theorem 3.3 (random stopping's utility): with K ~ Geometric(γ) and p = P(one run scores ≥ τ),
+/// the best run scores below τ with probability exactly φ(1 − p) = γ(1−p)/(γ + p(1−γ)) ≤ γ/p:
+/// measured at three thresholds against the exact value (a two-sided Clopper–Pearson interval at
+/// 1e-6 contains it), and a selection at γ × 1.3 breaks the bound where it is nearly attained.
+#[test]
+fn random_stopping_reaches_a_threshold_as_theorem_3_3_says() {
+    let n = 400_000;
+    for (gamma, first) in [(0.05, 4usize), (0.2, 3), (0.01, 5)] {
+        let p: f64 = PI[first..].iter().sum();
+        let exact = gamma * (1.0 - p) / (gamma + p * (1.0 - gamma));
+        assert!(exact <= gamma / p);
+        let below = |gamma: f64, seed: u64| -> u64 {
+            let sel = SelectionParams::new(Stopping::Geometric { gamma }, 0.5)
+                .check()
+                .unwrap();
+            let c = counts(&sel, n, seed);
+            c[..first].iter().sum()
+        };
+        let k = below(gamma, 60 + first as u64);
+        let (lo, hi) = (
+            clopper_pearson_lower(k, n, ALPHA / 2.0),
+            clopper_pearson_upper(k, n, ALPHA / 2.0),
+        );
+        eprintln!(
+            "theorem 3.3, gamma {gamma}, p {p:.2}: below tau {:.5}, exact {exact:.5}, bound gamma/p {:.5}",
+            k as f64 / n as f64,
+            gamma / p
+        );
+        assert!(lo <= exact && exact <= hi, "{lo} {exact} {hi}");
+        let k_wrong = below(gamma * 1.3, 70 + first as u64);
+        assert!(
+            clopper_pearson_lower(k_wrong, n, ALPHA) > exact,
+            "gamma x 1.3 must break the bound"
+        );
+    }
+}
+
+/// Theorem 3.1 (d)/(e): the number of runs N of the known threshold with hard stop T has
+/// P(N > j) = ((1−p)(1−γ))^j for j < T, so E N = (1 − r^T)/(1 − r) ≤ min(T, 1/(γ + p(1−γ))),
+/// r = (1−p)(1−γ). The runs the API reports follow that law (chi-square), γ × 1.3 is rejected,
+/// and their mean is within the bound.
+#[test]
+fn the_known_threshold_makes_the_number_of_runs_theorem_3_1_says() {
+    let (gamma, first, t) = (0.15, 4usize, 8u64);
+    let p: f64 = PI[first..].iter().sum();
+    let law = |gamma: f64| -> Vec<f64> {
+        let r = (1.0 - p) * (1.0 - gamma);
+        (1..=t)
+            .map(|j| {
+                if j < t {
+                    r.powf(j as f64 - 1.0) * (1.0 - r)
+                } else {
+                    r.powf(t as f64 - 1.0)
+                }
+            })
+            .collect()
+    };
+    let runs = |gamma: f64, seed: u64| -> Vec<u64> {
+        let sel = SelectionParams::new(Stopping::Geometric { gamma }, 0.5)
+            .with_threshold(first as f64)
+            .with_max_runs(t)
+            .check()
+            .unwrap();
+        let streams = Streams::new(seed);
+        (0..N)
+            .into_par_iter()
+            .fold(
+                || vec![0u64; t as usize],
+                |mut c, i| {
+                    let mut rng = streams.stream(2, 0, 0, i as u32);
+                    let out = sel.run(
+                        |rng| {
+                            let o = draw_outcome(rng.random::<f64>());
+                            (o, o as f64)
+                        },
+                        &mut rng,
+                    );
+                    c[out.runs as usize - 1] += 1;
+                    c
+                },
+            )
+            .reduce(
+                || vec![0u64; t as usize],
+                |mut a, b| {
+                    a.iter_mut().zip(b).for_each(|(x, y)| *x += y);
+                    a
+                },
+            )
+    };
+    let c = runs(gamma, 80);
+    assert_fits(&c, &law(gamma), "number of runs");
+    assert_rejects(&c, &law(gamma * 1.3), "number of runs against gamma x 1.3");
+    let mean = c
+        .iter()
+        .enumerate()
+        .map(|(j, &x)| (j + 1) as f64 * x as f64)
+        .sum::<f64>()
+        / N as f64;
+    let r = (1.0 - p) * (1.0 - gamma);
+    let exact = (1.0 - r.powf(t as f64)) / (1.0 - r);
+    let bound = (t as f64).min(1.0 / (gamma + p * (1.0 - gamma)));
+    eprintln!("theorem 3.1 (d)/(e): mean runs {mean:.4}, exact {exact:.4}, bound {bound:.4}");
+    assert!(exact <= bound);
+    assert!((mean - exact).abs() < 0.02, "{mean} vs {exact}");
+}

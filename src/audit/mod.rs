@@ -115,6 +115,11 @@ pub struct AuditReport {
     pub exceeds_nominal: bool,
     /// Samples drawn in total.
     pub samples_drawn: u64,
+    /// For a mechanism that can release ⊥ ([`Mechanism::may_release_bottom`]): how many of the
+    /// fresh samples (every pair, both inputs) released it. ⊥ is then its own output, index k of
+    /// a pair with k candidates; `None` (and absent from the JSON) for every other mechanism.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bottom: Option<u64>,
     /// Settings.
     pub config: AuditConfig,
 }
@@ -144,6 +149,18 @@ fn counts(
 ) -> Result<Vec<u64>> {
     let problem = Problem::new(q, sens)?;
     let selector = Selector::new(mech, &problem, noise)?;
+    if mech.may_release_bottom() {
+        // ⊥ is its own output, after the candidates.
+        return bottom_counts(
+            &selector,
+            name_id(mech.name()),
+            q.len(),
+            n,
+            streams,
+            family,
+            noise,
+        );
+    }
     counts_of(
         &selector,
         name_id(mech.name()),
@@ -183,6 +200,37 @@ pub(crate) fn counts_of(
         })
         .try_reduce(
             || vec![0u64; outputs],
+            |mut a, b| {
+                a.iter_mut().zip(b).for_each(|(x, y)| *x += y);
+                Ok(a)
+            },
+        )
+}
+
+/// As [`counts_of`] without a map, with ⊥ counted as output `k` ([`Selector::sample_outcome`]).
+fn bottom_counts(
+    selector: &Selector<'_>,
+    id: u32,
+    k: usize,
+    n: u64,
+    streams: &Streams,
+    family: u32,
+    noise: NoiseMode,
+) -> Result<Vec<u64>> {
+    const CHUNK: u64 = 4096;
+    (0..n.div_ceil(CHUNK))
+        .into_par_iter()
+        .map(|c| {
+            let mut out = vec![0u64; k + 1];
+            let mut draws = Draws::new(noise, *streams)?;
+            for i in c * CHUNK..((c + 1) * CHUNK).min(n) {
+                let a = selector.sample_outcome(&mut draws, id, family, i >> 32, i as u32);
+                out[a.unwrap_or(k)] += 1;
+            }
+            Ok(out)
+        })
+        .try_reduce(
+            || vec![0u64; k + 1],
             |mut a, b| {
                 a.iter_mut().zip(b).for_each(|(x, y)| *x += y);
                 Ok(a)
@@ -324,12 +372,17 @@ pub fn audit(
         return Err(Error::Invalid("no neighbouring pairs to audit".into()));
     }
     // Bonferroni over every output, direction and pair; each bound gets half of its share.
-    let tests: usize = pairs.iter().map(|p| 2 * p.len()).sum();
+    let bottom = mech.may_release_bottom();
+    let tests: usize = pairs
+        .iter()
+        .map(|p| 2 * (p.len() + usize::from(bottom)))
+        .sum();
     let level = config.alpha / (2.0 * tests as f64);
     let streams = Streams::new(config.seed);
     let guarantee = held_to(mech, config.noise)?;
     let mut results = Vec::new();
     let mut drawn = 0u64;
+    let mut bottoms = 0u64;
     for (i, pair) in pairs.iter().enumerate() {
         let fam = 4 * i as u32;
         let (n0, n) = (config.select_samples, config.samples);
@@ -338,6 +391,9 @@ pub fn audit(
         let sel_b = counts(mech, &pair.q2, &pair.sens, n0, &streams, fam + 1, mode)?;
         let fresh_a = counts(mech, &pair.q, &pair.sens, n, &streams, fam + 2, mode)?;
         let fresh_b = counts(mech, &pair.q2, &pair.sens, n, &streams, fam + 3, mode)?;
+        if bottom {
+            bottoms += fresh_a[pair.len()] + fresh_b[pair.len()];
+        }
         drawn += 2 * (n0 + n);
         progress(2 * (n0 + n));
         for (direction, sel_first, sel_second, first, second) in [
@@ -383,6 +439,7 @@ pub fn audit(
         violation,
         exceeds_nominal,
         samples_drawn: drawn,
+        bottom: bottom.then_some(bottoms),
         config: *config,
     })
 }

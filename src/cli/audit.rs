@@ -91,10 +91,23 @@ fn print_report(out: &mut impl Write, r: &AuditReport) -> std::io::Result<()> {
     for d in &r.results {
         let claimed = d.claimed.map_or("-".to_string(), |c| format!("{c:.4}"));
         let b = &d.bound;
+        // Output k of a pair with k candidates is ⊥ (mechanisms that can release it).
+        let output = if r.bottom.is_some() && b.output == d.k {
+            "⊥".to_string()
+        } else {
+            b.output.to_string()
+        };
         writeln!(
             out,
             "{:<18} {:<6} {:>3} {:>6} {:>10} {:>10} {:>9.4} {:>9}",
-            d.pair, d.direction, d.k, b.output, b.count_first, b.count_second, b.eps_lb, claimed
+            d.pair, d.direction, d.k, output, b.count_first, b.count_second, b.eps_lb, claimed
+        )?;
+    }
+    if let Some(bottom) = r.bottom {
+        writeln!(
+            out,
+            "⊥ released in {bottom} of {} fresh samples (its own output)",
+            r.results.len() as u64 * r.config.samples
         )?;
     }
     writeln!(

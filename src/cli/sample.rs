@@ -42,7 +42,8 @@ pub struct Args {
     /// ChaCha20 generator, no seed (docs/secure.md).
     #[arg(long)]
     secure: bool,
-    /// Print exactly one JSON object {"mechanism","epsilon","n","counts","private"}.
+    /// Print exactly one JSON object {"mechanism","epsilon","n","counts","private"}, with
+    /// "bottom" (the selections that released ⊥) for a mechanism that can release it.
     #[arg(long)]
     json: bool,
 }
@@ -75,8 +76,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         streams(args.seed)
     };
     let bar = progress(n, "sampling");
-    let counts =
-        mechanisms::batch::sample_counts(&*mech, &problem, mode, streams, n, &|d| bar.inc(d))?;
+    // A mechanism that can give up (rs-threshold) has ⊥ counted apart, not as its uniform
+    // stand-in; every other mechanism's counts are those of `sample_counts`.
+    let bottom_possible = mech.may_release_bottom();
+    let outcome =
+        mechanisms::batch::sample_outcome_counts(&*mech, &problem, mode, streams, n, &|d| {
+            bar.inc(d)
+        })?;
+    let counts = outcome.candidates;
     bar.finish_and_clear();
     let mut out = std::io::stdout().lock();
     if args.json {
@@ -87,6 +94,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             "counts": counts,
             "private": mech.guarantee().is_private(),
         });
+        if bottom_possible {
+            obj["bottom"] = outcome.bottom.into();
+        }
         if let Some(e) = effective {
             obj["secure"] = true.into();
             obj["effective_epsilon"] = e.into();
@@ -119,6 +129,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             sens[a],
             c,
             *c as f64 / n as f64
+        )?;
+    }
+    if bottom_possible {
+        writeln!(
+            out,
+            "{:>9} {:>12} {:>12} {:>12} {:>9.5}",
+            "⊥",
+            "-",
+            "-",
+            outcome.bottom,
+            outcome.bottom as f64 / n as f64
         )?;
     }
     Ok(ExitCode::SUCCESS)

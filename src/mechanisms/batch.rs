@@ -23,28 +23,79 @@ pub fn sample_counts(
     n: u64,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<Vec<u64>> {
+    let counts = outcome_counts(mech, problem, mode, streams, n, false, progress)?;
+    Ok(counts.candidates)
+}
+
+/// How often each candidate was chosen, and how often ⊥ was released.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutcomeCounts {
+    /// Selections of each candidate.
+    pub candidates: Vec<u64>,
+    /// Selections that released ⊥ (always 0 for a mechanism that cannot,
+    /// [`Mechanism::may_release_bottom`]).
+    pub bottom: u64,
+}
+
+/// [`sample_counts`] with ⊥ counted apart ([`crate::mechanisms::Prepared::sample_outcome`]) when
+/// `explicit_bottom` is set; otherwise ⊥ is the mechanism's uniform stand-in, as in
+/// [`sample_counts`]. The same streams, so a mechanism that never releases ⊥ gives the same
+/// counts either way.
+pub fn sample_outcome_counts(
+    mech: &dyn Mechanism,
+    problem: &Problem<'_>,
+    mode: NoiseMode,
+    streams: Streams,
+    n: u64,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<OutcomeCounts> {
+    outcome_counts(mech, problem, mode, streams, n, true, progress)
+}
+
+fn outcome_counts(
+    mech: &dyn Mechanism,
+    problem: &Problem<'_>,
+    mode: NoiseMode,
+    streams: Streams,
+    n: u64,
+    explicit_bottom: bool,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<OutcomeCounts> {
     let k = problem.len();
     let id = name_id(mech.name());
     let selector = Selector::new(mech, problem, mode)?;
-    (0..n.div_ceil(CHUNK))
+    let mut counts = (0..n.div_ceil(CHUNK))
         .into_par_iter()
         .map(|c| -> Result<Vec<u64>> {
-            let mut counts = vec![0u64; k];
+            // Candidates, then ⊥ in the last cell.
+            let mut counts = vec![0u64; k + 1];
             let (start, end) = (c * CHUNK, ((c + 1) * CHUNK).min(n));
             let mut draws = Draws::new(mode, streams)?;
             for i in start..end {
-                counts[selector.sample(&mut draws, id, 0, i >> 32, i as u32)] += 1;
+                let cell = if explicit_bottom {
+                    selector
+                        .sample_outcome(&mut draws, id, 0, i >> 32, i as u32)
+                        .unwrap_or(k)
+                } else {
+                    selector.sample(&mut draws, id, 0, i >> 32, i as u32)
+                };
+                counts[cell] += 1;
             }
             progress(end - start);
             Ok(counts)
         })
         .try_reduce(
-            || vec![0u64; k],
+            || vec![0u64; k + 1],
             |mut a, b| {
                 a.iter_mut().zip(b).for_each(|(x, y)| *x += y);
                 Ok(a)
             },
-        )
+        )?;
+    let bottom = counts.pop().unwrap_or(0);
+    Ok(OutcomeCounts {
+        candidates: counts,
+        bottom,
+    })
 }
 
 /// Where a batch's stream coordinates come from: row i of the batch is user `users[i]` (or i),

@@ -231,6 +231,15 @@ impl fmt::Display for Guarantee {
 pub trait Prepared: Send + Sync {
     /// One selection: the index of the chosen candidate.
     fn sample(&self, rng: &mut Rng) -> usize;
+
+    /// One selection that may release ⊥ (`None`): a mechanism that can give up (`rs-threshold`
+    /// when no run reaches its threshold; [`Mechanism::may_release_bottom`]) says so here, and
+    /// its [`Prepared::sample`] releases a uniformly random candidate in ⊥'s place (a choice that
+    /// does not look at the data). Every other mechanism always names a candidate: by default
+    /// this is [`Prepared::sample`], the same draws.
+    fn sample_outcome(&self, rng: &mut Rng) -> Option<usize> {
+        Some(self.sample(rng))
+    }
 }
 
 /// A private selection mechanism with validated parameters.
@@ -246,6 +255,13 @@ pub trait Mechanism: Send + Sync + fmt::Debug {
         Guarantee::Pure {
             epsilon: self.epsilon(),
         }
+    }
+
+    /// Whether a selection can release ⊥ — nothing — ([`Prepared::sample_outcome`]): `true` for
+    /// the known-threshold selections (`rs-threshold`), which give up when no run reaches the
+    /// threshold (docs/private-candidates.md, "⊥ is an output").
+    fn may_release_bottom(&self) -> bool {
+        false
     }
 
     /// Precomputes what depends only on the problem and the parameters.
@@ -336,6 +352,25 @@ impl<'a> Selector<'a> {
                 p.sample(&mut streams.stream(mech_id, eps_index, user, trial))
             }
             (Selector::Secure(p), Draws::Secure(rng)) => p.sample(rng),
+            _ => panic!("Selector and Draws of different noise modes"),
+        }
+    }
+
+    /// [`Selector::sample`] that may release ⊥ (`None`; [`Prepared::sample_outcome`]), from the
+    /// same stream.
+    pub fn sample_outcome(
+        &self,
+        draws: &mut Draws,
+        mech_id: u32,
+        eps_index: u32,
+        user: u64,
+        trial: u32,
+    ) -> Option<usize> {
+        match (self, draws) {
+            (Selector::Fast(p), Draws::Seeded(streams)) => {
+                p.sample_outcome(&mut streams.stream(mech_id, eps_index, user, trial))
+            }
+            (Selector::Secure(p), Draws::Secure(rng)) => p.sample_outcome(rng),
             _ => panic!("Selector and Draws of different noise modes"),
         }
     }

@@ -222,6 +222,11 @@ impl Grid {
 pub trait SecurePrepared: Send + Sync {
     /// One selection: the index of the chosen candidate.
     fn sample(&self, rng: &mut SecureRng) -> usize;
+
+    /// One selection that may release ⊥ (`None`), as [`crate::mechanisms::Prepared::sample_outcome`].
+    fn sample_outcome(&self, rng: &mut SecureRng) -> Option<usize> {
+        Some(self.sample(rng))
+    }
 }
 
 /// Acceptance weights `w_a = exp(−num_a / den)` with `min_a num_a = 0`.

@@ -46,7 +46,10 @@ use crate::stats::distributions::{Geometric1, TruncatedNegBinomial};
 use crate::stats::exact::{ExactStopping, FRACTION_BITS};
 
 mod accounting;
+mod coupling;
 pub mod scores;
+pub mod sparse_vector;
+pub mod svt_scores;
 
 pub use accounting::Statement;
 

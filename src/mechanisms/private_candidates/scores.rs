@@ -9,13 +9,15 @@
 //!
 //! | name | runs | releases | ε₀ for a total ε | guarantee |
 //! |---|---|---|---|---|
-//! | `rs-threshold` | K ~ Geometric(γ), at most T (T = 0: no cap) | the first run with noisy score ≥ τ; ⊥ (released as a uniform candidate) if none | ε/2 (no cap), else max(ε/T, (ε − x_T)/2) | ε-DP (Theorem 3.1) |
+//! | `rs-threshold` | K ~ Geometric(γ), at most T (T = 0: no cap) | the first run with noisy score ≥ τ; ⊥ if none (`Prepared::sample_outcome`; `sample` puts a uniform candidate in its place) | ε/2 (no cap), else max(ε/T, (ε − x_T)/2) | ε-DP (Theorem 3.1) |
 //! | `rs-hard` | min(K, T), K ~ Geometric(γ) | the best run | max(ε/T, (ε − x'_T)/3) | ε-DP (Theorem 3.5) |
 //! | `rs-hard-delta` | min(K, T) | the best run | ε/3 | (ε, (1 + e^ε)(1−γ)^T)-DP (Theorem 3.4) |
 //! | `rs-threshold-eps0`, `rs-hard-eps0` (audit references) | as above | as above | ε (all of it) | claim ε; are 2ε / about 3ε |
 //!
-//! x_T and x'_T are the extra terms of the hard stop (accounting.rs). ⊥ is released as a uniform
-//! candidate so the mechanism always names one: post-processing that does not look at the data.
+//! x_T and x'_T are the extra terms of the hard stop (accounting.rs). ⊥ is an output of
+//! `rs-threshold` ([`Mechanism::may_release_bottom`]); where a candidate must be named
+//! (`Prepared::sample`) a uniform one stands in for it: post-processing that does not look at the
+//! data (docs/private-candidates.md, "⊥ is an output").
 //!
 //! Noise is Laplace only: a score with one-sided exponential noise is not ε₀-DP by itself (its
 //! support moves with the score), so the theorems, which need an ε₀-DP run, do not cover it —
@@ -64,7 +66,7 @@ pub const DEFAULT_HARD_STOP: u64 = 200;
 
 /// Built-ins that run only when named, never as part of `all`: the selections from private
 /// candidates are not mechanisms of seed 001, whose figures `all` reproduces.
-pub const NAMED_ONLY: [&str; 3] = ["rs-threshold", "rs-hard", "rs-hard-delta"];
+pub const NAMED_ONLY: [&str; 4] = ["rs-threshold", "rs-hard", "rs-hard-delta", "svt"];
 
 /// The registry entry of `rs-threshold`: the known threshold (Theorem 3.1) on score vectors.
 pub const RS_THRESHOLD: MechanismSpec = MechanismSpec {
@@ -361,6 +363,12 @@ struct PreparedSelection<'a> {
 
 impl Prepared for PreparedSelection<'_> {
     fn sample(&self, rng: &mut Rng) -> usize {
+        // ⊥: a uniform candidate, chosen without looking at the data.
+        self.sample_outcome(rng)
+            .unwrap_or_else(|| rng.random_range(0..self.scores.len()))
+    }
+
+    fn sample_outcome(&self, rng: &mut Rng) -> Option<usize> {
         let k = self.scores.len();
         let (best, _) = self
             .mech
@@ -375,11 +383,7 @@ impl Prepared for PreparedSelection<'_> {
                     self.scores[a] + self.scales[a] * if plus { e } else { -e },
                 )
             });
-        match best {
-            Some((a, _)) => a,
-            // ⊥: a uniform candidate, chosen without looking at the data.
-            None => rng.random_range(0..k),
-        }
+        best.map(|(a, _)| a)
     }
 }
 
@@ -394,6 +398,11 @@ struct SecureSelectionPrepared {
 
 impl SecurePrepared for SecureSelectionPrepared {
     fn sample(&self, rng: &mut SecureRng) -> usize {
+        self.sample_outcome(rng)
+            .unwrap_or_else(|| rng.below(self.q.len() as u64) as usize)
+    }
+
+    fn sample_outcome(&self, rng: &mut SecureRng) -> Option<usize> {
         let k = self.q.len() as u64;
         let (best, _) = self.selection.run_scores(self.threshold, rng, |rng| {
             let a = rng.below(k) as usize;
@@ -402,10 +411,7 @@ impl SecurePrepared for SecureSelectionPrepared {
                 i128::from(self.q[a]) + discrete_laplace(rng, self.s, self.t[a]),
             )
         });
-        match best {
-            Some((a, _)) => a,
-            None => rng.below(k) as usize,
-        }
+        best.map(|(a, _)| a)
     }
 }
 
@@ -420,6 +426,10 @@ impl Mechanism for CandidateSelection {
 
     fn guarantee(&self) -> Guarantee {
         self.guarantee
+    }
+
+    fn may_release_bottom(&self) -> bool {
+        self.variant == Variant::Threshold
     }
 
     fn prepare<'a>(&'a self, problem: &Problem<'a>) -> Box<dyn Prepared + 'a> {
