@@ -681,3 +681,43 @@ fn a_release_whose_sensitivities_do_not_bound_its_clip_range_is_refused_naming_t
         }
     }
 }
+
+/// `recsel recommend --ledger` refuses `--seed`: a charged answer is drawn with fresh noise
+/// (basic composition adds the eps of independent draws). Without the seed the same command
+/// charges.
+#[test]
+fn recommend_with_a_ledger_refuses_a_seed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("model");
+    recsel::recommend::example_release(&dir).unwrap();
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("release.json")).unwrap()).unwrap();
+    let item = manifest["item_ids"][3].as_str().unwrap().to_string();
+    let ledger = tmp.path().join("l.db");
+    let base = [
+        "recommend",
+        "--model",
+        dir.to_str().unwrap(),
+        "--mech",
+        "mgem",
+        "--eps",
+        "1",
+        "--history",
+        &item,
+        "--ledger",
+        ledger.to_str().unwrap(),
+        "--budget",
+        "10",
+        "--user",
+        "u1",
+    ];
+    let mut with_seed = base.to_vec();
+    with_seed.extend(["--seed", "3"]);
+    let o = recsel(&with_seed);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert!(err.contains("--seed") && err.contains("--secure"), "{err}");
+    assert!(!ledger.exists(), "the ledger was created by a refused run");
+    let o = ok(recsel(&base));
+    assert!(!String::from_utf8_lossy(&o.stdout).trim().is_empty());
+}
