@@ -538,10 +538,13 @@ fn histories_scored_together_get_the_scores_and_picks_of_each_alone() {
     }
 }
 
+/// An edit of a release's `p1`, `p99` and `delta` arrays.
+type Edit = dyn Fn(&mut [f64], &mut [f64], &mut [f64]);
+
 /// Rewrites `dir`'s `calibration.npz` with `edit` applied to its `p1`, `p99` and `delta`, and
 /// records the new file's size and CRC-32 in `release.json`, as the manifest requires: a release
 /// that passes every checksum.
-fn rewrite_calibration(dir: &Path, edit: &dyn Fn(&mut [f64], &mut [f64], &mut [f64])) {
+fn rewrite_calibration(dir: &Path, edit: &Edit) {
     use recsel::model::io::{crc32, npy_bytes, parse_npy, read_npz, write_npz, NpyArray};
     let path = dir.join("calibration.npz");
     let bytes = std::fs::read(&path).unwrap();
@@ -600,13 +603,13 @@ fn rewrite_calibration(dir: &Path, edit: &dyn Fn(&mut [f64], &mut [f64], &mut [f
 #[test]
 fn a_release_whose_sensitivities_do_not_bound_its_clip_range_is_refused_naming_the_item() {
     let tmp = tempfile::tempdir().unwrap();
-    let tiny: &dyn Fn(&mut [f64], &mut [f64], &mut [f64]) = &|_, _, d| d.fill(1e-12);
-    let huge: &dyn Fn(&mut [f64], &mut [f64], &mut [f64]) = &|lo, hi, d| {
+    let tiny: &Edit = &|_, _, d| d.fill(1e-12);
+    let huge: &Edit = &|lo, hi, d| {
         lo.fill(-1e308);
         hi.fill(1e308);
         d.fill(1e-6);
     };
-    let none: &dyn Fn(&mut [f64], &mut [f64], &mut [f64]) = &|_, _, _| {};
+    let none: &Edit = &|_, _, _| {};
     for (case, edit) in [
         ("untouched", none),
         ("delta 1e-12", tiny),

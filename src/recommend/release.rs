@@ -402,3 +402,33 @@ impl Release {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sensitivity_must_bound_the_clip_range_within_the_rounding_slack() {
+        let floor = 1e-6;
+        // As fit writes them: the spread, or the floor for a spread of 0 (also a spread below
+        // the floor, which is its own bound).
+        assert!(check_bounds(0.1, 0.4, 0.4 - 0.1, floor).is_ok());
+        assert!(check_bounds(2.0, 2.0, floor, floor).is_ok());
+        assert!(check_bounds(0.0, 1e-9, 1e-9, floor).is_ok());
+        assert!(check_bounds(0.0, 1.0, 1.0 - 1e-14, floor).is_ok());
+        // Beyond the slack, below the floor for a zero range, or no finite range: refused,
+        // with the numbers.
+        for (lo, hi, d) in [
+            (0.0, 1.0, 1.0 - 1e-9),
+            (0.0, 1.0, 1e-12),
+            (2.0, 2.0, 1e-12),
+            (-1e308, 1e308, 1e-6),
+            (0.0, 1.0, f64::NAN),
+            (1.0, 0.0, 2.0),
+            (0.0, 0.0, 0.0),
+        ] {
+            let e = check_bounds(lo, hi, d, floor).unwrap_err();
+            assert!(e.contains("delta = ") && e.contains("p99 = "), "{e}");
+        }
+    }
+}

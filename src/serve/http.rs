@@ -626,6 +626,13 @@ pub fn run(opts: ServeOptions) -> Result<Served, ServeError> {
         );
     }
     let allowed_hosts = allowed_hosts(&opts, bound, api_key.is_some());
+    if let Some(hosts) = &allowed_hosts {
+        eprintln!(
+            "recsel serve: answering requests whose Host is {} (--allowed-hosts; /healthz and \
+             /readyz answer any)",
+            hosts.join(", ")
+        );
+    }
     let metrics = Arc::new(Metrics::default());
     let st = Arc::new(AppState {
         limits: opts.limits.resolved(),

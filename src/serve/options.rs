@@ -330,6 +330,31 @@ mod tests {
     }
 
     #[test]
+    fn limits_that_cannot_hold_are_refused_naming_the_option() {
+        for (key, value) in [
+            ("max_connections", "0"),
+            ("header_timeout", "0"),
+            ("body_timeout", "-1"),
+            ("idle_timeout", "inf"),
+            ("shutdown_timeout", "NaN"),
+            ("min_response_ms", "-5"),
+        ] {
+            let mut o = ServeOptions::new("m", "l.db", "10", "mgem", 1.0);
+            o.set(key, value).unwrap();
+            let e = o.limits.check().unwrap_err().to_string();
+            assert!(e.contains(key) && e.contains(&key.replace('_', "-")), "{e}");
+        }
+        let mut o = ServeOptions::new("m", "l.db", "0", "mgem", 1.0);
+        assert!(o.config().unwrap_err().to_string().contains("budget"));
+        o.set("budget", "1").unwrap();
+        o.set("min_response_ms", "2.5").unwrap();
+        o.limits.check().unwrap();
+        let l = o.limits.resolved();
+        assert_eq!(l.min_response, Duration::from_micros(2500));
+        assert_eq!(l.shutdown_timeout, Duration::from_secs(10));
+    }
+
+    #[test]
     fn flags_override_a_file() {
         let file = ServeOptions::new("models/m", "ledger.db", "10", "mgem", 1.0);
         let mut flags = ServeOptions::default();
