@@ -26,6 +26,10 @@
 #   OUT=...            models, users, ledgers and logs (default: $TMPDIR/recsel-serve-bench)
 #   SECONDS_PER_RUN=30 length of each load run;  CLIENTS="32 128";  MECH=mgem;  EPS=1
 #   THREADS=           worker threads of the server and of the batch run (default: every core)
+#   COMPARE="BIN_A BIN_B"  instead of the stages above, two recsel binaries (e.g. two commits'
+#                      builds) side by side in one run: for ROUNDS rounds (default 2), each
+#                      binary's `serve` with its ledger on tmpfs under every CLIENTS count, the
+#                      binaries alternated A B A B, so both see the same machine load
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${OUT:-${TMPDIR:-/tmp}/recsel-serve-bench}
@@ -68,12 +72,12 @@ batch() {
 }
 
 serve_stage() {
-  local kind=$1 ledger=$2
+  local kind=$1 ledger=$2 bin=${3:-$RECSEL} label=${4:-}
   rm -f "$ledger" "$ledger-wal" "$ledger-shm"
   local log="$OUT/serve-$kind.log"
   # The log exists before the server starts, so the loop below never reads a missing file.
   : > "$log"
-  "$RECSEL" "${THREADS_ARG[@]}" serve --model "$OUT/model" --ledger "$ledger" --budget 1000000000 \
+  "$bin" "${THREADS_ARG[@]}" serve --model "$OUT/model" --ledger "$ledger" --budget 1000000000 \
     --mech "$MECH" --eps "$EPS" --candidates all --listen 127.0.0.1:0 2> "$log" &
   local pid=$!
   # A failed stage (set -e) must not leave the server running.
@@ -89,11 +93,11 @@ serve_stage() {
     load_avg "before serve, ledger on $kind, $c clients"
     local t0; t0=$(cpu_ticks "$pid")
     "${LOAD[@]}" load --addr "$addr" --users "$OUT/users.jsonl" --clients "$c" \
-      --seconds "$SECS" --max-requests "$MAX_REQUESTS" --label "[serve] ledger=$kind" \
+      --seconds "$SECS" --max-requests "$MAX_REQUESTS" --label "[serve]$label ledger=$kind" \
       | tee "$OUT/load.txt"
     local t1; t1=$(cpu_ticks "$pid")
     local ok; ok=$(sed -n 's/.* ok=\([0-9]*\) .*/\1/p' "$OUT/load.txt")
-    echo "[serve] cpu: ledger=$kind clients=$c server cpu $(awk "BEGIN {printf \"%.2f\", ($t1 - $t0) / $TICKS}") s for $ok requests, $(awk "BEGIN {printf \"%.3f\", 1000 * ($t1 - $t0) / $TICKS / $ok}") cpu ms per request"
+    echo "[serve]$label cpu: ledger=$kind clients=$c server cpu $(awk "BEGIN {printf \"%.2f\", ($t1 - $t0) / $TICKS}") s for $ok requests, $(awk "BEGIN {printf \"%.3f\", 1000 * ($t1 - $t0) / $TICKS / $ok}") cpu ms per request"
   done
   load_avg "after serve, ledger on $kind"
   curl -s "http://$addr/metrics" | grep -E '^recsel_ledger_(commits_total|committed_requests_total|commit_seconds_total|largest_group) ' | sed 's/^/[metrics] /'
@@ -104,6 +108,14 @@ serve_stage() {
   rm -f "$ledger" "$ledger-wal" "$ledger-shm"
 }
 
+if [ -n "${COMPARE:-}" ]; then
+  read -r BIN_A BIN_B <<< "$COMPARE"
+  for round in $(seq "${ROUNDS:-2}"); do
+    serve_stage tmpfs "/dev/shm/recsel-serve-bench-$$.db" "$BIN_A" " A round=$round"
+    serve_stage tmpfs "/dev/shm/recsel-serve-bench-$$.db" "$BIN_B" " B round=$round"
+  done
+  exit 0
+fi
 batch
 serve_stage disk "$OUT/ledger-bench.db"
 serve_stage tmpfs "/dev/shm/recsel-serve-bench-$$.db"

@@ -281,8 +281,6 @@ fn request_ids_from_the_users_file_replay_and_the_ledger_commands_agree() {
             "0.5",
             "--candidates",
             "popular:50",
-            "--seed",
-            "3",
             "--users",
         ];
         a.push(jsonl.to_str().unwrap());
@@ -315,8 +313,6 @@ fn request_ids_from_the_users_file_replay_and_the_ledger_commands_agree() {
         "0.5",
         "--candidates",
         "popular:50",
-        "--seed",
-        "3",
         "--history",
         &item(5),
         "--ledger",
@@ -380,17 +376,7 @@ fn request_ids_from_the_users_file_replay_and_the_ledger_commands_agree() {
     assert_eq!(body(&exp), body(&exp2));
     // Another budget on the same ledger is refused, naming both.
     let o = recsel()
-        .args([
-            "recommend",
-            "--model",
-            m,
-            "--mech",
-            "gem",
-            "--eps",
-            "0.5",
-            "--seed",
-            "3",
-        ])
+        .args(["recommend", "--model", m, "--mech", "gem", "--eps", "0.5"])
         .args([
             "--users",
             jsonl.to_str().unwrap(),

@@ -537,3 +537,190 @@ fn histories_scored_together_get_the_scores_and_picks_of_each_alone() {
         }
     }
 }
+
+/// An edit of a release's `p1`, `p99` and `delta` arrays.
+type Edit = dyn Fn(&mut [f64], &mut [f64], &mut [f64]);
+
+/// Rewrites `dir`'s `calibration.npz` with `edit` applied to its `p1`, `p99` and `delta`, and
+/// records the new file's size and CRC-32 in `release.json`, as the manifest requires: a release
+/// that passes every checksum.
+fn rewrite_calibration(dir: &Path, edit: &Edit) {
+    use recsel::model::io::{crc32, npy_bytes, parse_npy, read_npz, write_npz, NpyArray};
+    let path = dir.join("calibration.npz");
+    let bytes = std::fs::read(&path).unwrap();
+    let mut entries: Vec<(String, NpyArray)> = read_npz(&path, &bytes)
+        .unwrap()
+        .into_iter()
+        .map(|(n, d)| {
+            let a = parse_npy(&path, &d).unwrap();
+            (n, a)
+        })
+        .collect();
+    let get = |entries: &[(String, NpyArray)], name: &str| match &entries
+        .iter()
+        .find(|(n, _)| n == name)
+        .unwrap()
+        .1
+    {
+        NpyArray::F64(v) => v.clone(),
+        _ => panic!("{name} is not float64"),
+    };
+    let (mut p1, mut p99, mut delta) = (
+        get(&entries, "p1.npy"),
+        get(&entries, "p99.npy"),
+        get(&entries, "delta.npy"),
+    );
+    edit(&mut p1, &mut p99, &mut delta);
+    for (n, a) in entries.iter_mut() {
+        match n.as_str() {
+            "p1.npy" => *a = NpyArray::F64(p1.clone()),
+            "p99.npy" => *a = NpyArray::F64(p99.clone()),
+            "delta.npy" => *a = NpyArray::F64(delta.clone()),
+            _ => {}
+        }
+    }
+    let npy: Vec<(&str, Vec<u8>)> = entries
+        .iter()
+        .map(|(n, a)| (n.as_str(), npy_bytes(a)))
+        .collect();
+    let out = write_npz(&npy).unwrap();
+    std::fs::write(&path, &out).unwrap();
+    let mpath = dir.join("release.json");
+    let mut m: serde_json::Value = serde_json::from_slice(&std::fs::read(&mpath).unwrap()).unwrap();
+    for f in m["files"].as_array_mut().unwrap() {
+        if f["name"] == "calibration.npz" {
+            f["bytes"] = serde_json::json!(out.len());
+            f["crc32"] = serde_json::json!(crc32(&out));
+        }
+    }
+    std::fs::write(&mpath, serde_json::to_vec_pretty(&m).unwrap()).unwrap();
+}
+
+/// A release whose sensitivities do not bound its clip range (every Δ_j = 1e-12; or p1/p99 =
+/// ∓1e308 with Δ_j = 1e-6), its checksums updated, is refused by every reader — the library's
+/// `Release::read` (under `recsel recommend`, Python and the audit), `recsel recommend` and
+/// `recsel serve` — naming the item and its numbers. The untouched release is served.
+#[test]
+fn a_release_whose_sensitivities_do_not_bound_its_clip_range_is_refused_naming_the_item() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tiny: &Edit = &|_, _, d| d.fill(1e-12);
+    let huge: &Edit = &|lo, hi, d| {
+        lo.fill(-1e308);
+        hi.fill(1e308);
+        d.fill(1e-6);
+    };
+    let none: &Edit = &|_, _, _| {};
+    for (case, edit) in [
+        ("untouched", none),
+        ("delta 1e-12", tiny),
+        ("range 2e308", huge),
+    ] {
+        let dir = tmp.path().join(case.replace(' ', "-"));
+        recsel::recommend::example_release(&dir).unwrap();
+        rewrite_calibration(&dir, edit);
+        let manifest: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.join("release.json")).unwrap()).unwrap();
+        let id0 = manifest["item_ids"][0].as_str().unwrap().to_string();
+        let history = format!(
+            "{},{}",
+            manifest["item_ids"][3].as_str().unwrap(),
+            manifest["item_ids"][17].as_str().unwrap()
+        );
+        let m = dir.to_str().unwrap();
+        let lib = recsel::recommend::release::Release::read(&dir);
+        let cli = recsel(&[
+            "recommend",
+            "--model",
+            m,
+            "--mech",
+            "mgem",
+            "--eps",
+            "1",
+            "--secure",
+            "--history",
+            &history,
+        ]);
+        let ledger = dir.join("ledger.db");
+        let serve_args: Vec<String> = [
+            "--model",
+            m,
+            "--ledger",
+            ledger.to_str().unwrap(),
+            "--budget",
+            "10",
+            "--mech",
+            "mgem",
+            "--eps",
+            "1",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        if case == "untouched" {
+            assert!(lib.is_ok(), "{:?}", lib.err());
+            ok(cli);
+            continue;
+        }
+        let want = ["item 0", &format!("'{id0}'"), "delta"];
+        let err = lib
+            .err()
+            .unwrap_or_else(|| panic!("{case}: read"))
+            .to_string();
+        eprintln!("{case}: {err}");
+        for w in want {
+            assert!(err.contains(w), "{case}: no {w:?} in {err}");
+        }
+        assert!(!cli.status.success(), "{case}: recommend served it");
+        let err = String::from_utf8_lossy(&cli.stderr);
+        for w in want {
+            assert!(err.contains(w), "{case}: recommend: no {w:?} in {err}");
+        }
+        let out = crate::serve_guards::serve_for(&serve_args, std::time::Duration::from_secs(60))
+            .unwrap_or_else(|| panic!("{case}: serve still serving after 60 s"));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{case}: serve: {err}");
+        for w in want {
+            assert!(err.contains(w), "{case}: serve: no {w:?} in {err}");
+        }
+    }
+}
+
+/// `recsel recommend --ledger` refuses `--seed`: a charged answer is drawn with fresh noise
+/// (basic composition adds the eps of independent draws). Without the seed the same command
+/// charges.
+#[test]
+fn recommend_with_a_ledger_refuses_a_seed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("model");
+    recsel::recommend::example_release(&dir).unwrap();
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("release.json")).unwrap()).unwrap();
+    let item = manifest["item_ids"][3].as_str().unwrap().to_string();
+    let ledger = tmp.path().join("l.db");
+    let base = [
+        "recommend",
+        "--model",
+        dir.to_str().unwrap(),
+        "--mech",
+        "mgem",
+        "--eps",
+        "1",
+        "--history",
+        &item,
+        "--ledger",
+        ledger.to_str().unwrap(),
+        "--budget",
+        "10",
+        "--user",
+        "u1",
+    ];
+    let mut with_seed = base.to_vec();
+    with_seed.extend(["--seed", "3"]);
+    let o = recsel(&with_seed);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert!(err.contains("--seed") && err.contains("--secure"), "{err}");
+    assert!(!ledger.exists(), "the ledger was created by a refused run");
+    let o = ok(recsel(&base));
+    assert!(!String::from_utf8_lossy(&o.stdout).trim().is_empty());
+}

@@ -351,14 +351,14 @@ fn postgres_ledger_decides_like_the_embedded_one_and_replicas_cannot_overspend()
     // both backends): budget 2 at eps 1 answers twice per user, and a rerun replays.
     pg.create_db("batch");
     let url = pg.url("batch");
-    let ids = crate::serve::item_ids();
+    let ids = crate::util::http::item_ids();
     let users = tmp.path().join("users.csv");
     let mut csv = String::from("user,item\n");
     for u in 0..5 {
         csv.push_str(&format!("u{u},{}\nu{u},{}\n", ids[u], ids[u + 10]));
     }
     std::fs::write(&users, csv).unwrap();
-    let model = crate::serve::model_dir().to_str().unwrap();
+    let model = crate::util::http::model_dir().to_str().unwrap();
     let batch = |run: &str| {
         let out = Command::new(env!("CARGO_BIN_EXE_recsel"))
             .args([

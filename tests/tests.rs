@@ -43,6 +43,7 @@ mod secure;
 mod select;
 mod serve;
 mod serve_faults;
+mod serve_guards;
 mod serve_options;
 mod serve_postgres;
 mod sparse_vector;

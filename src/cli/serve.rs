@@ -12,12 +12,13 @@ use super::common::Flags;
 /// Serve private recommendations over HTTP/JSON, each charged to the user's privacy budget.
 ///
 /// The operator fixes the mechanism, ε, the candidates and the budget; requests cannot choose
-/// them. Stops on SIGTERM or SIGINT after finishing the requests in flight.
+/// them. Stops on SIGTERM or SIGINT after finishing the requests in flight (at most
+/// --shutdown-timeout).
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:
   recsel fit --dataset synthetic --out models/synth
   recsel serve --model models/synth --ledger ledger.db --budget 10 --period month --mech mgem --eps 1
-  curl -s localhost:8080/v1/recommend -d '{\"user\": \"u1\", \"history\": [\"3\", \"17\"], \"request_id\": \"r1\"}'
+  curl -s localhost:8080/v1/recommend -H 'Content-Type: application/json' -d '{\"user\": \"u1\", \"history\": [\"3\", \"17\"], \"request_id\": \"r1\"}'
 
 Endpoints: POST /v1/recommend, POST /v1/recommend/batch, GET /v1/users/{user}/budget,
 GET /v1/model, GET /metrics, GET /healthz, GET /readyz (docs/serving.md).")]

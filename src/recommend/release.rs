@@ -164,6 +164,48 @@ pub fn calibrate(
     })
 }
 
+/// Relative slack of the check `Δ_j ≥ p99_j − p1_j`: a writer that computes the spread in
+/// another order may round it one or two ulps differently. It lets the true ε exceed the stated
+/// one by a factor of at most 1 + 1e-12.
+pub const SPREAD_TOLERANCE: f64 = 1e-12;
+
+/// Whether one item's clip range `[lo, hi]` and sensitivity `d` can be served: all finite,
+/// `lo ≤ hi`, a finite spread `hi − lo`, `d ≥ hi − lo` (within [`SPREAD_TOLERANCE`]) — every
+/// two clipped scores of the item then differ by at most `d`, which is what the mechanisms'
+/// ε assumes — and `d ≥ floor` when the spread is 0 (as `recsel fit` writes it: `Δ_j` is the
+/// spread, or the floor for a spread of 0). The error gives the numbers.
+pub fn check_bounds(lo: f64, hi: f64, d: f64, floor: f64) -> std::result::Result<(), String> {
+    let numbers = || format!("p1 = {lo:e}, p99 = {hi:e}, delta = {d:e}");
+    if !(lo.is_finite() && hi.is_finite() && d.is_finite()) {
+        return Err(format!("{}: need finite values", numbers()));
+    }
+    if lo > hi {
+        return Err(format!("{}: need p1 <= p99", numbers()));
+    }
+    let spread = hi - lo;
+    if !spread.is_finite() {
+        return Err(format!(
+            "{}: the clip range p99 - p1 is not a finite number, so no sensitivity bounds it",
+            numbers()
+        ));
+    }
+    if d < spread * (1.0 - SPREAD_TOLERANCE) {
+        return Err(format!(
+            "{}: delta is smaller than the clip range p99 - p1 = {spread:e}, so two users' \
+             clipped scores can differ by more than delta and the stated eps does not hold \
+             (refit, or rewrite the release)",
+            numbers()
+        ));
+    }
+    if d <= 0.0 || (spread == 0.0 && d < floor) {
+        return Err(format!(
+            "{}: delta is below the release's sensitivity floor {floor:e}",
+            numbers()
+        ));
+    }
+    Ok(())
+}
+
 fn corrupt(path: &Path, what: impl std::fmt::Display) -> Error {
     Error::Invalid(format!("release file {}: {what}", path.display()))
 }
@@ -213,7 +255,9 @@ impl Release {
 
     /// Reads and checks the release in the model directory `dir`: format and version, the
     /// checksums of `model.json` and of the arrays, array lengths and values (finite bounds,
-    /// `p1 ≤ p99`, `Δ > 0`). Errors name the file and the bad value.
+    /// `p1 ≤ p99`, and a `Δ` that bounds the clip range: [`check_bounds`]). Errors name the
+    /// file, the item and the bad values. Every reader of a release (serve, recommend, Python,
+    /// the audit) goes through here.
     pub fn read(dir: &Path) -> Result<Self> {
         let path = dir.join(MANIFEST);
         let text = std::fs::read(&path).map_err(|e| {
@@ -326,18 +370,20 @@ impl Release {
             Ok(v)
         };
         let (lower, upper, delta) = (take("p1.npy")?, take("p99.npy")?, take("delta.npy")?);
+        let floor = manifest.calibration.floor;
+        if !(floor.is_finite() && floor > 0.0) {
+            return Err(corrupt(
+                &path,
+                format!("calibration.floor = {floor} (need a finite floor > 0)"),
+            ));
+        }
         for j in 0..n {
-            let (lo, hi, d) = (lower[j], upper[j], delta[j]);
-            if !(lo.is_finite() && hi.is_finite() && lo <= hi && d.is_finite() && d > 0.0) {
-                return Err(corrupt(
+            check_bounds(lower[j], upper[j], delta[j], floor).map_err(|why| {
+                corrupt(
                     &apath,
-                    format!(
-                        "item {j} ('{}'): p1 = {lo}, p99 = {hi}, delta = {d} (need finite \
-                         p1 <= p99 and delta > 0)",
-                        manifest.item_ids[j]
-                    ),
-                ));
-            }
+                    format!("item {j} ('{}'): {why}", manifest.item_ids[j]),
+                )
+            })?;
         }
         let counts = counts.unwrap_or_else(|| vec![0; n]);
         if manifest.format_version >= 2 && popularity.is_none() {
@@ -354,5 +400,35 @@ impl Release {
             popularity,
             heldout,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sensitivity_must_bound_the_clip_range_within_the_rounding_slack() {
+        let floor = 1e-6;
+        // As fit writes them: the spread, or the floor for a spread of 0 (also a spread below
+        // the floor, which is its own bound).
+        assert!(check_bounds(0.1, 0.4, 0.4 - 0.1, floor).is_ok());
+        assert!(check_bounds(2.0, 2.0, floor, floor).is_ok());
+        assert!(check_bounds(0.0, 1e-9, 1e-9, floor).is_ok());
+        assert!(check_bounds(0.0, 1.0, 1.0 - 1e-14, floor).is_ok());
+        // Beyond the slack, below the floor for a zero range, or no finite range: refused,
+        // with the numbers.
+        for (lo, hi, d) in [
+            (0.0, 1.0, 1.0 - 1e-9),
+            (0.0, 1.0, 1e-12),
+            (2.0, 2.0, 1e-12),
+            (-1e308, 1e308, 1e-6),
+            (0.0, 1.0, f64::NAN),
+            (1.0, 0.0, 2.0),
+            (0.0, 0.0, 0.0),
+        ] {
+            let e = check_bounds(lo, hi, d, floor).unwrap_err();
+            assert!(e.contains("delta = ") && e.contains("p99 = "), "{e}");
+        }
     }
 }

@@ -88,16 +88,91 @@ pub struct RecommendRequest {
     pub history: Vec<String>,
 }
 
-/// Parses a body as JSON; a syntax error is a 400 on `body` with its line and column.
+/// A JSON value read with every object's keys distinct.
+struct Distinct(Value);
+
+/// The prefix of the error a repeated key raises (the key follows, then `'`).
+const REPEATED: &str = "repeated key '";
+
+impl<'de> serde::Deserialize<'de> for Distinct {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(DistinctVisitor).map(Distinct)
+    }
+}
+
+struct DistinctVisitor;
+
+impl<'de> serde::de::Visitor<'de> for DistinctVisitor {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_string()))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut out = Vec::new();
+        while let Some(Distinct(v)) = seq.next_element()? {
+            out.push(v);
+        }
+        Ok(Value::Array(out))
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut out = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if out.contains_key(&key) {
+                return Err(serde::de::Error::custom(format!("{REPEATED}{key}'")));
+            }
+            let Distinct(v) = map.next_value()?;
+            out.insert(key, v);
+        }
+        Ok(Value::Object(out))
+    }
+}
+
+/// Parses a body as JSON; a syntax error is a 400 on `body` with its line and column. A key
+/// repeated in an object is refused (400 `duplicate_key`, naming it): parsers disagree on which
+/// value wins, so a proxy that checks `user` could pass a body whose other `user` is charged.
 pub fn parse_json(body: &[u8]) -> Result<Value, ApiError> {
-    serde_json::from_slice(body).map_err(|e| {
-        ApiError::new(
-            400,
-            "malformed_json",
-            Some("body"),
-            format!("the body is not valid JSON: {e}"),
-        )
-    })
+    serde_json::from_slice::<Distinct>(body)
+        .map(|d| d.0)
+        .map_err(|e| {
+            let text = e.to_string();
+            if let Some(rest) = text.strip_prefix(REPEATED) {
+                let key = rest.rsplit_once('\'').map_or(rest, |(k, _)| k);
+                return ApiError::new(
+                    400,
+                    "duplicate_key",
+                    Some(key),
+                    format!("the body names '{key}' twice ({e}); name each field once"),
+                );
+            }
+            ApiError::new(
+                400,
+                "malformed_json",
+                Some("body"),
+                format!("the body is not valid JSON: {e}"),
+            )
+        })
 }
 
 /// Whether `id` is a valid user id or request id under `limits`; the error names `field`.
@@ -383,6 +458,34 @@ mod tests {
         let many: Vec<String> = (0..10_001).map(|i| format!("\"{i}\"")).collect();
         let big = format!("{{\"user\": \"u\", \"history\": [{}]}}", many.join(","));
         assert_eq!(check(&big).unwrap_err().limit, Some(10_000));
+    }
+
+    #[test]
+    fn a_repeated_key_is_refused_naming_it_at_any_depth() {
+        for (body, key) in [
+            (r#"{"user": "a", "history": ["1"], "user": "b"}"#, "user"),
+            (
+                r#"{"requests": [{"user": "a", "history": ["1"], "history": ["2"]}]}"#,
+                "history",
+            ),
+            (
+                r#"{"user": "a", "history": ["1"], "request_id": "x", "request_id": "y"}"#,
+                "request_id",
+            ),
+        ] {
+            let e = parse_json(body.as_bytes()).unwrap_err();
+            assert_eq!(
+                (e.status, e.code, e.field.as_deref()),
+                (400, "duplicate_key", Some(key)),
+                "{body}: {e:?}"
+            );
+        }
+        let v =
+            parse_json(br#"{"a": [1, -2, 3.5, null, true, {"b": "c"}], "d": {"b": 1}}"#).unwrap();
+        assert_eq!(
+            v,
+            json!({"a": [1, -2, 3.5, null, true, {"b": "c"}], "d": {"b": 1}})
+        );
     }
 
     #[test]

@@ -5,10 +5,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use axum::body::{Body, Bytes};
-use axum::extract::rejection::BytesRejection;
-use axum::extract::{DefaultBodyLimit, Path, Request, State};
-use axum::http::{header, HeaderValue, StatusCode};
+use axum::body::Body;
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::Response;
 use axum::routing::{get, post};
@@ -19,16 +19,19 @@ use crate::ledger::{CommitStats, Outcome, Rejection, Timestamp, Units};
 use crate::recommend::ledgered::BatchRequest;
 
 use super::api::{self, ApiError, RecommendRequest};
+use super::guard::{self, error_response};
 use super::metrics::Metrics;
 use super::options::{Limits, ServeOptions, DEFAULT_LISTEN};
 use super::service::Service;
-use super::{constant_time_eq, read_api_key, ServeError};
+use super::{conn, read_api_key, ServeError};
 
 /// The state every handler shares.
 struct AppState {
     opts: ServeOptions,
     limits: Limits,
-    api_key: Option<Vec<u8>>,
+    api_key: Arc<Option<Vec<u8>>>,
+    /// The host names a request may name (`None`: any).
+    allowed_hosts: Arc<Option<Vec<String>>>,
     service: OnceLock<Arc<Service>>,
     /// Why the service is not ready (while loading, or once shutting down).
     status: Mutex<String>,
@@ -60,26 +63,6 @@ fn json_response(status: u16, body: &Value) -> Response {
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
-    r
-}
-
-fn error_response(e: &ApiError) -> Response {
-    let mut r = json_response(e.status, &e.body());
-    if let Some(Value::Number(n)) = e.extra.get("retry_after_seconds") {
-        if let Ok(v) = HeaderValue::from_str(&n.to_string()) {
-            r.headers_mut().insert(header::RETRY_AFTER, v);
-        }
-    }
-    if e.status == 503 {
-        r.headers_mut()
-            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-    }
-    if e.status == 401 {
-        r.headers_mut().insert(
-            header::WWW_AUTHENTICATE,
-            HeaderValue::from_static("Bearer realm=\"recsel\""),
-        );
-    }
     r
 }
 
@@ -137,31 +120,6 @@ async fn count(State(st): Shared, req: Request, next: Next) -> Response {
     r
 }
 
-async fn auth(State(st): Shared, req: Request, next: Next) -> Response {
-    if let Some(key) = &st.api_key {
-        let h = req.headers();
-        let (given, field) = match (h.get("x-api-key"), h.get(header::AUTHORIZATION)) {
-            (Some(v), _) => (Some(v.as_bytes()), "x-api-key"),
-            (None, Some(v)) => (v.as_bytes().strip_prefix(b"Bearer "), "authorization"),
-            (None, None) => (None, "authorization"),
-        };
-        if !given.is_some_and(|g| constant_time_eq(g, key)) {
-            return error_response(&ApiError::new(
-                401,
-                "unauthorized",
-                Some(field),
-                match given {
-                    Some(_) => "wrong API key".into(),
-                    None => "an API key is required: send the header 'Authorization: Bearer KEY' \
-                             or 'X-API-Key: KEY'"
-                        .into(),
-                },
-            ));
-        }
-    }
-    next.run(req).await
-}
-
 async fn healthz() -> Response {
     json_response(200, &json!({"status": "live"}))
 }
@@ -194,9 +152,18 @@ async fn model(State(st): Shared) -> Response {
     }
 }
 
-async fn budget(State(st): Shared, Path(user): Path<String>) -> Response {
+async fn budget(State(st): Shared, user: Result<Path<String>, PathRejection>) -> Response {
     let result = async {
         let svc = Arc::clone(st.ready()?);
+        let Path(user) = user.map_err(|e| {
+            ApiError::field(
+                "user",
+                format!(
+                    "the user id in the path could not be read: {}",
+                    e.body_text()
+                ),
+            )
+        })?;
         api::check_id(&user, "user", &st.limits)?;
         let b = tokio::task::spawn_blocking(move || {
             svc.balance(&user, Timestamp::now()).map(|b| (user, b))
@@ -222,27 +189,6 @@ async fn budget(State(st): Shared, Path(user): Path<String>) -> Response {
         ),
         Err(e) => error_response(&e),
     }
-}
-
-fn body_bytes(body: Result<Bytes, BytesRejection>, max: usize) -> Result<Bytes, ApiError> {
-    body.map_err(|rej| {
-        if rej.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::new(
-                413,
-                "body_too_large",
-                Some("body"),
-                format!("the request body is larger than the limit of {max} bytes"),
-            )
-            .with_limit(max)
-        } else {
-            ApiError::new(
-                400,
-                "unreadable_body",
-                Some("body"),
-                format!("the request body could not be read: {rej}"),
-            )
-        }
-    })
 }
 
 /// A checked request with its history mapped to item columns.
@@ -440,11 +386,19 @@ fn count_outcome(st: &AppState, o: &Outcome) {
     st.metrics.outcome(o.kind());
 }
 
-async fn recommend(State(st): Shared, body: Result<Bytes, BytesRejection>) -> Response {
+/// Waits until `min` has passed since `t` (the answer's pad, `min_response_ms`).
+async fn pad(t: Instant, min: Duration) {
+    if !min.is_zero() {
+        tokio::time::sleep_until((t + min).into()).await;
+    }
+}
+
+async fn recommend(State(st): Shared, headers: HeaderMap, body: Body) -> Response {
     let t = Instant::now();
     let result = async {
         let svc = Arc::clone(st.ready()?);
-        let bytes = body_bytes(body, st.limits.max_body_bytes)?;
+        let l = &st.limits;
+        let bytes = guard::read_body(&headers, body, l.max_body_bytes, l.body_timeout).await?;
         let v = api::parse_json(&bytes)?;
         let r = api::recommend_request(&v, "", &st.limits)?;
         let m = map_request(&svc, r, "history")?;
@@ -463,6 +417,7 @@ async fn recommend(State(st): Shared, body: Result<Bytes, BytesRejection>) -> Re
         answer(&svc, &m, outcome, time).await
     }
     .await;
+    pad(t, st.limits.min_response).await;
     st.metrics
         .recommend_seconds
         .observe(t.elapsed().as_secs_f64());
@@ -472,11 +427,12 @@ async fn recommend(State(st): Shared, body: Result<Bytes, BytesRejection>) -> Re
     }
 }
 
-async fn recommend_batch(State(st): Shared, body: Result<Bytes, BytesRejection>) -> Response {
+async fn recommend_batch(State(st): Shared, headers: HeaderMap, body: Body) -> Response {
     let t = Instant::now();
     let result = async {
         let svc = Arc::clone(st.ready()?);
-        let bytes = body_bytes(body, st.limits.max_body_bytes)?;
+        let l = &st.limits;
+        let bytes = guard::read_body(&headers, body, l.max_body_bytes, l.body_timeout).await?;
         let v = api::parse_json(&bytes)?;
         let checked = api::batch_requests(&v, &st.limits)?;
         let mut slots: Vec<Result<Mapped, ApiError>> = Vec::with_capacity(checked.len());
@@ -522,6 +478,7 @@ async fn recommend_batch(State(st): Shared, body: Result<Bytes, BytesRejection>)
         Ok::<_, ApiError>(json!({ "responses": out }))
     }
     .await;
+    pad(t, st.limits.min_response).await;
     st.metrics.batch_seconds.observe(t.elapsed().as_secs_f64());
     match result {
         Ok(v) => json_response(200, &v),
@@ -559,14 +516,21 @@ fn router(st: Arc<AppState>) -> Router {
         .route("/v1/users/{user}/budget", get(budget))
         .route("/v1/model", get(model))
         .route("/metrics", get(metrics))
-        .fallback(not_found)
-        .method_not_allowed_fallback(method_not_allowed)
-        .route_layer(middleware::from_fn_with_state(Arc::clone(&st), auth));
+        .route_layer(middleware::from_fn_with_state(
+            Arc::clone(&st.api_key),
+            guard::auth,
+        ));
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .merge(guarded)
-        .layer(DefaultBodyLimit::max(st.limits.max_body_bytes))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(middleware::from_fn_with_state(
+            Arc::clone(&st.allowed_hosts),
+            guard::host,
+        ))
+        .layer(middleware::from_fn(guard::json_errors))
         .layer(middleware::from_fn_with_state(Arc::clone(&st), count))
         .with_state(st)
 }
@@ -589,11 +553,49 @@ fn stop_signal() -> Result<impl std::future::Future<Output = ()>, ServeError> {
     })
 }
 
+/// `svc` if it can ever answer: one recommendation's charge within the budget.
+fn answerable(svc: Service) -> Result<Service, ServeError> {
+    let budget = svc.ledger().settings().budget;
+    if svc.charge() > budget {
+        return Err(ServeError::Options(format!(
+            "each recommendation charges {} eps, more than the budget of {budget} eps per user \
+             and window: no recommendation could ever be answered; raise --budget or lower --eps",
+            svc.charge()
+        )));
+    }
+    Ok(svc)
+}
+
+/// The host names requests may name: `--allowed-hosts` if given; else, without an API key, the
+/// listen address and localhost (and the loopback addresses when listening on every
+/// interface); else any (`None`).
+fn allowed_hosts(opts: &ServeOptions, bound: SocketAddr, keyed: bool) -> Option<Vec<String>> {
+    if let Some(list) = &opts.allowed_hosts {
+        return Some(
+            list.split(',')
+                .map(guard::host_name)
+                .filter(|h| !h.is_empty())
+                .collect(),
+        );
+    }
+    if keyed {
+        return None;
+    }
+    let ip = bound.ip();
+    let mut hosts = vec!["localhost".to_string(), ip.to_string()];
+    if ip.is_unspecified() || ip.is_loopback() {
+        hosts.extend(["127.0.0.1".to_string(), "::1".to_string()]);
+    }
+    hosts.dedup();
+    Some(hosts)
+}
+
 /// Runs the service of `opts` until SIGTERM or SIGINT: binds the address first (health answers
 /// at once; readiness once the model and the ledger are loaded), then serves. On the signal it
-/// stops accepting, finishes the requests in flight, lets the ledger commit what is queued, and
-/// returns what it served. Blocking; prints its banner and its address on stderr.
+/// stops accepting, finishes the requests in flight (closing the connections still open after
+/// `shutdown_timeout`), lets the ledger commit what is queued, and returns what it served. Blocking; prints its banner and its address on stderr.
 pub fn run(opts: ServeOptions) -> Result<Served, ServeError> {
+    opts.limits.check()?;
     let api_key = opts.api_key_file.as_deref().map(read_api_key).transpose()?;
     let listen = opts.listen.clone().unwrap_or_else(|| DEFAULT_LISTEN.into());
     let addr: SocketAddr = listen.parse().map_err(|_| {
@@ -623,11 +625,20 @@ pub fn run(opts: ServeOptions) -> Result<Served, ServeError> {
              reach this address can spend users' budgets (--api-key-file)"
         );
     }
+    let allowed_hosts = allowed_hosts(&opts, bound, api_key.is_some());
+    if let Some(hosts) = &allowed_hosts {
+        eprintln!(
+            "recsel serve: answering requests whose Host is {} (--allowed-hosts; /healthz and \
+             /readyz answer any)",
+            hosts.join(", ")
+        );
+    }
     let metrics = Arc::new(Metrics::default());
     let st = Arc::new(AppState {
         limits: opts.limits.resolved(),
         opts,
-        api_key,
+        api_key: Arc::new(api_key),
+        allowed_hosts: Arc::new(allowed_hosts),
         service: OnceLock::new(),
         status: Mutex::new("loading the model and the ledger".into()),
         stopping: AtomicBool::new(false),
@@ -652,7 +663,7 @@ pub fn run(opts: ServeOptions) -> Result<Served, ServeError> {
             let st = Arc::clone(&st);
             tokio::task::spawn_blocking(move || {
                 let t = Instant::now();
-                match Service::load(&st.opts, Arc::clone(&st.metrics)) {
+                match Service::load(&st.opts, Arc::clone(&st.metrics)).and_then(answerable) {
                     Ok(svc) => {
                         eprintln!("{}", svc.recommender().privacy_statement());
                         eprintln!(
@@ -703,10 +714,15 @@ pub fn run(opts: ServeOptions) -> Result<Served, ServeError> {
                 *st.status.lock().unwrap_or_else(|e| e.into_inner()) = "shutting down".into();
             }
         };
-        axum::serve(listener, router(Arc::clone(&st)))
-            .with_graceful_shutdown(shutdown)
-            .await
-            .map_err(io("serving".into()))?;
+        let conns = Arc::clone(&st.metrics.connections);
+        conn::serve(
+            listener,
+            router(Arc::clone(&st)),
+            st.limits,
+            conns,
+            shutdown,
+        )
+        .await;
         let _ = loader.await;
         if let Some(e) = failed.lock().unwrap_or_else(|p| p.into_inner()).take() {
             return Err(e);
@@ -716,7 +732,7 @@ pub fn run(opts: ServeOptions) -> Result<Served, ServeError> {
     // Every connection is closed; wait for work handed to the pool by clients that went away,
     // then drop the service: its committer commits what is queued and stops.
     let svc = st.service.get().cloned();
-    drop(rt);
+    rt.shutdown_timeout(st.limits.shutdown_timeout);
     let mut served = Served {
         charged: metrics.outcomes("charged"),
         replayed: metrics.outcomes("replayed"),
@@ -725,7 +741,7 @@ pub fn run(opts: ServeOptions) -> Result<Served, ServeError> {
         commits: CommitStats::default(),
     };
     if let Some(svc) = svc {
-        let deadline = Instant::now() + Duration::from_secs(60);
+        let deadline = Instant::now() + st.limits.shutdown_timeout;
         // Two references remain: `st`'s and this one.
         while Arc::strong_count(&svc) > 2 && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(10));

@@ -8,6 +8,8 @@ use std::sync::Mutex;
 
 use crate::ledger::CommitStats;
 
+use super::conn::ConnStats;
+
 /// Upper bounds of the latency histograms' buckets, in seconds.
 pub const BUCKETS: [f64; 14] = [
     0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0,
@@ -69,6 +71,8 @@ pub struct Metrics {
     pub pending: AtomicU64,
     /// Requests turned away with 503 because too many were pending.
     pub shed: AtomicU64,
+    /// The connections: accepted, refused at the limit, failed accepts, timeouts.
+    pub connections: std::sync::Arc<ConnStats>,
 }
 
 impl Metrics {
@@ -221,6 +225,31 @@ impl Metrics {
             "Requests answered 503 because too many were pending.",
             &self.shed.load(Ordering::Relaxed),
         );
+        let c = &self.connections;
+        for (name, help, v) in [
+            (
+                "recsel_connections_accepted_total",
+                "Connections accepted.",
+                &c.accepted,
+            ),
+            (
+                "recsel_connections_refused_total",
+                "Connections refused (503, closed) because max_connections were open.",
+                &c.refused,
+            ),
+            (
+                "recsel_accept_errors_total",
+                "Failed accepts (e.g. no file descriptor left).",
+                &c.accept_errors,
+            ),
+            (
+                "recsel_connections_timed_out_total",
+                "Connections closed because a request head or a response took too long.",
+                &c.timed_out,
+            ),
+        ] {
+            scalar(&mut out, name, "counter", help, &v.load(Ordering::Relaxed));
+        }
         out
     }
 }

@@ -13,9 +13,15 @@
 //! * [`api`] — request checking (each error names its field) and the error body;
 //! * [`service`] — the loaded model, ledger and worker pool;
 //! * [`metrics`] — the Prometheus counters;
-//! * `http` — the routes, the API key, readiness and graceful shutdown ([`run`]).
+//! * `guard` — what every request passes first: the API key, the Host allow-list, the body's
+//!   media type, length and deadline, and the JSON shape of every error;
+//! * `conn` — the accept loop, the connection limit, the timeouts of a connection and the
+//!   shutdown deadline;
+//! * `http` — the routes, readiness and the start and stop of the service ([`run`]).
 
 pub mod api;
+mod conn;
+mod guard;
 mod http;
 pub mod metrics;
 pub mod options;

@@ -5,10 +5,11 @@
 //! same keys; unknown keys are errors naming them) only fill them in.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::ledger::Period;
+use crate::ledger::{Period, Units};
 use crate::mechanisms::{MechValues, Registry};
 use crate::options::{option_table, OptionTable};
 use crate::recommend::options::{LedgerOptions, ServingOptions};
@@ -43,6 +44,11 @@ option_table! {
         /// anyone who can reach it.
         #[option(value_name = "FILE", group = "Service")]
         pub api_key_file: PathBuf,
+        /// Host names the Host header of a request may carry, comma-separated (a defence against
+        /// DNS rebinding: a page whose name resolves to this address is refused). Default: the
+        /// listen address and localhost, checked only when no API key is required.
+        #[option(value_name = "HOST,...", group = "Service")]
+        pub allowed_hosts: String,
         /// Limits on requests.
         #[flatten]
         pub limits: LimitOptions,
@@ -83,6 +89,30 @@ option_table! {
         /// Most requests in one durable ledger commit.
         #[option(group = "Limits")]
         pub max_group: usize = 256,
+        /// Open connections at most; a connection beyond is answered 503 and closed at once.
+        #[option(group = "Limits")]
+        pub max_connections: usize = 512,
+        /// Seconds a request head may take from its first byte to its end (the connection is
+        /// closed beyond).
+        #[option(value_name = "SECONDS", group = "Limits")]
+        pub header_timeout: f64 = 10.0,
+        /// Seconds a request body may take to arrive whole once its head is read (408 beyond),
+        /// and a response may wait for the client to take it (the connection is closed beyond).
+        #[option(value_name = "SECONDS", group = "Limits")]
+        pub body_timeout: f64 = 30.0,
+        /// Seconds a kept-alive connection may wait for its next request (closed beyond).
+        #[option(value_name = "SECONDS", group = "Limits")]
+        pub idle_timeout: f64 = 75.0,
+        /// Seconds after SIGTERM or SIGINT for the requests in flight to be answered; the
+        /// connections still open then are closed (a charge already committed stays committed,
+        /// and the same request id gets its answer back).
+        #[option(value_name = "SECONDS", group = "Limits")]
+        pub shutdown_timeout: f64 = 10.0,
+        /// Milliseconds every answer of POST /v1/recommend and /v1/recommend/batch takes at
+        /// least (0: answer at once). Hides from an observer of response times whether a
+        /// request was charged, refused or replayed (docs/serving.md, "Timing").
+        #[option(value_name = "MS", group = "Limits")]
+        pub min_response_ms: f64 = 0.0,
     }
 }
 
@@ -101,6 +131,18 @@ pub struct Limits {
     pub max_pending: usize,
     /// Most requests in one durable ledger commit.
     pub max_group: usize,
+    /// Open connections at most.
+    pub max_connections: usize,
+    /// From the first byte of a request head to its end.
+    pub header_timeout: Duration,
+    /// For a request body to arrive, and for a response to be taken.
+    pub body_timeout: Duration,
+    /// For the next request on a kept-alive connection.
+    pub idle_timeout: Duration,
+    /// From the stop signal until the remaining connections are closed.
+    pub shutdown_timeout: Duration,
+    /// The least time an answer of the recommend routes takes.
+    pub min_response: Duration,
 }
 
 impl Default for Limits {
@@ -110,13 +152,80 @@ impl Default for Limits {
 }
 
 impl LimitOptions {
-    /// Every limit, given or at its default.
+    /// Checks every limit: counts at least 1, times finite and > 0 (a pad >= 0). The error
+    /// names the option and its value.
+    pub fn check(&self) -> Result<(), ServeError> {
+        let d = LimitOptions::defaults();
+        let counts = [
+            ("max_body_bytes", self.max_body_bytes),
+            ("max_history", self.max_history),
+            ("max_batch", self.max_batch),
+            ("max_id_bytes", self.max_id_bytes),
+            ("max_pending", self.max_pending),
+            ("max_group", self.max_group),
+            ("max_connections", self.max_connections),
+        ];
+        if let Some((name, Some(v))) = counts.iter().find(|(_, v)| *v == Some(0)) {
+            return Err(ServeError::Options(format!(
+                "{name} (--{}) must be at least 1, got {v}",
+                name.replace('_', "-")
+            )));
+        }
+        let times = [
+            (
+                "header_timeout",
+                self.header_timeout.or(d.header_timeout),
+                false,
+            ),
+            ("body_timeout", self.body_timeout.or(d.body_timeout), false),
+            ("idle_timeout", self.idle_timeout.or(d.idle_timeout), false),
+            (
+                "shutdown_timeout",
+                self.shutdown_timeout.or(d.shutdown_timeout),
+                false,
+            ),
+            (
+                "min_response_ms",
+                self.min_response_ms.or(d.min_response_ms),
+                true,
+            ),
+        ];
+        for (name, v, zero_ok) in times {
+            let v = v.expect("every limit has a default");
+            // At most a day: a longer timeout is a mistake, and Duration takes any such value.
+            let ok = v.is_finite() && v <= 86_400_000.0 && (v > 0.0 || (zero_ok && v == 0.0));
+            if !ok {
+                return Err(ServeError::Options(format!(
+                    "{name} (--{}) must be a finite number {}, got {v}",
+                    name.replace('_', "-"),
+                    if zero_ok { ">= 0" } else { "> 0" }
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Every limit, given or at its default ([`LimitOptions::check`] first: a time that is not
+    /// a finite number >= 0 is read as 0 here).
     pub fn resolved(&self) -> Limits {
         let d = LimitOptions::defaults();
         let v = |given: Option<usize>, default: Option<usize>| {
             given.or(default).expect("every limit has a default")
         };
+        let secs = |given: Option<f64>, default: Option<f64>| {
+            let s = given.or(default).expect("every limit has a default");
+            Duration::try_from_secs_f64(s).unwrap_or(Duration::ZERO)
+        };
         Limits {
+            max_connections: v(self.max_connections, d.max_connections),
+            header_timeout: secs(self.header_timeout, d.header_timeout),
+            body_timeout: secs(self.body_timeout, d.body_timeout),
+            idle_timeout: secs(self.idle_timeout, d.idle_timeout),
+            shutdown_timeout: secs(self.shutdown_timeout, d.shutdown_timeout),
+            min_response: secs(
+                self.min_response_ms.map(|ms| ms / 1e3),
+                d.min_response_ms.map(|ms| ms / 1e3),
+            ),
             max_body_bytes: v(self.max_body_bytes, d.max_body_bytes),
             max_history: v(self.max_history, d.max_history),
             max_batch: v(self.max_batch, d.max_batch),
@@ -165,8 +274,17 @@ impl ServeOptions {
     /// option.
     pub fn config(&self) -> Result<RecommendConfig, ServeError> {
         self.ledger.check(true)?;
-        if self.ledger.budget.is_none() {
-            return Err(ServeError::Options("budget (--budget) is required".into()));
+        self.limits.check()?;
+        match self.ledger.budget()? {
+            None => return Err(ServeError::Options("budget (--budget) is required".into())),
+            Some(b) if b == Units::ZERO => {
+                return Err(ServeError::Options(format!(
+                    "budget (--budget) is {}: no recommendation could ever be answered; give \
+                     a budget of at least one recommendation's eps",
+                    self.ledger.budget.as_deref().unwrap_or("0")
+                )))
+            }
+            Some(_) => {}
         }
         Ok(self
             .serving
@@ -209,6 +327,31 @@ mod tests {
                 .unwrap();
             assert!(err.to_string().contains(&format!("`{key}`")), "{err}");
         }
+    }
+
+    #[test]
+    fn limits_that_cannot_hold_are_refused_naming_the_option() {
+        for (key, value) in [
+            ("max_connections", "0"),
+            ("header_timeout", "0"),
+            ("body_timeout", "-1"),
+            ("idle_timeout", "inf"),
+            ("shutdown_timeout", "NaN"),
+            ("min_response_ms", "-5"),
+        ] {
+            let mut o = ServeOptions::new("m", "l.db", "10", "mgem", 1.0);
+            o.set(key, value).unwrap();
+            let e = o.limits.check().unwrap_err().to_string();
+            assert!(e.contains(key) && e.contains(&key.replace('_', "-")), "{e}");
+        }
+        let mut o = ServeOptions::new("m", "l.db", "0", "mgem", 1.0);
+        assert!(o.config().unwrap_err().to_string().contains("budget"));
+        o.set("budget", "1").unwrap();
+        o.set("min_response_ms", "2.5").unwrap();
+        o.limits.check().unwrap();
+        let l = o.limits.resolved();
+        assert_eq!(l.min_response, Duration::from_micros(2500));
+        assert_eq!(l.shutdown_timeout, Duration::from_secs(10));
     }
 
     #[test]

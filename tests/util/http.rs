@@ -55,6 +55,14 @@ pub fn http(
     for (k, v) in headers {
         head.push_str(&format!("{k}: {v}\r\n"));
     }
+    // A POST is JSON unless the caller says otherwise.
+    if method == "POST"
+        && !headers
+            .iter()
+            .any(|(k, _)| k.eq_ignore_ascii_case("content-type"))
+    {
+        head.push_str("Content-Type: application/json\r\n");
+    }
     head.push_str("\r\n");
     s.write_all(head.as_bytes())?;
     // The server may answer (413) before it has read a large body; keep what it said.
@@ -132,7 +140,12 @@ impl Server {
     /// Starts `recsel serve` with `args` on 127.0.0.1, a free port, and returns once it listens
     /// (not necessarily ready).
     pub fn start(args: &[String]) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_recsel"))
+        Self::start_command(Command::new(env!("CARGO_BIN_EXE_recsel")), args)
+    }
+
+    /// [`Server::start`] with `cmd` (the binary, perhaps with limits set before it runs).
+    pub fn start_command(mut cmd: Command, args: &[String]) -> Server {
+        let mut child = cmd
             .arg("serve")
             .args(args)
             .args(["--listen", "127.0.0.1:0"])
