@@ -58,7 +58,7 @@ impl PyRecommender {
             .map_err(err)?;
         Ok(PyRecommender {
             rec,
-            secure: opts.is_secure(),
+            secure: opts.secure(),
         })
     }
 

@@ -76,7 +76,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let model = options.model_dir()?;
     let rec = Recommender::load(model, &cfg)
         .with_context(|| format!("loading the model in {}", model.display()))?;
-    let seed = if options.is_secure() {
+    let seed = if options.secure() {
         super::common::announce_secure_mode();
         0 // unused: the secure path has no seed
     } else {

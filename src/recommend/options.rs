@@ -144,11 +144,7 @@ impl ServingOptions {
             ));
         }
         let epsilon = self.epsilon.ok_or_else(|| missing("epsilon (--eps)"))?;
-        Ok((
-            mechanism,
-            epsilon,
-            self.candidates.clone().unwrap_or_default(),
-        ))
+        Ok((mechanism, epsilon, self.candidates()))
     }
 
     /// The configuration of a recommender with these options, the mechanism parameters `params`
@@ -167,8 +163,8 @@ impl ServingOptions {
         let params = registry.resolve(params)?.with_epsilon(epsilon);
         let mut cfg = RecommendConfig::new(mechanism, params, noise)
             .with_candidates(candidates)
-            .with_prior(self.prior.clone().unwrap_or_default());
-        cfg.allow_non_private = self.allow_non_private == Some(true);
+            .with_prior(self.prior());
+        cfg.allow_non_private = self.allow_non_private();
         Ok(cfg)
     }
 
@@ -203,7 +199,7 @@ impl RecommendOptions {
                 )));
             }
         }
-        let noise = NoiseMode::from_flag(self.is_secure());
+        let noise = NoiseMode::from_flag(self.secure());
         self.serving.config(&self.params, registry, noise)
     }
 
@@ -236,19 +232,14 @@ impl RecommendOptions {
         self.serving.model_dir()
     }
 
-    /// Whether the secure path is asked for.
-    pub fn is_secure(&self) -> bool {
-        self.secure == Some(true)
-    }
-
     /// Whether the recommendations are charged to a ledger.
     pub fn charges_a_ledger(&self) -> bool {
         self.ledger.ledger.is_some()
     }
 
-    /// Requests per durable commit (256 unless given; at least 1).
+    /// Requests per durable commit (at least 1).
     pub fn group_size(&self) -> Result<usize> {
-        match self.group.unwrap_or(256) {
+        match self.group() {
             0 => Err(Error::Invalid("group must be at least 1, got 0".into())),
             n => Ok(n),
         }
@@ -297,11 +288,6 @@ impl LedgerOptions {
                     .map_err(|e| Error::Invalid(format!("period: {e}")))
             })
             .transpose()
-    }
-
-    /// What an exhausted user gets (none unless given).
-    pub fn fallback(&self) -> Fallback {
-        self.fallback.clone().unwrap_or_default()
     }
 }
 

@@ -20,14 +20,14 @@ use crate::recommend::ledgered::BatchRequest;
 
 use super::api::{self, ApiError, RecommendRequest};
 use super::metrics::Metrics;
-use super::options::{Limits, ServeOptions, DEFAULT_LISTEN};
+use super::options::{LimitOptions, ServeOptions};
 use super::service::Service;
 use super::{constant_time_eq, read_api_key, ServeError};
 
 /// The state every handler shares.
 struct AppState {
     opts: ServeOptions,
-    limits: Limits,
+    limits: LimitOptions,
     api_key: Option<Vec<u8>>,
     service: OnceLock<Arc<Service>>,
     /// Why the service is not ready (while loading, or once shutting down).
@@ -413,7 +413,7 @@ struct Pending<'a>(&'a Metrics);
 
 impl<'a> Pending<'a> {
     fn take(st: &'a AppState) -> Result<Self, ApiError> {
-        let limit = st.limits.max_pending;
+        let limit = st.limits.max_pending();
         let now = st.metrics.pending.fetch_add(1, Ordering::SeqCst) + 1;
         if now > limit as u64 {
             st.metrics.pending.fetch_sub(1, Ordering::SeqCst);
@@ -444,7 +444,7 @@ async fn recommend(State(st): Shared, body: Result<Bytes, BytesRejection>) -> Re
     let t = Instant::now();
     let result = async {
         let svc = Arc::clone(st.ready()?);
-        let bytes = body_bytes(body, st.limits.max_body_bytes)?;
+        let bytes = body_bytes(body, st.limits.max_body_bytes())?;
         let v = api::parse_json(&bytes)?;
         let r = api::recommend_request(&v, "", &st.limits)?;
         let m = map_request(&svc, r, "history")?;
@@ -476,7 +476,7 @@ async fn recommend_batch(State(st): Shared, body: Result<Bytes, BytesRejection>)
     let t = Instant::now();
     let result = async {
         let svc = Arc::clone(st.ready()?);
-        let bytes = body_bytes(body, st.limits.max_body_bytes)?;
+        let bytes = body_bytes(body, st.limits.max_body_bytes())?;
         let v = api::parse_json(&bytes)?;
         let checked = api::batch_requests(&v, &st.limits)?;
         let mut slots: Vec<Result<Mapped, ApiError>> = Vec::with_capacity(checked.len());
@@ -566,7 +566,7 @@ fn router(st: Arc<AppState>) -> Router {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .merge(guarded)
-        .layer(DefaultBodyLimit::max(st.limits.max_body_bytes))
+        .layer(DefaultBodyLimit::max(st.limits.max_body_bytes()))
         .layer(middleware::from_fn_with_state(Arc::clone(&st), count))
         .with_state(st)
 }
@@ -595,7 +595,7 @@ fn stop_signal() -> Result<impl std::future::Future<Output = ()>, ServeError> {
 /// returns what it served. Blocking; prints its banner and its address on stderr.
 pub fn run(opts: ServeOptions) -> Result<Served, ServeError> {
     let api_key = opts.api_key_file.as_deref().map(read_api_key).transpose()?;
-    let listen = opts.listen.clone().unwrap_or_else(|| DEFAULT_LISTEN.into());
+    let listen = opts.listen();
     let addr: SocketAddr = listen.parse().map_err(|_| {
         ServeError::Options(format!(
             "listen '{listen}' is not an address such as 127.0.0.1:8080"
@@ -625,7 +625,7 @@ pub fn run(opts: ServeOptions) -> Result<Served, ServeError> {
     }
     let metrics = Arc::new(Metrics::default());
     let st = Arc::new(AppState {
-        limits: opts.limits.resolved(),
+        limits: opts.limits.clone(),
         opts,
         api_key,
         service: OnceLock::new(),

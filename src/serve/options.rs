@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::ledger::Period;
 use crate::mechanisms::{MechValues, Registry};
-use crate::options::{option_table, OptionTable};
+use crate::options::option_table;
 use crate::recommend::options::{LedgerOptions, ServingOptions};
 use crate::recommend::RecommendConfig;
 use crate::rng::NoiseMode;
@@ -86,47 +86,6 @@ option_table! {
     }
 }
 
-/// The limits of a running service ([`LimitOptions`] resolved).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
-    /// Largest request body, in bytes.
-    pub max_body_bytes: usize,
-    /// Most items in one history.
-    pub max_history: usize,
-    /// Most requests in one batch.
-    pub max_batch: usize,
-    /// Longest user id and request id, in bytes.
-    pub max_id_bytes: usize,
-    /// Requests waiting at once.
-    pub max_pending: usize,
-    /// Most requests in one durable ledger commit.
-    pub max_group: usize,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        LimitOptions::defaults().resolved()
-    }
-}
-
-impl LimitOptions {
-    /// Every limit, given or at its default.
-    pub fn resolved(&self) -> Limits {
-        let d = LimitOptions::defaults();
-        let v = |given: Option<usize>, default: Option<usize>| {
-            given.or(default).expect("every limit has a default")
-        };
-        Limits {
-            max_body_bytes: v(self.max_body_bytes, d.max_body_bytes),
-            max_history: v(self.max_history, d.max_history),
-            max_batch: v(self.max_batch, d.max_batch),
-            max_id_bytes: v(self.max_id_bytes, d.max_id_bytes),
-            max_pending: v(self.max_pending, d.max_pending),
-            max_group: v(self.max_group, d.max_group),
-        }
-    }
-}
-
 impl ServeOptions {
     /// The options of a service of `model` charging `ledger` with `budget` per user, selecting
     /// with `mechanism` at `epsilon`; everything else at its default.
@@ -182,6 +141,7 @@ impl ServeOptions {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::options::OptionTable;
 
     #[test]
     fn options_round_trip_through_toml_and_refuse_unknown_keys() {
@@ -197,7 +157,7 @@ mod tests {
         let m = ServeOptions::from_toml(minimal).unwrap();
         assert!(m.config().is_ok());
         assert_eq!(m.serving.candidates, None); // all
-        assert_eq!(m.limits.resolved(), Limits::default());
+        assert_eq!(m.limits.resolved(), LimitOptions::defaults());
         assert_eq!(m.ledger.fallback(), Fallback::None);
         assert_eq!(m.period().unwrap(), Period::None);
         for bad in ["epsilom = 2\n", "[params]\nepsilon = 2\n"] {
