@@ -31,8 +31,8 @@ impl NoiseOptions {
     pub fn check(&self) -> Result<()> {
         if self.seed.is_some() && self.secure() {
             return Err(Error::Invalid(
-                "seed and secure exclude each other: a secure run draws from the OS, not from a \
-                 seed"
+                "seed and secure exclude each other: a secure run takes no seed (it draws from \
+                 the OS)"
                     .into(),
             ));
         }
