@@ -28,11 +28,11 @@ option_table! {
         #[option(value_name = "DIR", required = true, group = "Model")]
         pub model: PathBuf,
         /// Mechanism (`recsel mechanisms`); one that is not ε-DP needs --allow-non-private.
-        /// Default: `tuned`, the row of DIR/tuning.json (`recsel tune`) for the largest tuned ε
-        /// not above --eps: krr over its public pool (with its public prior, if it has one), or
-        /// the most popular item (0-DP).
+        /// `tuned`, the default, is the row of DIR/tuning.json (`recsel tune`) for the largest
+        /// tuned ε not above --eps: krr over its public pool (with its public prior, if it has
+        /// one), or the most popular item (0-DP).
         #[option(flag = "mech", value_name = "MECH", group = "Selection")]
-        pub mechanism: String,
+        pub mechanism: String = super::tuning::TUNED.to_string(),
         /// ε of each recommendation.
         #[option(flag = "eps", value_name = "EPS", required = true, group = "Selection")]
         pub epsilon: f64,
@@ -125,8 +125,8 @@ option_table! {
 
 impl ServingOptions {
     /// The mechanism, ε and the candidate policy; errors name a missing or bad option.
-    fn selection(&self) -> Result<(&str, f64, CandidatePolicy)> {
-        let mechanism = self.mechanism.as_deref().unwrap_or(super::tuning::TUNED);
+    fn selection(&self) -> Result<(String, f64, CandidatePolicy)> {
+        let mechanism = self.mechanism();
         if mechanism == super::tuning::TUNED && self.candidates.is_some() {
             return Err(Error::Invalid(
                 "candidates (--candidates) needs a mechanism (--mech): with the tuned \
@@ -157,11 +157,11 @@ impl ServingOptions {
     ) -> Result<RecommendConfig> {
         let (mechanism, epsilon, candidates) = self.selection()?;
         if mechanism != super::tuning::TUNED {
-            registry.get(mechanism)?;
+            registry.get(&mechanism)?;
         }
         registry.check_table_keys(params, "the serving options")?;
         let params = registry.resolve(params)?.with_epsilon(epsilon);
-        let mut cfg = RecommendConfig::new(mechanism, params, noise)
+        let mut cfg = RecommendConfig::new(&mechanism, params, noise)
             .with_candidates(candidates)
             .with_prior(self.prior());
         cfg.allow_non_private = self.allow_non_private();
