@@ -97,7 +97,7 @@ synthetic_dir() {
   if [ ! -s "$dir/export.json" ]; then
     echo "writing the $1-shaped synthetic data to $dir (once; later runs reuse it) ..." >&2
     mkdir -p "$dir"
-    "$RECSEL" export --dataset synthetic --shape "$1" --seed 42 --out "$dir" --json > "$dir/export.json.tmp" 2>/dev/null
+    "$RECSEL" export --dataset synthetic --shape "$1" --split-seed 42 --out "$dir" --json > "$dir/export.json.tmp" 2>/dev/null
     mv "$dir/export.json.tmp" "$dir/export.json"
   fi
   echo "$dir"

@@ -7,7 +7,10 @@
 //! package into keyword arguments, and [`OptionTable::set`], which parses an option's value
 //! from text (a flag's argument, a Python value) with the same parser for every front end. A
 //! table can take in another table whole (`#[flatten]`), as the select job's options take in
-//! the data and model options. Front ends fill tables in; the library resolves them.
+//! the data and model options. Front ends fill tables in; the library resolves them: an option
+//! with a declared default is read through the method of its name (`options.trials()`, the
+//! given value or the default), and [`OptionTable::resolved`] fills every declared default in
+//! at once. No code outside the declaration writes a default again.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -263,6 +266,12 @@ pub trait OptionTable: Sized {
     /// Sets the option `key` from `text`; `Ok(false)` when `key` is not one of its options, an
     /// error naming the option when the text is not a valid value.
     fn set(&mut self, key: &str, text: &str) -> Result<bool>;
+    /// The table with every option that has a declared default set (to the given value, else
+    /// the default), the others as given: what a run records as its resolved options. Declared
+    /// tables also have, for each option with a default, a method of the option's name that
+    /// returns it resolved (`options.trials()`), which is what code that uses a value reads;
+    /// both come from the one `= default` of the declaration.
+    fn resolved(&self) -> Self;
 }
 
 /// `over`'s options set over `base`'s (an option given in both takes `over`'s value): the
@@ -306,27 +315,31 @@ macro_rules! option_table {
     ($(#[$m:meta])* pub struct $name:ident { $($body:tt)* }) => {
         // The names the generated code shares pass through every step, so that they resolve to
         // one another (macro hygiene).
-        $crate::options::option_table!(@munch [$(#[$m])*] $name [out defaults table key text]
-            [] [] [] [] $($body)*);
+        $crate::options::option_table!(@munch [$(#[$m])*] $name [out defaults table key text res]
+            [] [] [] [] [] [] $($body)*);
     };
-    (@munch $meta:tt $name:ident [$out:ident $defs:ident $table:ident $key:ident $text:ident]
-        [$($fields:tt)*] [$($defaults:tt)*] [$($specs:tt)*] [$($sets:tt)*]
+    (@munch $meta:tt $name:ident [$out:ident $defs:ident $table:ident $key:ident $text:ident $res:ident]
+        [$($fields:tt)*] [$($defaults:tt)*] [$($specs:tt)*] [$($sets:tt)*] [$($getters:tt)*]
+        [$($fills:tt)*]
         $(#[doc = $d:literal])* #[flatten] pub $f:ident : $t:ty, $($rest:tt)*) => {
-        $crate::options::option_table!(@munch $meta $name [$out $defs $table $key $text]
+        $crate::options::option_table!(@munch $meta $name [$out $defs $table $key $text $res]
             [$($fields)* $(#[doc = $d])* #[serde(flatten)] pub $f: $t,]
             [$($defaults)* $f: <$t as $crate::options::OptionTable>::defaults(),]
             [$($specs)* $out.extend(<$t as $crate::options::OptionTable>::options());]
             [$($sets)* if $crate::options::OptionTable::set(&mut $table.$f, $key, $text)? {
                 return Ok(true);
             }]
+            [$($getters)*]
+            [$($fills)* $f: $crate::options::OptionTable::resolved(&$res.$f),]
             $($rest)*);
     };
-    (@munch $meta:tt $name:ident [$out:ident $defs:ident $table:ident $key:ident $text:ident]
-        [$($fields:tt)*] [$($defaults:tt)*] [$($specs:tt)*] [$($sets:tt)*]
+    (@munch $meta:tt $name:ident [$out:ident $defs:ident $table:ident $key:ident $text:ident $res:ident]
+        [$($fields:tt)*] [$($defaults:tt)*] [$($specs:tt)*] [$($sets:tt)*] [$($getters:tt)*]
+        [$($fills:tt)*]
         $(#[doc = $d:literal])* #[option($($k:ident = $v:expr),* $(,)?)]
         $(#[serde($($serde:tt)*)])*
         pub $f:ident : $t:ty $(= $def:expr)?, $($rest:tt)*) => {
-        $crate::options::option_table!(@munch $meta $name [$out $defs $table $key $text]
+        $crate::options::option_table!(@munch $meta $name [$out $defs $table $key $text $res]
             [$($fields)* $(#[doc = $d])*
                 #[serde(default)] $(#[serde($($serde)*)])* pub $f: Option<$t>,]
             [$($defaults)* $f: $crate::options::option_table!(@default $($def)?),]
@@ -339,24 +352,47 @@ macro_rules! option_table {
                 $table.$f = Some($crate::options::parse_value::<$t>($text)?);
                 return Ok(true);
             }]
+            [$($getters)* $(
+                #[doc = concat!("`", stringify!($f), "` as given, else its declared default (`",
+                    stringify!($def), "`).")]
+                #[allow(clippy::clone_on_copy)]
+                pub fn $f(&self) -> $t {
+                    match &self.$f {
+                        Some(v) => v.clone(),
+                        None => $def,
+                    }
+                }
+            )?]
+            [$($fills)* $f: $crate::options::option_table!(@fill $res $f $($def)?),]
             $($rest)*);
     };
-    (@munch $meta:tt $name:ident [$out:ident $defs:ident $table:ident $key:ident $text:ident]
-        [$($fields:tt)*] [$($defaults:tt)*] [$($specs:tt)*] [$($sets:tt)*]
+    (@munch $meta:tt $name:ident [$out:ident $defs:ident $table:ident $key:ident $text:ident $res:ident]
+        [$($fields:tt)*] [$($defaults:tt)*] [$($specs:tt)*] [$($sets:tt)*] [$($getters:tt)*]
+        [$($fills:tt)*]
         $(#[doc = $d:literal])* #[table_only] pub $f:ident : $t:ty, $($rest:tt)*) => {
-        $crate::options::option_table!(@munch $meta $name [$out $defs $table $key $text]
+        $crate::options::option_table!(@munch $meta $name [$out $defs $table $key $text $res]
             [$($fields)* $(#[doc = $d])* #[serde(default)] pub $f: $t,]
             [$($defaults)* $f: Default::default(),]
             [$($specs)*]
             [$($sets)*]
+            [$($getters)*]
+            [$($fills)* $f: $res.$f.clone(),]
             $($rest)*);
     };
     (@default $def:expr) => { Some($def) };
     (@default) => { None };
-    (@munch [$($meta:tt)*] $name:ident [$out:ident $defs:ident $table:ident $key:ident $text:ident]
-        [$($fields:tt)*] [$($defaults:tt)*] [$($specs:tt)*] [$($sets:tt)*]) => {
+    (@fill $res:ident $f:ident $def:expr) => { Some($res.$f()) };
+    (@fill $res:ident $f:ident) => { $res.$f.clone() };
+    (@munch [$($meta:tt)*] $name:ident [$out:ident $defs:ident $table:ident $key:ident $text:ident $res:ident]
+        [$($fields:tt)*] [$($defaults:tt)*] [$($specs:tt)*] [$($sets:tt)*] [$($getters:tt)*]
+        [$($fills:tt)*]) => {
         $($meta)*
         pub struct $name { $($fields)* }
+
+        /// Each option with a declared default, resolved: the given value, else the default.
+        impl $name {
+            $($getters)*
+        }
 
         impl $crate::options::OptionTable for $name {
             fn defaults() -> Self {
@@ -375,6 +411,11 @@ macro_rules! option_table {
                 let $table = self;
                 $($sets)*
                 Ok(false)
+            }
+
+            fn resolved(&self) -> Self {
+                let $res = self;
+                $name { $($fills)* }
             }
         }
     };

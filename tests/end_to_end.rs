@@ -56,9 +56,10 @@ fn end_to_end_audit_passes_public_lists_and_flags_history_top() {
     }
 }
 
-/// `recsel audit --end-to-end` on a fitted synthetic release: the default policy is consistent
-/// (exit 0), `history-top:50` is flagged (and needs --allow-non-private); the options of one mode
-/// are refused in the other with a message that says so.
+/// `recsel audit-e2e` on a fitted synthetic release: the default policy is consistent (exit 0),
+/// `history-top:50` is flagged (and needs --allow-non-private); it needs a model; the options of
+/// the one audit are refused by the other, and the replaced spelling `recsel audit --end-to-end`
+/// is an error that names `recsel audit-e2e`.
 #[test]
 fn audit_end_to_end_cli() {
     let tmp = tempfile::tempdir().unwrap();
@@ -66,8 +67,7 @@ fn audit_end_to_end_cli() {
     recsel::recommend::example_release(&dir).unwrap();
     let m = dir.to_str().unwrap();
     let base = [
-        "audit",
-        "--end-to-end",
+        "audit-e2e",
         "--model",
         m,
         "--dataset",
@@ -108,8 +108,16 @@ fn audit_end_to_end_cli() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v[0]["verdict"], "flagged (not private)");
     assert!(v[0]["max_eps_lb"].as_f64().unwrap() > 2.0, "{v}");
-    let o = recsel(&["audit", "--end-to-end", "--eps", "1", "--mech", "mgem"]);
-    assert!(String::from_utf8_lossy(&o.stderr).contains("needs --model"));
+    let o = recsel(&["audit-e2e", "--eps", "1", "--mech", "mgem"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--model"));
     let o = recsel(&["audit", "--model", m, "--eps", "1", "--mech", "mgem"]);
-    assert!(String::from_utf8_lossy(&o.stderr).contains("add --end-to-end"));
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--model"));
+    let mut old = base.to_vec();
+    old.splice(0..1, ["audit", "--end-to-end"]);
+    let o = recsel(&old);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("recsel audit-e2e"), "{err}");
 }

@@ -86,7 +86,8 @@ fn every_select_option_is_a_flag_a_table_key_and_a_python_keyword() {
     }
     // Command line: `recsel select --help` shows every flag.
     let help = String::from_utf8(recsel(&["select", "--help"]).stdout).unwrap();
-    assert_eq!(missing_flags(&specs, &help), Vec::<&str>::new(), "{help}");
+    let shown: Vec<OptionSpec> = specs.iter().filter(|s| !s.hidden).cloned().collect();
+    assert_eq!(missing_flags(&shown, &help), Vec::<&str>::new(), "{help}");
     // The check has power: an option the command line lacks is reported.
     let mut fake = specs[0].clone();
     (fake.key, fake.flag) = ("not_an_option", "not-an-option");
@@ -110,7 +111,7 @@ fn every_select_option_is_a_flag_a_table_key_and_a_python_keyword() {
     for n in [
         "mech",
         "eps",
-        "data_seed",
+        "split_seed",
         "percentile_users",
         "gamma",
         "chooser",
@@ -177,7 +178,8 @@ fn a_run_records_every_select_option_in_config_toml() {
             && !standard
                 .iter()
                 .any(|m| m.params.iter().any(|p| p.name == spec.key));
-        let expected = !unused_data.contains(&spec.key) && !unread_param;
+        // A hidden option (a former name) is read, never recorded.
+        let expected = !unused_data.contains(&spec.key) && !unread_param && !spec.hidden;
         assert_eq!(
             table.contains_key(spec.key),
             expected,
@@ -355,7 +357,11 @@ fn docs_cli_md_is_what_the_binary_prints() {
     ] {
         assert!(stored.contains(&format!("## `recsel {sub}`")), "{sub}");
     }
-    assert!(missing_flags(&SelectOptions::options(), &stored.replace('`', " ")).is_empty());
+    let shown: Vec<OptionSpec> = SelectOptions::options()
+        .into_iter()
+        .filter(|s| !s.hidden)
+        .collect();
+    assert!(missing_flags(&shown, &stored.replace('`', " ")).is_empty());
 }
 
 /// The options of what a recommendation is worth — `fit`'s release options (calibration users,
@@ -446,5 +452,187 @@ fn utility_options_reach_every_front_end() {
             ),
             None => assert!(!err.contains("unknown key"), "{cmd}: {err}"),
         }
+    }
+}
+
+/// Every option table resolves through the defaults it declares, and nothing else: the
+/// resolved empty table is `defaults()`; each option with a default resolves (in
+/// `resolved()`, and so through the accessor of its name that `resolved()` reads) to the value
+/// its help shows as the default; an option without one stays unset; a given value is kept.
+#[test]
+fn every_table_resolves_through_its_declared_defaults() {
+    use recsel::audit::{AuditOptions, EndToEndOptions};
+    use recsel::data::DataOptions;
+    use recsel::recommend::utility_options::{EvaluateOptions, ReleaseOptions, TuneOptions};
+    use recsel::serve::LimitOptions;
+    fn check<T>(name: &str)
+    where
+        T: OptionTable + Default + PartialEq + std::fmt::Debug + serde::Serialize,
+    {
+        assert_eq!(T::default().resolved(), T::defaults(), "{name}");
+        let registry = Registry::builtin();
+        let table = |t: &T| toml::Table::try_from(t).unwrap();
+        let resolved = table(&T::default().resolved());
+        for spec in T::options() {
+            if registry.param(spec.key).is_ok() {
+                continue; // a mechanism parameter: the registry resolves it per mechanism
+            }
+            match &spec.default {
+                Some(d) => {
+                    let mut given = T::default();
+                    given.set(spec.key, d).unwrap();
+                    assert_eq!(
+                        resolved.get(spec.key),
+                        table(&given).get(spec.key),
+                        "{name}.{}",
+                        spec.key
+                    );
+                }
+                None => assert!(!resolved.contains_key(spec.key), "{name}.{}", spec.key),
+            }
+            let mut given = T::default();
+            given.set(spec.key, &sample(&spec)).unwrap();
+            assert_eq!(
+                table(&given.resolved()).get(spec.key),
+                table(&given).get(spec.key),
+                "{name}.{}",
+                spec.key
+            );
+        }
+    }
+    check::<SelectOptions>("select");
+    check::<DataOptions>("data");
+    check::<RecommendOptions>("recommend");
+    check::<ServeOptions>("serve");
+    check::<LimitOptions>("limits");
+    check::<ReleaseOptions>("release");
+    check::<TuneOptions>("tune");
+    check::<EvaluateOptions>("evaluate");
+    check::<AuditOptions>("audit");
+    check::<EndToEndOptions>("audit-e2e");
+    // The accessors are the resolved values.
+    let o = SelectOptions::default();
+    assert_eq!((o.trials(), o.top(), o.clip()), (50, 500, false));
+    assert_eq!(o.data.split_seed(), 42);
+    assert_eq!(LimitOptions::default().max_batch(), 256);
+}
+
+/// The seed of the split has one name, `split_seed`, in every job that splits data. The
+/// former names still say where they went: `data_seed` of a `[select]` table (older pipeline
+/// files and config.toml) is read as `split_seed` (both at once are an error); `--seed` of
+/// `fit` and `export` and `seed` of `tune` and `evaluate` are errors naming `split_seed`.
+#[test]
+fn the_split_seed_has_one_name() {
+    use recsel::recommend::utility_options::{EvaluateOptions, TuneOptions};
+    for table in [
+        SelectOptions::options(),
+        recsel::data::DataOptions::options(),
+        TuneOptions::options(),
+        EvaluateOptions::options(),
+        recsel::audit::EndToEndOptions::options(),
+    ] {
+        assert!(table.iter().any(|s| s.key == "split_seed" && !s.hidden));
+        // No other visible name for it: a visible `seed` is the noise table's.
+        for s in table.iter().filter(|s| !s.hidden) {
+            assert_ne!(s.key, "data_seed");
+            if s.key == "seed" {
+                assert_eq!(s.group, "Randomness");
+            }
+        }
+    }
+    let base = "figure = \"f\"\nout = \"o\"\n[select]\ndataset = \"synthetic\"\n";
+    let old = Pipeline::parse(&format!("{base}data_seed = 7\n"), "t.toml").unwrap();
+    let new = Pipeline::parse(&format!("{base}split_seed = 7\n"), "t.toml").unwrap();
+    assert_eq!(old.select.unwrap().split_seed().unwrap(), 7);
+    assert_eq!(new.select.unwrap().split_seed().unwrap(), 7);
+    let both = Pipeline::parse(&format!("{base}data_seed = 7\nsplit_seed = 7\n"), "t.toml");
+    assert!(both.unwrap_err().to_string().contains("split_seed"));
+    for args in [
+        &["fit", "--dataset", "synthetic", "--seed", "3"][..],
+        &[
+            "export",
+            "--dataset",
+            "synthetic",
+            "--seed",
+            "3",
+            "--out",
+            "x",
+        ],
+        &[
+            "tune",
+            "--model",
+            "m",
+            "--dataset",
+            "synthetic",
+            "--seed",
+            "3",
+        ],
+        &[
+            "evaluate",
+            "--model",
+            "m",
+            "--dataset",
+            "synthetic",
+            "--seed",
+            "3",
+        ],
+    ] {
+        let o = recsel(args);
+        assert!(!o.status.success(), "{args:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("--split-seed 3"), "{args:?}: {err}");
+    }
+}
+
+/// The pair `seed` | `secure` is one table ([`NoiseOptions`]) that every job selecting with
+/// noise takes whole — the same keys, flags, help and section — so its rule is written once:
+/// each job refuses a seed with `--secure` with the same message.
+#[test]
+fn every_noisy_job_takes_the_one_noise_table() {
+    use recsel::audit::{AuditOptions, EndToEndOptions};
+    use recsel::mechanisms::{NoiseOptions, SampleOptions};
+    let noise = NoiseOptions::options();
+    for (name, specs) in [
+        ("select", SelectOptions::options()),
+        ("sample", SampleOptions::options()),
+        ("audit", AuditOptions::options()),
+        ("audit-e2e", EndToEndOptions::options()),
+    ] {
+        for n in &noise {
+            let s = specs.iter().find(|s| s.key == n.key).unwrap();
+            assert_eq!(
+                (s.flag, &s.help, s.group),
+                (n.flag, &n.help, n.group),
+                "{name}"
+            );
+        }
+    }
+    for args in [
+        &["select", "--dataset", "synthetic"][..],
+        &[
+            "sample", "--mech", "rnm", "--eps", "1", "--scores", "1,0", "--sens", "1,1", "--n",
+            "10",
+        ],
+        &["audit", "--mech", "rnm", "--eps", "1", "--samples", "100"],
+        &["audit-e2e", "--model", "m", "--eps", "1"],
+    ] {
+        let mut a = args.to_vec();
+        a.extend(["--seed", "1", "--secure"]);
+        let o = recsel(&a);
+        assert!(!o.status.success(), "{a:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains("seed and secure exclude each other"),
+            "{a:?}: {err}"
+        );
+        // Power: without the seed the same command gets past the rule (select would then run
+        // for long; the others finish, or stop at the missing model).
+        if a[0] == "select" {
+            continue;
+        }
+        a.truncate(a.len() - 3);
+        a.push("--secure");
+        let err = String::from_utf8_lossy(&recsel(&a).stderr).to_string();
+        assert!(!err.contains("exclude each other"), "{a:?}: {err}");
     }
 }

@@ -58,7 +58,7 @@ impl PyRecommender {
             .map_err(err)?;
         Ok(PyRecommender {
             rec,
-            secure: opts.is_secure(),
+            secure: opts.secure(),
         })
     }
 
@@ -131,15 +131,13 @@ impl PyRecommender {
                 Ok((id, items))
             })
             .collect::<R<Vec<(String, Vec<u32>)>>>()?;
-        let seed = match (self.secure, seed) {
-            (true, Some(_)) => {
-                return Err(invalid(
-                    "a secure recommender takes no seed (its draws come from the OS)".into(),
-                ))
-            }
-            (_, Some(s)) => s,
-            (_, None) => Streams::from_entropy().seed(),
+        let noise = recsel::mechanisms::NoiseOptions {
+            seed,
+            secure: Some(self.secure),
         };
+        let seed = noise
+            .seed_or(|| Streams::from_entropy().seed())
+            .map_err(err)?;
         let picks = py
             .detach(|| self.rec.recommend_all(&rows, seed, &|_| {}))
             .map_err(err)?;

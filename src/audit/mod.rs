@@ -20,6 +20,7 @@
 
 pub mod conformance;
 pub mod end_to_end;
+pub mod options;
 pub mod pairs;
 
 use rayon::prelude::*;
@@ -30,6 +31,7 @@ use crate::mechanisms::{Guarantee, Mechanism, Problem, Selector};
 use crate::rng::{name_id, Draws, NoiseMode, Streams};
 use crate::stats::hypothesis::{clopper_pearson_lower, clopper_pearson_upper};
 
+pub use options::{AuditOptions, AuditSampling, EndToEndOptions};
 pub use pairs::{builtin_pairs, read_pairs, NeighbourPair};
 
 /// Validated audit settings.

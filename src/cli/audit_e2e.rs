@@ -1,71 +1,41 @@
-//! `recsel audit --end-to-end`: the whole serving path of a release (score → candidates → clip →
-//! select) audited on neighbouring histories built from real users (docs/deployment.md, "The
-//! end-to-end audit").
+//! `recsel audit-e2e`: the whole serving path of a release (score → candidates → clip → select)
+//! audited on neighbouring histories built from real users (docs/deployment.md, "The end-to-end
+//! audit").
 
 use std::io::Write;
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::Context;
 use recsel::audit::end_to_end::{audit_end_to_end, EndToEndConfig, EndToEndReport};
-use recsel::data::{load_dataset_with, DataOptions};
-use recsel::experiments::select::DEFAULT_DATA_SEED;
-use recsel::mechanisms::{self, MechValues, Registry};
+use recsel::audit::EndToEndOptions;
+use recsel::data::load_dataset_with;
+use recsel::mechanisms::{self, Registry};
 use recsel::recommend::input::{read_users, FileFormat};
 use recsel::recommend::options::ServingOptions;
 use recsel::recommend::{RecommendOptions, Recommender};
-use recsel::scoring::{CandidatePolicy, Prior};
 
-use super::common::{progress, Flags};
+use super::common::{input_seed, progress, Flags};
 
-/// Base users when `--pairs` is not a number.
-const DEFAULT_PAIRS: usize = 4;
-
-/// The options only the end-to-end audit reads.
+/// Audit the whole serving path of a release (score, candidates, clip, select) on neighbouring
+/// histories of real users: one item added, one removed, the whole history replaced by another
+/// user's (--pairs base users), over every item, Bonferroni-corrected. Exit code 1 when a
+/// recommender that claims user-level ε-DP is refuted.
 #[derive(Debug, clap::Args)]
-#[command(next_help_heading = "End-to-end audit (--end-to-end)")]
+#[command(after_help = "Example:
+  recsel audit-e2e --model models/synth --dataset synthetic --mech mgem,rnm --eps 1 \\
+      --samples 20000 --pairs 4 --seed 1")]
 pub struct Args {
-    /// Model directory with its release artifact (`recsel fit ... --out DIR`).
-    #[arg(long, value_name = "DIR")]
-    model: Option<PathBuf>,
-    /// Candidate policy of the audited path (docs/deployment.md): all, popular:N, heldout:N,
-    /// pool:FILE or history-top:N.
-    #[arg(long, value_name = "POLICY", default_value = "all")]
-    candidates: String,
-    /// Public per-item prior of the audited path (docs/priors.md): none, popularity:W,
-    /// heldout:W, file:PATH:W, or own-history:W (a known leak, with --allow-non-private).
-    #[arg(long, value_name = "PRIOR", default_value = "none")]
-    prior: String,
-    /// Accept what is not user-level ε-DP (history-top:N, own-history:W, or a mechanism that is
-    /// not ε-DP), to
-    /// show that the audit flags it.
-    #[arg(long)]
-    allow_non_private: bool,
-    /// The users whose histories are audited: a users file as `recsel recommend` reads it (csv,
-    /// parquet or jsonl, by extension) instead of the test users of the data options.
-    #[arg(long, value_name = "FILE")]
-    users: Option<PathBuf>,
     #[command(flatten)]
-    data: Flags<DataOptions>,
-    /// Seed of the train/test split and of synthetic data (`recsel fit --seed`).
-    #[arg(long, default_value_t = DEFAULT_DATA_SEED)]
-    data_seed: u64,
-}
-
-impl Args {
-    /// Whether any end-to-end option was given (they need `--end-to-end`).
-    pub fn given(&self) -> bool {
-        self.model.is_some()
-            || self.users.is_some()
-            || self.candidates != "all"
-            || self.prior != "none"
-    }
+    options: Flags<EndToEndOptions>,
+    /// Print one JSON array of reports instead of tables.
+    #[arg(long, help_heading = "Output")]
+    json: bool,
 }
 
 /// The histories to audit: the users file, or the split's test users (their input rows).
-fn histories(args: &Args, rec: &Recommender) -> anyhow::Result<Vec<(String, Vec<u32>)>> {
-    if let Some(path) = &args.users {
+fn histories(o: &EndToEndOptions, rec: &Recommender) -> anyhow::Result<Vec<(String, Vec<u32>)>> {
+    if let Some(path) = &o.users {
         let format = FileFormat::from_path(path).with_context(|| {
             format!(
                 "cannot tell the format of {} from its extension (csv, parquet, jsonl)",
@@ -74,14 +44,14 @@ fn histories(args: &Args, rec: &Recommender) -> anyhow::Result<Vec<(String, Vec<
         })?;
         return Ok(read_users(path, format, &|id| rec.item_index(id))?);
     }
-    let data = &args.data.0;
+    let data = &o.data;
     anyhow::ensure!(
         data.dataset.is_some() || data.path.is_some(),
-        "--end-to-end needs the users to audit: --users FILE, or the data the model was fitted \
+        "audit-e2e needs the users to audit: --users FILE, or the data the model was fitted \
          on (--dataset NAME, or --format FORMAT --path PATH)"
     );
     eprintln!("[audit] loading data");
-    let ds = load_dataset_with(&data.source()?, args.data_seed, &data.load_options()?)
+    let ds = load_dataset_with(&data.source()?, data.split_seed(), &data.load_options()?)
         .context("loading the data")?;
     let cols: Vec<Option<u32>> = ds.item_ids.iter().map(|id| rec.item_index(id)).collect();
     let m = &ds.test_input;
@@ -151,60 +121,43 @@ fn print_report(out: &mut impl Write, r: &EndToEndReport, secs: f64) -> std::io:
     )
 }
 
-/// Runs the end-to-end audit for each mechanism of `mech` (see `recsel audit --help`).
-#[allow(clippy::too_many_arguments)]
-pub fn run(
-    args: &Args,
-    mech: &str,
-    epsilon: f64,
-    params: &MechValues,
-    samples: u64,
-    alpha: f64,
-    pairs: &str,
-    seed: u64,
-    secure: bool,
-    json: bool,
-) -> anyhow::Result<ExitCode> {
-    let model = args
-        .model
-        .as_ref()
-        .context("--end-to-end needs --model DIR (a model with its release artifact)")?;
-    let pairs = if pairs == "builtin" {
-        DEFAULT_PAIRS
-    } else {
-        pairs.parse::<usize>().with_context(|| {
-            format!("with --end-to-end, --pairs is the number of base users, got '{pairs}'")
-        })?
-    };
-    let config = EndToEndConfig::new(samples, alpha, seed, pairs)?;
+/// Runs `recsel audit-e2e`: the end-to-end audit of each mechanism of `--mech`.
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let o = &args.options.0;
+    let model = o.model.as_ref().context("--model is required")?;
+    let epsilon = o.epsilon.context("--eps is required")?;
+    // The base users are drawn from the seed, also on the secure path (then from OS entropy).
+    let seed = input_seed(&o.noise)?;
+    let (samples, alpha) = (o.sampling.samples(), o.sampling.alpha());
+    let config = EndToEndConfig::new(samples, alpha, seed, o.pairs())?;
     let registry = Registry::builtin();
     // `tuned`: the row of the model's tuning.json for ε, with the candidates it chose.
+    let mech = o.mechanisms();
     let tuned = mech.trim() == recsel::recommend::tuning::TUNED;
     anyhow::ensure!(
-        !(tuned && args.candidates != "all"),
+        !(tuned && o.candidates.is_some()),
         "--mech tuned audits the candidates the tuning chose: leave out --candidates"
     );
     let names: Vec<&str> = match tuned {
         true => vec![recsel::recommend::tuning::TUNED],
-        false => mechanisms::parse_list(mech)?
+        false => mechanisms::parse_list(&mech)?
             .iter()
             .map(|s| s.name)
             .collect(),
     };
     let mut recs = Vec::new();
     for name in names {
-        let candidates = CandidatePolicy::parse(&args.candidates).context("--candidates")?;
         let options = RecommendOptions {
             serving: ServingOptions {
                 model: Some(model.clone()),
                 mechanism: Some(name.into()),
                 epsilon: Some(epsilon),
-                candidates: (!tuned).then_some(candidates),
-                prior: Some(Prior::parse(&args.prior).context("--prior")?),
-                allow_non_private: Some(args.allow_non_private),
+                candidates: (!tuned).then(|| o.candidates()),
+                prior: Some(o.prior()),
+                allow_non_private: Some(o.allow_non_private()),
             },
-            secure: Some(secure),
-            params: params.clone(),
+            secure: Some(o.noise.secure()),
+            params: o.params.clone(),
             ..RecommendOptions::default()
         };
         let cfg = options
@@ -213,7 +166,7 @@ pub fn run(
         match Recommender::load(model, &cfg) {
             Ok(r) => recs.push(r),
             Err(e) if mech.trim() == "all" => {
-                eprintln!("recsel audit: leaving out {name}: {e}");
+                eprintln!("recsel audit-e2e: leaving out {name}: {e}");
             }
             Err(e) => {
                 return Err(e).with_context(|| format!("loading {} for {name}", model.display()))
@@ -221,27 +174,27 @@ pub fn run(
         }
     }
     anyhow::ensure!(!recs.is_empty(), "no mechanism left to audit");
-    if secure {
+    if o.noise.secure() {
         super::common::announce_secure_mode();
     }
-    let users = histories(args, &recs[0])?;
+    let users = histories(o, &recs[0])?;
     eprintln!("{}", recs[0].privacy_statement());
     let mut reports = Vec::new();
     for rec in &recs {
-        let per = pairs as u64 * 4 * (config.samples + config.select_samples);
+        let per = config.pairs as u64 * 4 * (config.samples + config.select_samples);
         let bar = progress(per, rec.mechanism().name());
         let t = Instant::now();
         let r = audit_end_to_end(rec, &users, &config, &|n| bar.inc(n))?;
         bar.finish_and_clear();
         let secs = t.elapsed().as_secs_f64();
         eprintln!(
-            "recsel audit --end-to-end: {} ({}): {} selections in {secs:.1} s",
+            "recsel audit-e2e: {} ({}): {} selections in {secs:.1} s",
             r.mechanism, r.candidates, r.samples_drawn
         );
         reports.push((r, secs));
     }
     let mut out = std::io::stdout().lock();
-    if json {
+    if args.json {
         let v: Vec<_> = reports
             .iter()
             .map(|(r, secs)| {
@@ -289,7 +242,7 @@ pub fn run(
     let violated = reports.iter().any(|(r, _)| r.violation);
     if violated {
         eprintln!(
-            "recsel audit: VIOLATION — a recommender spends more privacy than its user-level claim"
+            "recsel audit-e2e: VIOLATION — a recommender spends more privacy than its user-level claim"
         );
     }
     Ok(if violated {

@@ -5,9 +5,9 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use recsel::stats::bounds::{utility_bounds, GemBoundReading};
+use recsel::stats::bounds::{utility_bounds, BoundsOptions, GemBoundReading};
 
-use super::common::parse_f64_list;
+use super::common::Flags;
 
 /// Lower bounds on the selected score that hold with probability at least 1 − β, and whether GEM's
 /// bound is worse than RNM's or than uniform random choice (seed 001 appendix J).
@@ -18,44 +18,29 @@ use super::common::parse_f64_list;
     recsel bounds --scores 3,2,1,0 --sens 2,1.5,1,0.5 --eps 0.5 --flags full"
 )]
 pub struct Args {
-    /// Candidate scores, comma separated.
-    #[arg(long, value_name = "Q1,Q2,...", allow_hyphen_values = true)]
-    scores: String,
-    /// Candidate sensitivities (finite, > 0), comma separated, one per score.
-    #[arg(long, value_name = "D1,D2,...", allow_hyphen_values = true)]
-    sens: String,
-    /// Privacy parameter ε (finite, > 0).
-    #[arg(long, value_name = "E", allow_hyphen_values = true)]
-    eps: f64,
-    /// Failure probability β in (0, 1): each bound holds with probability ≥ 1 − β.
-    #[arg(
-        long,
-        default_value_t = 0.05,
-        value_name = "B",
-        allow_hyphen_values = true
-    )]
-    beta: f64,
-    /// GEM bound the flags compare: `paper` (the best candidate's term, appendix J eqns 18-19) or
-    /// `full` (max over all candidates, §IV-D).
-    #[arg(long, default_value = "paper", value_parser = ["paper", "full"])]
-    flags: String,
+    #[command(flatten)]
+    options: Flags<BoundsOptions>,
     /// Print exactly one JSON object.
     #[arg(long)]
     json: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let scores = parse_f64_list("--scores", &args.scores)?;
-    let sens = parse_f64_list("--sens", &args.sens)?;
-    let reading = GemBoundReading::from_name(&args.flags)?;
-    let b = utility_bounds(&scores, &sens, args.eps, args.beta, reading)
-        .context("invalid selection problem")?;
+    let o = &args.options.0;
+    // Required options: clap has refused a command line without them.
+    let scores = o.scores.clone().context("--scores is required")?;
+    let sens = o.sens.clone().context("--sens is required")?;
+    let eps = o.epsilon.context("--eps is required")?;
+    let beta = o.beta();
+    let reading = GemBoundReading::from_name(&o.flags())?;
+    let b =
+        utility_bounds(&scores, &sens, eps, beta, reading).context("invalid selection problem")?;
     let mut out = std::io::stdout().lock();
     if args.json {
         let obj = serde_json::json!({
             "k": scores.len(),
-            "epsilon": args.eps,
-            "beta": args.beta,
+            "epsilon": eps,
+            "beta": beta,
             "log_term": b.log_term,
             "best": b.best,
             "random": b.random,
@@ -75,10 +60,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         out,
         "k = {}, eps = {}, beta = {}, L = ln(k/beta) = {:.6}; each bound holds with probability >= {}",
         scores.len(),
-        args.eps,
-        args.beta,
+        eps,
+        beta,
         b.log_term,
-        1.0 - args.beta
+        1.0 - beta
     )?;
     writeln!(out, "{:<40} {:>14}", "selected score >=", "bound")?;
     writeln!(out, "{:<40} {:>14.6}", "rnm   q* - 2*Delta*L/eps", b.rnm)?;

@@ -153,6 +153,27 @@ where
     Ok(recsel::options::overlay(&base, flags)?)
 }
 
+/// `--seed` where it once named the seed of the split (`fit`, `export`): an error naming
+/// `--split-seed`, so that an old command line does not run with another split.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct RenamedSeed {
+    /// Replaced by --split-seed.
+    #[arg(long = "seed", value_name = "N", hide = true)]
+    old_seed: Option<String>,
+}
+
+impl RenamedSeed {
+    /// An error when the old flag is given.
+    pub fn check(&self) -> anyhow::Result<()> {
+        match &self.old_seed {
+            Some(s) => {
+                bail!("--seed (the seed of the split) is now --split-seed: write --split-seed {s}")
+            }
+            None => Ok(()),
+        }
+    }
+}
+
 /// Parses a comma-separated list of numbers; errors name the position and the text.
 pub fn parse_f64_list(what: &str, text: &str) -> anyhow::Result<Vec<f64>> {
     parse_reals(text).map_err(|e| anyhow::anyhow!("{what}: {e}"))
@@ -194,9 +215,15 @@ pub fn announce_secure_for(name: &str, effective_epsilon: f64) {
     eprintln!("recsel: --secure: {name}: effective eps = {effective_epsilon}");
 }
 
-/// Streams from `--seed`, or from OS entropy (see [`seed_or_entropy`]).
-pub fn streams(seed: Option<u64>) -> Streams {
-    Streams::new(seed_or_entropy(seed))
+/// The seed of the inputs a run draws beside the mechanisms' noise (an audit's built-in pairs or
+/// base users): `--seed`; else one from OS entropy, reported unless the run is secure (whose
+/// inputs need not be repeatable).
+pub fn input_seed(noise: &recsel::mechanisms::NoiseOptions) -> anyhow::Result<u64> {
+    noise.check()?;
+    Ok(match noise.seed {
+        None if noise.secure() => Streams::from_entropy().seed(),
+        seed => seed_or_entropy(seed),
+    })
 }
 
 /// A progress bar on stderr (drawn only when stderr is a terminal) with rate and time left.

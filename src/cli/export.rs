@@ -30,9 +30,8 @@ use super::common::Flags;
 pub struct Args {
     #[command(flatten)]
     data: Flags<DataOptions>,
-    /// Seed of the split and of synthetic data (the same default as `recsel fit`).
-    #[arg(long, default_value_t = 42)]
-    seed: u64,
+    #[command(flatten)]
+    renamed: super::common::RenamedSeed,
     /// Directory to write train.txt and test.txt into (created if missing; files in it are
     /// replaced).
     #[arg(long, value_name = "DIR")]
@@ -44,11 +43,13 @@ pub struct Args {
 
 /// Runs `recsel export`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    args.renamed.check()?;
+    let split_seed = args.data.0.split_seed();
     let src = args.data.0.source()?;
     let opts = args.data.0.load_options()?;
     let t = Instant::now();
     eprintln!("[export] loading data …");
-    let data = load_dataset_with(&src, args.seed, &opts).context("loading the data")?;
+    let data = load_dataset_with(&src, split_seed, &opts).context("loading the data")?;
     eprintln!("[export] writing {} …", args.out.display());
     let n = write_lightgcn(&data, &args.out)
         .with_context(|| format!("writing LightGCN files to {}", args.out.display()))?;
@@ -58,7 +59,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.json {
         let obj = serde_json::json!({
             "dataset": data.name(),
-            "seed": args.seed,
+            "split_seed": split_seed,
             "dir": args.out.display().to_string(),
             "users": n.users,
             "test_users": n.test_users,

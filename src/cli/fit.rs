@@ -31,9 +31,8 @@ pub struct Args {
     data: Flags<DataOptions>,
     #[command(flatten)]
     model: Flags<ModelOptions>,
-    /// Seed of the split and of synthetic data.
-    #[arg(long, default_value_t = 42)]
-    seed: u64,
+    #[command(flatten)]
+    renamed: super::common::RenamedSeed,
     /// Save the model into this directory (model.json, w.npz, w_r.npz) with its release artifact
     /// (release.json, calibration.npz: per-item p1, p99 and Δ on calibration users;
     /// docs/deployment.md).
@@ -76,6 +75,8 @@ fn print_metrics(out: &mut impl Write, label: &str, m: &Metrics) -> std::io::Res
 
 /// Runs `recsel fit`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    args.renamed.check()?;
+    let split_seed = args.data.0.split_seed();
     let src = args.data.0.source()?;
     let mut load_opts = args.data.0.load_options()?;
     let sens_cfg = args.release.0.sensitivity()?;
@@ -105,7 +106,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
     let t = Instant::now();
     progress("loading data");
-    let data = load_dataset_with(&src, args.seed, &load_opts).context("loading the data")?;
+    let data = load_dataset_with(&src, split_seed, &load_opts).context("loading the data")?;
     let (params, line) = args.model.0.params(&data.descriptor)?;
     eprintln!("recsel: {line}");
     let method = params.method;
@@ -163,10 +164,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             &model,
             &params,
             &data,
-            args.release
-                .0
-                .calibration_users
-                .unwrap_or(recsel::recommend::release::DEFAULT_CALIBRATION_USERS),
+            args.release.0.calibration_users(),
             &sens_cfg,
             &|_| {},
         )?;
@@ -189,7 +187,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         map.insert("method".into(), method.name().into());
         map.insert("l2".into(), params.l2.into());
         map.insert("density".into(), params.density.into());
-        map.insert("seed".into(), args.seed.into());
+        map.insert("split_seed".into(), split_seed.into());
         map.insert("items".into(), data.n_items().into());
         map.insert("items_without_training".into(), untrained.into());
         map.insert("train_users".into(), data.train.rows().into());

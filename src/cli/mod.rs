@@ -47,6 +47,8 @@ enum Command {
     Sample(sample::Args),
     /// Audit mechanisms: empirical ε lower bounds on adversarial neighbouring inputs.
     Audit(Box<audit::Args>),
+    /// Audit a release's whole serving path on neighbouring histories of real users.
+    AuditE2e(Box<audit_e2e::Args>),
     /// Utility bounds of RNM, GEM and mGEM on one problem (seed 001 appendix J).
     Bounds(bounds::Args),
     /// Fit SANSA, EASE or the most-popular baseline and report Recall/nDCG.
@@ -94,6 +96,7 @@ fn negative_numbers(cmd: clap::Command) -> clap::Command {
 
 /// Parses the command line and runs the chosen subcommand.
 pub fn main() -> anyhow::Result<ExitCode> {
+    refuse_replaced_spellings(std::env::args())?;
     let cli = Cli::from_arg_matches(&command().get_matches())?;
     if let Some(n) = cli.threads {
         anyhow::ensure!(n >= 1, "--threads must be at least 1, got {n}");
@@ -105,6 +108,7 @@ pub fn main() -> anyhow::Result<ExitCode> {
         Command::Mechanisms(a) => mechanisms::run(a),
         Command::Sample(a) => sample::run(a),
         Command::Audit(a) => audit::run(*a),
+        Command::AuditE2e(a) => audit_e2e::run(*a),
         Command::Bounds(a) => bounds::run(a),
         Command::Fit(args) => fit::run(args),
         Command::Export(a) => export::run(a),
@@ -120,4 +124,16 @@ pub fn main() -> anyhow::Result<ExitCode> {
         Command::Bandit(a) => bandit::run(a),
         Command::HelpMarkdown(a) => help_markdown::run(a),
     }
+}
+
+/// Command lines whose spelling was replaced: an error that names the new one.
+fn refuse_replaced_spellings(args: impl Iterator<Item = String>) -> anyhow::Result<()> {
+    let args: Vec<String> = args.collect();
+    let has = |a: &str| args.iter().any(|x| x == a);
+    anyhow::ensure!(
+        !(has("audit") && has("--end-to-end")),
+        "`recsel audit --end-to-end` is now its own subcommand, `recsel audit-e2e` (the same \
+         options without --end-to-end; `recsel audit-e2e --help`)"
+    );
+    Ok(())
 }

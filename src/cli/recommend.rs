@@ -85,12 +85,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let model = options.model_dir()?;
     let rec = Recommender::load(model, &cfg)
         .with_context(|| format!("loading the model in {}", model.display()))?;
-    let seed = if options.is_secure() {
-        super::common::announce_secure_mode();
-        0 // unused: the secure path has no seed
-    } else {
-        super::common::seed_or_entropy(args.seed)
+    let noise = recsel::mechanisms::NoiseOptions {
+        seed: args.seed,
+        secure: options.secure,
     };
+    if noise.secure() {
+        super::common::announce_secure_mode();
+    }
+    let seed = noise.seed_or(|| super::common::seed_or_entropy(None))?;
     eprintln!("{}", rec.privacy_statement());
     if options.charges_a_ledger() {
         let input = super::recommend_ledger::Inputs {

@@ -5,10 +5,10 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use recsel::mechanisms::{self, MechValues, Problem, Registry};
-use recsel::rng::NoiseMode;
+use recsel::mechanisms::{self, Problem, Registry, SampleOptions};
+use recsel::rng::Streams;
 
-use super::common::{parse_f64_list, positive, progress, streams, Flags};
+use super::common::{positive, progress, seed_or_entropy, Flags};
 
 /// Run a mechanism N times on one selection problem and print how often each candidate was chosen.
 #[derive(Debug, clap::Args)]
@@ -18,30 +18,8 @@ use super::common::{parse_f64_list, positive, progress, streams, Flags};
     recsel sample --mech gem --secure --eps 1 --scores 1,0.5,0 --sens 1,2,0.5 --n 100000"
 )]
 pub struct Args {
-    /// Mechanism name (see `recsel mechanisms`).
-    #[arg(long)]
-    mech: String,
-    /// Privacy parameter ε (finite, > 0).
-    #[arg(long, value_name = "E", allow_hyphen_values = true)]
-    eps: f64,
-    /// Candidate scores, comma separated.
-    #[arg(long, value_name = "Q1,Q2,...", allow_hyphen_values = true)]
-    scores: String,
-    /// Candidate sensitivities (finite, > 0), comma separated, one per score.
-    #[arg(long, value_name = "D1,D2,...", allow_hyphen_values = true)]
-    sens: String,
     #[command(flatten)]
-    params: Flags<MechValues>,
-    /// Number of selections.
-    #[arg(long, value_name = "N")]
-    n: u64,
-    /// Seed of the random streams (default: OS entropy, reported on stderr).
-    #[arg(long, conflicts_with = "secure")]
-    seed: Option<u64>,
-    /// Release-grade sampling: exact discrete noise on a power-of-two grid from an OS-seeded
-    /// ChaCha20 generator, no seed (docs/secure.md).
-    #[arg(long)]
-    secure: bool,
+    options: Flags<SampleOptions>,
     /// Print exactly one JSON object {"mechanism","epsilon","n","counts","private"}, with
     /// "bottom" (the selections that released ⊥) for a mechanism that can release it.
     #[arg(long)]
@@ -49,18 +27,19 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let scores = parse_f64_list("--scores", &args.scores)?;
-    let sens = parse_f64_list("--sens", &args.sens)?;
+    let o = &args.options.0;
+    // Required options: clap has refused a command line without them.
+    let scores = o.scores.clone().context("--scores is required")?;
+    let sens = o.sens.clone().context("--sens is required")?;
+    let eps = o.epsilon.context("--eps is required")?;
     let problem = Problem::new(&scores, &sens).context("invalid selection problem")?;
-    let params = Registry::builtin()
-        .resolve(&args.params.0)?
-        .with_epsilon(args.eps);
-    let spec = mechanisms::spec(&args.mech)?;
+    let params = Registry::builtin().resolve(&o.params)?.with_epsilon(eps);
+    let spec = mechanisms::spec(o.mechanism.as_deref().context("--mech is required")?)?;
     let mech = spec
         .build(&params)
         .with_context(|| format!("invalid parameters for {}", spec.name))?;
-    let n = positive("--n", args.n)?;
-    let mode = NoiseMode::from_flag(args.secure);
+    let n = positive("--n", o.n.context("--n is required")?)?;
+    let mode = o.noise.mode();
     let effective = if mode.is_secure() {
         let e = mech
             .secure_epsilon()
@@ -70,11 +49,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         None
     };
-    let streams = if mode.is_secure() {
-        recsel::rng::Streams::new(0) // unused: the secure path has no seed
-    } else {
-        streams(args.seed)
-    };
+    let streams = Streams::new(o.noise.seed_or(|| seed_or_entropy(None))?);
     let bar = progress(n, "sampling");
     // A mechanism that can give up (rs-threshold) has ⊥ counted apart, not as its uniform
     // stand-in; every other mechanism's counts are those of `sample_counts`.
@@ -89,7 +64,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.json {
         let mut obj = serde_json::json!({
             "mechanism": spec.name,
-            "epsilon": args.eps,
+            "epsilon": eps,
             "n": n,
             "counts": counts,
             "private": mech.guarantee().is_private(),
@@ -108,7 +83,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         out,
         "{} at eps = {} ({}), {} selections{}",
         spec.name,
-        args.eps,
+        eps,
         mech.guarantee(),
         n,
         effective.map_or(String::new(), |e| format!(

@@ -68,6 +68,10 @@ option_table! {
         /// most 3,000 per group (docs/utility.md, "Protocols").
         #[option(group = "Data")]
         pub validation_users: ValidationUsers,
+        /// Seed of the train/test split (which users are test and validation users, and which
+        /// items of theirs are held out) and of synthetic data.
+        #[option(group = "Data")]
+        pub split_seed: u64 = 42,
     }
 }
 
@@ -123,13 +127,10 @@ impl DataOptions {
     pub fn source(&self) -> Result<DataSource> {
         self.check()?;
         if let Some(name) = &self.dataset {
-            let shape = SyntheticShape::parse(self.shape.as_deref().unwrap_or("small"))?;
+            let shape = SyntheticShape::parse(&self.shape())?;
             return Ok(DataSource::Named {
                 dataset: NamedDataset::parse(name, shape)?,
-                data_dir: self
-                    .data_dir
-                    .clone()
-                    .unwrap_or_else(|| PathBuf::from("data")),
+                data_dir: self.data_dir(),
             });
         }
         let (f, path) = (self.format.as_deref().unwrap_or(""), self.path.clone());
@@ -156,7 +157,7 @@ impl DataOptions {
 
     /// The preprocessing and split options.
     pub fn load_options(&self) -> Result<LoadOptions> {
-        let delimiter = match self.delimiter.as_deref().unwrap_or(",") {
+        let delimiter = match self.delimiter().as_str() {
             "\\t" | "\t" | "tab" => b'\t',
             d if d.len() == 1 && d.is_ascii() => d.as_bytes()[0],
             d => {
@@ -187,8 +188,9 @@ impl DataOptions {
 
     /// These options with every value the run used written out, as a table that reads the same
     /// data again from any working directory: the named data set (its directory made absolute)
-    /// or the file (absolute) with its columns, and the preprocessing settings as resolved.
-    pub fn resolved(source: &DataSource, load: &LoadOptions) -> DataOptions {
+    /// or the file (absolute) with its columns, the preprocessing settings as resolved and the
+    /// split's seed.
+    pub fn recorded(source: &DataSource, load: &LoadOptions, split_seed: u64) -> DataOptions {
         let mut t = DataOptions::default();
         match source {
             DataSource::Named { dataset, data_dir } => {
@@ -222,6 +224,7 @@ impl DataOptions {
         t.min_user_items = load.min_user_items;
         t.test_users = load.test_users;
         t.validation_users = load.validation_users;
+        t.split_seed = Some(split_seed);
         t
     }
 }

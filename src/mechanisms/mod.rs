@@ -35,6 +35,7 @@ mod em;
 pub mod gem;
 mod krr;
 mod maxdraw;
+mod options;
 mod params;
 mod pf;
 pub mod private_candidates;
@@ -48,6 +49,7 @@ pub use cgem::{CombinedGem, C, CHOOSER};
 pub use em::ExponentialMechanism;
 pub use gem::{Gem, GemVariant, BETA};
 pub use krr::KRandomizedResponse;
+pub use options::{NoiseOptions, SampleOptions};
 pub use params::{Bound, MechParams, MechValues, ParamKind, ParamSpec, ParamValue};
 pub use pf::PermuteAndFlip;
 pub use private_candidates::scores::{CandidateSelection, Variant};
@@ -75,27 +77,7 @@ impl<'a> Problem<'a> {
     /// Validates the inputs: at least one candidate, equal lengths, finite scores, finite positive
     /// sensitivities. Errors name the first bad value.
     pub fn new(scores: &'a [f64], sens: &'a [f64]) -> Result<Self> {
-        if scores.is_empty() {
-            return Err(Error::EmptyCandidates);
-        }
-        if scores.len() != sens.len() {
-            return Err(Error::LengthMismatch {
-                scores: scores.len(),
-                sensitivities: sens.len(),
-            });
-        }
-        let mut max_sens = 0.0f64;
-        let mut max_score = f64::NEG_INFINITY;
-        for (index, (&q, &d)) in scores.iter().zip(sens).enumerate() {
-            if !q.is_finite() {
-                return Err(Error::NonFiniteScore { index, value: q });
-            }
-            if !(d.is_finite() && d > 0.0) {
-                return Err(Error::BadSensitivity { index, value: d });
-            }
-            max_sens = max_sens.max(d);
-            max_score = max_score.max(q);
-        }
+        let (max_sens, max_score) = crate::stats::check_problem(scores, sens)?;
         Ok(Problem {
             scores,
             sens,

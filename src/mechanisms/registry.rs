@@ -633,6 +633,12 @@ impl OptionTable for MechValues {
             Err(_) => Ok(false),
         }
     }
+
+    /// The values as given: a parameter's default depends on the mechanism and the data set,
+    /// and the registry resolves it ([`Registry::resolve`]).
+    fn resolved(&self) -> Self {
+        self.clone()
+    }
 }
 
 /// The built-in parameters in the order tables record them ([`Registry::params`]).

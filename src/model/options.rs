@@ -63,18 +63,14 @@ impl ModelOptions {
             "model for {}: {method}, λ={l2}, density={density} ({origin})",
             data.name
         );
-        let precision = Precision::parse(
-            self.precision
-                .as_deref()
-                .unwrap_or(Precision::DEFAULT.name()),
-        )?;
+        let precision = Precision::parse(&self.precision())?;
         let params =
             ModelParams::new(Method::parse(&method)?, l2, density)?.with_precision(precision);
         Ok((params, line))
     }
 
     /// The options that give `params` again.
-    pub fn resolved(params: &ModelParams) -> ModelOptions {
+    pub fn recorded(params: &ModelParams) -> ModelOptions {
         ModelOptions {
             method: Some(params.method.name().to_string()),
             l2: Some(params.l2),

@@ -28,11 +28,11 @@ option_table! {
         #[option(value_name = "DIR", required = true, group = "Model")]
         pub model: PathBuf,
         /// Mechanism (`recsel mechanisms`); one that is not ε-DP needs --allow-non-private.
-        /// Default: `tuned`, the row of DIR/tuning.json (`recsel tune`) for the largest tuned ε
-        /// not above --eps: krr over its public pool (with its public prior, if it has one), or
-        /// the most popular item (0-DP).
+        /// `tuned`, the default, is the row of DIR/tuning.json (`recsel tune`) for the largest
+        /// tuned ε not above --eps: krr over its public pool (with its public prior, if it has
+        /// one), or the most popular item (0-DP).
         #[option(flag = "mech", value_name = "MECH", group = "Selection")]
-        pub mechanism: String,
+        pub mechanism: String = super::tuning::TUNED.to_string(),
         /// ε of each recommendation.
         #[option(flag = "eps", value_name = "EPS", required = true, group = "Selection")]
         pub epsilon: f64,
@@ -124,8 +124,8 @@ option_table! {
 
 impl ServingOptions {
     /// The mechanism, ε and the candidate policy; errors name a missing or bad option.
-    fn selection(&self) -> Result<(&str, f64, CandidatePolicy)> {
-        let mechanism = self.mechanism.as_deref().unwrap_or(super::tuning::TUNED);
+    fn selection(&self) -> Result<(String, f64, CandidatePolicy)> {
+        let mechanism = self.mechanism();
         if mechanism == super::tuning::TUNED && self.candidates.is_some() {
             return Err(Error::Invalid(
                 "candidates (--candidates) needs a mechanism (--mech): with the tuned \
@@ -143,11 +143,7 @@ impl ServingOptions {
             ));
         }
         let epsilon = self.epsilon.ok_or_else(|| missing("epsilon (--eps)"))?;
-        Ok((
-            mechanism,
-            epsilon,
-            self.candidates.clone().unwrap_or_default(),
-        ))
+        Ok((mechanism, epsilon, self.candidates()))
     }
 
     /// The configuration of a recommender with these options, the mechanism parameters `params`
@@ -160,14 +156,14 @@ impl ServingOptions {
     ) -> Result<RecommendConfig> {
         let (mechanism, epsilon, candidates) = self.selection()?;
         if mechanism != super::tuning::TUNED {
-            registry.get(mechanism)?;
+            registry.get(&mechanism)?;
         }
         registry.check_table_keys(params, "the serving options")?;
         let params = registry.resolve(params)?.with_epsilon(epsilon);
-        let mut cfg = RecommendConfig::new(mechanism, params, noise)
+        let mut cfg = RecommendConfig::new(&mechanism, params, noise)
             .with_candidates(candidates)
-            .with_prior(self.prior.clone().unwrap_or_default());
-        cfg.allow_non_private = self.allow_non_private == Some(true);
+            .with_prior(self.prior());
+        cfg.allow_non_private = self.allow_non_private();
         Ok(cfg)
     }
 
@@ -202,7 +198,7 @@ impl RecommendOptions {
                 )));
             }
         }
-        let noise = NoiseMode::from_flag(self.is_secure());
+        let noise = NoiseMode::from_flag(self.secure());
         self.serving.config(&self.params, registry, noise)
     }
 
@@ -235,19 +231,14 @@ impl RecommendOptions {
         self.serving.model_dir()
     }
 
-    /// Whether the secure path is asked for.
-    pub fn is_secure(&self) -> bool {
-        self.secure == Some(true)
-    }
-
     /// Whether the recommendations are charged to a ledger.
     pub fn charges_a_ledger(&self) -> bool {
         self.ledger.ledger.is_some()
     }
 
-    /// Requests per durable commit (256 unless given; at least 1).
+    /// Requests per durable commit (at least 1).
     pub fn group_size(&self) -> Result<usize> {
-        match self.group.unwrap_or(256) {
+        match self.group() {
             0 => Err(Error::Invalid("group must be at least 1, got 0".into())),
             n => Ok(n),
         }
@@ -296,11 +287,6 @@ impl LedgerOptions {
                     .map_err(|e| Error::Invalid(format!("period: {e}")))
             })
             .transpose()
-    }
-
-    /// What an exhausted user gets (none unless given).
-    pub fn fallback(&self) -> Fallback {
-        self.fallback.clone().unwrap_or_default()
     }
 }
 

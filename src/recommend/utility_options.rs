@@ -20,7 +20,7 @@ use crate::data::{
 use crate::error::{Error, Result};
 use crate::mechanisms::{MechValues, Registry};
 use crate::model::ModelOptions;
-use crate::options::{option_table, OptionTable};
+use crate::options::option_table;
 use crate::scoring::SensitivityConfig;
 
 /// The ε grid of `tune` and `evaluate` unless told otherwise.
@@ -47,9 +47,7 @@ option_table! {
 impl ReleaseOptions {
     /// The clip range as a sensitivity configuration; an error names a bad range.
     pub fn sensitivity(&self) -> Result<SensitivityConfig> {
-        let Some(r) = &self.clip_range else {
-            return Ok(SensitivityConfig::default());
-        };
+        let r = self.clip_range();
         let [lo, hi] = r[..] else {
             return Err(Error::Invalid(format!(
                 "clip_range (--clip-range) takes two percentiles LO,HI, got {r:?}"
@@ -70,10 +68,10 @@ option_table! {
         /// The data the model was fitted on (the same options as `recsel fit`).
         #[flatten]
         pub data: DataOptions,
-        /// Seed of the split (as `recsel fit --seed`), also of the calibration users' 80/20
-        /// split when their rows are full.
-        #[option(group = "Data")]
-        pub seed: u64 = 42,
+        /// Replaced by split_seed (the seed of the split; also of the calibration users' 80/20
+        /// split when their rows are full): an error that says so.
+        #[option(hidden = true, group = "Data")]
+        pub seed: u64,
         /// ε values to tune, comma separated.
         #[option(flag = "eps", value_name = "LIST", group = "Tuning")]
         pub epsilons: Vec<f64> = DEFAULT_EPSILONS.to_vec(),
@@ -105,29 +103,31 @@ fn counts(what: &str, text: &str) -> Result<Vec<usize>> {
         .collect()
 }
 
+/// The error of `seed` where it once named the seed of the split (`tune`, `evaluate`).
+fn refuse_renamed_seed(seed: Option<u64>) -> Result<()> {
+    match seed {
+        Some(s) => Err(Error::Invalid(format!(
+            "seed (--seed, the seed of the split) is now split_seed: write --split-seed {s} \
+             (Python: split_seed={s})"
+        ))),
+        None => Ok(()),
+    }
+}
+
 impl TuneOptions {
     /// The tuner's configuration, checked.
     pub fn config(&self) -> Result<TuneConfig> {
-        let d = Self::defaults();
+        refuse_renamed_seed(self.seed)?;
         let cfg = TuneConfig {
-            epsilons: self.epsilons.clone().or(d.epsilons).unwrap_or_default(),
+            epsilons: self.epsilons(),
             sources: self
-                .sources
-                .as_deref()
-                .unwrap_or("popularity,heldout")
+                .sources()
                 .split(',')
                 .map(PoolSource::parse)
                 .collect::<Result<_>>()?,
-            pool_sizes: counts(
-                "pool_sizes (--pool-sizes)",
-                self.pool_sizes.as_deref().unwrap_or(DEFAULT_POOL_SIZES),
-            )?,
-            margin: self.margin.unwrap_or(DEFAULT_MARGIN),
-            prior_weights: self
-                .prior_weights
-                .clone()
-                .or(d.prior_weights)
-                .unwrap_or_default(),
+            pool_sizes: counts("pool_sizes (--pool-sizes)", &self.pool_sizes())?,
+            margin: self.margin(),
+            prior_weights: self.prior_weights(),
         };
         cfg.validate()?;
         Ok(cfg)
@@ -153,9 +153,9 @@ option_table! {
         /// The model fitted per fold with --folds.
         #[flatten]
         pub fit: ModelOptions,
-        /// Seed of the split (as `recsel fit --seed`).
-        #[option(group = "Data")]
-        pub seed: u64 = 42,
+        /// Replaced by split_seed (the seed of the split): an error that says so.
+        #[option(hidden = true, group = "Data")]
+        pub seed: u64,
         /// ε grid, comma separated.
         #[option(flag = "eps", value_name = "LIST", group = "Evaluation")]
         pub epsilons: Vec<f64> = DEFAULT_EPSILONS.to_vec(),
@@ -192,12 +192,9 @@ option_table! {
 impl EvaluateOptions {
     /// The evaluation's configuration, its mechanism parameters resolved against `registry`.
     pub fn config(&self, registry: &Registry) -> Result<UtilityConfig> {
-        let d = Self::defaults();
-        let pick = |v: &Option<String>, dv: &Option<String>| {
-            v.clone().or_else(|| dv.clone()).unwrap_or_default()
-        };
+        refuse_renamed_seed(self.seed)?;
         let mut clips = Vec::new();
-        for c in pick(&self.clips, &d.clips).split(',') {
+        for c in self.clips().split(',') {
             let bad = || Error::Invalid(format!("clips (--clips): '{c}' is not LO/HI"));
             let (lo, hi) = c.split_once('/').ok_or_else(bad)?;
             let lo: f64 = lo.trim().parse().map_err(|_| bad())?;
@@ -205,23 +202,20 @@ impl EvaluateOptions {
             clips.push((lo, hi));
         }
         Ok(UtilityConfig {
-            epsilons: self.epsilons.clone().or(d.epsilons).unwrap_or_default(),
-            mechanisms: pick(&self.mechanisms, &d.mechanisms)
+            epsilons: self.epsilons(),
+            mechanisms: self
+                .mechanisms()
                 .split(',')
                 .map(|s| s.trim().to_string())
                 .filter(|s| !s.is_empty())
                 .collect(),
             params: registry.resolve(&self.params)?,
-            pools: counts("pools (--pools)", &pick(&self.pools, &d.pools))?,
+            pools: counts("pools (--pools)", &self.pools())?,
             clips,
-            prior_weights: self
-                .prior_weights
-                .clone()
-                .or(d.prior_weights)
-                .unwrap_or_default(),
-            trials: self.trials.or(d.trials).unwrap_or(10),
-            tune_trials: self.tune_trials.or(d.tune_trials).unwrap_or(2),
-            seed: self.sim_seed.or(d.sim_seed).unwrap_or(1),
+            prior_weights: self.prior_weights(),
+            trials: self.trials(),
+            tune_trials: self.tune_trials(),
+            seed: self.sim_seed(),
         })
     }
 }
@@ -282,7 +276,7 @@ impl TuneOptions {
             .model
             .as_deref()
             .ok_or_else(|| Error::Invalid("model (--model) is required".into()))?;
-        let seed = self.seed.unwrap_or(42);
+        let seed = self.data.split_seed();
         log("loading data");
         let (data, release) = release_data(dir, &self.data, seed)?;
         let cal = calibration(&data, seed)?;
@@ -307,7 +301,7 @@ impl EvaluateOptions {
         progress: &(dyn Fn(u64) + Sync),
     ) -> Result<(String, UtilityTable)> {
         let cfg = self.config(registry)?;
-        let seed = self.seed.unwrap_or(42);
+        let seed = self.data.split_seed();
         let (name, parts) = match (&self.model, self.folds) {
             (Some(dir), None) => {
                 if self.fit.method.is_some() || self.fit.l2.is_some() || self.fit.density.is_some()

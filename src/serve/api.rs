@@ -7,7 +7,7 @@
 use serde::Serialize;
 use serde_json::{json, Map, Value};
 
-use super::options::Limits;
+use super::options::LimitOptions;
 
 /// The fields a recommendation request may hold.
 pub const REQUEST_FIELDS: &str = "user, history, request_id";
@@ -176,20 +176,20 @@ pub fn parse_json(body: &[u8]) -> Result<Value, ApiError> {
 }
 
 /// Whether `id` is a valid user id or request id under `limits`; the error names `field`.
-pub fn check_id(id: &str, field: &str, limits: &Limits) -> Result<(), ApiError> {
+pub fn check_id(id: &str, field: &str, limits: &LimitOptions) -> Result<(), ApiError> {
     if id.is_empty() {
         return Err(ApiError::field(field, format!("{field} is empty")));
     }
-    if id.len() > limits.max_id_bytes {
+    if id.len() > limits.max_id_bytes() {
         return Err(ApiError::field(
             field,
             format!(
                 "{field} is {} bytes long; the limit is {} bytes",
                 id.len(),
-                limits.max_id_bytes
+                limits.max_id_bytes()
             ),
         )
-        .with_limit(limits.max_id_bytes));
+        .with_limit(limits.max_id_bytes()));
     }
     if let Some(c) = id
         .chars()
@@ -200,7 +200,7 @@ pub fn check_id(id: &str, field: &str, limits: &Limits) -> Result<(), ApiError> 
             format!(
                 "{field} contains {c:?}; an id is ASCII letters, digits and - _ . : @ (1 to {} \
                  bytes)",
-                limits.max_id_bytes
+                limits.max_id_bytes()
             ),
         ));
     }
@@ -223,7 +223,7 @@ fn type_name(v: &Value) -> &'static str {
 pub fn recommend_request(
     v: &Value,
     prefix: &str,
-    limits: &Limits,
+    limits: &LimitOptions,
 ) -> Result<RecommendRequest, ApiError> {
     let name = |f: &str| format!("{prefix}{f}");
     let obj = v.as_object().ok_or_else(|| {
@@ -309,16 +309,16 @@ pub fn recommend_request(
             "is empty: a recommendation needs at least one item the user has".into(),
         ));
     }
-    if items.len() > limits.max_history {
+    if items.len() > limits.max_history() {
         return Err(ApiError::field(
             &name("history"),
             format!(
                 "has {} items; the limit is {} items per history",
                 items.len(),
-                limits.max_history
+                limits.max_history()
             ),
         )
-        .with_limit(limits.max_history));
+        .with_limit(limits.max_history()));
     }
     let mut history = Vec::with_capacity(items.len());
     for (i, it) in items.iter().enumerate() {
@@ -343,7 +343,7 @@ pub fn recommend_request(
 /// request is checked on its own (a bad one fails only itself).
 pub fn batch_requests(
     v: &Value,
-    limits: &Limits,
+    limits: &LimitOptions,
 ) -> Result<Vec<Result<RecommendRequest, ApiError>>, ApiError> {
     let obj = v.as_object().ok_or_else(|| {
         ApiError::field(
@@ -378,16 +378,16 @@ pub fn batch_requests(
     if list.is_empty() {
         return Err(ApiError::field("requests", "is empty".into()));
     }
-    if list.len() > limits.max_batch {
+    if list.len() > limits.max_batch() {
         return Err(ApiError::field(
             "requests",
             format!(
                 "has {} requests; the limit is {} per batch",
                 list.len(),
-                limits.max_batch
+                limits.max_batch()
             ),
         )
-        .with_limit(limits.max_batch));
+        .with_limit(limits.max_batch()));
     }
     Ok(list
         .iter()
@@ -401,7 +401,7 @@ mod tests {
     use super::*;
 
     fn check(body: &str) -> Result<RecommendRequest, ApiError> {
-        recommend_request(&parse_json(body.as_bytes())?, "", &Limits::default())
+        recommend_request(&parse_json(body.as_bytes())?, "", &LimitOptions::default())
     }
 
     #[test]
@@ -499,7 +499,7 @@ mod tests {
         let b =
             parse_json(b"{\"requests\": [{\"user\": \"a\", \"history\": [\"1\"]}, {\"user\": 1}]}")
                 .unwrap();
-        let out = batch_requests(&b, &Limits::default()).unwrap();
+        let out = batch_requests(&b, &LimitOptions::default()).unwrap();
         assert!(out[0].is_ok());
         assert_eq!(
             out[1].as_ref().unwrap_err().field.as_deref(),

@@ -34,7 +34,7 @@ use tokio::task::JoinSet;
 use tokio::time::Sleep;
 
 use super::api::ApiError;
-use super::options::Limits;
+use super::options::LimitOptions;
 
 const IDLE: u8 = 0;
 const HEAD: u8 = 1;
@@ -177,7 +177,7 @@ impl AsyncWrite for Timed {
 async fn connection(
     stream: TcpStream,
     router: Router,
-    limits: Limits,
+    limits: LimitOptions,
     stats: Arc<ConnStats>,
     mut stop: watch::Receiver<bool>,
     _permit: OwnedSemaphorePermit,
@@ -188,8 +188,8 @@ async fn connection(
         io: stream,
         phase: Arc::clone(&phase),
         stats,
-        head: limits.header_timeout,
-        write: limits.body_timeout,
+        head: limits.header_timeout_duration(),
+        write: limits.body_timeout_duration(),
         head_deadline: None,
         write_deadline: None,
     });
@@ -207,7 +207,7 @@ async fn connection(
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
         .timer(TokioTimer::new())
-        .header_read_timeout(limits.idle_timeout)
+        .header_read_timeout(limits.idle_timeout_duration())
         .keep_alive(true);
     let mut conn = pin!(builder.serve_connection(io, service));
     tokio::select! {
@@ -280,11 +280,11 @@ impl AcceptLog {
 pub async fn serve(
     listener: TcpListener,
     router: Router,
-    limits: Limits,
+    limits: LimitOptions,
     stats: Arc<ConnStats>,
     stop: impl Future<Output = ()>,
 ) {
-    let slots = Arc::new(Semaphore::new(limits.max_connections));
+    let slots = Arc::new(Semaphore::new(limits.max_connections()));
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut conns = JoinSet::new();
     let mut log = AcceptLog {
@@ -312,7 +312,7 @@ pub async fn serve(
                     }
                     Err(_) => {
                         stats.refused.fetch_add(1, Ordering::Relaxed);
-                        refuse(stream, limits.max_connections);
+                        refuse(stream, limits.max_connections());
                     }
                 },
                 Err(e) if concerns_one_connection(&e) => {}
@@ -327,7 +327,7 @@ pub async fn serve(
     }
     drop(listener);
     let _ = stop_tx.send(true);
-    let deadline = tokio::time::sleep(limits.shutdown_timeout);
+    let deadline = tokio::time::sleep(limits.shutdown_timeout_duration());
     let mut deadline = pin!(deadline);
     loop {
         tokio::select! {
@@ -338,7 +338,7 @@ pub async fn serve(
                 eprintln!(
                     "recsel serve: shutdown deadline ({:.1} s) passed: closing {n} connection(s) \
                      still open (their committed charges stay committed)",
-                    limits.shutdown_timeout.as_secs_f64()
+                    limits.shutdown_timeout()
                 );
                 conns.abort_all();
                 while conns.join_next().await.is_some() {}

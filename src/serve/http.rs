@@ -21,14 +21,14 @@ use crate::recommend::ledgered::BatchRequest;
 use super::api::{self, ApiError, RecommendRequest};
 use super::guard::{self, error_response};
 use super::metrics::Metrics;
-use super::options::{Limits, ServeOptions, DEFAULT_LISTEN};
+use super::options::{LimitOptions, ServeOptions};
 use super::service::Service;
 use super::{conn, read_api_key, ServeError};
 
 /// The state every handler shares.
 struct AppState {
     opts: ServeOptions,
-    limits: Limits,
+    limits: LimitOptions,
     api_key: Arc<Option<Vec<u8>>>,
     /// The host names a request may name (`None`: any).
     allowed_hosts: Arc<Option<Vec<String>>>,
@@ -359,7 +359,7 @@ struct Pending<'a>(&'a Metrics);
 
 impl<'a> Pending<'a> {
     fn take(st: &'a AppState) -> Result<Self, ApiError> {
-        let limit = st.limits.max_pending;
+        let limit = st.limits.max_pending();
         let now = st.metrics.pending.fetch_add(1, Ordering::SeqCst) + 1;
         if now > limit as u64 {
             st.metrics.pending.fetch_sub(1, Ordering::SeqCst);
@@ -398,7 +398,7 @@ async fn recommend(State(st): Shared, headers: HeaderMap, body: Body) -> Respons
     let result = async {
         let svc = Arc::clone(st.ready()?);
         let l = &st.limits;
-        let bytes = guard::read_body(&headers, body, l.max_body_bytes, l.body_timeout).await?;
+        let bytes = guard::read_body(&headers, body, l.max_body_bytes(), l.body_timeout_duration()).await?;
         let v = api::parse_json(&bytes)?;
         let r = api::recommend_request(&v, "", &st.limits)?;
         let m = map_request(&svc, r, "history")?;
@@ -417,7 +417,7 @@ async fn recommend(State(st): Shared, headers: HeaderMap, body: Body) -> Respons
         answer(&svc, &m, outcome, time).await
     }
     .await;
-    pad(t, st.limits.min_response).await;
+    pad(t, st.limits.min_response()).await;
     st.metrics
         .recommend_seconds
         .observe(t.elapsed().as_secs_f64());
@@ -432,7 +432,7 @@ async fn recommend_batch(State(st): Shared, headers: HeaderMap, body: Body) -> R
     let result = async {
         let svc = Arc::clone(st.ready()?);
         let l = &st.limits;
-        let bytes = guard::read_body(&headers, body, l.max_body_bytes, l.body_timeout).await?;
+        let bytes = guard::read_body(&headers, body, l.max_body_bytes(), l.body_timeout_duration()).await?;
         let v = api::parse_json(&bytes)?;
         let checked = api::batch_requests(&v, &st.limits)?;
         let mut slots: Vec<Result<Mapped, ApiError>> = Vec::with_capacity(checked.len());
@@ -478,7 +478,7 @@ async fn recommend_batch(State(st): Shared, headers: HeaderMap, body: Body) -> R
         Ok::<_, ApiError>(json!({ "responses": out }))
     }
     .await;
-    pad(t, st.limits.min_response).await;
+    pad(t, st.limits.min_response()).await;
     st.metrics.batch_seconds.observe(t.elapsed().as_secs_f64());
     match result {
         Ok(v) => json_response(200, &v),
@@ -597,7 +597,7 @@ fn allowed_hosts(opts: &ServeOptions, bound: SocketAddr, keyed: bool) -> Option<
 pub fn run(opts: ServeOptions) -> Result<Served, ServeError> {
     opts.limits.check()?;
     let api_key = opts.api_key_file.as_deref().map(read_api_key).transpose()?;
-    let listen = opts.listen.clone().unwrap_or_else(|| DEFAULT_LISTEN.into());
+    let listen = opts.listen();
     let addr: SocketAddr = listen.parse().map_err(|_| {
         ServeError::Options(format!(
             "listen '{listen}' is not an address such as 127.0.0.1:8080"
@@ -635,7 +635,7 @@ pub fn run(opts: ServeOptions) -> Result<Served, ServeError> {
     }
     let metrics = Arc::new(Metrics::default());
     let st = Arc::new(AppState {
-        limits: opts.limits.resolved(),
+        limits: opts.limits.clone(),
         opts,
         api_key: Arc::new(api_key),
         allowed_hosts: Arc::new(allowed_hosts),
@@ -718,7 +718,7 @@ pub fn run(opts: ServeOptions) -> Result<Served, ServeError> {
         conn::serve(
             listener,
             router(Arc::clone(&st)),
-            st.limits,
+            st.limits.clone(),
             conns,
             shutdown,
         )
@@ -732,7 +732,7 @@ pub fn run(opts: ServeOptions) -> Result<Served, ServeError> {
     // Every connection is closed; wait for work handed to the pool by clients that went away,
     // then drop the service: its committer commits what is queued and stops.
     let svc = st.service.get().cloned();
-    rt.shutdown_timeout(st.limits.shutdown_timeout);
+    rt.shutdown_timeout(st.limits.shutdown_timeout_duration());
     let mut served = Served {
         charged: metrics.outcomes("charged"),
         replayed: metrics.outcomes("replayed"),
@@ -741,7 +741,7 @@ pub fn run(opts: ServeOptions) -> Result<Served, ServeError> {
         commits: CommitStats::default(),
     };
     if let Some(svc) = svc {
-        let deadline = Instant::now() + st.limits.shutdown_timeout;
+        let deadline = Instant::now() + st.limits.shutdown_timeout_duration();
         // Two references remain: `st`'s and this one.
         while Arc::strong_count(&svc) > 2 && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(10));

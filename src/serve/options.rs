@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::ledger::{Period, Units};
 use crate::mechanisms::{MechValues, Registry};
-use crate::options::{option_table, OptionTable};
+use crate::options::option_table;
 use crate::recommend::options::{LedgerOptions, ServingOptions};
 use crate::recommend::RecommendConfig;
 use crate::rng::NoiseMode;
@@ -116,82 +116,33 @@ option_table! {
     }
 }
 
-/// The limits of a running service ([`LimitOptions`] resolved).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
-    /// Largest request body, in bytes.
-    pub max_body_bytes: usize,
-    /// Most items in one history.
-    pub max_history: usize,
-    /// Most requests in one batch.
-    pub max_batch: usize,
-    /// Longest user id and request id, in bytes.
-    pub max_id_bytes: usize,
-    /// Requests waiting at once.
-    pub max_pending: usize,
-    /// Most requests in one durable ledger commit.
-    pub max_group: usize,
-    /// Open connections at most.
-    pub max_connections: usize,
-    /// From the first byte of a request head to its end.
-    pub header_timeout: Duration,
-    /// For a request body to arrive, and for a response to be taken.
-    pub body_timeout: Duration,
-    /// For the next request on a kept-alive connection.
-    pub idle_timeout: Duration,
-    /// From the stop signal until the remaining connections are closed.
-    pub shutdown_timeout: Duration,
-    /// The least time an answer of the recommend routes takes.
-    pub min_response: Duration,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        LimitOptions::defaults().resolved()
-    }
-}
-
 impl LimitOptions {
-    /// Checks every limit: counts at least 1, times finite and > 0 (a pad >= 0). The error
-    /// names the option and its value.
+    /// Checks every limit: counts at least 1, times finite and > 0 (a pad >= 0), at most a day.
+    /// The error names the option and its value.
     pub fn check(&self) -> Result<(), ServeError> {
-        let d = LimitOptions::defaults();
         let counts = [
-            ("max_body_bytes", self.max_body_bytes),
-            ("max_history", self.max_history),
-            ("max_batch", self.max_batch),
-            ("max_id_bytes", self.max_id_bytes),
-            ("max_pending", self.max_pending),
-            ("max_group", self.max_group),
-            ("max_connections", self.max_connections),
+            ("max_body_bytes", self.max_body_bytes()),
+            ("max_history", self.max_history()),
+            ("max_batch", self.max_batch()),
+            ("max_id_bytes", self.max_id_bytes()),
+            ("max_pending", self.max_pending()),
+            ("max_group", self.max_group()),
+            ("max_connections", self.max_connections()),
         ];
-        if let Some((name, Some(v))) = counts.iter().find(|(_, v)| *v == Some(0)) {
+        if let Some((name, v)) = counts.iter().find(|(_, v)| *v == 0) {
             return Err(ServeError::Options(format!(
                 "{name} (--{}) must be at least 1, got {v}",
                 name.replace('_', "-")
             )));
         }
         let times = [
-            (
-                "header_timeout",
-                self.header_timeout.or(d.header_timeout),
-                false,
-            ),
-            ("body_timeout", self.body_timeout.or(d.body_timeout), false),
-            ("idle_timeout", self.idle_timeout.or(d.idle_timeout), false),
-            (
-                "shutdown_timeout",
-                self.shutdown_timeout.or(d.shutdown_timeout),
-                false,
-            ),
-            (
-                "min_response_ms",
-                self.min_response_ms.or(d.min_response_ms),
-                true,
-            ),
+            ("header_timeout", self.header_timeout(), false),
+            ("body_timeout", self.body_timeout(), false),
+            ("idle_timeout", self.idle_timeout(), false),
+            ("shutdown_timeout", self.shutdown_timeout(), false),
+            ("min_response_ms", self.min_response_ms(), true),
         ];
         for (name, v, zero_ok) in times {
-            let v = v.expect("every limit has a default");
             // At most a day: a longer timeout is a mistake, and Duration takes any such value.
             let ok = v.is_finite() && v <= 86_400_000.0 && (v > 0.0 || (zero_ok && v == 0.0));
             if !ok {
@@ -205,35 +156,35 @@ impl LimitOptions {
         Ok(())
     }
 
-    /// Every limit, given or at its default ([`LimitOptions::check`] first: a time that is not
-    /// a finite number >= 0 is read as 0 here).
-    pub fn resolved(&self) -> Limits {
-        let d = LimitOptions::defaults();
-        let v = |given: Option<usize>, default: Option<usize>| {
-            given.or(default).expect("every limit has a default")
-        };
-        let secs = |given: Option<f64>, default: Option<f64>| {
-            let s = given.or(default).expect("every limit has a default");
-            Duration::try_from_secs_f64(s).unwrap_or(Duration::ZERO)
-        };
-        Limits {
-            max_connections: v(self.max_connections, d.max_connections),
-            header_timeout: secs(self.header_timeout, d.header_timeout),
-            body_timeout: secs(self.body_timeout, d.body_timeout),
-            idle_timeout: secs(self.idle_timeout, d.idle_timeout),
-            shutdown_timeout: secs(self.shutdown_timeout, d.shutdown_timeout),
-            min_response: secs(
-                self.min_response_ms.map(|ms| ms / 1e3),
-                d.min_response_ms.map(|ms| ms / 1e3),
-            ),
-            max_body_bytes: v(self.max_body_bytes, d.max_body_bytes),
-            max_history: v(self.max_history, d.max_history),
-            max_batch: v(self.max_batch, d.max_batch),
-            max_id_bytes: v(self.max_id_bytes, d.max_id_bytes),
-            max_pending: v(self.max_pending, d.max_pending),
-            max_group: v(self.max_group, d.max_group),
-        }
+    /// `header_timeout` as a duration ([`LimitOptions::check`] first).
+    pub fn header_timeout_duration(&self) -> Duration {
+        seconds(self.header_timeout())
     }
+
+    /// `body_timeout` as a duration.
+    pub fn body_timeout_duration(&self) -> Duration {
+        seconds(self.body_timeout())
+    }
+
+    /// `idle_timeout` as a duration.
+    pub fn idle_timeout_duration(&self) -> Duration {
+        seconds(self.idle_timeout())
+    }
+
+    /// `shutdown_timeout` as a duration.
+    pub fn shutdown_timeout_duration(&self) -> Duration {
+        seconds(self.shutdown_timeout())
+    }
+
+    /// `min_response_ms` as a duration.
+    pub fn min_response(&self) -> Duration {
+        seconds(self.min_response_ms() / 1e3)
+    }
+}
+
+/// Seconds as a duration; a value `check` refuses (negative, not finite) reads as 0.
+fn seconds(s: f64) -> Duration {
+    Duration::try_from_secs_f64(s).unwrap_or(Duration::ZERO)
 }
 
 impl ServeOptions {
@@ -300,6 +251,7 @@ impl ServeOptions {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::options::OptionTable;
 
     #[test]
     fn options_round_trip_through_toml_and_refuse_unknown_keys() {
@@ -315,7 +267,7 @@ mod tests {
         let m = ServeOptions::from_toml(minimal).unwrap();
         assert!(m.config().is_ok());
         assert_eq!(m.serving.candidates, None); // all
-        assert_eq!(m.limits.resolved(), Limits::default());
+        assert_eq!(m.limits.resolved(), LimitOptions::defaults());
         assert_eq!(m.ledger.fallback(), Fallback::None);
         assert_eq!(m.period().unwrap(), Period::None);
         for bad in ["epsilom = 2\n", "[params]\nepsilon = 2\n"] {
@@ -349,9 +301,11 @@ mod tests {
         o.set("budget", "1").unwrap();
         o.set("min_response_ms", "2.5").unwrap();
         o.limits.check().unwrap();
-        let l = o.limits.resolved();
-        assert_eq!(l.min_response, Duration::from_micros(2500));
-        assert_eq!(l.shutdown_timeout, Duration::from_secs(10));
+        assert_eq!(o.limits.min_response(), Duration::from_micros(2500));
+        assert_eq!(
+            o.limits.shutdown_timeout_duration(),
+            Duration::from_secs(10)
+        );
     }
 
     #[test]

@@ -84,7 +84,7 @@ impl Service {
         )?;
         let committer = Arc::new(GroupCommitter::new(
             Arc::clone(&ledger),
-            opts.limits.resolved().max_group,
+            opts.limits.max_group(),
         ));
         let lr = LedgeredRecommender::new(Arc::new(rec), committer, fallback)?;
         let threads = opts.threads.unwrap_or_else(|| {

@@ -26,6 +26,31 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::options::option_table;
+
+option_table! {
+    /// The options of `recsel bounds`: one selection problem, ε, β and the reading of GEM's
+    /// bound that appendix J's comparisons use.
+    #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+    pub struct BoundsOptions {
+        /// Candidate scores, comma separated.
+        #[option(value_name = "Q1,Q2,...", required = true, group = "Bounds")]
+        pub scores: Vec<f64>,
+        /// Candidate sensitivities (finite, > 0), comma separated, one per score.
+        #[option(value_name = "D1,D2,...", required = true, group = "Bounds")]
+        pub sens: Vec<f64>,
+        /// Privacy parameter ε (finite, > 0).
+        #[option(flag = "eps", value_name = "E", required = true, group = "Bounds")]
+        pub epsilon: f64,
+        /// Failure probability β in (0, 1): each bound holds with probability ≥ 1 − β.
+        #[option(value_name = "B", group = "Bounds")]
+        pub beta: f64 = 0.05,
+        /// GEM bound the flags compare: `paper` (the best candidate's term, appendix J eqns
+        /// 18-19) or `full` (max over all candidates, §IV-D).
+        #[option(choices = &["paper", "full"], group = "Bounds")]
+        pub flags: String = GemBoundReading::default().name().to_string(),
+    }
+}
 
 /// Which GEM bound appendix J's comparisons use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -107,24 +132,9 @@ impl UtilityBounds {
     }
 }
 
+/// The problem checked as the mechanisms check it ([`super::check_problem`]), then ε and β.
 fn check_inputs(scores: &[f64], sens: &[f64], epsilon: f64, beta: f64) -> Result<()> {
-    if scores.is_empty() {
-        return Err(Error::EmptyCandidates);
-    }
-    if scores.len() != sens.len() {
-        return Err(Error::LengthMismatch {
-            scores: scores.len(),
-            sensitivities: sens.len(),
-        });
-    }
-    for (index, (&q, &d)) in scores.iter().zip(sens).enumerate() {
-        if !q.is_finite() {
-            return Err(Error::NonFiniteScore { index, value: q });
-        }
-        if !(d.is_finite() && d > 0.0) {
-            return Err(Error::BadSensitivity { index, value: d });
-        }
-    }
+    super::check_problem(scores, sens)?;
     if !(epsilon.is_finite() && epsilon > 0.0) {
         return Err(Error::InvalidParameter {
             name: "epsilon",

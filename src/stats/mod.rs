@@ -15,6 +15,36 @@ pub use correlation::{pearson, spearman, weighted_correlation, Chooser};
 pub use percentile::percentile_linear;
 pub use summary::mean_se;
 
+/// Checks one selection problem — at least one candidate, one sensitivity per score, finite
+/// scores, finite positive sensitivities — and returns its largest sensitivity and largest
+/// score. Errors name the first bad value. The one check of a problem: the mechanisms'
+/// `Problem` and the utility bounds both make it.
+pub fn check_problem(scores: &[f64], sens: &[f64]) -> crate::error::Result<(f64, f64)> {
+    use crate::error::Error;
+    if scores.is_empty() {
+        return Err(Error::EmptyCandidates);
+    }
+    if scores.len() != sens.len() {
+        return Err(Error::LengthMismatch {
+            scores: scores.len(),
+            sensitivities: sens.len(),
+        });
+    }
+    let mut max_sens = 0.0f64;
+    let mut max_score = f64::NEG_INFINITY;
+    for (index, (&q, &d)) in scores.iter().zip(sens).enumerate() {
+        if !q.is_finite() {
+            return Err(Error::NonFiniteScore { index, value: q });
+        }
+        if !(d.is_finite() && d > 0.0) {
+            return Err(Error::BadSensitivity { index, value: d });
+        }
+        max_sens = max_sens.max(d);
+        max_score = max_score.max(q);
+    }
+    Ok((max_sens, max_score))
+}
+
 /// Every how many items [`best_k`] samples to find its cut.
 const CUT_STRIDE: usize = 8;
 

@@ -11,9 +11,9 @@ use super::{model_for, source_fingerprint, ChunkStore, SelectConfig};
 use crate::data::options::absolute;
 use crate::data::{load_dataset_with, DataOptions, Dataset};
 use crate::error::{Error, Result};
-use crate::mechanisms::{MechValues, Registry, BETA, GAMMA};
+use crate::mechanisms::{MechValues, NoiseOptions, Registry, BETA, GAMMA};
 use crate::model::{Model, ModelOptions, ModelParams};
-use crate::rng::{NoiseMode, Streams};
+use crate::rng::Streams;
 use crate::scoring::{CandidatePolicy, PercentileUsers, ResolvedPolicy, ResolvedPrior};
 
 /// Where a prepared run writes and whether it continues an earlier one.
@@ -38,7 +38,7 @@ pub struct SelectJob {
     /// The resolved configuration of the selection.
     pub config: SelectConfig,
     /// Seed of the split and of synthetic data.
-    pub data_seed: u64,
+    pub split_seed: u64,
     /// ε of the per-user scatter plot.
     pub scatter_eps: f64,
     /// Output folder.
@@ -69,11 +69,10 @@ impl SelectJob {
         let o = options;
         let source = o.data.source()?;
         let load = o.data.load_options()?;
-        let secure = o.is_secure();
         let names = o.mechanism_names(registry)?;
-        let data_seed = o.data_seed.unwrap_or(super::options::DEFAULT_DATA_SEED);
+        let split_seed = o.split_seed()?;
         log("loading data");
-        let mut data = load_dataset_with(&source, data_seed, &load)
+        let mut data = load_dataset_with(&source, split_seed, &load)
             .map_err(|e| Error::Invalid(format!("loading the data: {e}")))?;
         let (model_params, line) = o.model.params(&data.descriptor)?;
         log(&line);
@@ -104,10 +103,8 @@ impl SelectJob {
             params.number(&GAMMA),
             params.number(&BETA)
         ));
-        let seed = match o.seed {
-            Some(s) => s,
-            None if secure => 0, // unused: the secure path has no seed
-            None => match ChunkStore::stored_seed(&out).filter(|_| placement.resume) {
+        let seed = o.noise.seed_or(|| {
+            match ChunkStore::stored_seed(&out).filter(|_| placement.resume) {
                 Some(s) => {
                     log(&format!("resuming with seed {s} from {}", out.display()));
                     s
@@ -117,8 +114,8 @@ impl SelectJob {
                     log(&format!("no seed given; using seed {s} (from OS entropy)"));
                     s
                 }
-            },
-        };
+            }
+        })?;
         // Training popularity: the ranking of `popular:N`, a prior's counts and the `popular`
         // baseline.
         let popularity = crate::scoring::policy::popularity(&data.train);
@@ -127,23 +124,21 @@ impl SelectJob {
         let config = SelectConfig {
             mechanisms: names,
             params,
-            epsilons: o.epsilon_grid(),
-            trials: o.trials.unwrap_or(50),
+            epsilons: o.epsilons(),
+            trials: o.trials(),
             top,
             candidates,
             prior,
-            clip: o.clip.unwrap_or(false),
-            percentile_users: PercentileUsers::from_name(
-                o.percentile_users.as_deref().unwrap_or("all"),
-            )?,
+            clip: o.clip(),
+            percentile_users: PercentileUsers::from_name(&o.percentile_users())?,
             seed,
             source_fingerprint: source_fingerprint(&data, &model_params),
-            noise: NoiseMode::from_flag(secure),
+            noise: o.noise.mode(),
             registry: registry.clone(),
         };
         // The public baselines' other input: the calibration users' held-out items when the
         // split has calibration users.
-        let calibration_heldout = crate::data::calibration_users(&data, data_seed)
+        let calibration_heldout = crate::data::calibration_users(&data, split_seed)
             .map(|c| crate::scoring::policy::popularity(&c.heldout));
         data.release_training_rows(); // the model and the fingerprints are made
         config.build()?; // validate before the long work
@@ -151,10 +146,10 @@ impl SelectJob {
             model: Arc::new(model),
             model_params,
             config,
-            data_seed,
-            scatter_eps: o.scatter_eps.unwrap_or(1.0),
+            split_seed,
+            scatter_eps: o.scatter_eps(),
             out,
-            data_options: DataOptions::resolved(&source, &load),
+            data_options: DataOptions::recorded(&source, &load, split_seed),
             model_dir,
             data,
             popularity,
@@ -171,8 +166,8 @@ impl SelectJob {
         SelectOptions {
             data: self.data_options.clone(),
             model_dir: Some(absolute(&self.model_dir)),
-            data_seed: Some(self.data_seed),
-            model: ModelOptions::resolved(&self.model_params),
+            data_seed: None,
+            model: ModelOptions::recorded(&self.model_params),
             mechanisms: Some(cfg.mechanisms.join(",")),
             epsilons: Some(cfg.epsilons.clone()),
             trials: Some(cfg.trials),
@@ -183,9 +178,11 @@ impl SelectJob {
             clip: Some(cfg.clip),
             percentile_users: Some(cfg.percentile_users.name().to_string()),
             params: cfg.registry.table_values(&cfg.mechanisms, &cfg.params),
-            seed: Some(cfg.seed),
+            noise: NoiseOptions {
+                seed: Some(cfg.seed),
+                secure: Some(false),
+            },
             scatter_eps: Some(self.scatter_eps),
-            secure: Some(false),
         }
     }
 
@@ -204,7 +201,7 @@ fn candidates(
     pop: &[u64],
     log: &dyn Fn(&str),
 ) -> Result<(usize, Option<ResolvedPolicy>)> {
-    let top = o.top.unwrap_or(500);
+    let top = o.top();
     let Some(policy) = o.candidates.clone() else {
         return Ok((top, None));
     };

@@ -27,7 +27,7 @@ mod runner;
 pub use analysis::*;
 pub use chunks::*;
 pub use job::{Placement, SelectJob};
-pub use options::{SelectOptions, DEFAULT_DATA_SEED};
+pub use options::SelectOptions;
 pub use runner::*;
 
 use std::fmt::Write as _;

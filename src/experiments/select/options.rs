@@ -11,13 +11,10 @@ use serde::{Deserialize, Serialize};
 use super::PAPER_EPSILONS;
 use crate::data::DataOptions;
 use crate::error::{Error, Result};
-use crate::mechanisms::{self, MechValues, Registry};
+use crate::mechanisms::{self, MechValues, NoiseOptions, Registry};
 use crate::model::ModelOptions;
 use crate::options::option_table;
 use crate::scoring::{CandidatePolicy, Prior};
-
-/// Seed of the train/test split and of synthetic data (as `recsel fit --seed`).
-pub const DEFAULT_DATA_SEED: u64 = 42;
 
 option_table! {
     /// Every option of the select job with its default (docs/protocol.md, steps 5–9). Unset
@@ -33,9 +30,11 @@ option_table! {
         /// Directory of the saved model to use or create (default `<out>/model`).
         #[option(value_name = "DIR", group = "Model")]
         pub model_dir: PathBuf,
-        /// Seed of the train/test split and of synthetic data (`recsel fit --seed`).
-        #[option(group = "Data")]
-        pub data_seed: u64 = DEFAULT_DATA_SEED,
+        /// The former name of split_seed, read as split_seed (older pipeline files and
+        /// config.toml files use it).
+        #[option(hidden = true, group = "Data")]
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub data_seed: u64,
         /// The model's hyperparameters.
         #[flatten]
         pub model: ModelOptions,
@@ -77,21 +76,17 @@ option_table! {
         /// text) or only those `without-item`, to whom it can be recommended.
         #[option(value_name = "WHO", choices = &["all", "without-item"], group = "Selection")]
         pub percentile_users: String = "all".to_string(),
+        /// The random source: a seed (default: the seed of a run being resumed, else OS
+        /// entropy), or the secure path. Before the mechanism parameters: a table's
+        /// keys that no option before them takes are parameters.
+        #[flatten]
+        pub noise: NoiseOptions,
         /// Mechanism parameters (γ defaults to the data set's: 0.008, or 0.0008 for Netflix).
         #[flatten]
         pub params: MechValues,
-        /// Seed of the selection streams (default: the seed of a run being resumed, else OS
-        /// entropy).
-        #[option(group = "Selection")]
-        pub seed: u64,
         /// ε of the per-user mGEM/GEM scatter plot (fig 13 d–f).
         #[option(value_name = "E", group = "Output")]
         pub scatter_eps: f64 = 1.0,
-        /// Release-grade selection: every mechanism's secure path (exact discrete noise,
-        /// OS-seeded ChaCha20, no seed; docs/secure.md). Mechanisms without one are left out of
-        /// `all`.
-        #[option(group = "Selection")]
-        pub secure: bool = false,
     }
 }
 
@@ -108,45 +103,35 @@ impl SelectOptions {
     pub fn check_with(&self, registry: &Registry) -> Result<()> {
         self.data.check()?;
         registry.check_table_keys(&self.params, "[select]")?;
-        if self.seed.is_some() && self.secure == Some(true) {
-            return Err(Error::Invalid(
-                "seed and secure exclude each other: a secure run draws from the OS, not from a \
-                 seed"
-                    .into(),
-            ));
-        }
+        self.noise.check()?;
         if self.top.is_some() && self.candidates.is_some() {
             return Err(Error::Invalid(
                 "top and candidates exclude each other: top N is candidates history-top:N".into(),
             ));
         }
-        registry.parse_list(&self.mechanism_list())?;
-        for &e in &self.epsilon_grid() {
+        self.split_seed()?;
+        registry.parse_list(&self.mechanisms())?;
+        for &e in &self.epsilons() {
             mechanisms::check_epsilon(e)?;
         }
         Ok(())
     }
 
-    /// The mechanism list (`all` unless given).
-    pub fn mechanism_list(&self) -> String {
-        self.mechanisms.clone().unwrap_or_else(|| "all".into())
-    }
-
-    /// The ε grid (the paper's unless given).
-    pub fn epsilon_grid(&self) -> Vec<f64> {
-        self.epsilons
-            .clone()
-            .unwrap_or_else(|| PAPER_EPSILONS.to_vec())
-    }
-
-    /// Whether the run is secure.
-    pub fn is_secure(&self) -> bool {
-        self.secure == Some(true)
+    /// The seed of the split: `split_seed`, or its former name `data_seed`, else the data
+    /// options' default; an error when both names are given.
+    pub fn split_seed(&self) -> Result<u64> {
+        match (self.data.split_seed, self.data_seed) {
+            (Some(_), Some(_)) => Err(Error::Invalid(
+                "data_seed is the former name of split_seed: give split_seed only".into(),
+            )),
+            (None, Some(s)) => Ok(s),
+            _ => Ok(self.data.split_seed()),
+        }
     }
 
     /// The names of the mechanisms the run uses, looked up in `registry`
     /// ([`Registry::run_names`]).
     pub fn mechanism_names(&self, registry: &mechanisms::Registry) -> Result<Vec<String>> {
-        registry.run_names(&self.mechanism_list(), self.is_secure())
+        registry.run_names(&self.mechanisms(), self.noise.secure())
     }
 }

@@ -35,7 +35,9 @@ pub fn fig13_column(dir: &Path) -> Result<plot::Fig13Column> {
         .as_array()
         .map(|a| a.iter().filter_map(|v| v.as_f64()).collect())
         .unwrap_or_default();
-    let scatter_eps = c["scatter_eps"].as_f64().unwrap_or(1.0);
+    let scatter_eps = c["scatter_eps"]
+        .as_f64()
+        .unwrap_or_else(|| crate::experiments::select::SelectOptions::default().scatter_eps());
     // users.csv: the first column is the user id (possibly quoted), the rest are numbers.
     let up = dir.join("users.csv");
     let text = read_text(&up)?;

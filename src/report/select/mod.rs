@@ -39,7 +39,7 @@ pub struct SelectRun<'a> {
     /// Data set name.
     pub dataset: &'a str,
     /// Seed of the split and of synthetic data.
-    pub data_seed: u64,
+    pub split_seed: u64,
     /// Model hyperparameters.
     pub model: ModelParams,
     /// The selection configuration (mechanisms, ε grid, trials, seed, …).

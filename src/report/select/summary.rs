@@ -284,7 +284,7 @@ pub fn finish(
     let pipeline = job.rerun_options(cfg);
     let run = SelectRun {
         dataset: job.data.name(),
-        data_seed: job.data_seed,
+        split_seed: job.split_seed,
         model: job.model_params,
         select: cfg,
         scatter_eps: job.scatter_eps,
