@@ -679,3 +679,77 @@ fn svt_on_scores_follows_its_exact_law_and_passes_the_audit() {
     assert!(!r.violation, "{}", r.max_eps_lb);
     assert!(r.bottom.is_some_and(|b| b > 0));
 }
+
+/// Algorithm 4's (ε, δ) statement has power at many runs: with m = 5000 and smoothing c = 50 the
+/// estimate moves by about the 2ε₀ of the exact log-odds, so a small slack (η = 0.15) keeps δ
+/// small, and on the
+/// structured pair of AboveThreshold's proof (ten queries, the first nine rising from log-odds
+/// −ε₀ to ε₀, the last falling) the hockey-stick divergence is within δ at the reported ε but
+/// exceeds δ at ε/1.3: an (ε, δ) claim understated by 30% is refuted.
+#[test]
+fn the_estimated_guarantee_is_refuted_when_understated() {
+    let (eps0, t, eps, m, eta, c): (f64, f64, f64, u64, f64, f64) =
+        (0.5, 0.5, 2.0, 5000, 0.15, 50.0);
+    // δ of ten queries at ε₀ = 0.5 for a few (m, η, c): small counts are where the estimate
+    // jumps, so a larger smoothing c buys a smaller δ.
+    for (m, eta, c) in [
+        (200u64, 0.5, 1.0),
+        (2000, 0.3, 1.0),
+        (5000, 0.15, 1.0),
+        (5000, 0.15, 50.0),
+    ] {
+        let d = SvtParams::estimated(eps0, t, eps, 10, m, eta)
+            .with_smoothing(c)
+            .check()
+            .unwrap()
+            .guarantee()
+            .delta;
+        eprintln!("algorithm 4, ten queries, m {m}, eta {eta}, c {c}: delta {d:.3e}");
+    }
+    let svt = SvtParams::estimated(eps0, t, eps, 10, m, eta)
+        .with_smoothing(c)
+        .check()
+        .unwrap();
+    let (bt, bq) = svt.noise_scales();
+    let claim = svt.guarantee();
+    // The law with the binomial kinks left to the fine grid (5001 of them, smoothed by the
+    // binomial weights).
+    let law = |p: &[f64]| {
+        let gs: Vec<f64> = (0..=m).map(|s| g(s, m, c)).collect();
+        let w: Vec<Vec<(f64, f64)>> = p
+            .iter()
+            .map(|&pj| {
+                (0..=m)
+                    .map(|s| (binom(m, pj, s), gs[s as usize]))
+                    .filter(|(w, _)| *w > 1e-18)
+                    .collect()
+            })
+            .collect();
+        let pass = |theta: f64| {
+            vec![(
+                1.0,
+                w.iter()
+                    .map(|wj| wj.iter().map(|(wk, gk)| wk * lap_sf(theta - gk, bq)).sum())
+                    .collect(),
+            )]
+        };
+        above_threshold_law(logit(t), bt, &[], p.len(), &pass)
+    };
+    let (lo, hi) = (1.0 / (1.0 + eps0.exp()), eps0.exp() / (1.0 + eps0.exp()));
+    let mut a = vec![lo; 10];
+    let mut b = vec![hi; 10];
+    a[9] = hi;
+    b[9] = lo;
+    let (la, lb) = (law(&a), law(&b));
+    let at = hockey_stick(&la, &lb, claim.epsilon);
+    let below = hockey_stick(&la, &lb, claim.epsilon / 1.3);
+    eprintln!(
+        "algorithm 4 (m {m}, eta {eta}, c {c}): claims ({}, {:.3e}); structured pair: log-ratio {:.4}, \
+         hockey-stick at eps {at:.3e}, at eps/1.3 {below:.3e}",
+        claim.epsilon,
+        claim.delta,
+        max_log_ratio(&la, &lb)
+    );
+    assert!(at <= claim.delta + 1e-9, "{at} > {}", claim.delta);
+    assert!(below > claim.delta, "no power: {below} <= {}", claim.delta);
+}

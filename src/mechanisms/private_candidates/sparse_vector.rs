@@ -292,7 +292,7 @@ impl SparseVector {
         (self.threshold_scale, self.query_scale)
     }
 
-    /// The runs of each query (1 with the exact oracle, which runs none).
+    /// The runs of each query (0 with the exact oracle, which runs none).
     pub fn samples(&self) -> u64 {
         match self.params.oracle {
             Oracle::Exact => 0,
