@@ -838,7 +838,10 @@ fn the_median_comparison_runs_and_duff_beats_laplace_on_tied_counts() {
     let counts: Vec<f64> = (0..3000)
         .map(|_| (rng.random::<f64>().powi(3) * 300.0).floor())
         .collect();
-    let columns = vec![("a".to_string(), counts.clone()), ("b".to_string(), counts[..500].to_vec())];
+    let columns = vec![
+        ("a".to_string(), counts.clone()),
+        ("b".to_string(), counts[..500].to_vec()),
+    ];
     let cfg = CompareConfig {
         ns: vec![100, 1000, 0],
         epsilons: vec![0.5, 2.0],
@@ -848,13 +851,22 @@ fn the_median_comparison_runs_and_duff_beats_laplace_on_tied_counts() {
     let rows = compare_medians(&columns, &cfg).unwrap();
     // a: 3 sizes; b: 100 and all (1000 > 500 is skipped).
     assert_eq!(rows.len(), (3 + 2) * 2 * Method::ALL.len());
-    let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
-    assert_eq!(pool.install(|| compare_medians(&columns, &cfg).unwrap()), rows);
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .unwrap();
+    assert_eq!(
+        pool.install(|| compare_medians(&columns, &cfg).unwrap()),
+        rows
+    );
     for r in rows.iter().filter(|r| r.method == "duff") {
         let laplace = rows
             .iter()
             .find(|x| {
-                x.column == r.column && x.n == r.n && x.epsilon == r.epsilon && x.method == "laplace"
+                x.column == r.column
+                    && x.n == r.n
+                    && x.epsilon == r.epsilon
+                    && x.method == "laplace"
             })
             .unwrap();
         assert!(r.mae <= laplace.mae, "{r:?} vs {laplace:?}");

@@ -127,12 +127,12 @@ impl EmQuantile {
         let max = logw.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
         let mut bins = vec![0.0; edges.len() - 1];
         let mut total = 0.0;
-        for i in 0..=n {
+        for (i, lw) in logw.iter().enumerate() {
             let (a, b) = (edge(i), edge(i + 1));
             if b <= a {
                 continue;
             }
-            let w = (logw[i] - max).exp();
+            let w = (lw - max).exp();
             total += w * (b - a);
             for (bin, e) in bins.iter_mut().zip(edges.windows(2)) {
                 let overlap = b.min(e[1]) - a.max(e[0]);

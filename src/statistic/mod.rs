@@ -104,7 +104,7 @@ impl Statistic {
     /// A name for tables and messages (`median`, `quantile 0.9`, `count >= 5`, `clipped mean`).
     pub fn label(self) -> String {
         match self {
-            Statistic::Quantile(q) if q == 0.5 => "median".into(),
+            Statistic::Quantile(0.5) => "median".into(),
             Statistic::Quantile(q) => format!("quantile {q}"),
             Statistic::Count { at_least } => format!("count >= {at_least}"),
             Statistic::ClippedMean => "clipped mean".into(),
