@@ -126,7 +126,7 @@ fn main() {
         h.p_winner_by_39
     );
     println!(
-        "  Zipf counts (1000/rank): exact P(bad) {:.2e}, E[q_max - q(Y)] {:.3} (bound {:.2})",
+        "  Zipf counts (1000/rank): exact P(bad) {:.2e}, E[q_max - q(Y)] {:.2e} (bound {:.2})",
         h.p_bad_zipf,
         h.expected_shortfall_zipf,
         2.0 / EPS * ((D as f64).ln() + 1.0)
