@@ -37,6 +37,9 @@ pub fn private_statistic(
     Ok((text, r.true_value_not_private))
 }
 
+/// Two arrays of the same length.
+type Pair<'py> = (Bound<'py, PyArray1<f64>>, Bound<'py, PyArray1<f64>>);
+
 /// Duff's exact output law on `values` over its grid: (grid values, probabilities).
 #[pyfunction]
 #[pyo3(signature = (values, **options))]
@@ -44,7 +47,7 @@ pub fn duff_law<'py>(
     py: Python<'py>,
     values: PyReadonlyArray1<'py, f64>,
     options: Option<&Bound<'py, PyDict>>,
-) -> R<(Bound<'py, PyArray1<f64>>, Bound<'py, PyArray1<f64>>)> {
+) -> R<Pair<'py>> {
     let mut opts = StatisticOptions::default();
     fill(&mut opts, "statistic option", options)?;
     let mut params = opts.params().map_err(err)?;
