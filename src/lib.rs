@@ -44,6 +44,7 @@ pub mod rng;
 pub mod scoring;
 pub mod serve;
 mod simd;
+pub mod statistic;
 pub mod stats;
 
 pub use error::{Error, Result};

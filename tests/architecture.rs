@@ -14,7 +14,7 @@ const LAYERS: &[&[&str]] = &[
     &["stats"],
     &["data"],
     &["mechanisms", "model"],
-    &["scoring", "eval", "ledger"],
+    &["scoring", "eval", "ledger", "statistic"],
     &["experiments", "recommend"],
     &["report", "audit"],
     &["serve"],

@@ -9,9 +9,9 @@
 use rayon::prelude::*;
 use recsel::experiments::bandit::counter::HybridCounter;
 use recsel::experiments::bandit::env::{clip_reward, Arms, Environment};
-use recsel::experiments::bandit::quantile::EmQuantile;
 use recsel::experiments::bandit::{self, BanditConfig};
 use recsel::rng::Streams;
+use recsel::statistic::EmQuantile;
 use recsel::stats::hypothesis::{chi_square_gof, clopper_pearson_lower, clopper_pearson_upper};
 use statrs::distribution::{ContinuousCDF, Normal};
 

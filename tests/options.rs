@@ -634,5 +634,19 @@ fn every_noisy_job_takes_the_one_noise_table() {
         a.push("--secure");
         let err = String::from_utf8_lossy(&recsel(&a).stderr).to_string();
         assert!(!err.contains("exclude each other"), "{a:?}: {err}");
+
+/// The options of `recsel statistic` are declared once: each is a flag of the subcommand and a
+/// key of its table that reads back to the same options.
+#[test]
+fn statistic_options_reach_the_command_line() {
+    use recsel::statistic::StatisticOptions;
+    let help = String::from_utf8(recsel(&["statistic", "--help"]).stdout).unwrap();
+    let shown: Vec<OptionSpec> = StatisticOptions::options()
+        .into_iter()
+        .filter(|s| !s.hidden)
+        .collect();
+    assert_eq!(missing_flags(&shown, &help), Vec::<&str>::new(), "{help}");
+    for spec in StatisticOptions::options() {
+        set_and_round_trip::<StatisticOptions>(&spec);
     }
 }

@@ -6,6 +6,12 @@ mod util;
 #[path = "../examples/custom_mechanism.rs"]
 mod custom_mechanism;
 
+/// Seed 003's worked examples, run by `worked_examples`.
+#[path = "../examples/heavy_hitters.rs"]
+mod heavy_hitters;
+#[path = "../examples/pricing.rs"]
+mod pricing;
+
 mod add_mech;
 mod architecture;
 mod audit;
@@ -47,5 +53,8 @@ mod serve_guards;
 mod serve_options;
 mod serve_postgres;
 mod sparse_vector;
+mod statistic;
+mod statistic_cli;
 mod synth;
 mod utility;
+mod worked_examples;

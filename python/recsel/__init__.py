@@ -56,6 +56,8 @@ __all__ = [
     "select_private_candidates",
     "tune",
     "evaluate",
+    "private_statistic",
+    "duff_law",
 ]
 
 __version__ = _native.__version__
@@ -420,3 +422,42 @@ def evaluate(out: Optional[str] = None, **options: Any) -> Dict[str, Any]:
         ...
     """
     return _json.loads(_native.evaluate(out=None if out is None else str(out), **options))
+
+
+def private_statistic(
+    values: Optional[Sequence[float]] = None,
+    *,
+    seed: Optional[int] = None,
+    true_value_not_private: bool = False,
+    **options: Any,
+) -> Dict[str, Any]:
+    """``recsel statistic``: one private median, quantile, count or clipped mean
+    (docs/statistics.md). ``values`` is the column (a 1-D array); without it, the data options
+    (``format`` and ``path``, or ``dataset``) name a data set whose column is each training
+    user's number of interactions. Keywords are ``recsel statistic``'s
+    options with ``_`` for ``-`` (``_native.statistic_options()``): ``statistic``, ``q``,
+    ``at_least``, ``method`` (``duff``, ``em``, ``smooth-cauchy``, ``smooth-laplace``,
+    ``laplace``), ``eps``, ``delta``, ``lo``, ``hi`` (the public range, required), ``points``,
+    ``neighbours``. Returns a dict with ``value`` and ``guarantee``; with
+    ``true_value_not_private=True`` also ``true_value_not_private``, the exact value, which is not
+    private.
+
+    Example::
+
+        >>> r = recsel.private_statistic([3, 5, 5, 8, 40], lo=0, hi=100, eps=1.0, seed=7)
+        >>> r["guarantee"]
+        {'kind': 'pure', 'epsilon': 1.0}
+    """
+    arr = None if values is None else _vec(values, "values")
+    text, truth = _native.private_statistic(arr, _seed(seed), **options)
+    out = _json.loads(text)
+    if true_value_not_private:
+        out["true_value_not_private"] = truth
+    return out
+
+
+def duff_law(values: Sequence[float], **options: Any) -> tuple:
+    """Duff's exact output law on ``values``: ``(grid, probabilities)`` as numpy arrays, with the
+    options of :func:`private_statistic` (``statistic``, ``q``, ``lo``, ``hi``, ``points``,
+    ``eps``, ``neighbours``)."""
+    return _native.duff_law(_vec(values, "values"), **options)

@@ -10,7 +10,7 @@
 //! One file per topic: `convert` (errors, arrays, values), `mechanisms` (the registry, sampling,
 //! batches, audits), `model` (models and user rows), `partition` (sensitivities and the phases of
 //! a distributed `select`), `select` (a `select` run prepared on the driver), `recommend`
-//! (serving), `utility` (`tune` and `evaluate`) and `candidates` (selection from private candidates with a Python function); this
+//! (serving), `utility` (`tune` and `evaluate`), `statistic` (private statistics) and `candidates` (selection from private candidates with a Python function); this
 //! one only registers them.
 
 use pyo3::prelude::*;
@@ -22,6 +22,7 @@ mod model;
 mod partition;
 mod recommend;
 mod select;
+mod statistic;
 mod utility;
 
 /// The module `recsel._native`.
@@ -43,6 +44,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(select::select_options, m)?)?;
     m.add_function(wrap_pyfunction!(recommend::recommend_options, m)?)?;
     m.add_function(wrap_pyfunction!(candidates::select_private_candidates, m)?)?;
+    m.add_function(wrap_pyfunction!(statistic::statistic_options, m)?)?;
+    m.add_function(wrap_pyfunction!(statistic::private_statistic, m)?)?;
+    m.add_function(wrap_pyfunction!(statistic::duff_law, m)?)?;
     m.add_function(wrap_pyfunction!(utility::tune_options, m)?)?;
     m.add_function(wrap_pyfunction!(utility::evaluate_options, m)?)?;
     m.add_function(wrap_pyfunction!(utility::tune, m)?)?;

@@ -22,6 +22,7 @@ mod run;
 mod sample;
 mod select;
 mod serve;
+mod statistic;
 mod synth;
 mod tune;
 mod twocand;
@@ -67,6 +68,8 @@ enum Command {
     Ledger(ledger::Args),
     /// Serve private recommendations over HTTP, each charged to the user's budget.
     Serve(Box<serve::Args>),
+    /// One private median, quantile, count or clipped mean of a column (Duff, em, smooth, Laplace).
+    Statistic(Box<statistic::Args>),
     /// Synthetic experiments of seed 001 (scenarios 1-8, correlation and share sweeps).
     Synth(synth::Args),
     /// Two-candidate head-to-head heatmaps of seed 001 (figures 3, 15, 16, 17).
@@ -118,6 +121,7 @@ pub fn main() -> anyhow::Result<ExitCode> {
         Command::Evaluate(a) => utility::run(*a),
         Command::Ledger(a) => ledger::run(a),
         Command::Serve(a) => serve::run(*a, cli.threads),
+        Command::Statistic(a) => statistic::run(*a),
         Command::Synth(a) => synth::run(a),
         Command::Twocand(a) => twocand::run(a),
         Command::Run(a) => run::run(a),

@@ -8,6 +8,7 @@ pub mod ledger;
 pub mod plot;
 pub mod recommend;
 pub mod select;
+pub mod statistic;
 pub mod table;
 pub mod utility;
 

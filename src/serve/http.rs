@@ -635,7 +635,7 @@ pub fn run(opts: ServeOptions) -> Result<Served, ServeError> {
     }
     let metrics = Arc::new(Metrics::default());
     let st = Arc::new(AppState {
-        limits: opts.limits.clone(),
+        limits: opts.limits,
         opts,
         api_key: Arc::new(api_key),
         allowed_hosts: Arc::new(allowed_hosts),
@@ -718,7 +718,7 @@ pub fn run(opts: ServeOptions) -> Result<Served, ServeError> {
         conn::serve(
             listener,
             router(Arc::clone(&st)),
-            st.limits.clone(),
+            st.limits,
             conns,
             shutdown,
         )

@@ -68,7 +68,7 @@ option_table! {
 
 option_table! {
     /// Limits on what one request may hold; each error response names the limit it hit.
-    #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
     pub struct LimitOptions {
         /// Largest request body, in bytes (413 beyond).
         #[option(value_name = "BYTES", group = "Limits")]

@@ -28,6 +28,13 @@ pub fn laplace1(rng: &mut Rng) -> f64 {
     }
 }
 
+/// One draw of the standard Cauchy distribution (density 1/(π(1 + x²))): tan(π(U − ½)) for U
+/// uniform on (0, 1].
+#[inline]
+pub fn cauchy1(rng: &mut Rng) -> f64 {
+    (std::f64::consts::PI * (uniform_open0(rng) - 0.5)).tan()
+}
+
 /// A uniform index in `0..k` and an independent fair sign (`true`: +) from **one** uniform draw
 /// `r` in `0..2k`: the index is `r / 2`, the sign `r % 2` — every (index, sign) pair has
 /// probability 1/(2k), the law of two separate draws at half the generator words (the random

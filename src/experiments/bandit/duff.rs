@@ -1,39 +1,13 @@
-//! Private quantiles with Duff, the dataset-based utility (Muñoz Medina & Gillenwater, seed 002;
-//! `docs/bandit.md`, "Private sensitivities"), beside the standard exponential-mechanism quantile
-//! of [`super::quantile`].
-//!
-//! Duff scores an output y by how far the data set is from one whose statistic is y:
-//! `u(y, D) = −min { d(D, D') : f(D') = y }`, d the number of records changed. Replacing one record
-//! moves that distance by at most 1, so u has sensitivity 1 whatever f is, and the exponential
-//! mechanism `P(y) ∝ exp(ε·u(y, D)/2)` over a finite, public set of outputs is ε-DP (seed 003,
-//! Theorem 1.3; the slides write `exp(ε·u/Δ_u)`, which is ε-DP only for utilities that move in one
-//! direction between neighbours, and Duff's need not, so recsel keeps the general factor 2).
-//!
-//! For the q-quantile the statistic is the order statistic `f(D) = x_(m)`, m = max(1, ⌈qn⌉) (the
-//! smallest x with at least a share q of the data at or below it). The outputs are a public grid of
-//! `points` values on [lo, hi]; the data are clipped to the range and snapped to the nearest grid
-//! value (a per-record map, which keeps neighbours neighbours). With i(y) records strictly below y
-//! and j(y) at or below it, y is the m-th order statistic exactly when i ≤ m − 1 and j ≥ m; one
-//! change lowers i or raises j by at most 1, and at most one of the two conditions fails at a time
-//! (i ≥ m implies j ≥ m), so
-//!
-//! ```text
-//! u(y) = −max(0, i(y) − m + 1, m − j(y)),
-//! ```
-//!
-//! attained by moving that many records onto y. Where the standard mechanism weights the gaps
-//! between data points by their length — and so gives no mass to a value that many records share —
-//! Duff puts the weight e^0 = 1 on the true quantile itself: on tied data (the clipped rewards of
-//! the bandit pile up at the range's ends) it returns the exact quantile with high probability.
-//! Cost: one pass over the data and one over the grid per release.
+//! The bandit's private quantiles (docs/bandit.md, "Private sensitivities"): which method a
+//! private learner releases its window quantiles with — the standard exponential-mechanism
+//! quantile or Duff over a grid of the reward range (both in [`crate::statistic`],
+//! docs/statistics.md) — and the table comparing the two on the bandit's reward laws.
 
-use rand::Rng as _;
 use serde::{Deserialize, Serialize};
 
-use super::quantile::EmQuantile;
 use crate::error::{Error, Result};
-use crate::mechanisms::check_epsilon;
 use crate::rng::{Rng, Streams};
+pub use crate::statistic::{DuffQuantile, EmQuantile};
 
 /// Grid points of the bandit's Duff quantile on the reward range: steps of 0.001.
 pub const DUFF_POINTS: usize = 1001;
@@ -69,118 +43,6 @@ impl QuantileMethod {
             QuantileMethod::Em => "em",
             QuantileMethod::Duff => "duff",
         }
-    }
-}
-
-/// The Duff quantile with validated ε, range and grid.
-#[derive(Debug, Clone, Copy)]
-pub struct DuffQuantile {
-    epsilon: f64,
-    lo: f64,
-    hi: f64,
-    points: usize,
-}
-
-impl DuffQuantile {
-    /// ε > 0 for one quantile; outputs on `points` ≥ 2 evenly spaced values of `[lo, hi]` (finite,
-    /// lo < hi).
-    pub fn new(epsilon: f64, lo: f64, hi: f64, points: usize) -> Result<Self> {
-        let epsilon = check_epsilon(epsilon)?;
-        if !(lo.is_finite() && hi.is_finite() && lo < hi) {
-            return Err(Error::Invalid(format!(
-                "quantile range must be finite with lo < hi, got [{lo}, {hi}]"
-            )));
-        }
-        if points < 2 {
-            return Err(Error::InvalidParameter {
-                name: "points",
-                requirement: ">= 2",
-                value: points as f64,
-            });
-        }
-        Ok(DuffQuantile {
-            epsilon,
-            lo,
-            hi,
-            points,
-        })
-    }
-
-    /// ε of one release.
-    pub fn epsilon(&self) -> f64 {
-        self.epsilon
-    }
-
-    /// Grid value number `g` (0 ≤ g < points).
-    pub fn value(&self, g: usize) -> f64 {
-        if g + 1 == self.points {
-            return self.hi;
-        }
-        self.lo + (self.hi - self.lo) * g as f64 / (self.points - 1) as f64
-    }
-
-    /// The grid index nearest to `x` clipped to the range (NaN maps to the lower end).
-    pub fn snap(&self, x: f64) -> usize {
-        let t = if x.is_nan() {
-            0.0
-        } else {
-            ((x.clamp(self.lo, self.hi) - self.lo) / (self.hi - self.lo)).clamp(0.0, 1.0)
-        };
-        ((t * (self.points - 1) as f64).round() as usize).min(self.points - 1)
-    }
-
-    /// The target rank m = max(1, ⌈qn⌉) of the q-quantile of n records.
-    pub fn rank(q: f64, n: usize) -> usize {
-        ((q * n as f64).ceil() as usize).clamp(1, n.max(1))
-    }
-
-    /// Duff's utility of every grid value for the `q`-quantile of `data` (module docs).
-    pub fn utilities(&self, data: &[f64], q: f64) -> Vec<f64> {
-        let mut counts = vec![0usize; self.points];
-        for &x in data {
-            counts[self.snap(x)] += 1;
-        }
-        let m = Self::rank(q, data.len()) as i64;
-        let mut below = 0i64;
-        counts
-            .iter()
-            .map(|&c| {
-                let (i, j) = (below, below + c as i64);
-                below = j;
-                -((i - m + 1).max(m - j).max(0) as f64)
-            })
-            .collect()
-    }
-
-    /// The exact output law over the grid: `exp(ε u/2)` normalised.
-    pub fn law(&self, data: &[f64], q: f64) -> Vec<f64> {
-        let w: Vec<f64> = self
-            .utilities(data, q)
-            .iter()
-            .map(|u| (0.5 * self.epsilon * u).exp())
-            .collect();
-        let total: f64 = w.iter().sum();
-        w.iter().map(|x| x / total).collect()
-    }
-
-    /// One private `q`-quantile of `data` (0 ≤ q ≤ 1; at least one record).
-    pub fn sample(&self, data: &[f64], q: f64, rng: &mut Rng) -> f64 {
-        // Utilities are ≤ 0 with a 0 at the true quantile: the weights need no shift.
-        let u = self.utilities(data, q);
-        let mut cum = Vec::with_capacity(u.len());
-        let mut total = 0.0;
-        for x in &u {
-            total += (0.5 * self.epsilon * x).exp();
-            cum.push(total);
-        }
-        let r = rng.random::<f64>() * total;
-        let g = cum.partition_point(|&c| c <= r).min(self.points - 1);
-        self.value(g)
-    }
-
-    /// The `q_lo`- and `q_hi`-quantiles of `data`, each with this mechanism's ε (2ε together).
-    pub fn sample_pair(&self, data: &[f64], q_lo: f64, q_hi: f64, rng: &mut Rng) -> (f64, f64) {
-        (self.sample(data, q_lo, rng), self.sample(data, q_hi, rng))
     }
 }
 
@@ -343,26 +205,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn grid_values_and_snapping() {
-        let d = DuffQuantile::new(1.0, 0.0, 1.0, 11).unwrap();
-        assert_eq!(d.value(0), 0.0);
-        assert_eq!(d.value(10), 1.0);
-        assert_eq!(d.snap(0.34), 3);
-        assert_eq!(d.snap(2.0), 10);
-        assert_eq!(d.snap(-1.0), 0);
-        assert!(DuffQuantile::new(1.0, 0.0, 1.0, 1).is_err());
-        assert!(DuffQuantile::new(0.0, 0.0, 1.0, 11).is_err());
+    fn quantile_method_names() {
         assert!(QuantileMethod::from_name("median").is_err());
-    }
-
-    #[test]
-    fn the_true_quantile_has_utility_zero() {
-        let d = DuffQuantile::new(1.0, 0.0, 1.0, 11).unwrap();
-        let data = [0.1, 0.1, 0.5, 1.0, 1.0, 1.0];
-        // p90 of 6 records: m = 6, x_(6) = 1.0.
-        let u = d.utilities(&data, 0.9);
-        assert_eq!(u[10], 0.0);
-        // 0.5: one record below... i = 2, j = 3, m = 6: 3 changes.
-        assert_eq!(u[5], -3.0);
+        assert_eq!(QuantileMethod::from_name("duff").unwrap().name(), "duff");
     }
 }

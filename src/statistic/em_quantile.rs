@@ -1,5 +1,6 @@
 //! Private quantiles by the exponential mechanism (Smith 2011, "Privacy-preserving statistical
-//! estimation with optimal convergence rates"; `docs/bandit.md`, "Private sensitivities").
+//! estimation with optimal convergence rates"; docs/statistics.md, "The exponential-mechanism
+//! quantile"; the bandit's private sensitivities, docs/bandit.md).
 //!
 //! The n data points are clipped to `[lo, hi]` and sorted, `x_(0) = lo ≤ x_(1) ≤ … ≤ x_(n) ≤
 //! x_(n+1) = hi`. Interval `I_i = [x_(i), x_(i+1)]`, i = 0..n, has i points below it; its utility
@@ -11,7 +12,8 @@
 
 use rand::Rng as _;
 
-use crate::error::{Error, Result};
+use super::check_range;
+use crate::error::Result;
 use crate::mechanisms::check_epsilon;
 use crate::rng::Rng;
 
@@ -27,11 +29,7 @@ impl EmQuantile {
     /// ε > 0 for one quantile; data are clipped to `[lo, hi]` (finite, lo < hi).
     pub fn new(epsilon: f64, lo: f64, hi: f64) -> Result<Self> {
         let epsilon = check_epsilon(epsilon)?;
-        if !(lo.is_finite() && hi.is_finite() && lo < hi) {
-            return Err(Error::Invalid(format!(
-                "quantile range must be finite with lo < hi, got [{lo}, {hi}]"
-            )));
-        }
+        check_range(lo, hi)?;
         Ok(EmQuantile { epsilon, lo, hi })
     }
 
@@ -105,5 +103,44 @@ impl EmQuantile {
             self.sample_sorted(&sorted, q_lo, rng),
             self.sample_sorted(&sorted, q_hi, rng),
         )
+    }
+
+    /// The exact probability of each bin `[edges[b], edges[b + 1])` (the last one closed): the
+    /// density `exp(−ε|i(y) − qn|/2)/Z` integrated over the bin, interval by interval. `edges`
+    /// ascending, covering the range.
+    pub fn bin_law(&self, data: &[f64], q: f64, edges: &[f64]) -> Vec<f64> {
+        let sorted = self.clip_sorted(data);
+        let n = sorted.len();
+        let target = q * n as f64;
+        let edge = |i: usize| -> f64 {
+            if i == 0 {
+                self.lo
+            } else if i > n {
+                self.hi
+            } else {
+                sorted[i - 1]
+            }
+        };
+        let logw: Vec<f64> = (0..=n)
+            .map(|i| -0.5 * self.epsilon * (i as f64 - target).abs())
+            .collect();
+        let max = logw.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        let mut bins = vec![0.0; edges.len() - 1];
+        let mut total = 0.0;
+        for (i, lw) in logw.iter().enumerate() {
+            let (a, b) = (edge(i), edge(i + 1));
+            if b <= a {
+                continue;
+            }
+            let w = (lw - max).exp();
+            total += w * (b - a);
+            for (bin, e) in bins.iter_mut().zip(edges.windows(2)) {
+                let overlap = b.min(e[1]) - a.max(e[0]);
+                if overlap > 0.0 {
+                    *bin += w * overlap;
+                }
+            }
+        }
+        bins.iter().map(|x| x / total).collect()
     }
 }
