@@ -634,6 +634,8 @@ fn every_noisy_job_takes_the_one_noise_table() {
         a.push("--secure");
         let err = String::from_utf8_lossy(&recsel(&a).stderr).to_string();
         assert!(!err.contains("exclude each other"), "{a:?}: {err}");
+    }
+}
 
 /// The options of `recsel statistic` are declared once: each is a flag of the subcommand and a
 /// key of its table that reads back to the same options.

@@ -398,7 +398,13 @@ async fn recommend(State(st): Shared, headers: HeaderMap, body: Body) -> Respons
     let result = async {
         let svc = Arc::clone(st.ready()?);
         let l = &st.limits;
-        let bytes = guard::read_body(&headers, body, l.max_body_bytes(), l.body_timeout_duration()).await?;
+        let bytes = guard::read_body(
+            &headers,
+            body,
+            l.max_body_bytes(),
+            l.body_timeout_duration(),
+        )
+        .await?;
         let v = api::parse_json(&bytes)?;
         let r = api::recommend_request(&v, "", &st.limits)?;
         let m = map_request(&svc, r, "history")?;
@@ -432,7 +438,13 @@ async fn recommend_batch(State(st): Shared, headers: HeaderMap, body: Body) -> R
     let result = async {
         let svc = Arc::clone(st.ready()?);
         let l = &st.limits;
-        let bytes = guard::read_body(&headers, body, l.max_body_bytes(), l.body_timeout_duration()).await?;
+        let bytes = guard::read_body(
+            &headers,
+            body,
+            l.max_body_bytes(),
+            l.body_timeout_duration(),
+        )
+        .await?;
         let v = api::parse_json(&bytes)?;
         let checked = api::batch_requests(&v, &st.limits)?;
         let mut slots: Vec<Result<Mapped, ApiError>> = Vec::with_capacity(checked.len());

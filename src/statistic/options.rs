@@ -11,7 +11,7 @@ use crate::data::options::DataOptions;
 use crate::data::Dataset;
 use crate::error::{Error, Result};
 use crate::mechanisms::Guarantee;
-use crate::options::{option_table, OptionTable};
+use crate::options::option_table;
 use crate::rng::Streams;
 
 option_table! {
@@ -73,18 +73,11 @@ option_table! {
 impl StatisticOptions {
     /// The validated mechanism parameters.
     pub fn params(&self) -> Result<StatisticParams> {
-        let d = Self::defaults();
-        let get = |v: Option<f64>, dv: Option<f64>| v.or(dv).unwrap_or_default();
-        let statistic = match self
-            .statistic
-            .as_deref()
-            .or(d.statistic.as_deref())
-            .unwrap_or("median")
-        {
+        let statistic = match self.statistic().as_str() {
             "median" => Statistic::MEDIAN,
-            "quantile" => Statistic::Quantile(get(self.q, d.q)),
+            "quantile" => Statistic::Quantile(self.q()),
             "count" => Statistic::Count {
-                at_least: get(self.at_least, d.at_least),
+                at_least: self.at_least(),
             },
             "mean" => Statistic::ClippedMean,
             other => {
@@ -102,14 +95,14 @@ impl StatisticOptions {
             ));
         };
         Ok(StatisticParams {
-            method: Method::from_name(self.method.as_deref().unwrap_or("duff"))?,
+            method: Method::from_name(&self.method())?,
             statistic,
-            epsilon: get(self.epsilon, d.epsilon),
-            delta: get(self.delta, d.delta),
+            epsilon: self.epsilon(),
+            delta: self.delta(),
             lo,
             hi,
-            points: self.points.or(d.points).unwrap_or(1001),
-            neighbours: Neighbours::from_name(self.neighbours.as_deref().unwrap_or("replace"))?,
+            points: self.points(),
+            neighbours: Neighbours::from_name(&self.neighbours())?,
         })
     }
 
@@ -125,7 +118,8 @@ impl StatisticOptions {
             )),
             (None, _) => {
                 let source = self.data.source()?;
-                let ds = load_dataset_with(&source, 42, &self.data.load_options()?)?;
+                let ds =
+                    load_dataset_with(&source, self.data.split_seed(), &self.data.load_options()?)?;
                 Ok((
                     format!("{}: training interactions per user", ds.name()),
                     interactions_per_user(&ds),
