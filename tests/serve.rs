@@ -133,7 +133,13 @@ impl Server {
     /// Starts `recsel serve` with `args` on 127.0.0.1, a free port, and returns once it listens
     /// (not necessarily ready).
     pub fn start(args: &[String]) -> Server {
+        Self::start_in(Path::new("."), args)
+    }
+
+    /// [`Server::start`] with `dir` as the working directory.
+    pub fn start_in(dir: &Path, args: &[String]) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_recsel"))
+            .current_dir(dir)
             .arg("serve")
             .args(args)
             .args(["--listen", "127.0.0.1:0"])

@@ -200,6 +200,7 @@ pub fn run(
                 epsilon: Some(epsilon),
                 candidates: (!tuned).then_some(candidates),
                 prior: Some(Prior::parse(&args.prior).context("--prior")?),
+                clip_range: None,
                 allow_non_private: Some(args.allow_non_private),
             },
             secure: Some(secure),
