@@ -109,6 +109,13 @@ fn the_readme_serving_path_runs_on_synthetic_data_from_an_empty_directory() {
                 .unwrap();
                 assert_eq!(r.status, 200, "{}", r.body);
                 assert!(r.json()["item"].is_string(), "{}", r.body);
+                // The service says what its configuration is worth, as the log did.
+                let m = http(s.addr, "GET", "/v1/model", &[], b"").unwrap().json();
+                let worth = &m["serving"]["worth"];
+                assert_eq!(worth["standing"], "tuned", "{m}");
+                assert!(worth["hit"]["mean"].is_f64() && worth["free"]["mean"].is_f64());
+                let text = m["serving"]["worth_text"].as_str().unwrap();
+                assert!(s.log_contains(text), "{text}");
             }
             other => panic!("the serving block runs only recsel and curl, found {other}"),
         }

@@ -160,6 +160,20 @@ fn recommend_serves_the_row_evaluate_measures_as_tuned() {
     let w = Recommender::load(dir, &other).unwrap().worth().clone();
     assert_eq!((w.standing, w.hit), (Standing::Untuned, None));
     assert!(w.text().contains("not measured"), "{}", w.text());
+    // Other parameters than the rows were tuned with: served as given, untuned.
+    let mut beta = config("mgem", 1.0);
+    beta.params = recsel::mechanisms::Registry::builtin()
+        .resolve(&recsel::mechanisms::MechValues::new().with("beta", 0.2))
+        .unwrap()
+        .with_epsilon(1.0);
+    let rec = Recommender::load(dir, &beta).unwrap();
+    assert_eq!(rec.candidate_policy(), &CandidatePolicy::All);
+    assert_eq!(rec.worth().standing, Standing::Untuned);
+    assert!(
+        rec.worth().text().contains("default parameters"),
+        "{}",
+        rec.worth().text()
+    );
     // No row at this eps: today's default, untuned.
     let w = Recommender::load(dir, &config("mgem", 1.5))
         .unwrap()

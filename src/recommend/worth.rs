@@ -192,14 +192,16 @@ fn tuned_worth(t: &Tuning, choice: &TunedChoice) -> (String, Estimate, Estimate)
     }
 }
 
-/// The best configuration at `epsilon` that `t` measured not below the free baseline and above
-/// `hit`: the tuned configuration or a mechanism's tuned row; else the free item.
+/// A configuration at `epsilon` that `t` measured not below the free baseline and above `hit`:
+/// the tuned configuration when it is (its estimate is exact and its choice had to clear a
+/// margin), else the mechanism row with the best calibration mean (simulated rows are optimistic:
+/// the best of many noisy estimates); else the free item.
 fn better(t: &Tuning, epsilon: f64, hit: f64) -> String {
     let mut options: Vec<(String, Estimate)> = Vec::new();
     if let Ok(choice) = t.choice(epsilon) {
         let (what, h, g) = tuned_worth(t, &choice);
-        if !g.below(WORTH_MARGIN) {
-            options.push((format!("--mech {TUNED} ({what})"), h));
+        if !g.below(WORTH_MARGIN) && h.mean > hit {
+            return format!("--mech {TUNED} ({what}), calibration hit@1 {}", Shown(h));
         }
     }
     for r in t
@@ -313,7 +315,13 @@ pub(crate) fn resolve(
         };
         return Ok((out, None, None, w));
     };
-    let row = t.mechanism_row(&cfg.mechanism, eps).cloned();
+    // The rows were tuned and measured with the mechanisms' default parameters: with others
+    // (e.g. gem's beta) a row neither applies nor measures what is served.
+    let default_params = cfg.params == crate::mechanisms::MechParams::default().with_epsilon(eps);
+    let row = t
+        .mechanism_row(&cfg.mechanism, eps)
+        .filter(|_| default_params)
+        .cloned();
     if cfg.tuned_row {
         if let Some(r) = &row {
             out.candidates = r.candidates.clone();
@@ -354,6 +362,10 @@ pub(crate) fn resolve(
                     Some(_) => format!(
                         "a configuration {TUNING} did not measure; without --candidates, \
                          --clip-range and --prior {} serves its tuned row",
+                        cfg.mechanism
+                    ),
+                    None if !default_params => format!(
+                        "{TUNING} measured {} with its default parameters only",
                         cfg.mechanism
                     ),
                     None if tuned_eps.is_empty() => format!(
