@@ -77,19 +77,24 @@ fn groups(dir: &Path) -> recsel::data::heldout::HeldOutGroups {
     held_out_groups(n_users, &eligible, ValidationUsers::Auto, None, 42, None).unwrap()
 }
 
-/// Fits with a release, tunes, and returns (release.json, tuning.json).
+/// Fits with a release, tunes (krr, and em and mgem's own rows), and returns (release.json,
+/// tuning.json with the bytes of tuning.npz appended as text).
 fn fit_and_tune(data: &Path, model: &Path) -> (String, String) {
     let (d, m) = (data.to_str().unwrap(), model.to_str().unwrap());
     ok(&["fit", "--format", "lightgcn", "--path", d, "--out", m]);
-    ok(&["tune", "--model", m, "--format", "lightgcn", "--path", d]);
+    ok(&[
+        "tune", "--model", m, "--format", "lightgcn", "--path", d, "--mech", "em,mgem",
+    ]);
+    let npz = std::fs::read(model.join("tuning.npz")).unwrap();
     (
         std::fs::read_to_string(model.join("release.json")).unwrap(),
-        std::fs::read_to_string(model.join("tuning.json")).unwrap(),
+        std::fs::read_to_string(model.join("tuning.json")).unwrap() + &format!("{npz:?}"),
     )
 }
 
 fn choices(tuning: &str) -> Vec<(String, String)> {
-    let t: Tuning = serde_json::from_str(tuning).unwrap();
+    let json = &tuning[..tuning.rfind("\n}").unwrap() + 2];
+    let t: Tuning = serde_json::from_str(json).unwrap();
     t.rows
         .iter()
         .map(|r| (r.mechanism.clone(), r.candidates.to_string()))
@@ -451,7 +456,7 @@ fn evaluate_and_select_show_the_baselines() {
     let t: serde_json::Value = serde_json::from_str(&ok(&eval)).unwrap();
     assert_eq!(t["rows"].as_array().unwrap().len(), 4 + 1 + 2 + 1, "{t}");
 
-    let mut tune = vec!["tune", "--model", ms];
+    let mut tune = vec!["tune", "--model", ms, "--mech", "em"];
     tune.extend(data);
     ok(&tune);
     let rec = ok(&[

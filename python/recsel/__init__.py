@@ -397,7 +397,8 @@ def tune(model: str, **options: Any) -> Dict[str, Any]:
     (0-DP), and write ``tuning.json`` into the model folder (docs/utility.md). Keywords are
     ``recsel tune``'s options with ``_`` for ``-`` (``_native.tune_options()``): the data options
     ``recsel fit`` was given, ``eps``, ``sources``, ``pool_sizes``, ``margin``,
-    ``prior_weights``. Returns the tuning as a dict.
+    ``prior_weights``, ``mech`` (the registry mechanisms whose own pool, clip range and prior are
+    tuned too: ``"all"``, ``"none"`` or a list). Returns the tuning as a dict.
 
     Example::
 

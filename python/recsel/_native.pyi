@@ -153,6 +153,10 @@ class Recommender:
     mechanism.
     ``mech="tuned"`` serves what ``recsel tune`` chose for ``eps`` (the folder's ``tuning.json``):
     krr over a public pool at the largest tuned ε ≤ ``eps``, or the most popular item (0-DP).
+    A named mechanism serves its own tuned row of ``tuning.json`` for ``eps`` (pool, clip range,
+    prior) unless ``candidates``, ``clip_range`` or ``prior`` is given. ``worth`` says what the
+    served configuration is worth on the calibration users beside the free baseline; a
+    configuration below it warns (``UserWarning``) when the Recommender is made.
 
     Example::
 
@@ -160,7 +164,7 @@ class Recommender:
         print(rec.privacy_statement)  # user-level 1-DP per recommendation ...
         rec.recommend([("alice", ["3", "17", "42"])])  # -> ["<item id>"]
     """
-    def __init__(self, model_dir: str, mech: str, eps: float, *, candidates: str = "all",
+    def __init__(self, model_dir: str, mech: str, eps: float, *, candidates: Optional[str] = None,
                  secure: bool = False, allow_non_private: bool = False,
                  **options: Any) -> None:
         """``options``: any other option of ``recsel recommend`` by its flag with ``_`` for
@@ -181,6 +185,10 @@ class Recommender:
     def user_level(self) -> bool: ...
     @property
     def tuned(self) -> Optional[str]: ...
+    @property
+    def worth(self) -> str: ...
+    @property
+    def worth_below_free(self) -> bool: ...
     @property
     def mechanism(self) -> str: ...
     def recommend(self, users: Sequence[Tuple[str, Sequence[str]]], *,

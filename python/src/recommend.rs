@@ -56,6 +56,13 @@ impl PyRecommender {
         let rec = py
             .detach(|| recsel::recommend::Recommender::load(dir, &cfg))
             .map_err(err)?;
+        // Said once, loudly, when the served configuration is below the free baseline.
+        let worth = rec.worth();
+        if worth.below_free {
+            let msg = std::ffi::CString::new(worth.text()).map_err(|e| invalid(e.to_string()))?;
+            let category = py.get_type::<pyo3::exceptions::PyUserWarning>();
+            PyErr::warn(py, category.as_any(), &msg, 1)?;
+        }
         Ok(PyRecommender {
             rec,
             secure: opts.secure(),
@@ -66,6 +73,22 @@ impl PyRecommender {
     #[getter]
     fn privacy_statement(&self) -> String {
         self.rec.privacy_statement()
+    }
+
+    /// What the served configuration is worth on the calibration users beside the free baseline
+    /// (the most popular item), from the folder's `tuning.json`, or "not measured": the line
+    /// `recsel recommend` prints. It starts with `WARNING:` (and constructing the Recommender
+    /// warned) when the configuration is below the free baseline by more than 2 paired s.e.
+    #[getter]
+    fn worth(&self) -> String {
+        self.rec.worth().text()
+    }
+
+    /// Whether the served configuration is below the free baseline on the calibration users by
+    /// more than 2 paired s.e. (`worth` names a better one).
+    #[getter]
+    fn worth_below_free(&self) -> bool {
+        self.rec.worth().below_free
     }
 
     /// The ε the selection guarantees for the policy's candidates (`None` for a mechanism that is

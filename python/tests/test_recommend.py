@@ -151,7 +151,7 @@ def test_tuned_recommender_serves_what_recsel_tune_chose(run_cli, tmp_path):
     model = tmp_path / "model"
     data = ["--dataset", "synthetic", "--validation-users", "500"]
     run_cli("fit", *data, "--out", model)
-    run_cli("tune", "--model", model, *data)
+    run_cli("tune", "--model", model, *data, "--mech", "em")
     tuning = json.loads((model / "tuning.json").read_text())
     row = [r for r in tuning["rows"] if r["epsilon"] == 2.0][0]
     rec = recsel.Recommender(str(model), "tuned", 3.0)
@@ -175,6 +175,14 @@ def test_tuned_recommender_serves_what_recsel_tune_chose(run_cli, tmp_path):
     # The tuning chooses the candidates.
     with pytest.raises(recsel.RecselError, match="tuning chooses the candidates"):
         recsel.Recommender(str(model), "tuned", 2.0, candidates="popular:5")
+    # What it is worth, from tuning.json; a named mechanism serves its tuned row, and one below
+    # the free item warns.
+    assert rec.worth.startswith("worth: ") and "[tuned]" in rec.worth
+    em = [r for r in tuning["mechanisms"] if r["mechanism"] == "em" and r["epsilon"] == 1.0][0]
+    assert recsel.Recommender(str(model), "em", 1.0).candidates == em["candidates"]
+    with pytest.warns(UserWarning, match="worth less than showing everyone"):
+        low = recsel.Recommender(str(model), "em", 0.1, candidates="all")
+    assert low.worth_below_free and "[untuned]" in low.worth
 
 
 def test_tune_and_evaluate_from_python_are_the_command_lines(run_cli, tmp_path):
@@ -183,9 +191,9 @@ def test_tune_and_evaluate_from_python_are_the_command_lines(run_cli, tmp_path):
     data, model = tmp_path / "data", tmp_path / "model"
     run_cli("export", "--dataset", "synthetic", "--out", data)
     run_cli("fit", "--format", "lightgcn", "--path", data, "--out", model)
-    run_cli("tune", "--model", model, "--format", "lightgcn", "--path", data)
+    run_cli("tune", "--model", model, "--format", "lightgcn", "--path", data, "--mech", "em")
     cli = (model / "tuning.json").read_bytes()
-    t = recsel.tune(str(model), format="lightgcn", path=str(data))
+    t = recsel.tune(str(model), format="lightgcn", path=str(data), mech="em")
     assert (model / "tuning.json").read_bytes() == cli
     assert [r["epsilon"] for r in t["rows"]] == [0.1, 0.5, 1.0, 2.0, 4.0, 8.0]
     opts = dict(model=str(model), format="lightgcn", path=str(data), mech="em", eps="1,2")

@@ -154,6 +154,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 epsilon: Some(epsilon),
                 candidates: (!tuned).then(|| o.candidates()),
                 prior: Some(o.prior()),
+                clip_range: None,
                 allow_non_private: Some(o.allow_non_private()),
             },
             secure: Some(o.noise.secure()),

@@ -30,7 +30,10 @@ use super::common::{progress, Flags};
 
 Without --mech, the row of DIR/tuning.json (`recsel tune`) for the largest tuned eps <= --eps is
 served: krr over its public pool (with its public prior, if it has one), or the most popular
-item (0-DP).
+item (0-DP). A named mechanism serves its own tuned row of tuning.json for --eps (pool, clip
+range, prior) unless --candidates, --clip-range or --prior is given. The line after the privacy
+statement says what the served configuration is worth on the calibration users beside the free
+baseline (the most popular item), and warns when it is below it.
 
 A users file has the columns user,item (csv or parquet; one row per interaction) or one
 {\"user\": ..., \"items\": [...]} object per line (jsonl).")]
@@ -94,6 +97,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let seed = noise.seed_or(|| super::common::seed_or_entropy(None))?;
     eprintln!("{}", rec.privacy_statement());
+    eprintln!("{}", rec.worth().text());
     if options.charges_a_ledger() {
         let input = super::recommend_ledger::Inputs {
             cfg: &cfg,

@@ -12,7 +12,8 @@ use recsel::scoring::Prior;
 use super::common::Flags;
 
 /// Choose, per ε, krr over a public pool (and a public popularity prior for its argmax) or the
-/// most popular item, on calibration users only.
+/// most popular item, and each ε-DP registry mechanism's own pool, clip range and prior, on
+/// calibration users only.
 ///
 /// Reads the data the model was fitted on (the same options and --seed as `recsel fit`), takes
 /// its validation users — held out of the fit, never served — and writes DIR/tuning.json, which
@@ -101,6 +102,43 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             r.best_pool_gain_se,
             r.best_no_prior_hit
         )?;
+    }
+    if !tuning.mechanisms.is_empty() {
+        writeln!(
+            out,
+            "each mechanism's tuned row (served by `recommend --mech M --eps E` for a tuned E) \
+             and its untuned configuration (every item, the release's clip range), calibration \
+             hit@1; free: the most popular item, {}",
+            tuning
+                .free
+                .map_or_else(|| "?".to_string(), |f| f.to_string())
+        )?;
+        writeln!(
+            out,
+            "{:<12} {:>6}  {:<56} {:>17} {:>17}",
+            "mechanism", "eps", "tuned configuration", "tuned", "untuned"
+        )?;
+        for m in &tuning.mechanisms {
+            let flag = |g: &recsel::recommend::tuning::Estimate| {
+                if g.below(recsel::recommend::worth::WORTH_MARGIN) {
+                    " <free"
+                } else {
+                    ""
+                }
+            };
+            writeln!(
+                out,
+                "{:<12} {:>6}  {:<56} {:>17}{:<6} {:>17}{}",
+                m.mechanism,
+                m.epsilon,
+                m.describe(),
+                m.hit.to_string(),
+                flag(&m.gain),
+                m.untuned_hit.to_string(),
+                flag(&m.untuned_gain)
+            )?;
+        }
+        writeln!(out, "<free: below the free item by more than 2 paired s.e.")?;
     }
     writeln!(
         out,

@@ -22,7 +22,8 @@ pub const AUTO_MAX_USERS: usize = 3_000;
 /// How many validation (calibration) users a split holds out of the fit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ValidationUsers {
-    /// The protocol's choice: MovieLens and Netflix as many as test users, synthetic small none;
+    /// The protocol's choice: on record data (MovieLens, Netflix, synthetic, your own files) as
+    /// many validation users as test users (synthetic small holds none out unless asked);
     /// LightGCN files a fifth of the users with a test row, at most [`AUTO_MAX_USERS`], and as many
     /// test users, both held out of the fit.
     Auto,

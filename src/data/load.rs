@@ -289,6 +289,11 @@ fn from_records(
     }
     match opts.validation_users {
         Some(super::heldout::ValidationUsers::Count(n)) => split_cfg.validation_users = n,
+        // The protocol's number, and where the protocol holds none out (synthetic small) as
+        // many as test users: `auto` always gives users to calibrate and tune on.
+        Some(super::heldout::ValidationUsers::Auto) if split_cfg.validation_users == 0 => {
+            split_cfg.validation_users = split_cfg.test_users
+        }
         Some(v @ super::heldout::ValidationUsers::Fold { .. }) => {
             return Err(Error::Invalid(format!(
                 "validation users '{v}': cross-fitting folds apply to LightGCN files only"

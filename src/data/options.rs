@@ -63,9 +63,10 @@ option_table! {
         pub test_users: usize,
         /// Validation (calibration) users held out of the fit and never served: `auto` or N
         /// (default: the protocol's — as many as test users for MovieLens and Netflix, none for
-        /// synthetic small data and LightGCN files). On LightGCN files it holds N validation and
-        /// N test users (or --test-users) out of the fit; `auto` takes a fifth of the users, at
-        /// most 3,000 per group (docs/utility.md, "Protocols").
+        /// synthetic small data and LightGCN files). `auto` on record data: as many as test
+        /// users. On LightGCN files it holds N validation and N test users (or --test-users)
+        /// out of the fit; `auto` takes a fifth of the users, at most 3,000 per group
+        /// (docs/utility.md, "Protocols").
         #[option(group = "Data")]
         pub validation_users: ValidationUsers,
         /// Seed of the train/test split (which users are test and validation users, and which

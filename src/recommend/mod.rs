@@ -47,6 +47,7 @@ pub mod release;
 pub mod tuning;
 pub mod utility;
 pub mod utility_options;
+pub mod worth;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -65,6 +66,7 @@ use crate::scoring::{
 pub use block::{ScoredBlock, MIN_BLOCK};
 pub use options::RecommendOptions;
 pub use release::{calibrate, Release, ReleaseManifest};
+pub use worth::{Standing, Worth};
 
 /// What to recommend with: the mechanism, its parameters (ε among them), the candidate policy
 /// and the random source's mode. Validated when a [`Recommender`] is built.
@@ -84,6 +86,14 @@ pub struct RecommendConfig {
     /// (`rnmh`, `rnmh-laplace`), the `history-top:N` policy or the `own-history:W` prior.
     /// Reference runs only.
     pub allow_non_private: bool,
+    /// A clip range other than the release's: percentiles (LO, HI) of the calibration users'
+    /// scores whose bounds `recsel tune` stored beside the model (`None`: the release's, or the
+    /// tuned row's). Read by [`Recommender::load`].
+    pub clip_range: Option<(f64, f64)>,
+    /// Serve the named mechanism's tuned row of `tuning.json` (pool, clip range, prior) when the
+    /// model directory has one for this ε; what the front ends set when no candidates, clip
+    /// range or prior were given. Read by [`Recommender::load`].
+    pub tuned_row: bool,
 }
 
 impl RecommendConfig {
@@ -96,6 +106,8 @@ impl RecommendConfig {
             prior: Prior::None,
             noise,
             allow_non_private: false,
+            clip_range: None,
+            tuned_row: false,
         }
     }
 
@@ -159,6 +171,8 @@ pub struct Recommender {
     offsets: Vec<f64>,
     /// The tuned choice this recommender serves, when asked for [`tuning::TUNED`].
     tuned: Option<tuning::TunedChoice>,
+    /// What the served configuration is worth on the calibration users.
+    worth: Worth,
 }
 
 /// What one recommendation of a [`Recommender`] protects ([`Recommender::scope`]).
@@ -186,14 +200,7 @@ impl Recommender {
     /// Loads the model and the release artifact in `dir` and builds the mechanism of `cfg`. The
     /// mechanism [`tuning::TUNED`] serves the tuned row of `dir/tuning.json` for `cfg`'s ε.
     pub fn load(dir: &Path, cfg: &RecommendConfig) -> Result<Self> {
-        let (resolved, tuned) = if cfg.mechanism == tuning::TUNED {
-            let (c, t) = tuning::resolve(dir, cfg)?;
-            (c, Some(t))
-        } else {
-            (cfg.clone(), None)
-        };
-        let cfg = &resolved;
-        let release = Release::read(dir)?;
+        let mut release = Release::read(dir)?;
         let fp = u64::from_str_radix(&release.manifest.data_fingerprint, 16).map_err(|_| {
             Error::Invalid(format!(
                 "{}: data_fingerprint '{}' is not hexadecimal",
@@ -208,8 +215,21 @@ impl Recommender {
                 dir.display()
             )));
         }
-        let mut rec = Self::new(model, release, cfg)?;
+        let (resolved, bounds, tuned, worth) = worth::resolve(dir, cfg, &release)?;
+        if let Some(b) = bounds {
+            if b.lower.len() != release.manifest.n_items {
+                return Err(Error::Invalid(format!(
+                    "{}: the tuned clip bounds cover {} items, the model {}",
+                    dir.display(),
+                    b.lower.len(),
+                    release.manifest.n_items
+                )));
+            }
+            release.sens = b;
+        }
+        let mut rec = Self::new(model, release, &resolved)?;
         rec.tuned = tuned;
+        rec.worth = worth;
         Ok(rec)
     }
 
@@ -220,6 +240,13 @@ impl Recommender {
                 "the '{}' configuration is read from a model directory's {}: use                  Recommender::load",
                 tuning::TUNED,
                 tuning::TUNING
+            )));
+        }
+        if let Some((lo, hi)) = cfg.clip_range {
+            return Err(Error::Invalid(format!(
+                "clip range {lo},{hi}: the bounds of a clip range other than the release's are \
+                 read from a model directory's {}: use Recommender::load",
+                tuning::BOUNDS
             )));
         }
         if model.n_items() != release.manifest.n_items {
@@ -350,7 +377,15 @@ impl Recommender {
             noise: cfg.noise,
             epsilon,
             tuned: None,
+            worth: Worth::in_memory(cfg),
         })
+    }
+
+    /// What the served configuration is worth on the calibration users, beside the free
+    /// baseline (docs/utility.md): what `recsel recommend`, `recsel serve` and the Python
+    /// `Recommender` print at start.
+    pub fn worth(&self) -> &Worth {
+        &self.worth
     }
 
     /// The tuned choice served, when the recommender was loaded for [`tuning::TUNED`].

@@ -28,9 +28,11 @@ option_table! {
         #[option(value_name = "DIR", required = true, group = "Model")]
         pub model: PathBuf,
         /// Mechanism (`recsel mechanisms`); one that is not ε-DP needs --allow-non-private.
-        /// `tuned`, the default, is the row of DIR/tuning.json (`recsel tune`) for the largest
-        /// tuned ε not above --eps: krr over its public pool (with its public prior, if it has
-        /// one), or the most popular item (0-DP).
+        /// Default: `tuned`, the row of DIR/tuning.json (`recsel tune`) for the largest tuned ε
+        /// not above --eps: krr over its public pool (with its public prior, if it has one), or
+        /// the most popular item (0-DP). A named mechanism serves its own tuned row of
+        /// tuning.json for --eps (pool, clip range, prior) unless --candidates, --clip-range or
+        /// --prior is given.
         #[option(flag = "mech", value_name = "MECH", group = "Selection")]
         pub mechanism: String = super::tuning::TUNED.to_string(),
         /// ε of each recommendation.
@@ -53,6 +55,11 @@ option_table! {
         /// for audits: needs --allow-non-private.
         #[option(value_name = "PRIOR", group = "Selection")]
         pub prior: Prior = Prior::None,
+        /// Clip range LO,HI of a named mechanism: the release's own percentiles, or one whose
+        /// bounds `recsel tune` stored beside the model (percentiles of the calibration users'
+        /// scores). Default: the release's, or the mechanism's tuned row.
+        #[option(value_name = "LO,HI", group = "Selection")]
+        pub clip_range: Vec<f64>,
         /// Accept what is not user-level ε-DP: a mechanism that is not ε-DP for this many
         /// candidates (rnmh, rnmh-laplace), --candidates history-top:N or --prior
         /// own-history:W. Reference runs only;
@@ -142,6 +149,13 @@ impl ServingOptions {
                     .into(),
             ));
         }
+        if mechanism == super::tuning::TUNED && self.clip_range.is_some() {
+            return Err(Error::Invalid(
+                "clip range (--clip-range) needs a mechanism (--mech): with the tuned \
+                 configuration (tuning.json) the tuning chooses it"
+                    .into(),
+            ));
+        }
         let epsilon = self.epsilon.ok_or_else(|| missing("epsilon (--eps)"))?;
         Ok((mechanism, epsilon, self.candidates()))
     }
@@ -164,6 +178,22 @@ impl ServingOptions {
             .with_candidates(candidates)
             .with_prior(self.prior());
         cfg.allow_non_private = self.allow_non_private();
+        cfg.clip_range = match self.clip_range.as_deref() {
+            None => None,
+            Some(&[lo, hi])
+                if lo.is_finite() && hi.is_finite() && 0.0 <= lo && lo < hi && hi <= 100.0 =>
+            {
+                Some((lo, hi))
+            }
+            Some(r) => {
+                return Err(Error::Invalid(format!(
+                    "clip_range (--clip-range) takes two percentiles LO,HI with 0 <= LO < HI <= \
+                     100, got {r:?}"
+                )))
+            }
+        };
+        cfg.tuned_row =
+            self.candidates.is_none() && self.prior.is_none() && self.clip_range.is_none();
         Ok(cfg)
     }
 

@@ -89,6 +89,25 @@ option_table! {
         /// comma separated; no prior (0) is always tried and wins ties.
         #[option(value_name = "LIST", group = "Tuning")]
         pub prior_weights: Vec<f64> = DEFAULT_PRIOR_WEIGHTS.to_vec(),
+        /// Registry mechanisms whose own configuration (a popular:N pool, a clip range, a
+        /// popularity prior; the grid of `recsel evaluate`) is tuned per ε too, for `recommend
+        /// --mech M`: all (every ε-DP one), none, or a comma-separated list.
+        #[option(flag = "mech", value_name = "LIST", group = "Tuning")]
+        pub mechanisms: String = "all".to_string(),
+    }
+}
+
+/// The mechanisms `recsel tune` tunes: `all` (every ε-DP registry mechanism), `none`, or a list
+/// of registry names; an error names an unknown one.
+fn tuned_mechanisms(text: &str) -> Result<Vec<String>> {
+    let registry = Registry::builtin();
+    match text.trim() {
+        "all" => Ok(super::tuning::pure_mechanisms(&registry)),
+        "none" | "" => Ok(Vec::new()),
+        list => list
+            .split(',')
+            .map(|s| registry.get(s.trim()).map(|spec| spec.name.to_string()))
+            .collect(),
     }
 }
 
@@ -128,6 +147,8 @@ impl TuneOptions {
             pool_sizes: counts("pool_sizes (--pool-sizes)", &self.pool_sizes())?,
             margin: self.margin(),
             prior_weights: self.prior_weights(),
+            mechanisms: tuned_mechanisms(&self.mechanisms())?,
+            grid: Default::default(),
         };
         cfg.validate()?;
         Ok(cfg)

@@ -198,7 +198,7 @@ impl SensitivityConfig {
 }
 
 /// Per-item clipping bounds and sensitivities.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Sensitivities {
     /// Lower percentile of each item's scores over the population of [`PercentileUsers`].
     pub lower: Vec<f64>,

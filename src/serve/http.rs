@@ -678,6 +678,7 @@ pub fn run(opts: ServeOptions) -> Result<Served, ServeError> {
                 match Service::load(&st.opts, Arc::clone(&st.metrics)).and_then(answerable) {
                     Ok(svc) => {
                         eprintln!("{}", svc.recommender().privacy_statement());
+                        eprintln!("recsel serve: {}", svc.recommender().worth().text());
                         eprintln!(
                             "recsel serve: ledger {}: {}; each recommendation charges {} eps; \
                              fallback: {}; guarantee: {}",

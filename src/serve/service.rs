@@ -370,6 +370,8 @@ impl Service {
                 "candidates": self.candidates().to_string(),
                 "guarantee": self.guarantee(),
                 "privacy": rec.privacy_statement(),
+                "worth": rec.worth(),
+                "worth_text": rec.worth().text(),
                 "budget": s.budget.as_epsilon(),
                 "period": s.period.name(),
                 "fallback": self.fallback(),

@@ -143,6 +143,13 @@ impl Server {
         Self::start_command(Command::new(env!("CARGO_BIN_EXE_recsel")), args)
     }
 
+    /// [`Server::start`] with `dir` as the working directory.
+    pub fn start_in(dir: &Path, args: &[String]) -> Server {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_recsel"));
+        cmd.current_dir(dir);
+        Self::start_command(cmd, args)
+    }
+
     /// [`Server::start`] with `cmd` (the binary, perhaps with limits set before it runs).
     pub fn start_command(mut cmd: Command, args: &[String]) -> Server {
         let mut child = cmd

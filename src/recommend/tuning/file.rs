@@ -1,6 +1,9 @@
 //! `tuning.json`: the tuned rows a model directory serves, how a requested ε picks one
 //! ([`Tuning::choice`]), and how a request for the tuned configuration resolves into a
-//! mechanism, ε, pool and prior ([`resolve`]).
+//! mechanism, ε, pool and prior ([`resolve`]). From format version 3 it also holds each
+//! registry mechanism's tuned configuration per ε ([`MechRow`]: pool, clip range, prior) with
+//! what it and the untuned configuration are worth on the calibration users, and the clip
+//! bounds those rows name are in `tuning.npz` beside it ([`Tuning::bounds`]).
 
 use std::path::Path;
 
@@ -9,13 +12,81 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::io::write_atomic;
 use crate::mechanisms::{check_epsilon, MechParams};
-use crate::model::io::{crc32, FileEntry};
+use crate::model::io::{crc32, npy_bytes, parse_npy, read_npz, write_npz, FileEntry, NpyArray};
 use crate::rng::NoiseMode;
-use crate::scoring::{CandidatePolicy, Prior};
+use crate::scoring::{CandidatePolicy, Prior, Sensitivities};
 
 use super::super::release::MANIFEST;
 use super::super::RecommendConfig;
-use super::{TuneConfig, FORMAT, TUNED, TUNING, TUNING_VERSION};
+use super::{TuneConfig, BOUNDS, FORMAT, TUNED, TUNING, TUNING_VERSION};
+
+/// A mean over calibration users and its standard error.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Estimate {
+    /// The mean.
+    pub mean: f64,
+    /// Its standard error (sample standard deviation / √users).
+    pub se: f64,
+}
+
+impl Estimate {
+    /// The mean and standard error of `v`.
+    pub fn of(v: &[f64]) -> Self {
+        let (mean, se) = super::mean_se(v);
+        Estimate { mean, se }
+    }
+
+    /// Whether a paired difference is negative by more than `margin` standard errors.
+    pub fn below(&self, margin: f64) -> bool {
+        self.mean < 0.0 && self.mean < -margin * self.se
+    }
+}
+
+impl std::fmt::Display for Estimate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:.4} ± {:.4}", self.mean, self.se)
+    }
+}
+
+/// A registry mechanism's tuned configuration at one ε (`recommend --mech M --eps ε` serves it
+/// unless told otherwise), and what it and the untuned configuration (every item, the release's
+/// clip range, no prior) are worth on the calibration users.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MechRow {
+    /// Registry name.
+    pub mechanism: String,
+    /// The ε it was tuned at.
+    pub epsilon: f64,
+    /// The pool (`popular:N`, or for krr its best pool).
+    pub candidates: CandidatePolicy,
+    /// Clip range, percentiles (LO, HI) of the calibration users' scores, whose bounds are in
+    /// `tuning.npz`; `None`: the release's bounds.
+    pub clip: Option<(f64, f64)>,
+    /// The public prior added to the clipped scores.
+    pub prior: Prior,
+    /// Calibration hit@1 of the tuned configuration.
+    pub hit: Estimate,
+    /// Its paired difference to the most popular item on the calibration users.
+    pub gain: Estimate,
+    /// Calibration hit@1 of the untuned configuration.
+    pub untuned_hit: Estimate,
+    /// Its paired difference to the most popular item.
+    pub untuned_gain: Estimate,
+}
+
+impl MechRow {
+    /// The tuned configuration for people: `popular:N, clip pLO/pHI, prior popularity:W`.
+    pub fn describe(&self) -> String {
+        let clip = match self.clip {
+            Some((lo, hi)) => format!("clip p{lo}/p{hi} of the calibration users"),
+            None => "the release's clip range".into(),
+        };
+        match &self.prior {
+            Prior::None => format!("{}, {clip}", self.candidates),
+            p => format!("{}, {clip}, prior {p}", self.candidates),
+        }
+    }
+}
 
 /// The choice at one ε.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -86,6 +157,22 @@ pub struct Tuning {
     pub config: TuneConfig,
     /// One row per ε, ascending.
     pub rows: Vec<TunedRow>,
+    /// The free baseline on the calibration users: hit@1 of showing everyone the most popular
+    /// training item (from version 3).
+    #[serde(default)]
+    pub free: Option<Estimate>,
+    /// Each registry mechanism's tuned configuration per ε (from version 3).
+    #[serde(default)]
+    pub mechanisms: Vec<MechRow>,
+    /// The clip ranges whose bounds `tuning.npz` holds, in its order (from version 3).
+    #[serde(default)]
+    pub clip_ranges: Vec<(f64, f64)>,
+    /// `tuning.npz` with its size and CRC-32, when there are clip ranges.
+    #[serde(default)]
+    pub bounds_file: Option<FileEntry>,
+    /// The bounds of `clip_ranges` (in memory; written to and read from `tuning.npz`).
+    #[serde(skip)]
+    pub bounds: Vec<Sensitivities>,
 }
 
 /// The choice [`Tuning::choice`] makes for a requested ε.
@@ -182,10 +269,125 @@ impl Tuning {
         })
     }
 
+    /// The tuned row of registry mechanism `name` at exactly `epsilon`, if there is one.
+    pub fn mechanism_row(&self, name: &str, epsilon: f64) -> Option<&MechRow> {
+        self.mechanisms
+            .iter()
+            .find(|r| r.mechanism == name && same_epsilon(r.epsilon, epsilon))
+    }
+
+    /// The bounds of clip range `clip` from `dir/tuning.npz` (checked against the recorded
+    /// CRC-32), or from memory when the tuning was just made; an error names the stored ranges.
+    pub fn bounds(&self, dir: &Path, clip: (f64, f64)) -> Result<Sensitivities> {
+        let i = self
+            .clip_ranges
+            .iter()
+            .position(|&c| c == clip)
+            .ok_or_else(|| {
+                Error::Invalid(format!(
+                    "clip range {},{}: {TUNING} stores the bounds of {} only (and the release \
+                     has its own)",
+                    clip.0,
+                    clip.1,
+                    if self.clip_ranges.is_empty() {
+                        "no clip range".to_string()
+                    } else {
+                        self.clip_ranges
+                            .iter()
+                            .map(|(lo, hi)| format!("{lo},{hi}"))
+                            .collect::<Vec<_>>()
+                            .join("; ")
+                    }
+                ))
+            })?;
+        if let Some(b) = self.bounds.get(i) {
+            return Ok(b.clone());
+        }
+        let entry = self
+            .bounds_file
+            .as_ref()
+            .ok_or_else(|| Error::Invalid(format!("{TUNING} names clip ranges but no {BOUNDS}")))?;
+        let path = dir.join(&entry.name);
+        let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
+        if crc32(&bytes) != entry.crc32 || bytes.len() as u64 != entry.bytes {
+            return Err(Error::Invalid(format!(
+                "{}: not the file {TUNING} records (size or CRC-32 differ): run `recsel tune` \
+                 again",
+                path.display()
+            )));
+        }
+        let mut arrays = read_npz(&path, &bytes)?;
+        let mut take = |name: String| -> Result<Vec<f64>> {
+            let k = arrays
+                .iter()
+                .position(|(n, _)| n.strip_suffix(".npy").unwrap_or(n) == name)
+                .ok_or_else(|| Error::Invalid(format!("{}: no array {name}", path.display())))?;
+            let (_, b) = arrays.swap_remove(k);
+            match parse_npy(&path, &b)? {
+                NpyArray::F64(v) => Ok(v),
+                _ => Err(Error::Invalid(format!(
+                    "{}: array {name} is not floats",
+                    path.display()
+                ))),
+            }
+        };
+        let lower = take(format!("lower-{i}"))?;
+        let upper = take(format!("upper-{i}"))?;
+        let delta = take(format!("delta-{i}"))?;
+        let bad = lower.len() != upper.len()
+            || lower.len() != delta.len()
+            || lower
+                .iter()
+                .zip(&upper)
+                .any(|(l, u)| l.partial_cmp(u).is_none_or(|o| o.is_gt()))
+            || delta
+                .iter()
+                .any(|d| d.partial_cmp(&0.0).is_none_or(|o| o.is_le()));
+        if bad {
+            return Err(Error::Invalid(format!(
+                "{}: the bounds of clip range {},{} are not lower <= upper and delta > 0 over \
+                 equally many items",
+                path.display(),
+                clip.0,
+                clip.1
+            )));
+        }
+        let counts = vec![0; lower.len()];
+        Ok(Sensitivities {
+            lower,
+            upper,
+            delta,
+            counts,
+        })
+    }
+
     /// Writes `tuning.json` into the model directory `dir` atomically, after recording the
-    /// checksum of the release it was made for.
+    /// checksum of the release it was made for; the clip bounds first, into `tuning.npz`.
     pub fn write(&mut self, dir: &Path) -> Result<()> {
         self.release_file = release_entry(dir)?;
+        if !self.bounds.is_empty() {
+            let mut names = Vec::new();
+            let mut arrays = Vec::new();
+            for (i, b) in self.bounds.iter().enumerate() {
+                for (name, v) in [
+                    ("lower", &b.lower),
+                    ("upper", &b.upper),
+                    ("delta", &b.delta),
+                ] {
+                    names.push(format!("{name}-{i}.npy"));
+                    arrays.push(npy_bytes(&NpyArray::F64(v.clone())));
+                }
+            }
+            let entries: Vec<(&str, Vec<u8>)> =
+                names.iter().map(String::as_str).zip(arrays).collect();
+            let bytes = write_npz(&entries)?;
+            write_atomic(&dir.join(BOUNDS), &bytes)?;
+            self.bounds_file = Some(FileEntry {
+                name: BOUNDS.into(),
+                bytes: bytes.len() as u64,
+                crc32: crc32(&bytes),
+            });
+        }
         let json = serde_json::to_vec_pretty(self)
             .map_err(|e| Error::Invalid(format!("serialising {TUNING}: {e}")))?;
         write_atomic(&dir.join(TUNING), &json)
@@ -227,6 +429,17 @@ impl Tuning {
         if t.rows.is_empty() || t.rows.windows(2).any(|w| w[0].epsilon >= w[1].epsilon) {
             return Err(bad("rows must be non-empty with ascending eps".into()));
         }
+        for m in &t.mechanisms {
+            if m.clip.is_some_and(|c| !t.clip_ranges.contains(&c)) {
+                return Err(bad(format!(
+                    "mechanism row {} at eps {}: clip range {:?} has no stored bounds",
+                    m.mechanism, m.epsilon, m.clip
+                )));
+            }
+        }
+        if !t.clip_ranges.is_empty() && t.bounds_file.is_none() {
+            return Err(bad(format!("clip ranges without {BOUNDS}")));
+        }
         for r in &t.rows {
             if !matches!(r.mechanism.as_str(), "krr" | "random") {
                 return Err(bad(format!(
@@ -243,6 +456,11 @@ impl Tuning {
         }
         Ok(t)
     }
+}
+
+/// Whether two ε are the same tuned value (a relative tolerance for text round trips).
+pub fn same_epsilon(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-9 * a.abs().max(b.abs())
 }
 
 fn release_entry(dir: &Path) -> Result<FileEntry> {

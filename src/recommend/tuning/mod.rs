@@ -35,7 +35,11 @@ use crate::scoring::{CandidatePolicy, ModelScorer, Prior, UserScorer};
 use super::release::{Release, MANIFEST};
 
 mod file;
-pub use file::{resolve, tuned_config, TunedChoice, TunedRow, Tuning, TuningPopulation};
+pub mod grid;
+pub use file::{
+    resolve, same_epsilon, tuned_config, Estimate, MechRow, TunedChoice, TunedRow, Tuning,
+    TuningPopulation,
+};
 
 /// The mechanism name that asks for the tuned configuration.
 pub const TUNED: &str = "tuned";
@@ -43,9 +47,12 @@ pub const TUNED: &str = "tuned";
 pub const TUNING: &str = "tuning.json";
 /// The tuning file's `format` field.
 pub const FORMAT: &str = "recsel-tuning";
-/// Version of the tuning layout (2: a row may carry a prior; version 1 files are read as rows
-/// without one).
-pub const TUNING_VERSION: u32 = 2;
+/// The file of the clip bounds the mechanism rows name, beside `tuning.json`.
+pub const BOUNDS: &str = "tuning.npz";
+/// Version of the tuning layout (2: a row may carry a prior; 3: each registry mechanism's tuned
+/// row, the free baseline's standard error and the clip bounds in `tuning.npz`). Older files
+/// are read as they are: rows without a prior, no mechanism rows.
+pub const TUNING_VERSION: u32 = 3;
 /// The ε grid tuned by default.
 pub const DEFAULT_EPSILONS: [f64; 6] = [0.1, 0.5, 1.0, 2.0, 4.0, 8.0];
 /// The pool sizes tried by default (1 is the fixed item).
@@ -121,6 +128,26 @@ pub struct TuneConfig {
     /// prior) is always tried. Grids written before priors were tuned read as `[0]`.
     #[serde(default = "no_prior_weights")]
     pub prior_weights: Vec<f64>,
+    /// Registry mechanisms (ε-DP) whose own configuration (pool, clip range, prior) is tuned
+    /// too ([`grid`]); none in a tuning written before version 3.
+    #[serde(default)]
+    pub mechanisms: Vec<String>,
+    /// The grid they are tuned over (the one `recsel evaluate` uses by default).
+    #[serde(default)]
+    pub grid: grid::MechGrid,
+}
+
+/// Every registry mechanism that is ε-DP with its default parameters, in registry order: what
+/// `recsel tune` tunes unless told otherwise.
+pub fn pure_mechanisms(registry: &crate::mechanisms::Registry) -> Vec<String> {
+    registry
+        .iter()
+        .filter(|s| {
+            s.build(&crate::mechanisms::MechParams::default())
+                .is_ok_and(|m| matches!(m.guarantee(), crate::mechanisms::Guarantee::Pure { .. }))
+        })
+        .map(|s| s.name.to_string())
+        .collect()
 }
 
 fn no_prior_weights() -> Vec<f64> {
@@ -135,6 +162,8 @@ impl Default for TuneConfig {
             pool_sizes: DEFAULT_POOL_SIZES.to_vec(),
             margin: DEFAULT_MARGIN,
             prior_weights: DEFAULT_PRIOR_WEIGHTS.to_vec(),
+            mechanisms: Vec::new(),
+            grid: grid::MechGrid::default(),
         }
     }
 }
@@ -156,6 +185,12 @@ impl TuneConfig {
             ));
         }
         prior_weight_grid(&self.prior_weights)?;
+        prior_weight_grid(&self.grid.prior_weights)?;
+        if self.grid.trials == 0 {
+            return Err(Error::Invalid(
+                "the mechanisms' tuning needs at least 1 selection per user, got 0".into(),
+            ));
+        }
         if !(self.margin.is_finite() && self.margin >= 0.0) {
             return Err(Error::Invalid(format!(
                 "the margin must be a finite number >= 0, got {}",
@@ -444,6 +479,8 @@ pub fn tune(
         }
     };
     let mut rows = Vec::new();
+    // Per ε: krr's best pool and prior, with its per-user calibration hits.
+    let mut krr_best: Vec<Option<(CandidatePolicy, Prior, Vec<f64>)>> = Vec::new();
     for (ei, &eps) in epsilons.iter().enumerate() {
         // The best (pool of size >= 2, prior) by calibration mean (ties: the first source, no
         // prior or the smaller weight, the smaller pool), with its per-user hits; and the best
@@ -481,6 +518,7 @@ pub fn tune(
                 let (hm, hse) = mean_se(&hits);
                 let (fm, fse) = mean_se(&fixed);
                 let wins = gain > cfg.margin * gain_se && gain > 0.0;
+                krr_best.push(Some((pool.clone(), prior.clone(), hits.clone())));
                 TunedRow {
                     epsilon: eps,
                     mechanism: if wins { "krr" } else { "random" }.into(),
@@ -506,6 +544,7 @@ pub fn tune(
                 }
             }
             None => {
+                krr_best.push(None);
                 let (fm, fse) = mean_se(&fixed);
                 TunedRow {
                     epsilon: eps,
@@ -529,6 +568,9 @@ pub fn tune(
         };
         rows.push(row);
     }
+    let mech_rows = tune_mechanisms(
+        model, release, cal, cfg, &epsilons, &fixed, &krr_best, progress,
+    )?;
     Ok(Tuning {
         format: FORMAT.into(),
         format_version: TUNING_VERSION,
@@ -549,9 +591,135 @@ pub fn tune(
             pool_sizes: sizes,
             margin: cfg.margin,
             prior_weights: weights,
+            mechanisms: cfg.mechanisms.clone(),
+            grid: cfg.grid.clone(),
         },
         rows,
+        free: Some(Estimate::of(&fixed)),
+        mechanisms: mech_rows.rows,
+        clip_ranges: mech_rows.clip_ranges,
+        bounds_file: None,
+        bounds: mech_rows.bounds,
     })
+}
+
+/// The mechanism rows of a tuning and the clip bounds they name.
+struct MechRows {
+    rows: Vec<MechRow>,
+    clip_ranges: Vec<(f64, f64)>,
+    bounds: Vec<crate::scoring::Sensitivities>,
+}
+
+/// Each mechanism of `cfg.mechanisms` tuned over `cfg.grid` on the calibration users at each of
+/// `epsilons` ([`grid::tune_grid`]; krr takes its best pool and prior from `krr_best`), with
+/// what the tuned and the untuned configuration are worth against the most popular item, whose
+/// per-user calibration hits are `fixed`.
+#[allow(clippy::too_many_arguments)]
+fn tune_mechanisms(
+    model: &Model,
+    release: &Release,
+    cal: &HeldOutRows,
+    cfg: &TuneConfig,
+    epsilons: &[f64],
+    fixed: &[f64],
+    krr_best: &[Option<(CandidatePolicy, Prior, Vec<f64>)>],
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<MechRows> {
+    let mut out = MechRows {
+        rows: Vec::new(),
+        clip_ranges: Vec::new(),
+        bounds: Vec::new(),
+    };
+    if cfg.mechanisms.is_empty() {
+        return Ok(out);
+    }
+    let popularity = release.popularity.as_deref().expect("checked by tune");
+    let mut names: Vec<String> = Vec::new();
+    let mut mechs: Vec<Vec<Box<dyn crate::mechanisms::Mechanism>>> = Vec::new();
+    for name in &cfg.mechanisms {
+        if names.contains(name) {
+            continue;
+        }
+        let per: Vec<Box<dyn crate::mechanisms::Mechanism>> = epsilons
+            .iter()
+            .map(|&e| {
+                crate::mechanisms::build(
+                    name,
+                    &crate::mechanisms::MechParams::default().with_epsilon(e),
+                )
+            })
+            .collect::<Result<_>>()?;
+        if !matches!(
+            per[0].guarantee(),
+            crate::mechanisms::Guarantee::Pure { .. }
+        ) {
+            return Err(Error::Invalid(format!(
+                "mechanism '{name}' is {}, not eps-DP: only eps-DP mechanisms are served and tuned",
+                per[0].guarantee()
+            )));
+        }
+        names.push(name.clone());
+        mechs.push(per);
+    }
+    let on_grid: Vec<usize> = (0..names.len()).filter(|&m| names[m] != "krr").collect();
+    let grid_mechs: Vec<&[Box<dyn crate::mechanisms::Mechanism>]> =
+        on_grid.iter().map(|&m| &mechs[m][..]).collect();
+    let g = grid::tune_grid(
+        model,
+        popularity,
+        cal,
+        &grid_mechs,
+        epsilons,
+        &cfg.grid,
+        progress,
+    )?;
+    let all: Vec<&[Box<dyn crate::mechanisms::Mechanism>]> = mechs.iter().map(|m| &m[..]).collect();
+    let untuned = grid::untuned_hits(model, &release.sens, cal, &all, &cfg.grid, progress);
+    let ne = epsilons.len();
+    let paired = |hits: &[f64]| {
+        let d: Vec<f64> = hits.iter().zip(fixed).map(|(h, f)| h - f).collect();
+        Estimate::of(&d)
+    };
+    for (m, name) in names.iter().enumerate() {
+        for (e, &eps) in epsilons.iter().enumerate() {
+            let u: Vec<f64> = untuned.iter().map(|h| h[m * ne + e]).collect();
+            let (candidates, clip, prior, hits) = if name == "krr" {
+                match &krr_best[e] {
+                    Some((pool, prior, hits)) => (pool.clone(), None, prior.clone(), hits.clone()),
+                    None => continue,
+                }
+            } else {
+                let gi = on_grid.iter().position(|&x| x == m).expect("on the grid");
+                if g.n_configs() == 0 {
+                    continue;
+                }
+                let c = g.chosen_prior[gi][e];
+                let ((lo, hi), sens) = g.clip(c);
+                if !out.clip_ranges.contains(&(*lo, *hi)) {
+                    out.clip_ranges.push((*lo, *hi));
+                    out.bounds.push(sens.clone());
+                }
+                (
+                    CandidatePolicy::Popular(g.pool(c).0),
+                    Some((*lo, *hi)),
+                    g.prior(c),
+                    g.calibration_hits(gi, e, c),
+                )
+            };
+            out.rows.push(MechRow {
+                mechanism: name.clone(),
+                epsilon: eps,
+                candidates,
+                clip,
+                prior,
+                hit: Estimate::of(&hits),
+                gain: paired(&hits),
+                untuned_hit: Estimate::of(&u),
+                untuned_gain: paired(&u),
+            });
+        }
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

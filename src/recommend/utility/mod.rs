@@ -17,15 +17,10 @@ use crate::error::{Error, Result};
 use crate::mechanisms::{self, Guarantee, MechParams, Mechanism, Problem};
 use crate::model::Model;
 use crate::rng::{name_id, Streams};
-use crate::scoring::policy::most_popular;
-use crate::scoring::{
-    item_sensitivities, ModelScorer, Prior, ResolvedPrior, Sensitivities, SensitivityConfig,
-};
 
 use super::release::Release;
-use super::tuning::{
-    krr_hit, map_scored, popularity_log_mass, prior_weight_grid, tune, TuneConfig, Tuning,
-};
+use super::tuning::grid::{self, config_id, hit_of, pool_problem, tune_grid, MechGrid};
+use super::tuning::{krr_hit, map_scored, tune, TuneConfig, Tuning};
 
 mod table;
 pub use table::{evaluate, table};
@@ -62,19 +57,33 @@ impl Default for UtilityConfig {
             epsilons: super::tuning::DEFAULT_EPSILONS.to_vec(),
             mechanisms: ["em", "rnm", "gem", "mgem"].map(String::from).to_vec(),
             params: MechParams::default(),
-            pools: vec![3, 10, 30, 100, 300, 1000],
-            clips: vec![(1.0, 99.0), (5.0, 95.0), (25.0, 99.0), (50.0, 99.0)],
+            pools: grid::DEFAULT_POOLS.to_vec(),
+            clips: grid::DEFAULT_CLIPS.to_vec(),
             prior_weights: DEFAULT_PRIOR_WEIGHTS.to_vec(),
             trials: 10,
-            tune_trials: 2,
-            seed: 1,
+            tune_trials: grid::DEFAULT_TRIALS,
+            seed: grid::DEFAULT_SEED,
+        }
+    }
+}
+
+impl UtilityConfig {
+    /// The grid the registry mechanisms are tuned over on the calibration users (the one
+    /// `recsel tune` records for `recommend --mech M`).
+    pub fn grid(&self) -> MechGrid {
+        MechGrid {
+            pools: self.pools.clone(),
+            clips: self.clips.clone(),
+            prior_weights: self.prior_weights.clone(),
+            trials: self.tune_trials,
+            seed: self.seed,
         }
     }
 }
 
 /// The weights W of the popularity prior `recsel evaluate` tries for the registry mechanisms by
 /// default.
-pub const DEFAULT_PRIOR_WEIGHTS: [f64; 4] = [1.0, 4.0, 16.0, 64.0];
+pub use super::tuning::grid::DEFAULT_PRIOR_WEIGHTS;
 
 /// What a row is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -167,84 +176,10 @@ pub struct UtilityTable {
     pub tunings: Vec<Tuning>,
 }
 
-/// Hit@1 of one problem: exact where the law is closed form, else `None`.
-fn exact_hit(mech: &dyn Mechanism, problem: &Problem<'_>, is_target: &[bool]) -> Option<f64> {
-    let k = problem.len();
-    let c = is_target.iter().filter(|&&t| t).count() as f64;
-    match mech.name() {
-        "random" => Some(c / k as f64),
-        "krr" => {
-            let set = problem.argmax_set();
-            let a = set.iter().filter(|&&i| is_target[i]).count() as f64 / set.len() as f64;
-            Some(krr_hit(c, a, k, mech.epsilon()))
-        }
-        "em" => {
-            let w = mech.epsilon() / (2.0 * problem.max_sensitivity());
-            let m = problem.max_score();
-            let (mut hit, mut total) = (0.0, 0.0);
-            for (i, &q) in problem.scores().iter().enumerate() {
-                let x = (w * (q - m)).exp();
-                total += x;
-                if is_target[i] {
-                    hit += x;
-                }
-            }
-            Some(hit / total)
-        }
-        _ => None,
-    }
-}
-
-/// Hit@1 of one problem, exact or by `trials` seeded selections keyed by (`id`, `e`, `user`).
-#[allow(clippy::too_many_arguments)]
-fn hit_of(
-    mech: &dyn Mechanism,
-    problem: &Problem<'_>,
-    is_target: &[bool],
-    streams: &Streams,
-    id: u32,
-    e: u32,
-    user: u64,
-    trials: u32,
-) -> f64 {
-    if let Some(h) = exact_hit(mech, problem, is_target) {
-        return h;
-    }
-    let prepared = mech.prepare_many(problem);
-    let hits = (0..trials)
-        .filter(|&t| is_target[prepared.sample(&mut streams.stream(id, e, user, t))])
-        .count();
-    hits as f64 / f64::from(trials)
-}
-
-/// The stream id of configuration `c` (of `nw` prior weights) for mechanism `name`: the same for
-/// a configuration without a prior whatever the number of weights; `k` 1 for the evaluated
-/// users, 0 for the calibration users.
-fn config_id(name: &str, c: usize, nw: usize, k: u32) -> u32 {
-    let (pool_clip, wi) = ((c / nw) as u32, (c % nw) as u32);
-    name_id(name)
-        .wrapping_add(pool_clip * 7_919 + k)
-        .wrapping_add(wi * 104_729)
-}
-
 /// Whether `name` is measured through the simulation/closed-form grid (krr and random have
 /// their own rows).
 fn grid_mechanism(name: &str) -> bool {
     !matches!(name, "krr" | "random")
-}
-
-/// A problem over `items` with `sens`'s clip bounds and Δ.
-fn pool_problem(
-    items: &[u32],
-    s: &[f64],
-    sens: &Sensitivities,
-    q: &mut Vec<f64>,
-    d: &mut Vec<f64>,
-) {
-    q.clear();
-    d.clear();
-    q.extend(items.iter().map(|&j| sens.clip(j as usize, s[j as usize])));
-    d.extend(items.iter().map(|&j| sens.delta[j as usize]));
 }
 
 /// Measures `model` with its `release` on the evaluated users `eval`, everything tuned on the
@@ -271,9 +206,7 @@ pub fn measure(
     for &e in &cfg.epsilons {
         mechanisms::check_epsilon(e)?;
     }
-    // The popularity prior's weights: 0 (no prior) first, then the positive ones ascending.
-    let weights = prior_weight_grid(&cfg.prior_weights)?;
-    let nw = weights.len();
+    super::tuning::prior_weight_grid(&cfg.prior_weights)?;
     if cfg.trials == 0 || cfg.tune_trials == 0 {
         return Err(Error::Invalid("trials must be at least 1".into()));
     }
@@ -325,127 +258,18 @@ pub fn measure(
         cal_counts[j as usize] += 1;
     }
     let best_fixed = super::tuning::ranking(&cal_counts, 1)[0];
-    let pools: Vec<(usize, Vec<u32>)> = cfg
-        .pools
-        .iter()
-        .filter(|&&p| p >= 1 && p <= n)
-        .map(|&p| Ok((p, most_popular(pop, p, n)?)))
-        .collect::<Result<_>>()?;
-    let cal_scorer = ModelScorer::new(model, &cal.history);
-    let clips: Vec<((f64, f64), Sensitivities)> = if grid.is_empty() {
-        Vec::new()
-    } else {
-        cfg.clips
-            .iter()
-            .map(|&(lo, hi)| {
-                let sc = SensitivityConfig::new(lo, hi, SensitivityConfig::default().floor)?;
-                Ok(((lo, hi), item_sensitivities(&cal_scorer, &sc, &|_| {})))
-            })
-            .collect::<Result<_>>()?
-    };
-    let log_mass = popularity_log_mass(n, pop)?;
-    let priors: Vec<Option<ResolvedPrior>> = weights
-        .iter()
-        .map(|&w| {
-            (w > 0.0).then(|| ResolvedPrior {
-                prior: Prior::Popularity(w),
-                log_mass: log_mass.clone(),
-            })
-        })
-        .collect();
-    // The scores of a pool's problem with prior `wi` at ε `eps` added, as `recommend` adds them.
-    let with_prior =
-        |q: &[f64], d: &[f64], items: &[u32], wi: usize, eps: f64, out: &mut Vec<f64>| {
-            out.clear();
-            out.extend_from_slice(q);
-            if let Some(p) = &priors[wi] {
-                p.add_offsets(out, d, |a| items[a], eps, &[]);
-            }
-        };
-    // Configurations c = ((pool · clips) + clip) · weights + weight.
-    let n_cfg = pools.len() * clips.len() * nw;
-    let slot = |gi: usize, e: usize, c: usize| (gi * ne + e) * n_cfg + c;
-    let cal_hits: Vec<Vec<f64>> = if n_cfg == 0 || grid.is_empty() {
-        Vec::new()
-    } else {
-        map_scored(
-            model,
-            &cal.history,
-            &|u, s| {
-                let targets = row_items(&cal.heldout, u);
-                let mut out = vec![0.0; grid.len() * ne * n_cfg];
-                let (mut q, mut d, mut qp) = (Vec::new(), Vec::new(), Vec::new());
-                for (pi, (_, items)) in pools.iter().enumerate() {
-                    let is_t: Vec<bool> = items
-                        .iter()
-                        .map(|j| targets.binary_search(j).is_ok())
-                        .collect();
-                    for (ci, (_, sens)) in clips.iter().enumerate() {
-                        pool_problem(items, s, sens, &mut q, &mut d);
-                        for wi in 0..nw {
-                            let c = (pi * clips.len() + ci) * nw + wi;
-                            for e in 0..ne {
-                                with_prior(&q, &d, items, wi, cfg.epsilons[e], &mut qp);
-                                let Ok(problem) = Problem::new(&qp, &d) else {
-                                    continue;
-                                };
-                                for (gi, &m) in grid.iter().enumerate() {
-                                    let mech = &*mechs[m][e];
-                                    let id = config_id(mech.name(), c, nw, 0);
-                                    out[slot(gi, e, c)] = hit_of(
-                                        mech,
-                                        &problem,
-                                        &is_t,
-                                        &streams,
-                                        id,
-                                        e as u32,
-                                        u as u64,
-                                        cfg.tune_trials,
-                                    );
-                                }
-                            }
-                        }
-                    }
-                }
-                out
-            },
-            progress,
-        )
-    };
-    // The chosen configuration per (grid mechanism, ε), without a prior and with one allowed:
-    // the best calibration mean (ties: the first, i.e. the smaller pool, the wider clip range,
-    // no prior or the smaller weight).
-    let choose = |with: bool| -> Vec<Vec<usize>> {
-        (0..grid.len())
-            .map(|gi| {
-                (0..ne)
-                    .map(|e| {
-                        let mut best = (0, f64::NEG_INFINITY);
-                        for c in (0..n_cfg).filter(|c| with || c % nw == 0) {
-                            let m = cal_hits.iter().map(|h| h[slot(gi, e, c)]).sum::<f64>();
-                            if m > best.1 {
-                                best = (c, m);
-                            }
-                        }
-                        best.0
-                    })
-                    .collect()
-            })
-            .collect()
-    };
-    let chosen = choose(false);
-    let chosen_prior = choose(true);
-    let describe = |c: usize| {
-        let (p, _) = &pools[c / nw / clips.len()];
-        let ((lo, hi), _) = &clips[c / nw % clips.len()];
-        match c % nw {
-            0 => format!("popular:{p}, clip p{lo}/p{hi}"),
-            wi => format!(
-                "popular:{p}, clip p{lo}/p{hi}, prior popularity:{}",
-                weights[wi]
-            ),
-        }
-    };
+    let grid_mechs: Vec<&[Box<dyn Mechanism>]> = grid.iter().map(|&m| &mechs[m][..]).collect();
+    let g = tune_grid(
+        model,
+        pop,
+        cal,
+        &grid_mechs,
+        &cfg.epsilons,
+        &cfg.grid(),
+        progress,
+    )?;
+    let (chosen, chosen_prior) = (&g.chosen, &g.chosen_prior);
+    let nw = g.weights.len();
 
     // The tuned serving configuration per ε: krr over its pool, or the fixed item.
     let fixed_item = super::tuning::ranking(pop, 1)[0];
@@ -570,11 +394,11 @@ pub fn measure(
                         vec![chosen[gi][e]]
                     };
                     for c in tuned_rows {
-                        let (_, items) = &pools[c / nw / clips.len()];
-                        let (_, sens) = &clips[c / nw % clips.len()];
+                        let (_, items) = g.pool(c);
+                        let (_, sens) = g.clip(c);
                         pool_problem(items, s, sens, &mut tq, &mut td);
                         let mut qp = Vec::new();
-                        with_prior(&tq, &td, items, c % nw, eps, &mut qp);
+                        g.with_prior(&tq, &td, items, c, eps, &mut qp);
                         let is_t: Vec<bool> = items.iter().map(|&j| has(j)).collect();
                         out.push(match Problem::new(&qp, &td) {
                             Ok(p) => {
@@ -651,7 +475,7 @@ pub fn measure(
             prior: false,
             exact: name == "em",
             cols: (0..ne).map(|e| at(e, 3 + per_grid * gi)).collect(),
-            configs: (0..ne).map(|e| describe(chosen[gi][e])).collect(),
+            configs: (0..ne).map(|e| g.describe(chosen[gi][e])).collect(),
         });
         if with_priors {
             rows.push(RowSpec {
@@ -662,7 +486,7 @@ pub fn measure(
                 prior: true,
                 exact: name == "em",
                 cols: (0..ne).map(|e| at(e, 4 + per_grid * gi)).collect(),
-                configs: (0..ne).map(|e| describe(chosen_prior[gi][e])).collect(),
+                configs: (0..ne).map(|e| g.describe(chosen_prior[gi][e])).collect(),
             });
         }
         rows.push(RowSpec {

@@ -1,0 +1,396 @@
+//! What the served configuration is worth (docs/utility.md, "What a served configuration is
+//! worth"): its hit@1 on the calibration users beside the free baseline's (showing everyone
+//! the most popular training item), read from `tuning.json`, and which configuration a
+//! recommender serves for a named mechanism — its tuned row by default, or what was given.
+//!
+//! The fact is decided once here; `recsel recommend`, `recsel serve` and the Python
+//! `Recommender` only print [`Worth::text`]. A configuration below the free baseline by more
+//! than [`WORTH_MARGIN`] paired standard errors is flagged, and a better one is named.
+
+use std::path::Path;
+
+use serde::Serialize;
+
+use super::release::Release;
+use super::tuning::{self, same_epsilon, Estimate, MechRow, TunedChoice, Tuning, TUNED, TUNING};
+use super::RecommendConfig;
+use crate::error::{Error, Result};
+use crate::scoring::{CandidatePolicy, Prior, Sensitivities};
+
+/// Paired standard errors below the free baseline at which a configuration is flagged.
+pub const WORTH_MARGIN: f64 = 2.0;
+
+/// How the served configuration came about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Standing {
+    /// A row of `tuning.json`: the tuned configuration (`tuned`), or a named mechanism's tuned
+    /// row.
+    Tuned,
+    /// The model directory has a `tuning.json`, but what is served is not its row: candidates,
+    /// a clip range or a prior were given, or there is no row for this mechanism and ε.
+    Untuned,
+    /// There is no `tuning.json`.
+    NotTuned,
+}
+
+impl Standing {
+    /// `tuned`, `untuned` or `not tuned`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Standing::Tuned => "tuned",
+            Standing::Untuned => "untuned",
+            Standing::NotTuned => "not tuned",
+        }
+    }
+}
+
+/// What the served configuration is worth on the calibration users.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Worth {
+    /// The configuration served, for people.
+    pub configuration: String,
+    /// Tuned, untuned or not tuned.
+    pub standing: Standing,
+    /// Its calibration hit@1 (`None`: not measured).
+    pub hit: Option<Estimate>,
+    /// The free baseline's calibration hit@1 (`None`: no `tuning.json`).
+    pub free: Option<Estimate>,
+    /// The paired difference of the two (`None`: not measured).
+    pub gain: Option<Estimate>,
+    /// Calibration users they were measured on.
+    pub calibration_users: Option<u64>,
+    /// Whether it is below the free baseline by more than [`WORTH_MARGIN`] paired s.e.
+    pub below_free: bool,
+    /// A better configuration when it is below (another row of `tuning.json`, or the free item).
+    pub better: Option<String>,
+    /// Why it is not measured, when it is not.
+    pub note: Option<String>,
+}
+
+impl Worth {
+    /// One line for people; it starts with `WARNING:` when the configuration is below the free
+    /// baseline.
+    pub fn text(&self) -> String {
+        let what = format!("{} [{}]", self.configuration, self.standing.name());
+        let free = self
+            .free
+            .map(|f| format!("{}", Shown(f)))
+            .unwrap_or_else(|| "?".into());
+        match (self.hit, self.gain) {
+            (Some(h), Some(g)) if self.below_free => format!(
+                "WARNING: {what} is worth less than showing everyone the most popular item: \
+                 calibration hit@1 {} against {free} for the free item (paired difference {}, \
+                 more than {WORTH_MARGIN} s.e. below, on {} calibration users); better: {}",
+                Shown(h),
+                Shown(g),
+                self.users(),
+                self.better
+                    .as_deref()
+                    .unwrap_or("the most popular item to everyone (0-DP)")
+            ),
+            (Some(h), Some(g)) => format!(
+                "worth: {what}: calibration hit@1 {} against {free} for showing everyone the \
+                 most popular item (free; paired difference {}, on {} calibration users)",
+                Shown(h),
+                Shown(g),
+                self.users()
+            ),
+            _ => format!(
+                "worth: {what}: calibration hit@1 not measured ({})",
+                self.note.as_deref().unwrap_or("no measurement")
+            ),
+        }
+    }
+
+    fn users(&self) -> String {
+        self.calibration_users
+            .map_or_else(|| "?".into(), |n| n.to_string())
+    }
+
+    /// A configuration built in memory (no model directory, so no `tuning.json`).
+    pub(crate) fn in_memory(cfg: &RecommendConfig) -> Self {
+        Worth {
+            configuration: describe(&cfg.mechanism, &cfg.candidates, None, &cfg.prior),
+            standing: Standing::NotTuned,
+            hit: None,
+            free: None,
+            gain: None,
+            calibration_users: None,
+            below_free: false,
+            better: None,
+            note: Some("built in memory, without a model directory's tuning.json".into()),
+        }
+    }
+}
+
+/// An estimate whose standard error may be unknown (tunings before version 3 have no s.e. of the
+/// free baseline).
+struct Shown(Estimate);
+
+impl std::fmt::Display for Shown {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.0.se.is_nan() {
+            write!(f, "{:.4}", self.0.mean)
+        } else {
+            write!(f, "{}", self.0)
+        }
+    }
+}
+
+/// A configuration for people: `mgem over popular:30, clip p25/p99 of the calibration users,
+/// prior popularity:4`.
+fn describe(
+    mechanism: &str,
+    candidates: &CandidatePolicy,
+    clip: Option<(f64, f64)>,
+    prior: &Prior,
+) -> String {
+    let clip = match clip {
+        Some((lo, hi)) => format!("clip p{lo}/p{hi} of the calibration users"),
+        None => "the release's clip range".into(),
+    };
+    let prior = match prior {
+        Prior::None => String::new(),
+        p => format!(", prior {p}"),
+    };
+    let candidates = match candidates {
+        CandidatePolicy::All => "every item".to_string(),
+        c => c.to_string(),
+    };
+    format!("{mechanism} over {candidates}, {clip}{prior}")
+}
+
+/// The free baseline of `t`: its recorded estimate, or the first row's mean without an s.e.
+fn free_of(t: &Tuning) -> Estimate {
+    t.free.unwrap_or_else(|| Estimate {
+        mean: t.rows.first().map_or(f64::NAN, |r| r.fixed_hit),
+        se: f64::NAN,
+    })
+}
+
+/// What the tuned configuration (`tuned`) of `choice` is worth.
+fn tuned_worth(t: &Tuning, choice: &TunedChoice) -> (String, Estimate, Estimate) {
+    let free = free_of(t);
+    match &choice.row {
+        Some(r) if r.mechanism == "krr" => (
+            describe("krr", &r.candidates, None, &r.prior),
+            Estimate {
+                mean: r.calibration_hit,
+                se: r.calibration_se,
+            },
+            Estimate {
+                mean: r.best_pool_gain,
+                se: r.best_pool_gain_se,
+            },
+        ),
+        _ => (
+            "the most popular item to everyone (0-DP)".into(),
+            free,
+            Estimate { mean: 0.0, se: 0.0 },
+        ),
+    }
+}
+
+/// A configuration at `epsilon` that `t` measured not below the free baseline and above `hit`:
+/// the tuned configuration when it is (its estimate is exact and its choice had to clear a
+/// margin), else the mechanism row with the best calibration mean (simulated rows are optimistic:
+/// the best of many noisy estimates); else the free item.
+fn better(t: &Tuning, epsilon: f64, hit: f64) -> String {
+    let mut options: Vec<(String, Estimate)> = Vec::new();
+    if let Ok(choice) = t.choice(epsilon) {
+        let (what, h, g) = tuned_worth(t, &choice);
+        if !g.below(WORTH_MARGIN) && h.mean > hit {
+            return format!("--mech {TUNED} ({what}), calibration hit@1 {}", Shown(h));
+        }
+    }
+    for r in t
+        .mechanisms
+        .iter()
+        .filter(|r| same_epsilon(r.epsilon, epsilon))
+    {
+        if !r.gain.below(WORTH_MARGIN) {
+            options.push((
+                format!(
+                    "--mech {} without --candidates/--clip-range/--prior ({})",
+                    r.mechanism,
+                    describe(&r.mechanism, &r.candidates, r.clip, &r.prior)
+                ),
+                r.hit,
+            ));
+        }
+    }
+    options
+        .into_iter()
+        .filter(|(_, h)| h.mean > hit)
+        .max_by(|a, b| a.1.mean.total_cmp(&b.1.mean))
+        .map(|(what, h)| format!("{what}, calibration hit@1 {}", Shown(h)))
+        .unwrap_or_else(|| {
+            format!(
+                "the most popular item to everyone (0-DP, calibration hit@1 {}; `--mech {TUNED}` \
+                 serves it where no pool beats it)",
+                Shown(free_of(t))
+            )
+        })
+}
+
+/// The worth of a measured configuration.
+fn measured(
+    t: &Tuning,
+    configuration: String,
+    standing: Standing,
+    epsilon: f64,
+    hit: Estimate,
+    gain: Estimate,
+) -> Worth {
+    let below_free = gain.below(WORTH_MARGIN);
+    Worth {
+        configuration,
+        standing,
+        hit: Some(hit),
+        free: Some(free_of(t)),
+        gain: Some(gain),
+        calibration_users: Some(t.calibration.users),
+        below_free,
+        better: below_free.then(|| better(t, epsilon, hit.mean)),
+        note: None,
+    }
+}
+
+/// What a recommender loaded from `dir` with `cfg` serves, given the `release` there: the
+/// configuration (a named mechanism's tuned row when `cfg.tuned_row` and `tuning.json` has one
+/// at its ε; the tuned choice for [`TUNED`]), the clip bounds to use instead of the release's,
+/// the tuned choice, and what it is worth.
+pub(crate) fn resolve(
+    dir: &Path,
+    cfg: &RecommendConfig,
+    release: &Release,
+) -> Result<(
+    RecommendConfig,
+    Option<Sensitivities>,
+    Option<TunedChoice>,
+    Worth,
+)> {
+    if cfg.mechanism == TUNED {
+        if cfg.clip_range.is_some() {
+            return Err(Error::Invalid(
+                "a clip range with the tuned configuration: the tuning chooses it; name a \
+                 mechanism (--mech) to choose it yourself"
+                    .into(),
+            ));
+        }
+        let (c, choice) = tuning::resolve(dir, cfg)?;
+        let t = Tuning::read(dir)?;
+        let (what, hit, gain) = tuned_worth(&t, &choice);
+        let w = measured(&t, what, Standing::Tuned, cfg.params.epsilon, hit, gain);
+        return Ok((c, None, Some(choice), w));
+    }
+    let tuning = if dir.join(TUNING).exists() {
+        Some(Tuning::read(dir)?)
+    } else {
+        None
+    };
+    let mut out = cfg.clone();
+    out.clip_range = None;
+    let eps = cfg.params.epsilon;
+    let Some(t) = tuning else {
+        if let Some(c) = cfg.clip_range.filter(|&c| !is_release_range(release, c)) {
+            return Err(Error::Invalid(format!(
+                "clip range {},{}: the bounds of a clip range other than the release's ({},{}) \
+                 come from {TUNING}, which {} does not have: run `recsel tune`",
+                c.0,
+                c.1,
+                release.manifest.calibration.lower_percentile,
+                release.manifest.calibration.upper_percentile,
+                dir.display()
+            )));
+        }
+        let w = Worth {
+            note: Some(format!(
+                "no {TUNING} in {}: `recsel tune` measures it",
+                dir.display()
+            )),
+            configuration: describe(&cfg.mechanism, &cfg.candidates, None, &cfg.prior),
+            ..Worth::in_memory(cfg)
+        };
+        return Ok((out, None, None, w));
+    };
+    // The rows were tuned and measured with the mechanisms' default parameters: with others
+    // (e.g. gem's beta) a row neither applies nor measures what is served.
+    let default_params = cfg.params == crate::mechanisms::MechParams::default().with_epsilon(eps);
+    let row = t
+        .mechanism_row(&cfg.mechanism, eps)
+        .filter(|_| default_params)
+        .cloned();
+    if cfg.tuned_row {
+        if let Some(r) = &row {
+            out.candidates = r.candidates.clone();
+            out.prior = r.prior.clone();
+            let bounds = r.clip.map(|c| t.bounds(dir, c)).transpose()?;
+            let what = describe(&r.mechanism, &r.candidates, r.clip, &r.prior);
+            let w = measured(&t, what, Standing::Tuned, eps, r.hit, r.gain);
+            return Ok((out, bounds, None, w));
+        }
+    }
+    // What was given (or the default, with no row to serve).
+    let clip = cfg.clip_range.filter(|&c| !is_release_range(release, c));
+    let bounds = clip.map(|c| t.bounds(dir, c)).transpose()?;
+    let what = describe(&cfg.mechanism, &cfg.candidates, clip, &cfg.prior);
+    let same =
+        |r: &MechRow| r.candidates == cfg.candidates && r.clip == clip && r.prior == cfg.prior;
+    let untuned_default =
+        cfg.candidates == CandidatePolicy::All && clip.is_none() && cfg.prior.weight() == 0.0;
+    let w = match &row {
+        Some(r) if same(r) => measured(&t, what, Standing::Untuned, eps, r.hit, r.gain),
+        Some(r) if untuned_default => measured(
+            &t,
+            what,
+            Standing::Untuned,
+            eps,
+            r.untuned_hit,
+            r.untuned_gain,
+        ),
+        _ => {
+            let tuned_eps: Vec<String> = t
+                .mechanisms
+                .iter()
+                .filter(|r| r.mechanism == cfg.mechanism)
+                .map(|r| r.epsilon.to_string())
+                .collect();
+            Worth {
+                note: Some(match &row {
+                    Some(_) => format!(
+                        "a configuration {TUNING} did not measure; without --candidates, \
+                         --clip-range and --prior {} serves its tuned row",
+                        cfg.mechanism
+                    ),
+                    None if !default_params => format!(
+                        "{TUNING} measured {} with its default parameters only",
+                        cfg.mechanism
+                    ),
+                    None if tuned_eps.is_empty() => format!(
+                        "{TUNING} has no row for {}: run `recsel tune` again",
+                        cfg.mechanism
+                    ),
+                    None => format!(
+                        "{TUNING} has rows for {} at eps {} only",
+                        cfg.mechanism,
+                        tuned_eps.join(", ")
+                    ),
+                }),
+                standing: Standing::Untuned,
+                free: Some(free_of(&t)),
+                calibration_users: Some(t.calibration.users),
+                configuration: what,
+                ..Worth::in_memory(cfg)
+            }
+        }
+    };
+    Ok((out, bounds, None, w))
+}
+
+/// Whether `clip` is the release's own clip range.
+fn is_release_range(release: &Release, clip: (f64, f64)) -> bool {
+    let c = &release.manifest.calibration;
+    clip == (c.lower_percentile, c.upper_percentile)
+}
