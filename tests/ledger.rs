@@ -198,6 +198,15 @@ macro_rules! delegate_to_inner {
         fn log(&self) -> &dyn recsel::ledger::LedgerLog {
             self.0.log()
         }
+        fn health(&self) -> ledger::Result<()> {
+            Ledger::health(&self.0)
+        }
+        fn integrity(&self) -> ledger::Result<()> {
+            Ledger::integrity(&self.0)
+        }
+        fn probe(&self) -> ledger::Result<()> {
+            self.0.probe()
+        }
     };
 }
 

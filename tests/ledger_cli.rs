@@ -136,6 +136,7 @@ fn recommend_with_a_ledger_survives_sigkill_at_random_moments() {
             out.to_str().unwrap(),
             "--ledger",
             ledger.to_str().unwrap(),
+            "--create-ledger",
             "--budget",
             "2.5",
             "--period",
@@ -291,7 +292,10 @@ fn request_ids_from_the_users_file_replay_and_the_ledger_commands_agree() {
         ok(&a);
         read_rows(&out)
     };
-    let first = run("1.csv", &["--budget", "1", "--period", "month"]);
+    let first = run(
+        "1.csv",
+        &["--create-ledger", "--budget", "1", "--period", "month"],
+    );
     let status: Vec<&str> = first.iter().map(|r| r.2.as_str()).collect();
     assert_eq!(
         status,

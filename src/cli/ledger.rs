@@ -1,4 +1,5 @@
-//! `recsel ledger show|export|import`: inspect and move a privacy ledger (docs/ledger.md).
+//! `recsel ledger init|show|export|import`: create, inspect and move a privacy ledger
+//! (docs/ledger.md).
 
 use std::io::{BufReader, Write};
 use std::path::PathBuf;
@@ -6,11 +7,12 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use recsel::io::write_atomic;
-use recsel::ledger::{self, export, Answer, Timestamp};
+use recsel::ledger::{self, export, Answer, Period, Timestamp, Units};
 
-/// Inspect, export and import a privacy ledger.
+/// Create, inspect, export and import a privacy ledger.
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:
+  recsel ledger init --ledger budget.db --budget 2 --period day   # a new ledger, before serving
   recsel ledger show --ledger budget.db                  # every user: spent, remaining, events
   recsel ledger show --ledger budget.db --user u42       # one user's balance and event log
   recsel ledger export --ledger budget.db --out budget.jsonl
@@ -22,6 +24,21 @@ pub struct Args {
 
 #[derive(Debug, clap::Subcommand)]
 enum Sub {
+    /// Create a new ledger with its budget and period (an error if one is there already).
+    /// `recsel serve` and `recsel recommend --ledger` charge only an existing ledger unless given
+    /// --create-ledger.
+    Init {
+        /// The ledger: a file (must not exist) or a postgres:// URL (a database without one).
+        #[arg(long, value_name = "FILE|URL")]
+        ledger: String,
+        /// ε each user may spend per period (decimal, rounded down to 10^-9).
+        #[arg(long, value_name = "EPS")]
+        budget: String,
+        /// The budget's window (UTC calendar): day, week, month or none (the ledger's life;
+        /// the default).
+        #[arg(long, value_name = "PERIOD")]
+        period: Option<Period>,
+    },
     /// Settings, and per user the spent and remaining budget in the current window and the
     /// number of events; with --user, that user's event log.
     Show {
@@ -60,6 +77,15 @@ enum Sub {
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     match args.command {
+        Sub::Init {
+            ledger,
+            budget,
+            period,
+        } => {
+            let budget = Units::budget(&budget).with_context(|| format!("budget '{budget}'"))?;
+            let l = ledger::create(&ledger, budget, period)?;
+            eprintln!("[ledger] created {}: {}", l.location(), l.settings());
+        }
         Sub::Show {
             ledger,
             user,

@@ -302,4 +302,16 @@ impl<S: Store> Ledger for S {
     fn log(&self) -> &dyn LedgerLog {
         self
     }
+
+    fn health(&self) -> Result<()> {
+        Store::health(self)
+    }
+
+    fn integrity(&self) -> Result<()> {
+        Store::integrity(self)
+    }
+
+    fn probe(&self) -> Result<()> {
+        run(self, &mut |tx| Ok(tx.touch(Timestamp::now())?))
+    }
 }
