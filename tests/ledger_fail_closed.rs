@@ -325,3 +325,180 @@ fn a_ledger_replaced_by_another_file_fails_the_next_commit() {
     assert!(e.contains("replaced"), "{e}");
     assert!(Ledger::health(&l).is_err());
 }
+
+#[test]
+fn a_clock_stepped_backwards_does_not_charge_a_closed_window_again() {
+    let tmp = tempfile::tempdir().unwrap();
+    let l = SqliteLedger::create(
+        &tmp.path().join("c.db"),
+        Settings {
+            budget: Units::budget("1").unwrap(),
+            period: Period::Day,
+        },
+    )
+    .unwrap();
+    let at = |t: &str| Timestamp::parse(t).unwrap();
+    let mut r = charge("u", "today");
+    r.time = at("2026-11-25T10:00:00Z");
+    assert!(matches!(
+        l.charge(&[r]).unwrap()[0],
+        Outcome::Charged { .. }
+    ));
+    // The clock steps back to yesterday: yesterday's window had room, but it has closed.
+    let mut back = charge("u", "yesterday");
+    back.time = at("2026-11-24T23:59:00Z");
+    match &l.charge(&[back.clone()]).unwrap()[0] {
+        Outcome::Rejected {
+            reason: ledger::Rejection::Invalid(m),
+        } => assert!(m.contains("clock went backwards"), "{m}"),
+        o => panic!("charged into a closed window: {o:?}"),
+    }
+    assert_eq!(l.balance("u", back.time).unwrap().spent, Units::ZERO);
+    // Within one group too, and another user (never charged later) is not affected.
+    let mut later = charge("v", "v-later");
+    later.time = at("2026-11-26T08:00:00Z");
+    let mut earlier = charge("v", "v-earlier");
+    earlier.time = at("2026-11-25T08:00:00Z");
+    let mut w = charge("w", "w-earlier");
+    w.time = at("2026-11-24T08:00:00Z");
+    let out = l.charge(&[later, earlier, w]).unwrap();
+    assert!(matches!(out[0], Outcome::Charged { .. }), "{out:?}");
+    assert!(matches!(out[1], Outcome::Rejected { .. }), "{out:?}");
+    assert!(matches!(out[2], Outcome::Charged { .. }), "{out:?}");
+    l.verify().unwrap();
+}
+
+/// An export of a ledger with two users, and the same export's lines.
+fn two_user_export(dir: &Path) -> (String, SqliteLedger) {
+    let l = SqliteLedger::create(
+        &dir.join("x.db"),
+        Settings {
+            budget: Units::budget("10").unwrap(),
+            period: Period::None,
+        },
+    )
+    .unwrap();
+    let reqs: Vec<ChargeRequest> = (0..6)
+        .map(|i| charge(&format!("u{}", i % 2), &format!("r{i}")))
+        .collect();
+    l.charge(&reqs).unwrap();
+    let mut buf = Vec::new();
+    ledger::export::export(&l, &mut buf).unwrap();
+    (String::from_utf8(buf).unwrap(), l)
+}
+
+#[test]
+fn an_edited_export_is_refused_by_its_checksum_and_its_hmac() {
+    use ledger::export::{self, Seal};
+    let tmp = tempfile::tempdir().unwrap();
+    let (text, _l) = two_user_export(tmp.path());
+    let lines: Vec<String> = text.lines().map(String::from).collect();
+    assert!(lines.last().unwrap().contains("\"sha256\":\""), "{text}");
+    export::read(&mut text.as_bytes(), "ok").unwrap();
+    let trailer = lines.len() - 1;
+    let join = |l: &[String]| l.join("\n") + "\n";
+    // An event deleted, with the trailer's counts fixed so that they agree.
+    let mut deleted = lines.clone();
+    deleted.remove(2);
+    deleted[trailer - 1] = deleted[trailer - 1]
+        .replace("\"events\":6", "\"events\":5")
+        .replace("\"units\":6000000000", "\"units\":5000000000");
+    // An event moved to another user; an item changed; a control character in a user id.
+    let edit = |i: usize, from: &str, to: &str| {
+        let mut l = lines.clone();
+        let changed = l[i].replacen(from, to, 1);
+        assert_ne!(changed, l[i]);
+        l[i] = changed;
+        l
+    };
+    let sha = "SHA-256 does not match";
+    let cases = [
+        ("deleted", deleted, sha),
+        ("moved", edit(1, "\"user\":\"u0\"", "\"user\":\"u1\""), sha),
+        ("item", edit(3, "{\"item\":\"7\"}", "{\"item\":\"8\"}"), sha),
+        (
+            "control",
+            edit(2, "\"user\":\"u1\"", "\"user\":\"u\\u0007\""),
+            "control character",
+        ),
+    ];
+    for (name, bad, why) in &cases {
+        let e = export::read(&mut join(bad).as_bytes(), name)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(why), "{name}: {e}");
+    }
+    // The checksum alone (no key) is not a signature: whoever recomputes it passes the content
+    // edits above; a control character is still refused by its own check...
+    let resealed = |l: &[String]| {
+        use sha2::Digest;
+        let body: String = l[..l.len() - 1].iter().map(|x| format!("{x}\n")).collect();
+        let sum: String = sha2::Sha256::digest(body.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let t = &l[l.len() - 1];
+        let at = t.find("\"sha256\":\"").unwrap() + 10;
+        format!("{body}{}{sum}{}\n", &t[..at], &t[at + 64..])
+    };
+    let e = export::read(&mut resealed(&cases[3].1).as_bytes(), "control")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("control character"), "{e}");
+    // ... and with an operator key, no edit passes without the key.
+    let key = b"operator-key-0123456789";
+    let mut sealed = Vec::new();
+    export::export_sealed(
+        &_l,
+        &mut sealed,
+        Seal {
+            key: Some(key),
+            accept_edits: false,
+        },
+    )
+    .unwrap();
+    let sealed = String::from_utf8(sealed).unwrap();
+    let with_key = Seal {
+        key: Some(key),
+        accept_edits: false,
+    };
+    export::read_sealed(&mut sealed.as_bytes(), "sealed", with_key).unwrap();
+    let sealed_lines: Vec<String> = sealed.lines().map(String::from).collect();
+    let mut moved = sealed_lines.clone();
+    moved[1] = moved[1].replacen("\"user\":\"u0\"", "\"user\":\"u1\"", 1);
+    let e = export::read_sealed(&mut resealed(&moved).as_bytes(), "moved", with_key)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("HMAC does not match"), "{e}");
+    let other = Seal {
+        key: Some(b"another-key-0123456789"),
+        accept_edits: false,
+    };
+    assert!(export::read_sealed(&mut sealed.as_bytes(), "other", other).is_err());
+    let e = export::read_sealed(&mut text.as_bytes(), "unsealed", with_key)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("no HMAC"), "{e}");
+}
+
+#[test]
+fn a_version_1_export_still_imports() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (text, _l) = two_user_export(tmp.path());
+    // The layout before the checksum: version 1, a trailer with counts only.
+    let mut lines: Vec<String> = text.lines().map(String::from).collect();
+    lines[0] = lines[0].replace("\"version\":2", "\"version\":1");
+    let t = lines.len() - 1;
+    let cut = lines[t].find(",\"sha256\"").unwrap();
+    lines[t] = format!("{}}}", &lines[t][..cut]);
+    let v1 = lines.join("\n") + "\n";
+    let v = ledger::export::read(&mut v1.as_bytes(), "v1").unwrap();
+    assert_eq!(v.events.len(), 6);
+    let e = ledger::export::read(
+        &mut v1.replace("\"version\":1", "\"version\":3").as_bytes(),
+        "v3",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("versions 1 to 2"), "{e}");
+}

@@ -63,6 +63,11 @@ enum Sub {
         /// Write here (atomically) instead of stdout.
         #[arg(long, value_name = "FILE")]
         out: Option<PathBuf>,
+        /// Also seal the export with an HMAC-SHA256 under the key in this file (at least 16
+        /// bytes; surrounding whitespace ignored): only a holder of the key can make an export
+        /// that `import --hmac-key-file` accepts.
+        #[arg(long, value_name = "FILE")]
+        hmac_key_file: Option<PathBuf>,
     },
     /// Verify an export and load it into a new (or empty) ledger with the export's settings.
     Import {
@@ -72,6 +77,13 @@ enum Sub {
         /// The export.
         #[arg(long, value_name = "FILE")]
         from: PathBuf,
+        /// Require the export's HMAC under the key in this file, and check it.
+        #[arg(long, value_name = "FILE")]
+        hmac_key_file: Option<PathBuf>,
+        /// Import an export whose content checksum does not match (a deliberate edit, such as
+        /// a new budget in the header); every other check still runs. Not with --hmac-key-file.
+        #[arg(long, conflicts_with = "hmac_key_file")]
+        accept_edits: bool,
     },
 }
 
@@ -137,27 +149,47 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 }
             }
         }
-        Sub::Export { ledger, out } => {
+        Sub::Export {
+            ledger,
+            out,
+            hmac_key_file,
+        } => {
+            let key = hmac_key_file.as_deref().map(read_key).transpose()?;
+            let seal = export::Seal {
+                key: key.as_deref(),
+                accept_edits: false,
+            };
             let l = ledger::open_existing(&ledger)?;
             let summary = match &out {
                 Some(path) => {
                     let mut buf = Vec::new();
-                    let s = export::export(&*l, &mut buf)?;
+                    let s = export::export_sealed(&*l, &mut buf, seal)?;
                     write_atomic(path, &buf)
                         .with_context(|| format!("writing {}", path.display()))?;
                     s
                 }
-                None => export::export(&*l, &mut std::io::stdout().lock())?,
+                None => export::export_sealed(&*l, &mut std::io::stdout().lock(), seal)?,
             };
             eprintln!(
                 "[ledger] exported {} events, {} eps in total",
                 summary.events, summary.units
             );
         }
-        Sub::Import { ledger, from } => {
+        Sub::Import {
+            ledger,
+            from,
+            hmac_key_file,
+            accept_edits,
+        } => {
+            let key = hmac_key_file.as_deref().map(read_key).transpose()?;
+            let seal = export::Seal {
+                key: key.as_deref(),
+                accept_edits,
+            };
             let file = std::fs::File::open(&from)
                 .with_context(|| format!("opening {}", from.display()))?;
-            let verified = export::read(&mut BufReader::new(file), &from.display().to_string())?;
+            let verified =
+                export::read_sealed(&mut BufReader::new(file), &from.display().to_string(), seal)?;
             let l = ledger::open(&ledger.to_string_lossy(), verified.settings)?;
             let s = export::import(&*l, &verified)?;
             eprintln!(
@@ -170,4 +202,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The operator's HMAC key: the file's bytes without surrounding whitespace, at least 16.
+fn read_key(path: &std::path::Path) -> anyhow::Result<Vec<u8>> {
+    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let key = bytes.trim_ascii().to_vec();
+    anyhow::ensure!(
+        key.len() >= 16,
+        "{}: an HMAC key needs at least 16 bytes, found {}",
+        path.display(),
+        key.len()
+    );
+    Ok(key)
 }

@@ -212,6 +212,17 @@ impl StoreTx for Tx<'_> {
             .collect()
     }
 
+    fn latest_window(&mut self, user: &str) -> TxResult<Option<Timestamp>> {
+        let start: Option<i64> = self
+            .0
+            .query_one(
+                "SELECT max(window_start) FROM recsel_windows WHERE user_id = $1 AND spent > 0",
+                &[&user],
+            )?
+            .get(0);
+        Ok(start.map(Timestamp))
+    }
+
     fn save_spent(&mut self, user: &str, window: Timestamp, spent: Units) -> TxResult<()> {
         self.0.execute(
             "UPDATE recsel_windows SET spent = $3 WHERE user_id = $1 AND window_start = $2",

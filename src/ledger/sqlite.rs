@@ -312,10 +312,10 @@ impl StoreTx for Tx<'_> {
             "SELECT {} FROM events WHERE request_id = ?1",
             event_columns("user")
         ))?;
-        Ok(q.query_row([request_id], row)
+        q.query_row([request_id], row)
             .optional()?
             .map(EventRow::event)
-            .transpose()?)
+            .transpose()
     }
 
     fn load_spent(&mut self, keys: &[(String, Timestamp)]) -> TxResult<Vec<Units>> {
@@ -334,6 +334,14 @@ impl StoreTx for Tx<'_> {
                 }
             })
             .collect()
+    }
+
+    fn latest_window(&mut self, user: &str) -> TxResult<Option<Timestamp>> {
+        let start: Option<i64> = self
+            .0
+            .prepare_cached("SELECT max(window_start) FROM windows WHERE user = ?1")?
+            .query_row([user], |r| r.get(0))?;
+        Ok(start.map(Timestamp))
     }
 
     fn save_spent(&mut self, user: &str, window: Timestamp, spent: Units) -> TxResult<()> {
@@ -525,11 +533,10 @@ impl LedgerLog for SqliteLedger {
                 "SELECT {} FROM events WHERE request_id = ?1",
                 event_columns("user")
             ))?;
-            Ok(stmt
-                .query_row([request_id], row)
+            stmt.query_row([request_id], row)
                 .optional()?
                 .map(EventRow::event)
-                .transpose()?)
+                .transpose()
         })
     }
 

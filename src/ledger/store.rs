@@ -201,6 +201,9 @@ pub trait StoreTx {
     /// the transaction.
     fn load_spent(&mut self, keys: &[(String, Timestamp)]) -> TxResult<Vec<Units>>;
 
+    /// The start of the user's latest window with a stored total, if any.
+    fn latest_window(&mut self, user: &str) -> TxResult<Option<Timestamp>>;
+
     /// Stores a window's running total.
     fn save_spent(&mut self, user: &str, window: Timestamp, spent: Units) -> TxResult<()>;
 
