@@ -31,7 +31,7 @@ PY
 COMMON="--model $WORK/model --mech mgem --eps 1 --candidates popular:500 --secure --users $WORK/users.csv"
 farm-bench -n "$RUNS" --timeout 600 \
   --vs "sh -c 'exec $BIN recommend $COMMON --out $WORK/plain.csv 2>/dev/null'" \
-  -- sh -c "rm -f $WORK/l.db $WORK/l.db-wal $WORK/l.db-shm; exec $BIN recommend $COMMON --out $WORK/charged.csv --ledger $WORK/l.db --budget 10 2>/dev/null"
+  -- sh -c "rm -f $WORK/l.db $WORK/l.db-wal $WORK/l.db-shm; exec $BIN recommend $COMMON --out $WORK/charged.csv --ledger $WORK/l.db --create-ledger --budget 10 2>/dev/null"
 # One ledger run's own summary line (users/s inside the process, commits and their mean time).
 rm -f "$WORK/l.db" "$WORK/l.db-wal" "$WORK/l.db-shm"
-"$BIN" recommend $COMMON --out "$WORK/charged.csv" --ledger "$WORK/l.db" --budget 10 2>&1 | grep '^\[ledger\] [0-9]'
+"$BIN" recommend $COMMON --out "$WORK/charged.csv" --ledger "$WORK/l.db" --create-ledger --budget 10 2>&1 | grep '^\[ledger\] [0-9]'

@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use crate::serve::{http, Server};
+use crate::util::http::{http, Server};
 
 /// The README's serving block: the fenced `sh` block that starts with `recsel fit`.
 fn serving_block() -> Vec<String> {
@@ -52,6 +52,7 @@ fn the_readme_serving_path_runs_on_synthetic_data_from_an_empty_directory() {
             "recsel fit",
             "recsel tune",
             "recsel recommend",
+            "recsel ledger",
             "recsel serve",
             "curl -s"
         ],
@@ -99,14 +100,18 @@ fn the_readme_serving_path_runs_on_synthetic_data_from_an_empty_directory() {
                     .iter()
                     .find_map(|a| a.strip_prefix("localhost:8080"))
                     .expect("the request goes to the served port");
-                let r = http(
-                    s.addr,
-                    "POST",
-                    path,
-                    &[("Content-Type", "application/x-www-form-urlencoded")],
-                    body.as_bytes(),
-                )
-                .unwrap();
+                // The headers the line sends (`-H 'Name: value'`); without them the service
+                // refuses the body as a browser's form post.
+                let headers: Vec<(&str, &str)> = w
+                    .windows(2)
+                    .filter(|p| p[0] == "-H")
+                    .filter_map(|p| p[1].split_once(": "))
+                    .collect();
+                assert!(
+                    headers.contains(&("Content-Type", "application/json")),
+                    "the README's request must say it is JSON: {line}"
+                );
+                let r = http(s.addr, "POST", path, &headers, body.as_bytes()).unwrap();
                 assert_eq!(r.status, 200, "{}", r.body);
                 assert!(r.json()["item"].is_string(), "{}", r.body);
                 // The service says what its configuration is worth, as the log did.

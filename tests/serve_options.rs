@@ -53,7 +53,7 @@ fn a_toml_file_fills_in_the_same_options_as_the_flags() {
         &config,
         format!(
             "model = {:?}\nledger = {:?}\nbudget = \"4\"\nperiod = \"week\"\nmechanism = \"gem\"\n\
-             epsilon = 0.5\nbeta = 0.1\nmax_history = 3\n",
+             epsilon = 0.5\nbeta = 0.1\nmax_history = 3\ncreate_ledger = true\n",
             model_dir().to_str().unwrap(),
             ledger.to_str().unwrap()
         ),

@@ -371,7 +371,14 @@ fn postgres_ledger_decides_like_the_embedded_one_and_replicas_cannot_overspend()
                 "1",
             ])
             .args([
-                "--ledger", &url, "--budget", "2", "--run-id", run, "--users",
+                "--ledger",
+                &url,
+                "--create-ledger",
+                "--budget",
+                "2",
+                "--run-id",
+                run,
+                "--users",
             ])
             .arg(&users)
             .output()

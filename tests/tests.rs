@@ -29,6 +29,7 @@ mod gem_property;
 mod laws;
 mod ledger;
 mod ledger_cli;
+mod ledger_fail_closed;
 mod mechanisms;
 mod memory;
 mod metrics;

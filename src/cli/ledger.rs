@@ -1,4 +1,5 @@
-//! `recsel ledger show|export|import`: inspect and move a privacy ledger (docs/ledger.md).
+//! `recsel ledger init|show|export|import`: create, inspect and move a privacy ledger
+//! (docs/ledger.md).
 
 use std::io::{BufReader, Write};
 use std::path::PathBuf;
@@ -6,11 +7,12 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use recsel::io::write_atomic;
-use recsel::ledger::{self, export, Answer, Timestamp};
+use recsel::ledger::{self, export, Answer, Period, Timestamp, Units};
 
-/// Inspect, export and import a privacy ledger.
+/// Create, inspect, export and import a privacy ledger.
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:
+  recsel ledger init --ledger budget.db --budget 2 --period day   # a new ledger, before serving
   recsel ledger show --ledger budget.db                  # every user: spent, remaining, events
   recsel ledger show --ledger budget.db --user u42       # one user's balance and event log
   recsel ledger export --ledger budget.db --out budget.jsonl
@@ -22,6 +24,21 @@ pub struct Args {
 
 #[derive(Debug, clap::Subcommand)]
 enum Sub {
+    /// Create a new ledger with its budget and period (an error if one is there already).
+    /// `recsel serve` and `recsel recommend --ledger` charge only an existing ledger unless given
+    /// --create-ledger.
+    Init {
+        /// The ledger: a file (must not exist) or a postgres:// URL (a database without one).
+        #[arg(long, value_name = "FILE|URL")]
+        ledger: String,
+        /// ε each user may spend per period (decimal, rounded down to 10^-9).
+        #[arg(long, value_name = "EPS")]
+        budget: String,
+        /// The budget's window (UTC calendar): day, week, month or none (the ledger's life;
+        /// the default).
+        #[arg(long, value_name = "PERIOD")]
+        period: Option<Period>,
+    },
     /// Settings, and per user the spent and remaining budget in the current window and the
     /// number of events; with --user, that user's event log.
     Show {
@@ -46,6 +63,11 @@ enum Sub {
         /// Write here (atomically) instead of stdout.
         #[arg(long, value_name = "FILE")]
         out: Option<PathBuf>,
+        /// Also seal the export with an HMAC-SHA256 under the key in this file (at least 16
+        /// bytes; surrounding whitespace ignored): only a holder of the key can make an export
+        /// that `import --hmac-key-file` accepts.
+        #[arg(long, value_name = "FILE")]
+        hmac_key_file: Option<PathBuf>,
     },
     /// Verify an export and load it into a new (or empty) ledger with the export's settings.
     Import {
@@ -55,11 +77,27 @@ enum Sub {
         /// The export.
         #[arg(long, value_name = "FILE")]
         from: PathBuf,
+        /// Require the export's HMAC under the key in this file, and check it.
+        #[arg(long, value_name = "FILE")]
+        hmac_key_file: Option<PathBuf>,
+        /// Import an export whose content checksum does not match (a deliberate edit, such as
+        /// a new budget in the header); every other check still runs. Not with --hmac-key-file.
+        #[arg(long, conflicts_with = "hmac_key_file")]
+        accept_edits: bool,
     },
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     match args.command {
+        Sub::Init {
+            ledger,
+            budget,
+            period,
+        } => {
+            let budget = Units::budget(&budget).with_context(|| format!("budget '{budget}'"))?;
+            let l = ledger::create(&ledger, budget, period)?;
+            eprintln!("[ledger] created {}: {}", l.location(), l.settings());
+        }
         Sub::Show {
             ledger,
             user,
@@ -111,27 +149,47 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 }
             }
         }
-        Sub::Export { ledger, out } => {
+        Sub::Export {
+            ledger,
+            out,
+            hmac_key_file,
+        } => {
+            let key = hmac_key_file.as_deref().map(read_key).transpose()?;
+            let seal = export::Seal {
+                key: key.as_deref(),
+                accept_edits: false,
+            };
             let l = ledger::open_existing(&ledger)?;
             let summary = match &out {
                 Some(path) => {
                     let mut buf = Vec::new();
-                    let s = export::export(&*l, &mut buf)?;
+                    let s = export::export_sealed(&*l, &mut buf, seal)?;
                     write_atomic(path, &buf)
                         .with_context(|| format!("writing {}", path.display()))?;
                     s
                 }
-                None => export::export(&*l, &mut std::io::stdout().lock())?,
+                None => export::export_sealed(&*l, &mut std::io::stdout().lock(), seal)?,
             };
             eprintln!(
                 "[ledger] exported {} events, {} eps in total",
                 summary.events, summary.units
             );
         }
-        Sub::Import { ledger, from } => {
+        Sub::Import {
+            ledger,
+            from,
+            hmac_key_file,
+            accept_edits,
+        } => {
+            let key = hmac_key_file.as_deref().map(read_key).transpose()?;
+            let seal = export::Seal {
+                key: key.as_deref(),
+                accept_edits,
+            };
             let file = std::fs::File::open(&from)
                 .with_context(|| format!("opening {}", from.display()))?;
-            let verified = export::read(&mut BufReader::new(file), &from.display().to_string())?;
+            let verified =
+                export::read_sealed(&mut BufReader::new(file), &from.display().to_string(), seal)?;
             let l = ledger::open(&ledger.to_string_lossy(), verified.settings)?;
             let s = export::import(&*l, &verified)?;
             eprintln!(
@@ -144,4 +202,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The operator's HMAC key: the file's bytes without surrounding whitespace, at least 16.
+fn read_key(path: &std::path::Path) -> anyhow::Result<Vec<u8>> {
+    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let key = bytes.trim_ascii().to_vec();
+    anyhow::ensure!(
+        key.len() >= 16,
+        "{}: an HMAC key needs at least 16 bytes, found {}",
+        path.display(),
+        key.len()
+    );
+    Ok(key)
 }

@@ -31,10 +31,16 @@ pub struct Inputs<'a> {
 }
 
 /// The ledger of `o` (a file or a `postgres://` URL): an existing ledger, whose settings must
-/// agree with any given, or a new one with the given budget and period.
+/// agree with any given and which is checked before use, or — with --create-ledger only — a new
+/// one with the given budget and period.
 fn open(o: &LedgerOptions) -> anyhow::Result<Arc<dyn Ledger>> {
-    let path = Path::new(o.ledger.as_deref().expect("--ledger given"));
-    Ok(ledger::open_or_create(path, o.budget()?, o.period()?)?)
+    let spec = o.ledger.as_deref().expect("--ledger given");
+    Ok(ledger::open_for_charging(
+        spec,
+        o.budget()?,
+        o.period()?,
+        o.create_ledger(),
+    )?)
 }
 
 pub fn run(rec: Recommender, options: &RecommendOptions, input: Inputs<'_>) -> anyhow::Result<()> {

@@ -2,29 +2,38 @@
 //!
 //! JSON lines, one object per line, in three parts:
 //!
-//! 1. a header: `{"format": "recsel-ledger-export", "version": 1, "budget": "1",
+//! 1. a header: `{"format": "recsel-ledger-export", "version": 2, "budget": "1",
 //!    "budget_units": 1000000000, "period": "day", "exported": "…Z", "recsel_version": "…"}`;
 //! 2. one line per event, in commit order: `{"seq": 1, "user": "u1", "request_id": "r1",
 //!    "mechanism": "mgem", "units": 100000000, "epsilon": "0.1", "time": "2026-11-25T09:07:46.123Z",
 //!    "time_ms": 1795597666123, "window_ms": 1795564800000, "answer": {"item": "42"}}` — the
 //!    answer is `{"item": ID}`, `{"fallback": ID}` or `"no_candidate"`;
-//! 3. a trailer: `{"end": true, "events": N, "units": TOTAL}`, so a truncated file is detected.
+//! 3. a trailer: `{"end": true, "events": N, "units": TOTAL, "sha256": HEX}` — the counts detect
+//!    a truncated file, and `sha256` is the SHA-256 of every byte before the trailer (each line
+//!    with its `\n`), so an edit that keeps the counts (an event deleted and the counts fixed,
+//!    an event moved to another user, an item changed) is detected too. With an operator key
+//!    the trailer also carries `hmac_sha256`, the HMAC-SHA256 of the same bytes under the key:
+//!    only a holder of the key can make an export that imports with it.
 //!
 //! `units` (integers, 10⁻⁹ ε) are authoritative; `epsilon` and `time` are there for people and
 //! must agree with them. The import checks every line and replays the log: sequence numbers
-//! increase, request ids are unique, each event's window is its period's window of its time, a
-//! fallback costs 0, no (user, window) total exceeds the budget, and the trailer's counts match.
+//! increase, request ids are unique, user and request ids hold no control characters, each
+//! event's window is its period's window of its time, a fallback costs 0, no (user, window) total
+//! exceeds the budget, the trailer's counts match, then the checksum (and the HMAC, when a key is
+//! given). Version 1 exports (no checksum) still import without a key, unchecked by content.
 
 use std::io::{BufRead, Write};
 
+use hmac::{Hmac, KeyInit, Mac};
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 
 use super::{Answer, Event, Ledger, LedgerError, Period, Result, Settings, Timestamp, Units};
 
 /// The header's `format` value.
 pub const EXPORT_FORMAT: &str = "recsel-ledger-export";
-/// The export layout version.
-pub const EXPORT_VERSION: u32 = 1;
+/// The export layout version (2: the trailer carries a checksum).
+pub const EXPORT_VERSION: u32 = 2;
 
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -59,6 +68,65 @@ struct Trailer {
     end: bool,
     events: u64,
     units: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    sha256: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    hmac_sha256: Option<String>,
+}
+
+/// How an export is sealed or checked: the operator's HMAC key, if any, and whether the content
+/// checksum is checked on import (`accept_edits` skips it, for a deliberate edit such as a new
+/// budget in the header; every other check still runs).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Seal<'a> {
+    /// The HMAC-SHA256 key: written into the trailer on export, required and checked on import.
+    pub key: Option<&'a [u8]>,
+    /// Import an export whose checksum does not match (never with a key).
+    pub accept_edits: bool,
+}
+
+/// The running digests of the lines before the trailer.
+struct Digests {
+    sha: Sha256,
+    mac: Option<Hmac<Sha256>>,
+}
+
+impl Digests {
+    fn new(key: Option<&[u8]>) -> Result<Self> {
+        let mac = key
+            .map(|k| {
+                Hmac::<Sha256>::new_from_slice(k)
+                    .map_err(|e| LedgerError::Invalid(format!("the HMAC key: {e}")))
+            })
+            .transpose()?;
+        Ok(Digests {
+            sha: Sha256::new(),
+            mac,
+        })
+    }
+
+    fn line(&mut self, text: &str) {
+        for part in [text.as_bytes(), b"\n"] {
+            self.sha.update(part);
+            if let Some(m) = &mut self.mac {
+                m.update(part);
+            }
+        }
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(text: &str) -> Option<Vec<u8>> {
+    if text.len() % 2 != 0 {
+        return None;
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
+        .collect()
 }
 
 /// What an export or an import covered.
@@ -74,8 +142,14 @@ fn json<T: Serialize>(v: &T) -> String {
     serde_json::to_string(v).expect("plain structs serialise")
 }
 
-/// Writes the whole log of `ledger` to `out` (a consistent snapshot).
+/// Writes the whole log of `ledger` to `out` (a consistent snapshot), with its checksum.
 pub fn export(ledger: &dyn Ledger, out: &mut dyn Write) -> Result<Summary> {
+    export_sealed(ledger, out, Seal::default())
+}
+
+/// [`export`], with the HMAC of `seal.key` in the trailer when given.
+pub fn export_sealed(ledger: &dyn Ledger, out: &mut dyn Write, seal: Seal<'_>) -> Result<Summary> {
+    let mut digests = Digests::new(seal.key)?;
     let s = ledger.settings();
     let io = |e: std::io::Error| LedgerError::Invalid(format!("writing the export: {e}"));
     let header = Header {
@@ -87,7 +161,9 @@ pub fn export(ledger: &dyn Ledger, out: &mut dyn Write) -> Result<Summary> {
         exported: Timestamp::now().to_string(),
         recsel_version: env!("CARGO_PKG_VERSION").into(),
     };
-    writeln!(out, "{}", json(&header)).map_err(io)?;
+    let text = json(&header);
+    digests.line(&text);
+    writeln!(out, "{text}").map_err(io)?;
     let mut n = 0u64;
     let mut total = Units::ZERO;
     ledger.log().for_each_event(&mut |e: &Event| {
@@ -103,7 +179,9 @@ pub fn export(ledger: &dyn Ledger, out: &mut dyn Write) -> Result<Summary> {
             window_ms: e.window.0,
             answer: e.answer.clone(),
         };
-        writeln!(out, "{}", json(&line)).map_err(io)?;
+        let text = json(&line);
+        digests.line(&text);
+        writeln!(out, "{text}").map_err(io)?;
         n += 1;
         total = total.checked_add(e.units)?;
         Ok(())
@@ -112,6 +190,8 @@ pub fn export(ledger: &dyn Ledger, out: &mut dyn Write) -> Result<Summary> {
         end: true,
         events: n,
         units: total.get(),
+        sha256: Some(hex(&digests.sha.finalize())),
+        hmac_sha256: digests.mac.map(|m| hex(&m.finalize().into_bytes())),
     };
     writeln!(out, "{}", json(&trailer)).map_err(io)?;
     out.flush().map_err(io)?;
@@ -134,6 +214,12 @@ pub struct Verified {
 
 /// Reads and verifies an export; `source` names it in errors.
 pub fn read(input: &mut dyn BufRead, source: &str) -> Result<Verified> {
+    read_sealed(input, source, Seal::default())
+}
+
+/// [`read`], checking the HMAC of `seal.key` when given (an export without one is refused).
+pub fn read_sealed(input: &mut dyn BufRead, source: &str, seal: Seal<'_>) -> Result<Verified> {
+    let mut digests = Digests::new(seal.key)?;
     let mut lines = input.lines().enumerate();
     let bad = |line: usize, message: String| LedgerError::Import {
         context: format!("{source} line {}", line + 1),
@@ -147,13 +233,14 @@ pub fn read(input: &mut dyn BufRead, source: &str) -> Result<Verified> {
         }
     };
     let (i, text) = next()?.ok_or_else(|| bad(0, "the file is empty".into()))?;
+    digests.line(&text);
     let header: Header =
         serde_json::from_str(&text).map_err(|e| bad(i, format!("not an export header: {e}")))?;
-    if header.format != EXPORT_FORMAT || header.version != EXPORT_VERSION {
+    if header.format != EXPORT_FORMAT || !(1..=EXPORT_VERSION).contains(&header.version) {
         return Err(bad(
             i,
             format!(
-                "format '{}' version {}; this recsel reads '{EXPORT_FORMAT}' version \
+                "format '{}' version {}; this recsel reads '{EXPORT_FORMAT}' versions 1 to \
                  {EXPORT_VERSION}",
                 header.format, header.version
             ),
@@ -201,8 +288,10 @@ pub fn read(input: &mut dyn BufRead, source: &str) -> Result<Verified> {
             if let Some((j, _)) = next()? {
                 return Err(bad(j, "lines after the trailer".into()));
             }
+            check_seal(&t, header.version, digests, seal).map_err(|m| bad(i, m))?;
             break;
         }
+        digests.line(&text);
         let l: Line = serde_json::from_str(&text).map_err(|e| bad(i, format!("bad event: {e}")))?;
         let units = Units::new(l.units)?;
         let time = Timestamp(l.time_ms);
@@ -215,6 +304,14 @@ pub fn read(input: &mut dyn BufRead, source: &str) -> Result<Verified> {
             (
                 !l.user.is_empty() && !l.request_id.is_empty(),
                 "an empty user or request id".into(),
+            ),
+            (
+                !(l.user.chars().any(char::is_control)
+                    || l.request_id.chars().any(char::is_control)),
+                format!(
+                    "a control character in user {:?} or request id {:?}",
+                    l.user, l.request_id
+                ),
             ),
             (
                 Units::charge(&l.epsilon).ok() == Some(units),
@@ -272,6 +369,37 @@ pub fn read(input: &mut dyn BufRead, source: &str) -> Result<Verified> {
         events,
         summary,
     })
+}
+
+/// The trailer's checksum and HMAC against the digests of the lines read; the error in words.
+fn check_seal(
+    t: &Trailer,
+    version: u32,
+    digests: Digests,
+    seal: Seal<'_>,
+) -> std::result::Result<(), String> {
+    if let Some(mac) = digests.mac {
+        let given = t
+            .hmac_sha256
+            .as_deref()
+            .ok_or("the export carries no HMAC (hmac_sha256); it was not sealed with a key")?;
+        let given = unhex(given).ok_or("hmac_sha256 is not hex")?;
+        return mac.verify_slice(&given).map_err(|_| {
+            "the HMAC does not match: the export was edited, or sealed with another key".into()
+        });
+    }
+    if version < 2 || seal.accept_edits {
+        return Ok(());
+    }
+    let given = t.sha256.as_deref().ok_or("the trailer carries no sha256")?;
+    if given != hex(&digests.sha.finalize()) {
+        return Err(
+            "the lines' SHA-256 does not match the trailer's sha256: the export was edited or \
+             damaged after it was written (import a deliberate edit with --accept-edits)"
+                .into(),
+        );
+    }
+    Ok(())
 }
 
 /// Imports a verified export into `ledger`, which must be empty and have the export's settings.

@@ -2,14 +2,26 @@
 //! requests through a channel; whatever has arrived while the previous commit was on disk goes
 //! into the next commit together. One fsync serves the whole group, and each caller is answered
 //! only after its group's commit returned — never before its charge is durable.
+//!
+//! A commit that fails answers every caller of its group with the error (nothing of it was
+//! charged or released). Failures are counted and logged on stderr at most once per
+//! [`LOG_EVERY`] with how many failed since the last line; while the latest commit failed the
+//! committer is not [`healthy`](GroupCommitter::health) (a server answers `/readyz` with 503), and
+//! the thread probes the ledger with an empty durable write every [`PROBE_EVERY`] until a probe or
+//! a commit succeeds again.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::{ChargeRequest, Ledger, LedgerError, Outcome, Result};
+
+/// At most one log line per this long about failing commits.
+pub const LOG_EVERY: Duration = Duration::from_secs(1);
+/// How often a failing ledger is probed while no request arrives.
+pub const PROBE_EVERY: Duration = Duration::from_secs(1);
 
 /// Called once with a job's outcomes (or the group's error) after the commit.
 type Reply = Box<dyn FnOnce(Result<Vec<Outcome>>) + Send>;
@@ -30,6 +42,10 @@ pub struct CommitStats {
     pub commit_seconds: f64,
     /// The largest group.
     pub largest_group: u64,
+    /// Commits that failed (nothing of them was charged).
+    pub failed: u64,
+    /// Commits (and probes) that failed since the last one that succeeded.
+    pub failing: u64,
 }
 
 #[derive(Debug, Default)]
@@ -38,6 +54,10 @@ struct Counters {
     requests: AtomicU64,
     commit_nanos: AtomicU64,
     largest: AtomicU64,
+    failed: AtomicU64,
+    failing: AtomicU64,
+    /// The latest failure, while `failing` > 0.
+    last_error: Mutex<Option<String>>,
 }
 
 /// A thread that commits requests to a [`Ledger`] in groups. Cheap to share (`&self` methods);
@@ -130,7 +150,31 @@ impl GroupCommitter {
             requests: c.requests.load(Ordering::Relaxed),
             commit_seconds: c.commit_nanos.load(Ordering::Relaxed) as f64 * 1e-9,
             largest_group: c.largest.load(Ordering::Relaxed),
+            failed: c.failed.load(Ordering::Relaxed),
+            failing: c.failing.load(Ordering::Relaxed),
         }
+    }
+
+    /// Whether charges can be expected to commit: an error while the latest commit (or probe)
+    /// failed, or while the ledger's own check fails (a ledger file deleted or replaced). For a
+    /// server's readiness; requests are still taken meanwhile, and the next commit that
+    /// succeeds makes the committer healthy again.
+    pub fn health(&self) -> Result<()> {
+        let failing = self.counters.failing.load(Ordering::Relaxed);
+        if failing > 0 {
+            let last = self
+                .counters
+                .last_error
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone()
+                .unwrap_or_default();
+            return Err(LedgerError::Store {
+                path: self.ledger.location(),
+                message: format!("the last {failing} commits failed: {last}"),
+            });
+        }
+        self.ledger.health()
     }
 
     /// Stops accepting jobs (later ones get an error), commits the queued ones and joins the
@@ -154,9 +198,75 @@ fn stopped() -> LedgerError {
     LedgerError::Invalid("the ledger's commit thread has stopped".into())
 }
 
+/// The commit thread's account of failures, for the rate-limited log.
+struct FailureLog {
+    last_line: Option<Instant>,
+    unlogged: u64,
+}
+
+impl FailureLog {
+    fn failed(&mut self, counters: &Counters, e: &LedgerError) {
+        counters.failed.fetch_add(1, Ordering::Relaxed);
+        let failing = counters.failing.fetch_add(1, Ordering::Relaxed) + 1;
+        *counters
+            .last_error
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
+        self.unlogged += 1;
+        if self.last_line.is_none_or(|t| t.elapsed() >= LOG_EVERY) {
+            eprintln!(
+                "recsel ledger: {} commit(s) failed since the last report ({failing} in a row; \
+                 nothing of them was charged or released): {e}",
+                self.unlogged
+            );
+            self.unlogged = 0;
+            self.last_line = Some(Instant::now());
+        }
+    }
+
+    fn succeeded(&mut self, ledger: &dyn Ledger, counters: &Counters) {
+        let failing = counters.failing.swap(0, Ordering::Relaxed);
+        if failing > 0 {
+            *counters
+                .last_error
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()) = None;
+            eprintln!(
+                "recsel ledger: {}: commits succeed again after {failing} failed in a row",
+                ledger.location()
+            );
+            self.unlogged = 0;
+            self.last_line = None;
+        }
+    }
+}
+
 fn commit_loop(ledger: &dyn Ledger, rx: &Receiver<Job>, max_group: usize, counters: &Counters) {
-    // Blocks for the first job of a group, then takes whatever else is already queued.
-    while let Ok(first) = rx.recv() {
+    let mut log = FailureLog {
+        last_line: None,
+        unlogged: 0,
+    };
+    loop {
+        // Blocks for the first job of a group (probing a failing ledger meanwhile), then takes
+        // whatever else is already queued.
+        let first = if counters.failing.load(Ordering::Relaxed) > 0 {
+            match rx.recv_timeout(PROBE_EVERY) {
+                Ok(job) => job,
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    match ledger.probe() {
+                        Ok(()) => log.succeeded(ledger, counters),
+                        Err(e) => log.failed(counters, &e),
+                    }
+                    continue;
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            }
+        } else {
+            match rx.recv() {
+                Ok(job) => job,
+                Err(_) => break,
+            }
+        };
         let mut jobs = vec![first];
         let mut n = jobs[0].requests.len();
         while n < max_group {
@@ -189,12 +299,14 @@ fn commit_loop(ledger: &dyn Ledger, rx: &Receiver<Job>, max_group: usize, counte
         // returned (the commit is durable).
         match result {
             Ok(outcomes) => {
+                log.succeeded(ledger, counters);
                 let mut outcomes = outcomes.into_iter();
                 for (job, k) in jobs.into_iter().zip(sizes) {
                     (job.reply)(Ok(outcomes.by_ref().take(k).collect()));
                 }
             }
             Err(e) => {
+                log.failed(counters, &e);
                 for job in jobs {
                     (job.reply)(Err(e.clone()));
                 }

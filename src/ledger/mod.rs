@@ -73,6 +73,17 @@ pub enum LedgerError {
         /// What the store reported.
         message: String,
     },
+    /// No ledger at the location, and the command did not ask to create one.
+    #[error(
+        "{location}: no ledger there. Create it with `recsel ledger init --ledger {location} \
+         --budget EPS [--period day|week|month|none]` (or pass --create-ledger). A ledger is \
+         never created unasked: one that vanished (deleted, a volume not mounted) would \
+         otherwise come back empty and grant every user's budget again"
+    )]
+    Missing {
+        /// The location, as given (a URL without its password).
+        location: String,
+    },
     /// An export that cannot be imported, with its line.
     #[error("{context}: {message}")]
     Import {
@@ -357,6 +368,17 @@ pub trait Ledger: Send + Sync + fmt::Debug {
 
     /// The event log: the administrative half.
     fn log(&self) -> &dyn LedgerLog;
+
+    /// Whether the ledger is still the one that was opened: for a file, that the open file is
+    /// still the file at its path (not deleted, not replaced). Cheap; every commit checks it too.
+    fn health(&self) -> Result<()>;
+
+    /// The store's own consistency check (SQLite's `integrity_check`; nothing for a database
+    /// server, which keeps its own).
+    fn integrity(&self) -> Result<()>;
+
+    /// One empty durable write, to learn whether commits succeed again after failures.
+    fn probe(&self) -> Result<()>;
 }
 
 /// The administrative half of a ledger: its event log, read (for `recsel ledger show` and the
@@ -411,6 +433,14 @@ impl Location {
         }
     }
 
+    /// Creates a new ledger there with `settings`; an error if anything is there already.
+    pub fn create(&self, settings: Settings) -> Result<Arc<dyn Ledger>> {
+        Ok(match self {
+            Location::Sqlite(p) => Arc::new(SqliteLedger::create(p, settings)?),
+            Location::Postgres(u) => Arc::new(PostgresLedger::create(u, settings)?),
+        })
+    }
+
     /// Connects to the ledger there: created with `create` (tables only where there are none),
     /// else an existing ledger with its stored settings.
     fn connect(&self, create: Option<Settings>) -> Result<Arc<dyn Ledger>> {
@@ -449,16 +479,23 @@ pub fn open_existing(path: &Path) -> Result<Arc<dyn Ledger>> {
     Location::from(path).connect(None)
 }
 
-/// What a serving command does with `--ledger FILE|URL [--budget B] [--period P]`: an existing
-/// ledger is opened with its stored settings, and a budget or period given that differs from them
-/// is [`LedgerError::SettingsMismatch`]; a missing one is created with `budget` (required then)
-/// and `period` (default [`Period::None`]).
-pub fn open_or_create(
-    path: &Path,
+/// What a charging command (`recsel serve`, `recsel recommend --ledger`) does with `--ledger
+/// FILE|URL [--budget B] [--period P] [--create-ledger]`, failing closed:
+///
+/// * an existing ledger is opened with its stored settings — a budget or period given that
+///   differs from them is [`LedgerError::SettingsMismatch`] — and checked before it is used: the
+///   store's integrity check ([`Ledger::integrity`]) and every window's total against its events
+///   ([`Ledger::verify`]); a 0-byte file is refused, not taken for a new ledger;
+/// * a missing ledger is created (with `budget`, required then, and `period`, default
+///   [`Period::None`]) only when `create` is set, else [`LedgerError::Missing`], which says how
+///   to create one: a ledger that vanished is never silently replaced by an empty one.
+pub fn open_for_charging(
+    spec: &str,
     budget: Option<Units>,
     period: Option<Period>,
+    create: bool,
 ) -> Result<Arc<dyn Ledger>> {
-    let location = Location::from(path);
+    let location = Location::parse(spec);
     if location.exists()? {
         let l = location.connect(None)?;
         let stored = l.settings();
@@ -473,7 +510,14 @@ pub fn open_or_create(
                 given,
             });
         }
+        l.integrity()?;
+        l.verify()?;
         return Ok(l);
+    }
+    if !create {
+        return Err(LedgerError::Missing {
+            location: location.display(),
+        });
     }
     let Some(budget) = budget else {
         return Err(LedgerError::Invalid(format!(
@@ -481,8 +525,14 @@ pub fn open_or_create(
             location.display()
         )));
     };
-    location.connect(Some(Settings {
+    self::create(spec, budget, period)
+}
+
+/// Creates a new ledger at `spec` (a file that must not exist yet, or a `postgres://` database
+/// without one) with `budget` per `period` (default [`Period::None`]): `recsel ledger init`.
+pub fn create(spec: &str, budget: Units, period: Option<Period>) -> Result<Arc<dyn Ledger>> {
+    Location::parse(spec).create(Settings {
         budget,
         period: period.unwrap_or(Period::None),
-    }))
+    })
 }

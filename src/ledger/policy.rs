@@ -93,6 +93,26 @@ fn decide(
     }
     let budget = settings.budget;
     let window = settings.period.window(r.time);
+    // A clock stepped backwards (an NTP step, a restored VM) must not charge an earlier window
+    // again: the latest window the user was charged in, stored or in this group, closes the
+    // ones before it.
+    let in_group = spent
+        .range((r.user.clone(), Timestamp(i64::MIN))..)
+        .take_while(|((u, _), _)| *u == r.user)
+        .filter(|(_, (_, dirty))| *dirty)
+        .map(|((_, w), _)| *w)
+        .max();
+    let latest = tx.latest_window(&r.user)?.max(in_group);
+    if let Some(latest) = latest.filter(|l| window.start < *l) {
+        return Ok(Outcome::Rejected {
+            reason: Rejection::Invalid(format!(
+                "the request's time {} falls in the {} window of {}, before this user's latest \
+                 charged window (of {latest}): the clock went backwards (an NTP step, a restored \
+                 VM?); nothing is charged into a window that has closed",
+                r.time, settings.period, window.start
+            )),
+        });
+    }
     let key = (r.user.clone(), window.start);
     let (now, _) = spent[&key];
     let remaining = budget.saturating_sub(now);
@@ -301,5 +321,17 @@ impl<S: Store> Ledger for S {
 
     fn log(&self) -> &dyn LedgerLog {
         self
+    }
+
+    fn health(&self) -> Result<()> {
+        Store::health(self)
+    }
+
+    fn integrity(&self) -> Result<()> {
+        Store::integrity(self)
+    }
+
+    fn probe(&self) -> Result<()> {
+        run(self, &mut |tx| Ok(tx.touch(Timestamp::now())?))
     }
 }

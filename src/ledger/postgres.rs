@@ -122,6 +122,18 @@ impl PostgresLedger {
         Self::connect_with(url, None)
     }
 
+    /// Creates a new ledger in the database of `url`; an error if it holds one already.
+    pub fn create(url: &str, settings: Settings) -> Result<Self> {
+        if Self::exists(url)? {
+            return Err(store_err(
+                &redact(url),
+                "this database holds a recsel ledger already; a ledger is created only where \
+                 there is none",
+            ));
+        }
+        Self::open(url, settings)
+    }
+
     /// Whether the database of `url` holds a ledger.
     pub fn exists(url: &str) -> Result<bool> {
         let location = redact(url);
@@ -200,6 +212,17 @@ impl StoreTx for Tx<'_> {
             .collect()
     }
 
+    fn latest_window(&mut self, user: &str) -> TxResult<Option<Timestamp>> {
+        let start: Option<i64> = self
+            .0
+            .query_one(
+                "SELECT max(window_start) FROM recsel_windows WHERE user_id = $1 AND spent > 0",
+                &[&user],
+            )?
+            .get(0);
+        Ok(start.map(Timestamp))
+    }
+
     fn save_spent(&mut self, user: &str, window: Timestamp, spent: Units) -> TxResult<()> {
         self.0.execute(
             "UPDATE recsel_windows SET spent = $3 WHERE user_id = $1 AND window_start = $2",
@@ -260,6 +283,15 @@ impl StoreTx for Tx<'_> {
         Ok(found.map(|r| (r.get(0), r.get::<_, i64>(1) as u64)))
     }
 
+    fn touch(&mut self, at: Timestamp) -> TxResult<()> {
+        self.0.execute(
+            "INSERT INTO recsel_meta (key, value) VALUES ('probed', $1) \
+             ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            &[&at.to_string()],
+        )?;
+        Ok(())
+    }
+
     fn put_run(&mut self, id: &str, key: &str, at: Timestamp, attempts: u64) -> TxResult<()> {
         if attempts == 1 {
             // A concurrent first attempt of the same id waits on the primary key, then fails
@@ -318,7 +350,9 @@ fn setup(c: &mut Client, location: &str, create: Option<Settings>) -> Result<Set
         .get(0);
     if !exists {
         let Some(settings) = create else {
-            return Err(store_err(location, "no recsel ledger in this database"));
+            return Err(LedgerError::Missing {
+                location: location.to_string(),
+            });
         };
         let budget = to_i64(settings.budget);
         tx.batch_execute(&format!(
@@ -426,6 +460,18 @@ impl Store for PostgresLedger {
             .map_err(self.err())?
             .get(0);
         Ok((windows, orphans as u64))
+    }
+
+    fn health(&self) -> Result<()> {
+        // The database is named by its URL, not by a file that can be unlinked under us; a
+        // server that is gone fails the next commit.
+        Ok(())
+    }
+
+    fn integrity(&self) -> Result<()> {
+        // PostgreSQL checks its own pages (and the windows' CHECK against the budget); the
+        // ledger's own check is `verify`.
+        Ok(())
     }
 }
 

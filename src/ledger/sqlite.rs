@@ -61,6 +61,24 @@ pub struct SqliteLedger {
     settings: Settings,
     writer: Mutex<Connection>,
     reader: Mutex<Connection>,
+    /// The device and inode of the file when it was opened: every commit checks that the path
+    /// still names it (a ledger deleted or replaced while in use fails closed).
+    identity: Option<(u64, u64)>,
+}
+
+/// The device and inode of the file at `path` now (`None` where the platform has none).
+fn file_id(path: &Path) -> std::io::Result<Option<(u64, u64)>> {
+    let m = std::fs::metadata(path)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        Ok(Some((m.dev(), m.ino())))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = m;
+        Ok(None)
+    }
 }
 
 fn lock(m: &Mutex<Connection>) -> MutexGuard<'_, Connection> {
@@ -95,10 +113,32 @@ fn event_from_row(r: &rusqlite::Row<'_>) -> TxResult<Event> {
 }
 
 impl SqliteLedger {
+    /// Creates a new ledger file at `path` with `settings`; an error if the path exists (even
+    /// an empty file: it is never taken for a new ledger).
+    pub fn create(path: &Path, settings: Settings) -> Result<Self> {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(path)
+            .map_err(|e| {
+                let why = if e.kind() == std::io::ErrorKind::AlreadyExists {
+                    "the file exists already; a ledger is created only where there is none".into()
+                } else {
+                    format!("creating the ledger file: {e}")
+                };
+                Self::store_err(path, why)
+            })?;
+        let (writer, stored) = Self::connect(path, Some(settings))?;
+        Self::with(path, writer, stored)
+    }
+
     /// Opens the ledger at `path`, creating it with `settings` if the file does not exist; an
     /// existing ledger must have been created with the same settings.
     pub fn open(path: &Path, settings: Settings) -> Result<Self> {
-        let (writer, stored) = Self::connect(path, Some(settings))?;
+        if !path.exists() {
+            return Self::create(path, settings);
+        }
+        let (writer, stored) = Self::connect_existing(path)?;
         if stored != settings {
             return Err(LedgerError::SettingsMismatch {
                 path: path.display().to_string(),
@@ -111,24 +151,66 @@ impl SqliteLedger {
 
     /// Opens an existing ledger with the settings stored in it.
     pub fn open_existing(path: &Path) -> Result<Self> {
+        let (writer, stored) = Self::connect_existing(path)?;
+        Self::with(path, writer, stored)
+    }
+
+    /// The writer of an existing ledger file: a missing file is [`LedgerError::Missing`], a
+    /// 0-byte one (a failed copy, `> ledger.db`) is refused — SQLite would take it for a new,
+    /// empty database.
+    fn connect_existing(path: &Path) -> Result<(Connection, Settings)> {
+        if !path.exists() {
+            return Err(LedgerError::Missing {
+                location: path.display().to_string(),
+            });
+        }
         if !path.is_file() {
             return Err(LedgerError::Invalid(format!(
                 "{}: no ledger file there",
                 path.display()
             )));
         }
-        let (writer, stored) = Self::connect(path, None)?;
-        Self::with(path, writer, stored)
+        let len = std::fs::metadata(path)
+            .map_err(|e| Self::store_err(path, e))?
+            .len();
+        if len == 0 {
+            return Err(Self::store_err(
+                path,
+                "an empty file (0 bytes) is not a ledger (a failed copy?); restore the ledger \
+                 from a backup or an export, or remove the file and create a new ledger with \
+                 `recsel ledger init` knowing that every budget starts again",
+            ));
+        }
+        Self::connect(path, None)
     }
 
     fn with(path: &Path, writer: Connection, settings: Settings) -> Result<Self> {
         let reader = Self::configure(path)?;
+        let identity = file_id(path).map_err(|e| Self::store_err(path, e))?;
         Ok(SqliteLedger {
             path: path.to_path_buf(),
             settings,
             writer: Mutex::new(writer),
             reader: Mutex::new(reader),
+            identity,
         })
+    }
+
+    /// Whether the path still names the file this ledger opened.
+    fn same_file(&self) -> std::result::Result<(), String> {
+        match file_id(&self.path) {
+            Ok(id) if id == self.identity => Ok(()),
+            Ok(_) => Err(format!(
+                "{} was replaced by another file since this process opened it; charges into the \
+                 file it had open would be lost to the next start, so nothing is charged",
+                self.path.display()
+            )),
+            Err(e) => Err(format!(
+                "the ledger file {} is gone since this process opened it ({e}); charges into \
+                 the unlinked file would be lost to the next start, so nothing is charged",
+                self.path.display()
+            )),
+        }
     }
 
     fn store_err(path: &Path, e: impl std::fmt::Display) -> LedgerError {
@@ -230,10 +312,10 @@ impl StoreTx for Tx<'_> {
             "SELECT {} FROM events WHERE request_id = ?1",
             event_columns("user")
         ))?;
-        Ok(q.query_row([request_id], row)
+        q.query_row([request_id], row)
             .optional()?
             .map(EventRow::event)
-            .transpose()?)
+            .transpose()
     }
 
     fn load_spent(&mut self, keys: &[(String, Timestamp)]) -> TxResult<Vec<Units>> {
@@ -252,6 +334,14 @@ impl StoreTx for Tx<'_> {
                 }
             })
             .collect()
+    }
+
+    fn latest_window(&mut self, user: &str) -> TxResult<Option<Timestamp>> {
+        let start: Option<i64> = self
+            .0
+            .prepare_cached("SELECT max(window_start) FROM windows WHERE user = ?1")?
+            .query_row([user], |r| r.get(0))?;
+        Ok(start.map(Timestamp))
     }
 
     fn save_spent(&mut self, user: &str, window: Timestamp, spent: Units) -> TxResult<()> {
@@ -314,6 +404,15 @@ impl StoreTx for Tx<'_> {
             .optional()?)
     }
 
+    fn touch(&mut self, at: Timestamp) -> TxResult<()> {
+        self.0.execute(
+            "INSERT INTO meta (key, value) VALUES ('probed', ?1) \
+             ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            [at.to_string()],
+        )?;
+        Ok(())
+    }
+
     fn put_run(&mut self, id: &str, key: &str, at: Timestamp, attempts: u64) -> TxResult<()> {
         if attempts == 1 {
             self.0.execute(
@@ -351,6 +450,8 @@ impl Store for SqliteLedger {
     fn transact(&self, body: &mut dyn FnMut(&mut dyn StoreTx) -> TxResult<()>) -> TxResult<()> {
         let mut conn = lock(&self.writer);
         let mut tx = Tx(conn.transaction_with_behavior(TransactionBehavior::Immediate)?);
+        // Under the write lock: the file at the path is still the one open here.
+        self.same_file().map_err(TxError::fatal)?;
         body(&mut tx)?;
         tx.0.commit()?; // durable (WAL fsync) before anyone sees the outcomes
         Ok(())
@@ -392,6 +493,26 @@ impl Store for SqliteLedger {
             Ok((windows, orphans as u64))
         })
     }
+
+    fn health(&self) -> Result<()> {
+        self.same_file().map_err(|m| Self::store_err(&self.path, m))
+    }
+
+    fn integrity(&self) -> Result<()> {
+        self.read(|conn| {
+            let mut stmt = conn.prepare("PRAGMA integrity_check")?;
+            let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
+            let found = rows.collect::<std::result::Result<Vec<_>, _>>()?;
+            if found != ["ok"] {
+                return Err(TxError::fatal(format!(
+                    "the file is damaged (SQLite's integrity check: {}); restore the ledger \
+                     from a backup or an export",
+                    found.join("; ")
+                )));
+            }
+            Ok(())
+        })
+    }
 }
 
 impl LedgerLog for SqliteLedger {
@@ -412,11 +533,10 @@ impl LedgerLog for SqliteLedger {
                 "SELECT {} FROM events WHERE request_id = ?1",
                 event_columns("user")
             ))?;
-            Ok(stmt
-                .query_row([request_id], row)
+            stmt.query_row([request_id], row)
                 .optional()?
                 .map(EventRow::event)
-                .transpose()?)
+                .transpose()
         })
     }
 

@@ -201,6 +201,9 @@ pub trait StoreTx {
     /// the transaction.
     fn load_spent(&mut self, keys: &[(String, Timestamp)]) -> TxResult<Vec<Units>>;
 
+    /// The start of the user's latest window with a stored total, if any.
+    fn latest_window(&mut self, user: &str) -> TxResult<Option<Timestamp>>;
+
     /// Stores a window's running total.
     fn save_spent(&mut self, user: &str, window: Timestamp, spent: Units) -> TxResult<()>;
 
@@ -220,6 +223,9 @@ pub trait StoreTx {
 
     /// Records attempt `attempts` of run `id` at `at` (the first inserts it).
     fn put_run(&mut self, id: &str, key: &str, at: Timestamp, attempts: u64) -> TxResult<()>;
+
+    /// Writes the time of a probe (`meta` key `probed`): a durable write that charges nothing.
+    fn touch(&mut self, at: Timestamp) -> TxResult<()>;
 }
 
 /// A ledger backend: durable transactions and reads, in its own SQL. Every `Store` is a
@@ -247,4 +253,10 @@ pub trait Store: LedgerLog + Send + Sync + std::fmt::Debug {
     /// Every stored window's total beside the sum of its events, and the number of (user,
     /// window) pairs with charges but no stored total.
     fn windows(&self) -> Result<(Vec<WindowTotal>, u64)>;
+
+    /// Whether the store is still the one opened (see [`Ledger::health`](super::Ledger::health)).
+    fn health(&self) -> Result<()>;
+
+    /// The store's own consistency check.
+    fn integrity(&self) -> Result<()>;
 }

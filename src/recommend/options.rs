@@ -75,8 +75,9 @@ option_table! {
     #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
     pub struct LedgerOptions {
         /// Charge every recommendation to this privacy ledger before it is written out: an
-        /// SQLite file (created if missing) or a postgres:// URL (a ledger shared by several
-        /// replicas). A user whose budget is exhausted gets a refusal (or the fallback).
+        /// SQLite file or a postgres:// URL (a ledger shared by several replicas), made with
+        /// `recsel ledger init` or --create-ledger. A user whose budget is exhausted gets a
+        /// refusal (or the fallback).
         #[option(value_name = "FILE|URL", group = "Ledger")]
         pub ledger: String,
         /// ε each user may spend per --period (decimal, rounded down to 10^-9). Needed to create
@@ -91,6 +92,11 @@ option_table! {
         /// most popular training item) or item:ID (that public item); 0 ε, marked fallback.
         #[option(value_name = "none|popular|item:ID", group = "Ledger")]
         pub fallback: Fallback = Fallback::None,
+        /// Create the ledger (with --budget and --period) if it does not exist. Without it a
+        /// missing ledger is an error: one that vanished must not come back empty and grant
+        /// every budget again. `recsel ledger init` creates one ahead.
+        #[option(group = "Ledger")]
+        pub create_ledger: bool = false,
     }
 }
 
@@ -287,6 +293,7 @@ impl LedgerOptions {
                 ("budget", self.budget.is_some()),
                 ("period", self.period.is_some()),
                 ("fallback", self.fallback.is_some()),
+                ("create-ledger", self.create_ledger()),
             ];
             if let Some((name, _)) = given.iter().find(|(_, g)| *g) {
                 return Err(Error::Invalid(format!(

@@ -125,8 +125,9 @@ async fn healthz() -> Response {
 }
 
 async fn readyz(State(st): Shared) -> Response {
-    match st.ready() {
-        Ok(_) => json_response(200, &json!({"status": "ready"})),
+    match st.ready().map(|svc| svc.ledger_health()) {
+        Ok(Ok(())) => json_response(200, &json!({"status": "ready"})),
+        Ok(Err(reason)) => json_response(503, &json!({"status": "not ready", "reason": reason})),
         Err(e) => json_response(503, &json!({"status": "not ready", "reason": e.message})),
     }
 }

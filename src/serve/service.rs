@@ -9,7 +9,7 @@ use rayon::prelude::*;
 use serde_json::{json, Value};
 
 use crate::data::Fnv64;
-use crate::ledger::{self, Balance, GroupCommitter, Ledger, Outcome, Settings, Timestamp, Units};
+use crate::ledger::{self, Balance, GroupCommitter, Ledger, Outcome, Timestamp, Units};
 use crate::recommend::ledgered::{BatchRequest, LedgeredRecommender, PendingCharges};
 use crate::recommend::{RecScratch, Recommender, ScoredBlock};
 use crate::rng::{Draws, NoiseMode, SecureRng, Streams};
@@ -72,15 +72,14 @@ impl Service {
         SecureRng::from_os()?; // fail now, not in a worker, if the OS has no entropy
         let rec = Recommender::load(opts.serving.model_dir()?, &cfg)?;
         let fallback = opts.ledger.fallback().column(&rec)?;
-        let ledger = ledger::open(
+        let ledger = ledger::open_for_charging(
             opts.ledger
                 .ledger
                 .as_deref()
                 .expect("config() requires a ledger"),
-            Settings {
-                budget,
-                period: opts.period()?,
-            },
+            Some(budget),
+            Some(opts.period()?),
+            opts.ledger.create_ledger(),
         )?;
         let committer = Arc::new(GroupCommitter::new(
             Arc::clone(&ledger),
@@ -124,6 +123,13 @@ impl Service {
     /// The ledger's commit thread.
     pub fn committer(&self) -> &GroupCommitter {
         self.lr.committer()
+    }
+
+    /// Whether charges can be expected to commit, for `/readyz`: an error (its reason) while
+    /// the latest ledger commit failed or the ledger is not the one opened (a file deleted or
+    /// replaced). Requests are still taken; the next commit that succeeds clears it.
+    pub fn ledger_health(&self) -> Result<(), String> {
+        self.committer().health().map_err(|e| e.to_string())
     }
 
     /// What each recommendation is charged.

@@ -288,6 +288,7 @@ pub fn args(ledger: &str, budget: &str, extra: &[&str]) -> Vec<String> {
         "1",
         "--threads",
         "2",
+        "--create-ledger",
     ]
     .iter()
     .map(|s| s.to_string())
