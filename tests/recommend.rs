@@ -713,6 +713,7 @@ fn recommend_with_a_ledger_refuses_a_seed() {
         "10",
         "--user",
         "u1",
+        "--create-ledger",
     ];
     let mut with_seed = base.to_vec();
     with_seed.extend(["--seed", "3"]);

@@ -64,11 +64,11 @@ enum Command {
     Tune(Box<tune::Args>),
     /// hit@1 of public baselines and private mechanisms on held-out users (the frontier).
     Evaluate(Box<utility::Args>),
-    /// Inspect, export and import a privacy ledger (docs/ledger.md).
+    /// Create, inspect, export and import a privacy ledger (docs/ledger.md).
     Ledger(ledger::Args),
     /// Serve private recommendations over HTTP, each charged to the user's budget.
     Serve(Box<serve::Args>),
-    /// One private median, quantile, count or clipped mean of a column (Duff, em, smooth, Laplace).
+    /// A private median, quantile, count or clipped mean of a column (docs/statistics.md).
     Statistic(Box<statistic::Args>),
     /// Synthetic experiments of seed 001 (scenarios 1-8, correlation and share sweeps).
     Synth(synth::Args),

@@ -1,0 +1,149 @@
+//! What a [`Recommender`]'s answers protect, decided once: the scope of the guarantee
+//! ([`Scope`]), the few words every answer of the service carries, and the privacy statement for
+//! people. The CLI, the service, Python and the end-to-end audit ask here.
+
+use super::Recommender;
+use crate::mechanisms::Guarantee;
+use crate::scoring::{CandidateList, ResolvedPrior};
+
+/// What one recommendation of a [`Recommender`] protects ([`Recommender::scope`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// User-level ε-DP: each recommended item is ε-DP with respect to the user's whole history.
+    UserLevel,
+    /// Not user-level: which items are candidates depends on the history (`history-top:N`).
+    HistoryCandidates,
+    /// Not user-level: the prior depends on the history (`own-history:W`).
+    HistoryPrior,
+    /// Not user-level: the mechanism is not ε-DP at its ε (only a weaker ε, or none).
+    NotPure,
+}
+
+impl Recommender {
+    /// What each recommendation protects: user-level ε-DP, or the first reason it is not. The
+    /// one place this is decided; every front end (the CLI, the service, Python, the end-to-end
+    /// audit) asks here.
+    pub fn scope(&self) -> Scope {
+        if !self.list.history_independent() {
+            Scope::HistoryCandidates
+        } else if self
+            .prior
+            .as_ref()
+            .is_some_and(|p| !p.history_independent())
+        {
+            Scope::HistoryPrior
+        } else if !matches!(self.mech.guarantee(), Guarantee::Pure { .. }) {
+            Scope::NotPure
+        } else {
+            Scope::UserLevel
+        }
+    }
+
+    /// Whether each recommendation is user-level ε-DP: an ε-DP mechanism on a candidate list that
+    /// does not depend on the history, with no prior that does (scores are always clipped to the
+    /// release's bounds).
+    pub fn user_level(&self) -> bool {
+        self.scope() == Scope::UserLevel
+    }
+
+    /// The guarantee of each answer in a few words (the service's `guarantee` field and start-up
+    /// line): "user-level eps-DP per recommendation", or "NOT user-level eps-DP: " and why.
+    pub fn guarantee(&self) -> String {
+        match self.scope() {
+            Scope::UserLevel => "user-level eps-DP per recommendation".to_string(),
+            Scope::HistoryCandidates => format!(
+                "NOT user-level eps-DP: which items are candidates ('{}') depends on the user's \
+                 history and is not protected (--allow-non-private)",
+                self.policy
+            ),
+            Scope::HistoryPrior => format!(
+                "NOT user-level eps-DP: the prior ('{}') depends on the user's history and is \
+                 not protected (--allow-non-private)",
+                self.prior
+                    .as_ref()
+                    .map_or_else(String::new, |p| p.prior.to_string())
+            ),
+            Scope::NotPure => format!(
+                "NOT user-level eps-DP: mechanism '{}' is not eps-DP (--allow-non-private)",
+                self.mech.name()
+            ),
+        }
+    }
+
+    /// The public prior in use, resolved (`None`: no prior, or weight 0).
+    pub fn prior(&self) -> Option<&ResolvedPrior> {
+        self.prior.as_ref()
+    }
+
+    /// One line for people: the unit of the guarantee ("user-level ε-DP per recommendation" only
+    /// when it is), mechanism, ε, the candidates and what about them is protected
+    /// (docs/deployment.md, "Candidate policies"), who the bounds were calibrated on, and the
+    /// randomness.
+    pub fn privacy_statement(&self) -> String {
+        let c = &self.release.manifest.calibration;
+        let mech = self.mech.name();
+        let k = self.list.k(self.n_items());
+        let candidates = match &self.list {
+            CandidateList::All => format!(
+                "candidates: all {k} items, the same for every user, the user's own included"
+            ),
+            CandidateList::Fixed(_) => format!(
+                "candidates: '{}', {k} public items, the same for every user, the user's own \
+                 included",
+                self.policy
+            ),
+            CandidateList::HistoryTop(n) => format!(
+                "candidates: '{}', each user's top {n} by the user's own scores, the user's items \
+                 excluded",
+                self.policy
+            ),
+        };
+        let candidates = match &self.prior {
+            Some(p) if p.history_independent() => format!(
+                "{candidates}; public prior '{}' added to the clipped scores, the same for every \
+                 user",
+                p.prior
+            ),
+            Some(p) => format!(
+                "{candidates}; prior '{}' boosts the user's own items (not protected)",
+                p.prior
+            ),
+            None => candidates,
+        };
+        let scope = match (self.epsilon, self.scope()) {
+            (None, _) => format!("NOT differentially private ({mech}); {candidates}"),
+            (Some(e), Scope::UserLevel) => format!(
+                "user-level {e}-DP per recommendation ({mech}): each recommended item is {e}-DP \
+                 with respect to the user's whole history; {candidates}"
+            ),
+            (Some(e), Scope::HistoryCandidates) => format!(
+                "NOT user-level private: candidate membership is not protected ({candidates}; \
+                 an item outside a user's list has probability 0 for that user; \
+                 docs/deployment.md); only the choice among the candidates is {e}-DP ({mech})"
+            ),
+            (Some(e), Scope::HistoryPrior) => format!(
+                "NOT user-level private: the prior depends on the history ({candidates}); only \
+                 the selection on the offset scores is {e}-DP ({mech})"
+            ),
+            (Some(e), Scope::NotPure) => format!(
+                "NOT user-level private: {mech} is only {e}-DP here, not {}-DP; {candidates}",
+                self.mech.epsilon()
+            ),
+        };
+        let tuned = match &self.tuned {
+            Some(t) => format!("; {}", t.describe()),
+            None => String::new(),
+        };
+        format!(
+            "privacy: {scope}; scores clipped to bounds fixed beforehand on {} {} users who are \
+             not served; n recommendations from one history spend n times that; noise: {}{tuned}",
+            c.users,
+            c.population,
+            if self.noise.is_secure() {
+                "secure (OS-seeded ChaCha20, exact sampler)"
+            } else {
+                "seeded floating-point streams (experiments only, not for a release; use --secure)"
+            }
+        )
+    }
+}
