@@ -427,7 +427,7 @@ fn the_history_check_catches_issue_numbers_and_sessions() {
 /// tried and dropped. Measured results are stated as current facts in docs/results.md, each with
 /// the command that regenerates it; how the code got there lives in git.
 const DIARY_PHRASES: &[&str] = &[
-    "previous build",
+    concat!("previous ", "build"),
     "previous commit's build",
     "previous run",
     "earlier build",
@@ -444,7 +444,7 @@ const DIARY_PHRASES: &[&str] = &[
     "it now ",
     ", now ",
     "; now ",
-    // Split so that the history check above does not find them here.
+    // Split so that a search of the tree for history phrases does not find them here.
     concat!("this ", "session"),
     concat!("previous ", "session"),
     concat!("last ", "session"),
@@ -496,7 +496,7 @@ fn the_diary_check_catches_comparisons_with_earlier_builds() {
         text.push_str(&format!("x {} y\n", p.to_uppercase()));
     }
     text.push_str("reward after the shift\nwhile the previous commit was on disk\n");
-    text.push_str("```\nthe previous build\n```\n");
+    text.push_str(concat!("```\nthe previous ", "build\n```\n"));
     let found = diary_phrases(&text);
     assert_eq!(found.len(), DIARY_PHRASES.len() + 1, "{found:#?}");
     assert!(found[0].starts_with("line 1:"), "{found:#?}");
