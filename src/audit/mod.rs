@@ -188,25 +188,10 @@ pub(crate) fn counts_of(
     family: u32,
     noise: NoiseMode,
 ) -> Result<Vec<u64>> {
-    const CHUNK: u64 = 4096;
-    (0..n.div_ceil(CHUNK))
-        .into_par_iter()
-        .map(|c| {
-            let mut out = vec![0u64; outputs];
-            let mut draws = Draws::new(noise, *streams)?;
-            for i in c * CHUNK..((c + 1) * CHUNK).min(n) {
-                let a = selector.sample(&mut draws, id, family, i >> 32, i as u32);
-                out[map.map_or(a, |m| m[a] as usize)] += 1;
-            }
-            Ok(out)
-        })
-        .try_reduce(
-            || vec![0u64; outputs],
-            |mut a, b| {
-                a.iter_mut().zip(b).for_each(|(x, y)| *x += y);
-                Ok(a)
-            },
-        )
+    tally(outputs, n, streams, noise, |draws, i| {
+        let a = selector.sample(draws, id, family, i >> 32, i as u32);
+        map.map_or(a, |m| m[a] as usize)
+    })
 }
 
 /// As [`counts_of`] without a map, with ⊥ counted as output `k` ([`Selector::sample_outcome`]).
@@ -219,20 +204,36 @@ fn bottom_counts(
     family: u32,
     noise: NoiseMode,
 ) -> Result<Vec<u64>> {
+    tally(k + 1, n, streams, noise, |draws, i| {
+        selector
+            .sample_outcome(draws, id, family, i >> 32, i as u32)
+            .unwrap_or(k)
+    })
+}
+
+/// Counts of `outputs` outputs over draws `0..n`, where `draw(draws, i)` is the output of draw
+/// `i`; chunks of draws in parallel, each with its own random source (the counts do not depend
+/// on the threads).
+fn tally(
+    outputs: usize,
+    n: u64,
+    streams: &Streams,
+    noise: NoiseMode,
+    draw: impl Fn(&mut Draws, u64) -> usize + Sync,
+) -> Result<Vec<u64>> {
     const CHUNK: u64 = 4096;
     (0..n.div_ceil(CHUNK))
         .into_par_iter()
         .map(|c| {
-            let mut out = vec![0u64; k + 1];
+            let mut out = vec![0u64; outputs];
             let mut draws = Draws::new(noise, *streams)?;
             for i in c * CHUNK..((c + 1) * CHUNK).min(n) {
-                let a = selector.sample_outcome(&mut draws, id, family, i >> 32, i as u32);
-                out[a.unwrap_or(k)] += 1;
+                out[draw(&mut draws, i)] += 1;
             }
             Ok(out)
         })
         .try_reduce(
-            || vec![0u64; k + 1],
+            || vec![0u64; outputs],
             |mut a, b| {
                 a.iter_mut().zip(b).for_each(|(x, y)| *x += y);
                 Ok(a)

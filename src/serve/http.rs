@@ -394,19 +394,19 @@ async fn pad(t: Instant, min: Duration) {
     }
 }
 
+/// The body of a POST within the body limits, parsed as JSON (the errors name what is wrong).
+async fn read_json(st: &AppState, headers: &HeaderMap, body: Body) -> Result<Value, ApiError> {
+    let l = &st.limits;
+    let bytes =
+        guard::read_body(headers, body, l.max_body_bytes(), l.body_timeout_duration()).await?;
+    api::parse_json(&bytes)
+}
+
 async fn recommend(State(st): Shared, headers: HeaderMap, body: Body) -> Response {
     let t = Instant::now();
     let result = async {
         let svc = Arc::clone(st.ready()?);
-        let l = &st.limits;
-        let bytes = guard::read_body(
-            &headers,
-            body,
-            l.max_body_bytes(),
-            l.body_timeout_duration(),
-        )
-        .await?;
-        let v = api::parse_json(&bytes)?;
+        let v = read_json(&st, &headers, body).await?;
         let r = api::recommend_request(&v, "", &st.limits)?;
         let m = map_request(&svc, r, "history")?;
         st.metrics
@@ -438,15 +438,7 @@ async fn recommend_batch(State(st): Shared, headers: HeaderMap, body: Body) -> R
     let t = Instant::now();
     let result = async {
         let svc = Arc::clone(st.ready()?);
-        let l = &st.limits;
-        let bytes = guard::read_body(
-            &headers,
-            body,
-            l.max_body_bytes(),
-            l.body_timeout_duration(),
-        )
-        .await?;
-        let v = api::parse_json(&bytes)?;
+        let v = read_json(&st, &headers, body).await?;
         let checked = api::batch_requests(&v, &st.limits)?;
         let mut slots: Vec<Result<Mapped, ApiError>> = Vec::with_capacity(checked.len());
         for (i, r) in checked.into_iter().enumerate() {

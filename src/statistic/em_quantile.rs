@@ -38,6 +38,17 @@ impl EmQuantile {
         self.epsilon
     }
 
+    /// The `i`-th edge of the intervals the sorted data cut the range into: `lo`, the data, `hi`.
+    fn edge(&self, sorted: &[f64], i: usize) -> f64 {
+        if i == 0 {
+            self.lo
+        } else if i > sorted.len() {
+            self.hi
+        } else {
+            sorted[i - 1]
+        }
+    }
+
     /// Clips `data` to the range and sorts it (the mechanism's view of the data).
     pub fn clip_sorted(&self, data: &[f64]) -> Vec<f64> {
         let mut v: Vec<f64> = data.iter().map(|&x| x.clamp(self.lo, self.hi)).collect();
@@ -55,15 +66,7 @@ impl EmQuantile {
     pub fn sample_sorted(&self, sorted: &[f64], q: f64, rng: &mut Rng) -> f64 {
         let n = sorted.len();
         let target = q * n as f64;
-        let edge = |i: usize| -> f64 {
-            if i == 0 {
-                self.lo
-            } else if i > n {
-                self.hi
-            } else {
-                sorted[i - 1]
-            }
-        };
+        let edge = |i: usize| self.edge(sorted, i);
         // Log weights ln|I_i| − ε|i − qn|/2, shifted by their maximum (no underflow to all zeros).
         let mut logw = Vec::with_capacity(n + 1);
         let mut max = f64::NEG_INFINITY;
@@ -112,15 +115,7 @@ impl EmQuantile {
         let sorted = self.clip_sorted(data);
         let n = sorted.len();
         let target = q * n as f64;
-        let edge = |i: usize| -> f64 {
-            if i == 0 {
-                self.lo
-            } else if i > n {
-                self.hi
-            } else {
-                sorted[i - 1]
-            }
-        };
+        let edge = |i: usize| self.edge(&sorted, i);
         let logw: Vec<f64> = (0..=n)
             .map(|i| -0.5 * self.epsilon * (i as f64 - target).abs())
             .collect();
