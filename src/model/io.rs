@@ -52,6 +52,10 @@ pub struct ModelMeta {
     pub item_ids: Vec<String>,
     /// Weight files with sizes and checksums.
     pub files: Vec<FileEntry>,
+    /// The training users' privacy when the model was fitted with differential privacy; absent
+    /// when the training data were treated as public.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub training_privacy: Option<super::privacy::PopulationPrivacy>,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -328,6 +332,7 @@ pub fn save(
         n_items: model.n_items(),
         item_ids: item_ids.to_vec(),
         files: entries,
+        training_privacy: None,
     };
     let json = serde_json::to_vec_pretty(&meta)
         .map_err(|e| Error::Invalid(format!("serialising model.json: {e}")))?;
