@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use recsel::ledger::{
-    Answer, ChargeRequest, Ledger, Period, Settings, SqliteLedger, Timestamp, Units,
+    Answer, ChargeRequest, Ledger, Period, RequestHash, Settings, SqliteLedger, Timestamp, Units,
 };
 
 fn commits(c: &mut Criterion) {
@@ -42,6 +42,7 @@ fn commits(c: &mut Criterion) {
                             ChargeRequest {
                                 user: format!("user-{}", n % 100_000),
                                 request_id: format!("r{n}"),
+                                request_hash: RequestHash::of(&[&n.to_le_bytes()]),
                                 mechanism: "mgem".into(),
                                 epsilon: Units::charge("0.1").unwrap(),
                                 time,

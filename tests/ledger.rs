@@ -10,7 +10,7 @@ use std::sync::{Arc, Barrier, Mutex};
 use recsel::ledger::composition::{zcdp_epsilon, zcdp_rho, Accountant};
 use recsel::ledger::{
     self, export, Answer, ChargeRequest, Event, GroupCommitter, Ledger, LedgerLog, Outcome, Period,
-    Rejection, Settings, SqliteLedger, Timestamp, Units,
+    Rejection, RequestHash, Settings, SqliteLedger, Timestamp, Units,
 };
 use recsel::mechanisms::{self, MechParams};
 
@@ -25,10 +25,17 @@ fn at(text: &str) -> Timestamp {
     Timestamp::parse(text).unwrap()
 }
 
+/// The request hash the tests give a request: a function of the user and the id only, so that a
+/// retry (another pick for the same request) is the same request.
+fn same_request(user: &str, id: &str) -> RequestHash {
+    RequestHash::of(&[user.as_bytes(), id.as_bytes()])
+}
+
 fn req(user: &str, id: &str, eps: Units, time: Timestamp, item: &str) -> ChargeRequest {
     ChargeRequest {
         user: user.into(),
         request_id: id.into(),
+        request_hash: same_request(user, id),
         mechanism: "mgem".into(),
         epsilon: eps,
         time,
@@ -111,8 +118,9 @@ fn ten_charges_of_a_tenth_exhaust_a_budget_of_one_and_the_eleventh_is_refused() 
 }
 
 /// The idempotency contract, as a check any ledger must pass: a replayed request id returns the
-/// stored answer (not the new one), charges nothing and adds no event; a request id reused by
-/// another user is rejected without revealing anything; repeats inside one group are replays.
+/// stored answer (not the new one), charges nothing and adds no event; the id reused for a
+/// different request (another hash) is rejected and charges nothing; another user's request with
+/// the same id is that user's own request; repeats inside one group are replays.
 fn check_idempotency(l: &dyn Ledger) -> Result<(), String> {
     let t = at("2026-11-25T10:00:00Z");
     let eps = Units::charge("0.25").unwrap();
@@ -143,16 +151,30 @@ fn check_idempotency(l: &dyn Ledger) -> Result<(), String> {
     if n != 3 {
         return Err(format!("{n} events after 3 charges and 3 replays"));
     }
-    // Another user with alice's request id.
+    // Alice's id for a different request (another hash): rejected, nothing charged or shown.
+    let other = ChargeRequest {
+        request_hash: RequestHash::of(&[b"another history"]),
+        ..req("alice", "a0", eps, t, "x")
+    };
+    let o = l.charge(&[other]).map_err(|e| e.to_string())?;
+    if o[0]
+        != (Outcome::Rejected {
+            reason: Rejection::DifferentRequest,
+        })
+    {
+        return Err(format!("alice's id for a different request: {:?}", o[0]));
+    }
+    if l.balance("alice", t).map_err(|e| e.to_string())? != before {
+        return Err("a rejected replay charged".into());
+    }
+    // Another user with alice's request id: ids are scoped per user, so it is mallory's own,
+    // new request, charged to mallory (and nothing of alice's shows).
     let o = l
         .charge(&[req("mallory", "a0", eps, t, "x")])
         .map_err(|e| e.to_string())?;
-    if o[0]
-        != (Outcome::Rejected {
-            reason: Rejection::RequestIdOfAnotherUser,
-        })
-    {
-        return Err(format!("request id of another user: {:?}", o[0]));
+    match &o[0] {
+        Outcome::Charged { answer, .. } if *answer == Answer::Item("x".into()) => {}
+        other => return Err(format!("alice's request id used by mallory: {other:?}")),
     }
     // One id twice in one group: charged once, replayed once.
     let o = l
@@ -480,7 +502,7 @@ fn the_group_committer_groups_and_answers_only_after_the_commit() {
                         "an outcome before its commit returned"
                     );
                     assert!(
-                        other.event(&id).unwrap().is_some(),
+                        other.event(&format!("u{k}"), &id).unwrap().is_some(),
                         "not visible after the outcome"
                     );
                 }
@@ -510,7 +532,7 @@ fn the_group_committer_groups_and_answers_only_after_the_commit() {
     g.shutdown();
     assert!(charged(&rx.recv().unwrap().unwrap()[0]));
     assert!(g.charge_one(req("s", "s2", Units::ZERO, t, "1")).is_err());
-    assert!(other.event("s1").unwrap().is_some());
+    assert!(other.event("s", "s1").unwrap().is_some());
 }
 
 /// Windows are UTC calendar periods: a new day (week, month) has a fresh budget; a refusal says
@@ -677,7 +699,8 @@ fn export_and_import_round_trip_and_tampering_is_refused() {
             "over the budget",
         ),
         (
-            edit(3, "\"request_id\":\"r2\"", "\"request_id\":\"r1\""),
+            // Request ids are unique per user: u0's r3 renamed to u0's r0.
+            edit(4, "\"request_id\":\"r3\"", "\"request_id\":\"r0\""),
             "twice",
         ),
         (edit(2, "T12:00:00", "T13:00:00"), "disagrees"),

@@ -92,7 +92,7 @@ fn check(
         for (user, rid, status, item) in read_rows(out) {
             if status == "recommended" {
                 let e = l
-                    .event(&rid)
+                    .event(&user, &rid)
                     .unwrap()
                     .unwrap_or_else(|| panic!("{}: {rid} has no charge", out.display()));
                 assert_eq!(e.user, user);
@@ -243,7 +243,8 @@ fn recommend_with_a_ledger_survives_sigkill_at_random_moments() {
 }
 
 /// Request ids from the users file: a user may make several requests; rerunning the same file
-/// replays them (same items, nothing charged); a request id reused by another user is rejected;
+/// replays them (same items, nothing charged); a request id is scoped per user (another user's
+/// `q3` is that user's own request), and an id reused with another history is rejected;
 /// `ledger show`, `export` and `import` agree with what was charged; `--history` charges the
 /// `--user` given; an exhausted user with a fallback gets it at 0 ε.
 #[test]
@@ -297,14 +298,28 @@ fn request_ids_from_the_users_file_replay_and_the_ledger_commands_agree() {
     let status: Vec<&str> = first.iter().map(|r| r.2.as_str()).collect();
     assert_eq!(
         status,
-        ["recommended", "recommended", "recommended", "rejected"]
+        ["recommended", "recommended", "recommended", "recommended"]
     );
     let second = run("2.csv", &[]);
     for (a, b) in first.iter().zip(&second) {
         assert_eq!(a, b, "a replay returns the stored answer");
     }
     let text = std::fs::read_to_string(tmp.path().join("2.csv")).unwrap();
-    assert!(text.lines().skip(1).take(3).all(|l| l.ends_with(",true")));
+    assert!(text.lines().skip(1).take(4).all(|l| l.ends_with(",true")));
+    // The same request ids with b's history changed, as another run: b's q3 asks a different
+    // question and is rejected (its stored item not shown); the others replay.
+    let original = std::fs::read_to_string(&jsonl).unwrap();
+    let changed = original.replacen(&format!("[\"{}\"]", item(3)), &format!("[\"{}\"]", item(6)), 1);
+    assert_ne!(changed, original);
+    std::fs::write(&jsonl, changed).unwrap();
+    let third = run("3.csv", &["--run-id", "edited"]);
+    let status: Vec<&str> = third.iter().map(|r| r.2.as_str()).collect();
+    assert_eq!(
+        status,
+        ["recommended", "recommended", "rejected", "recommended"]
+    );
+    assert_eq!(third[2].3, "", "a rejected row shows no item");
+    std::fs::write(&jsonl, original).unwrap();
     // A third request for user a: the budget (1 = 2 × 0.5) is spent; the fallback is served.
     let fb = item(9);
     let o = ok(&[
@@ -407,9 +422,6 @@ fn request_ids_from_the_users_file_replay_and_the_ledger_commands_agree() {
             (u, n)
         })
         .collect();
-    assert_eq!(
-        counts.get("c"),
-        None,
-        "the rejected request charged nothing"
-    );
+    assert_eq!(counts.get("b"), Some(&1), "the rejected request charged nothing");
+    assert_eq!(counts.get("c"), Some(&1), "c's q3 is c's own request");
 }

@@ -73,6 +73,7 @@ fn charge(user: &str, id: &str) -> ChargeRequest {
     ChargeRequest {
         user: user.into(),
         request_id: id.into(),
+        request_hash: ledger::RequestHash::of(&[user.as_bytes(), id.as_bytes()]),
         mechanism: "mgem".into(),
         epsilon: Units::charge("1").unwrap(),
         time: Timestamp::from_date(2026, 11, 25),
@@ -485,9 +486,15 @@ fn an_edited_export_is_refused_by_its_checksum_and_its_hmac() {
 fn a_version_1_export_still_imports() {
     let tmp = tempfile::tempdir().unwrap();
     let (text, _l) = two_user_export(tmp.path());
-    // The layout before the checksum: version 1, a trailer with counts only.
-    let mut lines: Vec<String> = text.lines().map(String::from).collect();
-    lines[0] = lines[0].replace("\"version\":2", "\"version\":1");
+    // The layout before the checksum: version 1, no request hashes, a trailer with counts only.
+    let mut lines: Vec<String> = text
+        .lines()
+        .map(|l| match l.find(",\"request_hash\"") {
+            Some(at) => format!("{}}}", &l[..at]),
+            None => l.to_string(),
+        })
+        .collect();
+    lines[0] = lines[0].replace("\"version\":3", "\"version\":1");
     let t = lines.len() - 1;
     let cut = lines[t].find(",\"sha256\"").unwrap();
     lines[t] = format!("{}}}", &lines[t][..cut]);
@@ -495,10 +502,10 @@ fn a_version_1_export_still_imports() {
     let v = ledger::export::read(&mut v1.as_bytes(), "v1").unwrap();
     assert_eq!(v.events.len(), 6);
     let e = ledger::export::read(
-        &mut v1.replace("\"version\":1", "\"version\":3").as_bytes(),
-        "v3",
+        &mut v1.replace("\"version\":1", "\"version\":4").as_bytes(),
+        "v4",
     )
     .unwrap_err()
     .to_string();
-    assert!(e.contains("versions 1 to 2"), "{e}");
+    assert!(e.contains("versions 1 to 3"), "{e}");
 }

@@ -151,7 +151,7 @@ fn sigkill_under_load_loses_no_charge_and_overspends_no_budget() {
     l.verify().unwrap();
     for (rid, (user, item)) in &seen.answered {
         let e = l
-            .event(rid)
+            .event(user, rid)
             .unwrap()
             .unwrap_or_else(|| panic!("{rid}: a 200 whose charge is not in the ledger"));
         assert_eq!(&e.user, user);

@@ -179,6 +179,7 @@ fn charge(user: &str, rid: &str, eps: &str) -> ChargeRequest {
     ChargeRequest {
         user: user.into(),
         request_id: rid.into(),
+        request_hash: ledger::RequestHash::of(&[user.as_bytes(), rid.as_bytes()]),
         mechanism: "mgem".into(),
         epsilon: Units::charge(eps).unwrap(),
         time: Timestamp::from_date(2026, 11, 25),
@@ -221,13 +222,24 @@ fn postgres_ledger_decides_like_the_embedded_one_and_replicas_cannot_overspend()
         }
         o => panic!("{o:?}"),
     }
-    // A replay returns the stored answer; another user's id is rejected; a fallback costs 0.
+    // A replay returns the stored answer; the same id with another request hash is rejected
+    // and charges nothing; another user's request with the id is that user's own (ids are
+    // scoped per user); a fallback costs 0.
     let again = l.charge(&[charge("u1", "r3", "0.1")]).unwrap();
     assert!(
         matches!(&again[0], Outcome::Replayed { event } if event.answer == Answer::Item("item-of-r3".into()))
     );
+    let mut different = charge("u1", "r3", "0.1");
+    different.request_hash = ledger::RequestHash::of(&[b"another history"]);
+    let o = l.charge(&[different]).unwrap();
+    assert_eq!(
+        o[0],
+        Outcome::Rejected {
+            reason: ledger::Rejection::DifferentRequest
+        }
+    );
     let other = l.charge(&[charge("u2", "r3", "0.1")]).unwrap();
-    assert!(matches!(other[0], Outcome::Rejected { .. }), "{other:?}");
+    assert!(matches!(other[0], Outcome::Charged { .. }), "{other:?}");
     let mut fb = charge("u1", "r-fb", "0.1");
     fb.fallback = Some("popular-1".into());
     assert!(

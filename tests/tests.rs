@@ -30,6 +30,7 @@ mod laws;
 mod ledger;
 mod ledger_cli;
 mod ledger_fail_closed;
+mod ledger_replay;
 mod mechanisms;
 mod memory;
 mod metrics;

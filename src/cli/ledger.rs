@@ -1,5 +1,5 @@
-//! `recsel ledger init|show|export|import`: create, inspect and move a privacy ledger
-//! (docs/ledger.md).
+//! `recsel ledger init|show|export|import|migrate`: create, inspect, move and migrate a privacy
+//! ledger (docs/ledger.md).
 
 use std::io::{BufReader, Write};
 use std::path::PathBuf;
@@ -16,7 +16,8 @@ use recsel::ledger::{self, export, Answer, Period, Timestamp, Units};
   recsel ledger show --ledger budget.db                  # every user: spent, remaining, events
   recsel ledger show --ledger budget.db --user u42       # one user's balance and event log
   recsel ledger export --ledger budget.db --out budget.jsonl
-  recsel ledger import --ledger restored.db --from budget.jsonl")]
+  recsel ledger import --ledger restored.db --from budget.jsonl
+  recsel ledger migrate --ledger budget.db               # an older ledger to this version")]
 pub struct Args {
     #[command(subcommand)]
     command: Sub,
@@ -84,6 +85,14 @@ enum Sub {
         /// a new budget in the header); every other check still runs. Not with --hmac-key-file.
         #[arg(long, conflicts_with = "hmac_key_file")]
         accept_edits: bool,
+    },
+    /// Migrate a ledger written by an older recsel to this version's schema, in one transaction
+    /// (every other command refuses an older ledger and names this one). Back it up first: an
+    /// older recsel cannot open it afterwards.
+    Migrate {
+        /// The ledger: a file or a postgres:// URL.
+        #[arg(long, value_name = "FILE|URL")]
+        ledger: String,
     },
 }
 
@@ -199,6 +208,21 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 ledger.display(),
                 verified.settings
             );
+        }
+        Sub::Migrate { ledger } => {
+            let m = ledger::migrate(&ledger)?;
+            if m.from == m.to {
+                eprintln!(
+                    "[ledger] {} is at schema version {} already; nothing changed",
+                    m.location, m.to
+                );
+            } else {
+                eprintln!(
+                    "[ledger] migrated {} from schema version {} to {}: {} events kept (those \
+                     stored before have no request hash; their replays are not checked)",
+                    m.location, m.from, m.to, m.events
+                );
+            }
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -2,12 +2,14 @@
 //!
 //! JSON lines, one object per line, in three parts:
 //!
-//! 1. a header: `{"format": "recsel-ledger-export", "version": 2, "budget": "1",
+//! 1. a header: `{"format": "recsel-ledger-export", "version": 3, "budget": "1",
 //!    "budget_units": 1000000000, "period": "day", "exported": "…Z", "recsel_version": "…"}`;
 //! 2. one line per event, in commit order: `{"seq": 1, "user": "u1", "request_id": "r1",
 //!    "mechanism": "mgem", "units": 100000000, "epsilon": "0.1", "time": "2026-11-25T09:07:46.123Z",
-//!    "time_ms": 1795597666123, "window_ms": 1795564800000, "answer": {"item": "42"}}` — the
-//!    answer is `{"item": ID}`, `{"fallback": ID}` or `"no_candidate"`;
+//!    "time_ms": 1795597666123, "window_ms": 1795564800000, "answer": {"item": "42"},
+//!    "request_hash": HEX}` — the answer is `{"item": ID}`, `{"fallback": ID}` or
+//!    `"no_candidate"`; `request_hash` (64 hex digits) is absent for an event stored before
+//!    hashes were kept;
 //! 3. a trailer: `{"end": true, "events": N, "units": TOTAL, "sha256": HEX}` — the counts detect
 //!    a truncated file, and `sha256` is the SHA-256 of every byte before the trailer (each line
 //!    with its `\n`), so an edit that keeps the counts (an event deleted and the counts fixed,
@@ -17,10 +19,11 @@
 //!
 //! `units` (integers, 10⁻⁹ ε) are authoritative; `epsilon` and `time` are there for people and
 //! must agree with them. The import checks every line and replays the log: sequence numbers
-//! increase, request ids are unique, user and request ids hold no control characters, each
+//! increase, (user, request id) pairs are unique, request hashes are well formed, user and request ids hold no control characters, each
 //! event's window is its period's window of its time, a fallback costs 0, no (user, window) total
 //! exceeds the budget, the trailer's counts match, then the checksum (and the HMAC, when a key is
-//! given). Version 1 exports (no checksum) still import without a key, unchecked by content.
+//! given). Version 2 exports (no request hashes) import as events without a hash; version 1
+//! exports (no checksum either) still import without a key, unchecked by content.
 
 use std::io::{BufRead, Write};
 
@@ -28,12 +31,15 @@ use hmac::{Hmac, KeyInit, Mac};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::{Answer, Event, Ledger, LedgerError, Period, Result, Settings, Timestamp, Units};
+use super::{
+    Answer, Event, Ledger, LedgerError, Period, RequestHash, Result, Settings, Timestamp, Units,
+};
 
 /// The header's `format` value.
 pub const EXPORT_FORMAT: &str = "recsel-ledger-export";
-/// The export layout version (2: the trailer carries a checksum).
-pub const EXPORT_VERSION: u32 = 2;
+/// The export layout version (2: the trailer carries a checksum; 3: events carry their request
+/// hash).
+pub const EXPORT_VERSION: u32 = 3;
 
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -60,6 +66,8 @@ struct Line {
     time_ms: i64,
     window_ms: i64,
     answer: Answer,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    request_hash: Option<String>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -178,6 +186,7 @@ pub fn export_sealed(ledger: &dyn Ledger, out: &mut dyn Write, seal: Seal<'_>) -
             time_ms: e.time.0,
             window_ms: e.window.0,
             answer: e.answer.clone(),
+            request_hash: e.request_hash.map(|h| h.hex()),
         };
         let text = json(&line);
         digests.line(&text);
@@ -295,11 +304,29 @@ pub fn read_sealed(input: &mut dyn BufRead, source: &str, seal: Seal<'_>) -> Res
         let l: Line = serde_json::from_str(&text).map_err(|e| bad(i, format!("bad event: {e}")))?;
         let units = Units::new(l.units)?;
         let time = Timestamp(l.time_ms);
+        let request_hash = match &l.request_hash {
+            None => None,
+            Some(_) if header.version < 3 => {
+                return Err(bad(
+                    i,
+                    format!(
+                        "request_hash in a version {} export (hashes came with version 3)",
+                        header.version
+                    ),
+                ))
+            }
+            Some(h) => Some(RequestHash::from_hex(h).filter(|x| x.hex() == *h).ok_or_else(
+                || bad(i, format!("request_hash '{h}' is not 64 lowercase hex digits")),
+            )?),
+        };
         let checks = [
             (l.seq > last_seq, format!("seq {} after {last_seq}", l.seq)),
             (
-                seen.insert(l.request_id.clone()),
-                format!("request id '{}' appears twice", l.request_id),
+                seen.insert((l.user.clone(), l.request_id.clone())),
+                format!(
+                    "request id '{}' of user '{}' appears twice",
+                    l.request_id, l.user
+                ),
             ),
             (
                 !l.user.is_empty() && !l.request_id.is_empty(),
@@ -358,6 +385,7 @@ pub fn read_sealed(input: &mut dyn BufRead, source: &str, seal: Seal<'_>) -> Res
             time,
             window: Timestamp(l.window_ms),
             answer: l.answer,
+            request_hash,
         });
     }
     let summary = Summary {

@@ -17,8 +17,9 @@
 //! * [`composition`] — how charges compose: basic composition for every mechanism, and a tighter
 //!   zCDP accountant only for mechanisms with a proof (the exponential mechanism).
 //!
-//! A charge is decided in one transaction per group: a request whose id is already in the ledger
-//! is a replay (its stored answer comes back and nothing is charged); otherwise it is charged if
+//! A charge is decided in one transaction per group: a request whose (user, request id) is already
+//! in the ledger is a replay (its stored answer comes back and nothing is charged) when its
+//! [`RequestHash`] is the stored one, and rejected otherwise; else it is charged if
 //! the user's window has room, else refused — or, if the caller offered a public fallback item,
 //! answered with that item at 0 ε. Callers receive outcomes only after the commit is durable.
 
@@ -151,14 +152,124 @@ impl Answer {
     }
 }
 
+/// The SHA-256 of everything that determines a request's answer (docs/ledger.md, "Request ids
+/// and idempotency"): stored with its event, so that a later request with the same (user,
+/// request id) is a replay only if it asks the same question. What goes in is the caller's
+/// business (the recommender hashes the canonical history and the serving configuration); the
+/// ledger compares 32 bytes.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RequestHash(pub [u8; 32]);
+
+impl RequestHash {
+    /// The SHA-256 of `parts`, each prefixed with its length (so no two lists of parts share an
+    /// encoding).
+    pub fn of(parts: &[&[u8]]) -> Self {
+        let mut h = RequestHasher::new();
+        for p in parts {
+            h.part(p);
+        }
+        h.finish()
+    }
+
+    /// 64 lowercase hex digits.
+    pub fn hex(&self) -> String {
+        self.0.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// The hash of 64 hex digits (either case); `None` for anything else.
+    pub fn from_hex(text: &str) -> Option<Self> {
+        if text.len() != 64 || !text.is_ascii() {
+            return None;
+        }
+        let mut out = [0u8; 32];
+        for (i, b) in out.iter_mut().enumerate() {
+            *b = u8::from_str_radix(&text[2 * i..2 * i + 2], 16).ok()?;
+        }
+        Some(RequestHash(out))
+    }
+
+    /// The hash of 32 stored bytes; `None` for another length.
+    pub fn from_bytes(bytes: &[u8]) -> Option<Self> {
+        Some(RequestHash(bytes.try_into().ok()?))
+    }
+}
+
+impl fmt::Debug for RequestHash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "RequestHash({})", self.hex())
+    }
+}
+
+impl fmt::Display for RequestHash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.hex())
+    }
+}
+
+impl Serialize for RequestHash {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(&self.hex())
+    }
+}
+
+impl<'de> Deserialize<'de> for RequestHash {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        RequestHash::from_hex(&text).ok_or_else(|| {
+            serde::de::Error::custom(format!("'{text}' is not a request hash (64 hex digits)"))
+        })
+    }
+}
+
+/// A [`RequestHash`] built part by part (each part length-prefixed, as [`RequestHash::of`]).
+#[derive(Clone)]
+pub struct RequestHasher(sha2::Sha256);
+
+impl RequestHasher {
+    /// An empty hasher.
+    pub fn new() -> Self {
+        use sha2::Digest;
+        RequestHasher(sha2::Sha256::new())
+    }
+
+    /// Adds one part.
+    pub fn part(&mut self, bytes: &[u8]) {
+        use sha2::Digest;
+        self.0.update((bytes.len() as u64).to_le_bytes());
+        self.0.update(bytes);
+    }
+
+    /// The hash of the parts added.
+    pub fn finish(self) -> RequestHash {
+        use sha2::Digest;
+        RequestHash(self.0.finalize().into())
+    }
+}
+
+impl Default for RequestHasher {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Debug for RequestHasher {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("RequestHasher")
+    }
+}
+
 /// One request to charge: who, which request, what it spends, and the answer it will release if
 /// it is charged.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChargeRequest {
     /// The user whose budget pays.
     pub user: String,
-    /// The caller's idempotency key: the same id always gets the same answer, charged once.
+    /// The caller's idempotency key, scoped to the user: the same (user, id) always gets the same
+    /// answer, charged once; another user's id is another request.
     pub request_id: String,
+    /// What determines the answer ([`RequestHash`]): a stored (user, id) whose hash differs is
+    /// rejected ([`Rejection::DifferentRequest`]), not replayed.
+    pub request_hash: RequestHash,
     /// Registry name of the mechanism (for the log).
     pub mechanism: String,
     /// ε of this request.
@@ -186,7 +297,8 @@ pub enum Outcome {
         /// What is left in this window.
         remaining: Units,
     },
-    /// The request id was charged before: release the stored answer again; nothing charged.
+    /// The user's request id was charged before for the same request (the same hash, or an event
+    /// stored before hashes were kept): release the stored answer again; nothing charged.
     Replayed {
         /// The stored event of the first request with this id.
         event: Event,
@@ -220,8 +332,9 @@ pub enum Outcome {
 /// Why a request was rejected.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Rejection {
-    /// The request id belongs to another user's request (whose answer is never shown).
-    RequestIdOfAnotherUser,
+    /// The user's request id was stored for a different request (another [`RequestHash`]: another
+    /// history or configuration); its stored answer is not shown and nothing is charged.
+    DifferentRequest,
     /// A field is invalid (an empty user or request id, a charge answer that is a fallback).
     Invalid(String),
 }
@@ -229,9 +342,10 @@ pub enum Rejection {
 impl fmt::Display for Rejection {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Rejection::RequestIdOfAnotherUser => {
-                f.write_str("the request id was already used by another user")
-            }
+            Rejection::DifferentRequest => f.write_str(
+                "the request id was already used for a different request (another history or \
+                 serving configuration); nothing is charged or released",
+            ),
             Rejection::Invalid(m) => f.write_str(m),
         }
     }
@@ -280,6 +394,9 @@ pub struct Event {
     pub window: Timestamp,
     /// What it released.
     pub answer: Answer,
+    /// What determined the answer; `None` for an event stored before hashes were kept (ledger
+    /// schema version 1), whose replays are not checked.
+    pub request_hash: Option<RequestHash>,
 }
 
 /// A user's standing in one window.
@@ -387,8 +504,8 @@ pub trait LedgerLog: Send + Sync {
     /// The user's events, in commit order (every window).
     fn events(&self, user: &str) -> Result<Vec<Event>>;
 
-    /// The stored event of a request id, if it was charged.
-    fn event(&self, request_id: &str) -> Result<Option<Event>>;
+    /// The stored event of the user's request id, if it was charged (ids are scoped per user).
+    fn event(&self, user: &str, request_id: &str) -> Result<Option<Event>>;
 
     /// Every user with at least one event, sorted.
     fn users(&self) -> Result<Vec<String>>;
@@ -525,7 +642,42 @@ pub fn open_for_charging(
             location.display()
         )));
     };
-    self::create(spec, budget, period)
+    let settings = Settings {
+        budget,
+        period: period.unwrap_or(Period::None),
+    };
+    match location {
+        // Replicas started together with --create-ledger: one creates the tables (under the
+        // set-up's advisory lock), the others find them and open them with the same settings.
+        Location::Postgres(_) => location.connect(Some(settings)),
+        Location::Sqlite(_) => location.create(settings),
+    }
+}
+
+/// What [`migrate`] did: the ledger, its schema version before and after, and how many events it
+/// holds (all kept).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Migrated {
+    /// The ledger (a URL without its password).
+    pub location: String,
+    /// The schema version found.
+    pub from: u32,
+    /// The schema version now ([`store::FORMAT_VERSION`]; equal to `from` when there was
+    /// nothing to do).
+    pub to: u32,
+    /// Events kept.
+    pub events: u64,
+}
+
+/// Migrates the ledger at `spec` (a file or a `postgres://` URL) to the current schema version
+/// in one transaction (`recsel ledger migrate`); a ledger already current is left alone. Every
+/// other way of opening a ledger refuses an older one with a message that names this command:
+/// a schema change is made only when the operator asks (docs/ledger.md, "Schema versions").
+pub fn migrate(spec: &str) -> Result<Migrated> {
+    match Location::parse(spec) {
+        Location::Sqlite(p) => SqliteLedger::migrate(&p),
+        Location::Postgres(u) => PostgresLedger::migrate(&u),
+    }
 }
 
 /// Creates a new ledger at `spec` (a file that must not exist yet, or a `postgres://` database

@@ -1,7 +1,7 @@
 //! The charge policy, written once for every backend (docs/ledger.md, "Charges"): a group of
-//! requests is decided in one transaction of a [`Store`]. Each request is checked; a request id
-//! already stored is a replay (its stored answer, nothing charged) — or, if another user's, a
-//! rejection; otherwise the request is charged if its user's window has room, else answered with
+//! requests is decided in one transaction of a [`Store`]. Each request is checked; a (user,
+//! request id) already stored is a replay (its stored answer, nothing charged) if the stored
+//! request hash is the request's — else a rejection, nothing charged or shown; otherwise the request is charged if its user's window has room, else answered with
 //! the public fallback at 0 ε (logged) or refused, with the start of the next window that will
 //! have room (`retry_after`). Imports and batch runs go through the same transactions, and every
 //! [`Store`] is a [`Ledger`] through this file.
@@ -33,14 +33,17 @@ fn invalid(r: &ChargeRequest) -> Option<&'static str> {
     }
 }
 
-/// The answer to a request whose id is stored as `event`.
+/// The answer to a request whose (user, request id) is stored as `event`: its replay if it asks
+/// the same question (the same request hash), else a rejection that shows nothing of the stored
+/// answer. An event stored before hashes were kept (schema version 1, migrated) has none and is
+/// replayed as before: the stored answer was released to this user already, so replaying it
+/// reveals nothing new, and a batch rerun across the upgrade stays idempotent.
 fn replay(r: &ChargeRequest, event: Event) -> Outcome {
-    if event.user != r.user {
-        Outcome::Rejected {
-            reason: Rejection::RequestIdOfAnotherUser,
-        }
-    } else {
-        Outcome::Replayed { event }
+    match event.request_hash {
+        Some(h) if h != r.request_hash => Outcome::Rejected {
+            reason: Rejection::DifferentRequest,
+        },
+        _ => Outcome::Replayed { event },
     }
 }
 
@@ -88,7 +91,7 @@ fn decide(
             reason: Rejection::Invalid(why.into()),
         });
     }
-    if let Some(event) = tx.find(&r.request_id)? {
+    if let Some(event) = tx.find(&r.user, &r.request_id)? {
         return Ok(replay(r, event));
     }
     let budget = settings.budget;
@@ -147,10 +150,11 @@ fn decide(
         time: r.time,
         window: window.start,
         answer,
+        request_hash: Some(r.request_hash),
     };
     if !tx.insert(&EventRow::of(&event, false))? {
-        // Another writer committed this request id meanwhile: answer as its replay.
-        let stored = tx.find(&r.request_id)?.ok_or_else(|| {
+        // Another writer committed this (user, request id) meanwhile: answer as its replay.
+        let stored = tx.find(&r.user, &r.request_id)?.ok_or_else(|| {
             TxError::fatal(format!(
                 "request id '{}' is stored and not found",
                 r.request_id

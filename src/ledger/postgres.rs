@@ -5,8 +5,8 @@
 //! row lock of every (user, window) the group touches, in sorted order, with an upsert that
 //! returns the running total (`INSERT … ON CONFLICT … DO UPDATE … RETURNING spent`): two replicas
 //! charging one user serialise on that row, so they cannot both spend the last unit, and sorted
-//! locking keeps two groups from deadlocking. A request id is unique in the table of events; an
-//! id that another replica is committing at the same moment is found by `ON CONFLICT DO NOTHING`
+//! locking keeps two groups from deadlocking. A (user, request id) is unique in the table of
+//! events; one that another replica is committing at the same moment is found by `ON CONFLICT DO NOTHING`
 //! once that commit is done, and answered as a replay. The window's total also has a `CHECK`
 //! against the budget written when the ledger was created, so the database itself refuses a
 //! total over budget.
@@ -23,13 +23,24 @@ use postgres::error::SqlState;
 use postgres::{Client, NoTls, Row, Transaction};
 
 use super::store::{
-    event_columns, event_table, meta_rows, settings_from_meta, to_i64, units, EventRow, Store,
-    StoreTx, TxError, TxResult, WindowTotal,
+    event_columns, event_table, hash_column, meta_rows, settings_from_meta, to_i64, units,
+    version_error, version_from_meta, Dialect, EventRow, Store, StoreTx, TxError, TxResult,
+    WindowTotal, FORMAT_VERSION,
 };
-use super::{Event, LedgerError, LedgerLog, Result, Settings, Timestamp, Units};
+use super::{
+    Event, Ledger, LedgerError, LedgerLog, Migrated, Result, Settings, Timestamp, Units,
+};
 
-/// Key of the advisory lock held while a ledger is created.
+/// Key of the advisory lock held while a ledger is created or migrated.
 const SETUP_LOCK: i64 = 0x7265_6373_656c_0001;
+
+/// The events table's dialect (`user` is reserved in PostgreSQL).
+const DIALECT: Dialect = Dialect {
+    user: "user_id",
+    int: "BIGINT",
+    bytes: "BYTEA",
+    length: "octet_length",
+};
 
 /// A ledger in a PostgreSQL database. Two connections, as in the embedded store: one for writes,
 /// one for reads.
@@ -79,6 +90,7 @@ fn row(r: &Row) -> EventRow {
         window_start: r.get(6),
         answer_kind: r.get(7),
         answer_item: r.get(8),
+        request_hash: r.get(9),
     }
 }
 
@@ -105,7 +117,7 @@ impl PostgresLedger {
     /// Connects to the database of `url`, creating the ledger's tables with `settings` if they
     /// do not exist; an existing ledger must have been created with the same settings.
     pub fn open(url: &str, settings: Settings) -> Result<Self> {
-        let ledger = Self::connect_with(url, Some(settings))?;
+        let ledger = Self::connect_with(url, Some(settings), false)?;
         if ledger.settings != settings {
             return Err(LedgerError::SettingsMismatch {
                 path: ledger.location,
@@ -119,19 +131,13 @@ impl PostgresLedger {
     /// Connects to an existing ledger in the database of `url`, with the settings stored in it
     /// (for inspection and export).
     pub fn open_existing(url: &str) -> Result<Self> {
-        Self::connect_with(url, None)
+        Self::connect_with(url, None, false)
     }
 
-    /// Creates a new ledger in the database of `url`; an error if it holds one already.
+    /// Creates a new ledger in the database of `url`; an error if it holds one already (checked
+    /// under the set-up's advisory lock, so of two processes creating at once one fails).
     pub fn create(url: &str, settings: Settings) -> Result<Self> {
-        if Self::exists(url)? {
-            return Err(store_err(
-                &redact(url),
-                "this database holds a recsel ledger already; a ledger is created only where \
-                 there is none",
-            ));
-        }
-        Self::open(url, settings)
+        Self::connect_with(url, Some(settings), true)
     }
 
     /// Whether the database of `url` holds a ledger.
@@ -147,10 +153,10 @@ impl PostgresLedger {
 
     /// The writer's and the reader's connections to the database of `url`, with the ledger's
     /// tables set up (created with `create` if they do not exist) and the settings stored there.
-    fn connect_with(url: &str, create: Option<Settings>) -> Result<Self> {
+    fn connect_with(url: &str, create: Option<Settings>, new_only: bool) -> Result<Self> {
         let location = redact(url);
         let mut writer = connect(url, &location)?;
-        let settings = setup(&mut writer, &location, create)?;
+        let settings = setup(&mut writer, &location, create, new_only)?;
         let reader = connect(url, &location)?;
         Ok(PostgresLedger {
             location,
@@ -160,14 +166,102 @@ impl PostgresLedger {
         })
     }
 
-    fn events_where(&self, filter: &str, arg: &str) -> Result<Vec<Event>> {
+    /// Migrates the ledger in the database of `url` to [`FORMAT_VERSION`] in one transaction
+    /// (`recsel ledger migrate`), under the advisory lock of the set-up: from version 1, the
+    /// events table gets a request-hash column (empty for the events already stored) and its
+    /// unique request id becomes unique per (user, request id); then the version is written.
+    /// PostgreSQL's DDL is transactional: anything that fails rolls all of it back. A ledger
+    /// already at the current version is left alone.
+    pub fn migrate(url: &str) -> Result<Migrated> {
+        let location = redact(url);
+        let e = |x: postgres::Error| store_err(&location, x);
+        let mut c = connect(url, &location)?;
+        let mut tx = c.transaction().map_err(e)?;
+        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&SETUP_LOCK])
+            .map_err(e)?;
+        let exists: bool = tx
+            .query_one("SELECT to_regclass('recsel_meta') IS NOT NULL", &[])
+            .map_err(e)?
+            .get(0);
+        if !exists {
+            return Err(LedgerError::Missing { location });
+        }
+        let version = version_from_meta(&mut |key| {
+            Ok(tx
+                .query_opt("SELECT value FROM recsel_meta WHERE key = $1", &[&key])?
+                .map(|r| r.get(0)))
+        })
+        .map_err(|x| store_err(&location, x.message))?;
+        let events: i64 = tx
+            .query_one("SELECT count(*) FROM recsel_events", &[])
+            .map_err(e)?
+            .get(0);
+        let done = Migrated {
+            location: location.clone(),
+            from: version,
+            to: FORMAT_VERSION,
+            events: events as u64,
+        };
+        match version {
+            v if v == FORMAT_VERSION => return Ok(done),
+            1 => {}
+            v => return Err(store_err(&location, version_error(v, "").message)),
+        }
+        // The unique constraint on the request id alone, whatever its name.
+        let unique: Vec<String> = tx
+            .query(
+                "SELECT c.conname FROM pg_constraint c \
+                 JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = ANY (c.conkey) \
+                 WHERE c.conrelid = 'recsel_events'::regclass AND c.contype = 'u' \
+                 AND array_length(c.conkey, 1) = 1 AND a.attname = 'request_id'",
+                &[],
+            )
+            .map_err(e)?
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        if unique.len() != 1 {
+            return Err(store_err(
+                &location,
+                format!(
+                    "expected one unique constraint on recsel_events.request_id, found {}; \
+                     nothing was changed",
+                    unique.len()
+                ),
+            ));
+        }
+        tx.batch_execute(&format!(
+            "LOCK TABLE recsel_events IN ACCESS EXCLUSIVE MODE;
+             ALTER TABLE recsel_events ADD COLUMN {hash};
+             ALTER TABLE recsel_events DROP CONSTRAINT \"{old}\";
+             ALTER TABLE recsel_events ADD UNIQUE (user_id, request_id);",
+            hash = hash_column(DIALECT),
+            old = unique[0]
+        ))
+        .map_err(e)?;
+        tx.execute(
+            "UPDATE recsel_meta SET value = $1 WHERE key = 'format_version'",
+            &[&FORMAT_VERSION.to_string()],
+        )
+        .map_err(e)?;
+        tx.commit().map_err(e)?;
+        drop(c);
+        Ledger::verify(&Self::open_existing(url)?)?;
+        Ok(done)
+    }
+
+    fn events_where(&self, filter: &str, args: &[&str]) -> Result<Vec<Event>> {
+        let params: Vec<&(dyn postgres::types::ToSql + Sync)> = args
+            .iter()
+            .map(|a| a as &(dyn postgres::types::ToSql + Sync))
+            .collect();
         let rows = lock(&self.reader)
             .query(
                 &format!(
                     "SELECT {} FROM recsel_events {filter} ORDER BY seq",
                     event_columns("user_id")
                 ),
-                &[&arg],
+                &params,
             )
             .map_err(self.err())?;
         rows.iter()
@@ -184,13 +278,13 @@ impl PostgresLedger {
 struct Tx<'a>(Transaction<'a>);
 
 impl StoreTx for Tx<'_> {
-    fn find(&mut self, request_id: &str) -> TxResult<Option<Event>> {
+    fn find(&mut self, user: &str, request_id: &str) -> TxResult<Option<Event>> {
         let found = self.0.query_opt(
             &format!(
-                "SELECT {} FROM recsel_events WHERE request_id = $1",
+                "SELECT {} FROM recsel_events WHERE user_id = $1 AND request_id = $2",
                 event_columns("user_id")
             ),
-            &[&request_id],
+            &[&user, &request_id],
         )?;
         found.map(|r| row(&r).event()).transpose()
     }
@@ -236,10 +330,10 @@ impl StoreTx for Tx<'_> {
         // that commit is done.
         let inserted = self.0.query_opt(
             "INSERT INTO recsel_events (seq, request_id, user_id, mechanism, units, time_ms, \
-             window_start, answer_kind, answer_item) \
+             window_start, answer_kind, answer_item, request_hash) \
              VALUES (coalesce($1, nextval(pg_get_serial_sequence('recsel_events', 'seq'))), \
-                     $2, $3, $4, $5, $6, $7, $8, $9) \
-             ON CONFLICT (request_id) DO NOTHING RETURNING seq",
+                     $2, $3, $4, $5, $6, $7, $8, $9, $10) \
+             ON CONFLICT (user_id, request_id) DO NOTHING RETURNING seq",
             &[
                 &r.seq,
                 &r.request_id,
@@ -250,6 +344,7 @@ impl StoreTx for Tx<'_> {
                 &r.window_start,
                 &r.answer_kind,
                 &r.answer_item,
+                &r.request_hash,
             ],
         )?;
         Ok(inserted.is_some())
@@ -338,8 +433,13 @@ fn connect(url: &str, location: &str) -> Result<Client> {
 }
 
 /// Creates the tables if needed (under an advisory lock, so replicas starting together do not
-/// race) and returns the stored settings.
-fn setup(c: &mut Client, location: &str, create: Option<Settings>) -> Result<Settings> {
+/// race) and returns the stored settings; with `new_only`, a ledger already there is an error.
+fn setup(
+    c: &mut Client,
+    location: &str,
+    create: Option<Settings>,
+    new_only: bool,
+) -> Result<Settings> {
     let e = |x: postgres::Error| store_err(location, x);
     let mut tx = c.transaction().map_err(e)?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&SETUP_LOCK])
@@ -348,6 +448,13 @@ fn setup(c: &mut Client, location: &str, create: Option<Settings>) -> Result<Set
         .query_one("SELECT to_regclass('recsel_meta') IS NOT NULL", &[])
         .map_err(e)?
         .get(0);
+    if exists && new_only {
+        return Err(store_err(
+            location,
+            "this database holds a recsel ledger already; a ledger is created only where there \
+             is none",
+        ));
+    }
     if !exists {
         let Some(settings) = create else {
             return Err(LedgerError::Missing {
@@ -374,7 +481,7 @@ fn setup(c: &mut Client, location: &str, create: Option<Settings>) -> Result<Set
                  last_ms BIGINT NOT NULL,
                  attempts BIGINT NOT NULL CHECK (attempts >= 1)
              );",
-            events = event_table("user_id", "BIGINT")
+            events = event_table(DIALECT)
         ))
         .map_err(e)?;
         for (k, v) in meta_rows(settings) {
@@ -385,7 +492,7 @@ fn setup(c: &mut Client, location: &str, create: Option<Settings>) -> Result<Set
             .map_err(e)?;
         }
     }
-    let settings = settings_from_meta(&mut |key| {
+    let settings = settings_from_meta(location, &mut |key| {
         Ok(tx
             .query_opt("SELECT value FROM recsel_meta WHERE key = $1", &[&key])?
             .map(|r| r.get(0)))
@@ -477,12 +584,12 @@ impl Store for PostgresLedger {
 
 impl LedgerLog for PostgresLedger {
     fn events(&self, user: &str) -> Result<Vec<Event>> {
-        self.events_where("WHERE user_id = $1", user)
+        self.events_where("WHERE user_id = $1", &[user])
     }
 
-    fn event(&self, request_id: &str) -> Result<Option<Event>> {
+    fn event(&self, user: &str, request_id: &str) -> Result<Option<Event>> {
         Ok(self
-            .events_where("WHERE request_id = $1", request_id)?
+            .events_where("WHERE user_id = $1 AND request_id = $2", &[user, request_id])?
             .pop())
     }
 

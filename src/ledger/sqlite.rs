@@ -9,7 +9,7 @@
 //! [`BUSY_TIMEOUT`]) instead of failing.
 //!
 //! Tables: `meta` (format, version, budget, period), `events` (one row per charged request or
-//! served fallback; the request id is unique), `windows` (the running total per user and window,
+//! served fallback, with its request hash; (user, request id) is unique), `windows` (the running total per user and window,
 //! updated in the same transaction as its events) and `runs` (batch runs: the fingerprint of
 //! their command and how often they were attempted).
 
@@ -20,13 +20,24 @@ use std::time::Duration;
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
 use super::store::{
-    event_columns, event_table, meta_rows, settings_from_meta, to_i64, units, EventRow, Store,
-    StoreTx, TxError, TxResult, WindowTotal,
+    event_columns, event_table, meta_rows, settings_from_meta, to_i64, units, version_error,
+    version_from_meta, Dialect, EventRow, Store, StoreTx, TxError, TxResult, WindowTotal,
+    FORMAT_VERSION,
 };
-use super::{Event, LedgerError, LedgerLog, Result, Settings, Timestamp, Units};
+use super::{
+    Event, Ledger, LedgerError, LedgerLog, Migrated, Result, Settings, Timestamp, Units,
+};
 
 /// How long a connection waits for another one's write lock before the commit fails.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The events table's dialect.
+const DIALECT: Dialect = Dialect {
+    user: "user",
+    int: "INTEGER",
+    bytes: "BLOB",
+    length: "length",
+};
 
 /// The tables of a new ledger file.
 fn schema() -> String {
@@ -49,7 +60,7 @@ CREATE TABLE IF NOT EXISTS runs (
     attempts INTEGER NOT NULL
 );
 ",
-        event_table("user", "INTEGER")
+        event_table(DIALECT)
     )
 }
 
@@ -105,6 +116,7 @@ fn row(r: &rusqlite::Row<'_>) -> std::result::Result<EventRow, rusqlite::Error> 
         window_start: r.get(6)?,
         answer_kind: r.get(7)?,
         answer_item: r.get(8)?,
+        request_hash: r.get(9)?,
     })
 }
 
@@ -283,7 +295,7 @@ impl SqliteLedger {
                 .map_err(e)?;
             }
         }
-        let settings = settings_from_meta(&mut |key| {
+        let settings = settings_from_meta(&path.display().to_string(), &mut |key| {
             Ok(tx
                 .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
                 .optional()?)
@@ -291,6 +303,79 @@ impl SqliteLedger {
         .map_err(|x| Self::store_err(path, x.message))?;
         tx.commit().map_err(e)?;
         Ok((conn, settings))
+    }
+
+    /// Migrates the ledger file at `path` to [`FORMAT_VERSION`] in one transaction (`recsel
+    /// ledger migrate`): from version 1, the events table is rebuilt with (user, request id)
+    /// unique and a request-hash column (empty for the events already stored), and the version
+    /// is written. Every event is kept with its sequence number; the event count and every
+    /// window's total are checked inside the transaction, and anything unexpected rolls it back.
+    /// A ledger already at the current version is left alone.
+    pub fn migrate(path: &Path) -> Result<Migrated> {
+        if !path.is_file() || std::fs::metadata(path).map(|m| m.len()).unwrap_or(0) == 0 {
+            return Err(LedgerError::Missing {
+                location: path.display().to_string(),
+            });
+        }
+        let mut conn = Self::configure(path)?;
+        let e = |x: rusqlite::Error| Self::store_err(path, x);
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(e)?;
+        let version = version_from_meta(&mut |key| {
+            Ok(tx
+                .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
+                .optional()?)
+        })
+        .map_err(|x| Self::store_err(path, x.message))?;
+        let count = |tx: &rusqlite::Transaction<'_>| -> rusqlite::Result<(i64, i64)> {
+            tx.query_row(
+                "SELECT count(*), coalesce(sum(units), 0) FROM events",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+        };
+        let (events, units) = count(&tx).map_err(e)?;
+        let done = Migrated {
+            location: path.display().to_string(),
+            from: version,
+            to: FORMAT_VERSION,
+            events: events as u64,
+        };
+        match version {
+            v if v == FORMAT_VERSION => return Ok(done),
+            1 => {}
+            v => return Err(Self::store_err(path, version_error(v, "").message)),
+        }
+        tx.execute_batch(&format!(
+            "CREATE TABLE events_v2 (seq INTEGER PRIMARY KEY, {table});
+             INSERT INTO events_v2 (seq, request_id, user, mechanism, units, time_ms, \
+                 window_start, answer_kind, answer_item, request_hash) \
+             SELECT seq, request_id, user, mechanism, units, time_ms, window_start, \
+                 answer_kind, answer_item, NULL FROM events ORDER BY seq;
+             DROP TABLE events;
+             ALTER TABLE events_v2 RENAME TO events;
+             CREATE INDEX events_by_user ON events (user, seq);",
+            table = event_table(DIALECT)
+        ))
+        .map_err(e)?;
+        tx.execute(
+            "UPDATE meta SET value = ?1 WHERE key = 'format_version'",
+            [FORMAT_VERSION.to_string()],
+        )
+        .map_err(e)?;
+        if count(&tx).map_err(e)? != (events, units) {
+            return Err(Self::store_err(
+                path,
+                "the migrated events do not add up to the stored ones; nothing was changed",
+            ));
+        }
+        tx.commit().map_err(e)?; // durable, as every commit (synchronous=FULL)
+        drop(conn);
+        let l = Self::open_existing(path)?;
+        Store::integrity(&l)?;
+        Ledger::verify(&l)?;
+        Ok(done)
     }
 
     /// The path of the file.
@@ -307,12 +392,12 @@ impl SqliteLedger {
 struct Tx<'a>(rusqlite::Transaction<'a>);
 
 impl StoreTx for Tx<'_> {
-    fn find(&mut self, request_id: &str) -> TxResult<Option<Event>> {
+    fn find(&mut self, user: &str, request_id: &str) -> TxResult<Option<Event>> {
         let mut q = self.0.prepare_cached(&format!(
-            "SELECT {} FROM events WHERE request_id = ?1",
+            "SELECT {} FROM events WHERE user = ?1 AND request_id = ?2",
             event_columns("user")
         ))?;
-        q.query_row([request_id], row)
+        q.query_row([user, request_id], row)
             .optional()?
             .map(EventRow::event)
             .transpose()
@@ -359,8 +444,9 @@ impl StoreTx for Tx<'_> {
             .0
             .prepare_cached(
                 "INSERT INTO events (seq, request_id, user, mechanism, units, time_ms, \
-                 window_start, answer_kind, answer_item) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) ON CONFLICT (request_id) DO NOTHING",
+                 window_start, answer_kind, answer_item, request_hash) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) \
+                 ON CONFLICT (user, request_id) DO NOTHING",
             )?
             .execute(params![
                 r.seq,
@@ -371,7 +457,8 @@ impl StoreTx for Tx<'_> {
                 r.time_ms,
                 r.window_start,
                 r.answer_kind,
-                r.answer_item
+                r.answer_item,
+                r.request_hash
             ])?;
         Ok(n == 1)
     }
@@ -527,13 +614,13 @@ impl LedgerLog for SqliteLedger {
         })
     }
 
-    fn event(&self, request_id: &str) -> Result<Option<Event>> {
+    fn event(&self, user: &str, request_id: &str) -> Result<Option<Event>> {
         self.read(|conn| {
             let mut stmt = conn.prepare_cached(&format!(
-                "SELECT {} FROM events WHERE request_id = ?1",
+                "SELECT {} FROM events WHERE user = ?1 AND request_id = ?2",
                 event_columns("user")
             ))?;
-            stmt.query_row([request_id], row)
+            stmt.query_row([user, request_id], row)
                 .optional()?
                 .map(EventRow::event)
                 .transpose()

@@ -7,12 +7,16 @@
 //! (`policy.rs`), and every [`Store`] is a [`Ledger`](super::Ledger) through it. The layout of a
 //! stored event (its columns, the answer's two columns) and of the settings row are here, once.
 
-use super::{Answer, Event, LedgerLog, Period, Result, Settings, Timestamp, Units};
+use super::{
+    Answer, Event, LedgerLog, Period, RequestHash, Result, Settings, Timestamp, Units,
+};
 
 /// The `format` value in a ledger's `meta` table.
 pub const FORMAT: &str = "recsel-ledger";
-/// The schema version in a ledger's `meta` table.
-pub const FORMAT_VERSION: u32 = 1;
+/// The schema version in a ledger's `meta` table: 2 keeps each event's request hash and makes
+/// request ids unique per user; 1 (ids unique across users, no hashes) is migrated by `recsel
+/// ledger migrate` and refused otherwise.
+pub const FORMAT_VERSION: u32 = 2;
 
 /// Why a transaction failed: what the store said, and whether running the same transaction
 /// again may succeed (a deadlock or a serialisation failure between replicas).
@@ -37,7 +41,7 @@ impl TxError {
 /// Result of a step inside a transaction.
 pub type TxResult<T> = std::result::Result<T, TxError>;
 
-/// One event as stored: the nine columns every backend keeps, in this order (`seq` is assigned
+/// One event as stored: the ten columns every backend keeps, in this order (`seq` is assigned
 /// by the store when `None`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EventRow {
@@ -59,25 +63,54 @@ pub struct EventRow {
     pub answer_kind: String,
     /// The item of `item` and `fallback`.
     pub answer_item: Option<String>,
+    /// The request hash's 32 bytes; `None` for an event stored by schema version 1.
+    pub request_hash: Option<Vec<u8>>,
 }
 
 /// The column names of [`EventRow`] in order, with the user column named `user` (a store whose
 /// SQL reserves that word names it otherwise).
 pub fn event_columns(user: &str) -> String {
     format!(
-        "seq, {user}, request_id, mechanism, units, time_ms, window_start, answer_kind, answer_item"
+        "seq, {user}, request_id, mechanism, units, time_ms, window_start, answer_kind, \
+         answer_item, request_hash"
     )
 }
 
-/// The columns of the events table after `seq`, in a store's dialect: `user` names the user
-/// column, `int` is the 64-bit integer type.
-pub fn event_table(user: &str, int: &str) -> String {
+/// A store's SQL dialect for the events table: the user column's name (a store whose SQL
+/// reserves `user` names it otherwise), the 64-bit integer type, the byte-string type and the
+/// function that gives a byte string's length.
+#[derive(Debug, Clone, Copy)]
+pub struct Dialect {
+    /// The user column.
+    pub user: &'static str,
+    /// The 64-bit integer type.
+    pub int: &'static str,
+    /// The byte-string type.
+    pub bytes: &'static str,
+    /// The length of a byte string.
+    pub length: &'static str,
+}
+
+/// The request-hash column of the events table (nullable: events of schema version 1 have none).
+pub fn hash_column(d: Dialect) -> String {
     format!(
-        "request_id TEXT NOT NULL UNIQUE, {user} TEXT NOT NULL, mechanism TEXT NOT NULL, \
+        "request_hash {} CHECK (request_hash IS NULL OR {}(request_hash) = 32)",
+        d.bytes, d.length
+    )
+}
+
+/// The columns of the events table after `seq`, in a store's dialect, with (user, request id)
+/// unique: request ids are scoped per user.
+pub fn event_table(d: Dialect) -> String {
+    format!(
+        "request_id TEXT NOT NULL, {user} TEXT NOT NULL, mechanism TEXT NOT NULL, \
          units {int} NOT NULL CHECK (units >= 0), time_ms {int} NOT NULL, \
          window_start {int} NOT NULL, \
          answer_kind TEXT NOT NULL CHECK (answer_kind IN ('item', 'none', 'fallback')), \
-         answer_item TEXT"
+         answer_item TEXT, {hash}, UNIQUE ({user}, request_id)",
+        user = d.user,
+        int = d.int,
+        hash = hash_column(d)
     )
 }
 
@@ -112,6 +145,7 @@ impl EventRow {
             window_start: e.window.0,
             answer_kind: kind.into(),
             answer_item: item,
+            request_hash: e.request_hash.map(|h| h.0.to_vec()),
         }
     }
 
@@ -127,7 +161,20 @@ impl EventRow {
                 )))
             }
         };
+        let request_hash = self
+            .request_hash
+            .map(|b| {
+                RequestHash::from_bytes(&b).ok_or_else(|| {
+                    TxError::fatal(format!(
+                        "a stored request hash of request id '{}' has {} bytes, not 32",
+                        self.request_id,
+                        b.len()
+                    ))
+                })
+            })
+            .transpose()?;
         Ok(Event {
+            request_hash,
             seq: self.seq.unwrap_or(0) as u64,
             user: self.user,
             request_id: self.request_id,
@@ -151,11 +198,9 @@ pub fn meta_rows(settings: Settings) -> Vec<(&'static str, String)> {
     ]
 }
 
-/// The settings stored in a `meta` table, read through `get` (which answers `None` for a
-/// missing key); the error says what is wrong, the caller says where.
-pub fn settings_from_meta(
-    get: &mut dyn FnMut(&str) -> TxResult<Option<String>>,
-) -> TxResult<Settings> {
+/// The schema version stored in a `meta` table (through `get`, as [`settings_from_meta`]); an
+/// error if it is not a recsel ledger.
+pub fn version_from_meta(get: &mut dyn FnMut(&str) -> TxResult<Option<String>>) -> TxResult<u32> {
     let mut meta = |key: &str| -> TxResult<String> {
         get(key)?.ok_or_else(|| TxError::fatal(format!("meta has no '{key}'")))
     };
@@ -163,11 +208,46 @@ pub fn settings_from_meta(
         return Err(TxError::fatal("not a recsel ledger"));
     }
     let version = meta("format_version")?;
-    if version != FORMAT_VERSION.to_string() {
-        return Err(TxError::fatal(format!(
-            "ledger format version {version}; this recsel reads {FORMAT_VERSION}"
-        )));
+    version
+        .parse()
+        .map_err(|_| TxError::fatal(format!("bad format_version '{version}' in meta")))
+}
+
+/// The error of a ledger at `location` whose schema is `version`, not [`FORMAT_VERSION`]: an
+/// older one names the command that migrates it; it is never migrated unasked (docs/ledger.md,
+/// "Schema versions").
+pub fn version_error(version: u32, location: &str) -> TxError {
+    if version < FORMAT_VERSION {
+        TxError::fatal(format!(
+            "ledger schema version {version}; this recsel uses version {FORMAT_VERSION} (request \
+             ids scoped per user, each event's request hash kept). Nothing was changed. Back the \
+             ledger up, then migrate it in one transaction with `recsel ledger migrate --ledger \
+             {location}` (docs/ledger.md, \"Schema versions\"); a recsel that reads version \
+             {version} cannot open it afterwards"
+        ))
+    } else {
+        TxError::fatal(format!(
+            "ledger schema version {version}, written by a newer recsel; this recsel reads \
+             version {FORMAT_VERSION}"
+        ))
     }
+}
+
+/// The settings stored in a `meta` table, read through `get` (which answers `None` for a
+/// missing key); a schema version other than [`FORMAT_VERSION`] is refused
+/// ([`version_error`], which names `location`). The error says what is wrong, the caller says
+/// where.
+pub fn settings_from_meta(
+    location: &str,
+    get: &mut dyn FnMut(&str) -> TxResult<Option<String>>,
+) -> TxResult<Settings> {
+    let version = version_from_meta(get)?;
+    if version != FORMAT_VERSION {
+        return Err(version_error(version, location));
+    }
+    let mut meta = |key: &str| -> TxResult<String> {
+        get(key)?.ok_or_else(|| TxError::fatal(format!("meta has no '{key}'")))
+    };
     let budget = meta("budget_units")?
         .parse::<u64>()
         .ok()
@@ -193,8 +273,8 @@ pub struct WindowTotal {
 /// The steps of one write transaction of a [`Store`]. Every step sees the earlier steps of the
 /// same transaction; nothing is visible to others before [`Store::transact`] commits.
 pub trait StoreTx {
-    /// The stored event of `request_id`.
-    fn find(&mut self, request_id: &str) -> TxResult<Option<Event>>;
+    /// The stored event of the user's `request_id`.
+    fn find(&mut self, user: &str, request_id: &str) -> TxResult<Option<Event>>;
 
     /// The running totals of `keys` (user, window start; sorted and distinct), 0 for a window
     /// without one. A store that locks by row locks them here, in this order, for the rest of
@@ -207,8 +287,8 @@ pub trait StoreTx {
     /// Stores a window's running total.
     fn save_spent(&mut self, user: &str, window: Timestamp, spent: Units) -> TxResult<()>;
 
-    /// Inserts an event (with its `seq` if given); `false` if its request id is already stored
-    /// (committed by another writer since [`StoreTx::find`]).
+    /// Inserts an event (with its `seq` if given); `false` if its (user, request id) is already
+    /// stored (committed by another writer since [`StoreTx::find`]).
     fn insert(&mut self, row: &EventRow) -> TxResult<bool>;
 
     /// How many events are stored.

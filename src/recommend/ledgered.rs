@@ -4,8 +4,11 @@
 //! [`LedgeredRecommender`] computes a user's private pick, hands it to the ledger's
 //! [`GroupCommitter`] inside a [`ChargeRequest`], and returns only the committed [`Outcome`]: the
 //! pick is never returned by itself, so a caller cannot release it before its charge is durable.
-//! A refused pick is dropped unseen (a pick that is never released costs nothing). A request id
-//! that was charged before gets its stored answer back and charges nothing.
+//! A refused pick is dropped unseen (a pick that is never released costs nothing). A user's
+//! request id that was charged before gets its stored answer back and charges nothing — if the
+//! request is the same one: each charge carries the [`RequestHash`] of the canonical history and
+//! the serving configuration ([`LedgeredRecommender::request_hash`]), and the ledger rejects a
+//! stored id whose hash differs.
 
 use std::sync::mpsc;
 use std::sync::Arc;
@@ -15,8 +18,10 @@ use rayon::prelude::*;
 use crate::data::Fnv64;
 use crate::error::{Error, Result};
 use crate::ledger::{
-    Answer, ChargeRequest, CommitStats, GroupCommitter, Outcome, Run, Timestamp, Units,
+    Answer, ChargeRequest, CommitStats, GroupCommitter, Outcome, RequestHash, RequestHasher, Run,
+    Timestamp, Units,
 };
+use crate::scoring::CandidateList;
 use crate::mechanisms::{MechParams, ParamValue};
 use crate::rng::{Draws, SecureRng};
 use crate::stats::Chooser;
@@ -32,7 +37,12 @@ pub struct LedgeredRecommender {
     charge: Units,
     mechanism: String,
     fallback: Option<String>,
+    /// The serving configuration's part of every request hash.
+    config_hash: RequestHasher,
 }
+
+/// The domain of a request hash (a new layout of the hashed parts takes a new tag).
+const REQUEST_HASH_TAG: &[u8] = b"recsel-request-hash v1";
 
 /// Picks that are computed but not released ([`LedgeredRecommender::prepare`]): their answers
 /// cannot be read, only charged ([`LedgeredRecommender::submit`]).
@@ -109,10 +119,30 @@ impl LedgeredRecommender {
         Ok(LedgeredRecommender {
             mechanism: rec.mech.name().to_string(),
             fallback: fallback.map(|j| rec.item_id(j).to_string()),
+            config_hash: config_hasher(&rec, charge),
             rec,
             committer,
             charge,
         })
+    }
+
+    /// The [`RequestHash`] of a request for `history` (item columns): SHA-256 of the serving
+    /// configuration — mechanism, ε charged (ledger units), candidate policy and a fixed list's
+    /// item ids, the prior — and of the history as the service canonicalises it: the set of the
+    /// model's item ids it holds (order, repeats and ids the model does not know change nothing,
+    /// since they change no answer), in byte order of the ids. Item ids rather than columns, so
+    /// the hash does not depend on the model's column order. The user is not hashed: request
+    /// ids are scoped per user already.
+    pub fn request_hash(&self, history: &[u32]) -> RequestHash {
+        let mut ids: Vec<&str> = history.iter().map(|&j| self.rec.item_id(j)).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let mut h = self.config_hash.clone();
+        h.part(&(ids.len() as u64).to_le_bytes());
+        for id in ids {
+            h.part(id.as_bytes());
+        }
+        h.finish()
     }
 
     /// The recommender.
@@ -152,19 +182,21 @@ impl LedgeredRecommender {
         let pick = self
             .rec
             .recommend(history, user_key(user), draws, scratch)?;
-        Ok(self.charge_request(user, request_id, time, pick))
+        Ok(self.charge_request(user, request_id, history, time, pick))
     }
 
     fn charge_request(
         &self,
         user: &str,
         request_id: &str,
+        history: &[u32],
         time: Timestamp,
         pick: Option<u32>,
     ) -> ChargeRequest {
         ChargeRequest {
             user: user.to_string(),
             request_id: request_id.to_string(),
+            request_hash: self.request_hash(history),
             mechanism: self.mechanism.clone(),
             epsilon: self.charge,
             time,
@@ -233,7 +265,7 @@ impl LedgeredRecommender {
                     draws,
                     scratch,
                 )?;
-                Ok(self.charge_request(&r.user, &r.request_id, time, pick))
+                Ok(self.charge_request(&r.user, &r.request_id, &r.history, time, pick))
             })
             .collect::<Result<_>>()
             .map(PendingCharges)
@@ -324,6 +356,32 @@ impl LedgeredRecommender {
     pub fn stats(&self) -> CommitStats {
         self.committer.stats()
     }
+}
+
+/// The serving configuration's part of a request hash ([`LedgeredRecommender::request_hash`]):
+/// the tag, the mechanism's name, the charge in ledger units, the candidate policy as written and
+/// a fixed list's item ids, and the prior as written (empty without one).
+fn config_hasher(rec: &Recommender, charge: Units) -> RequestHasher {
+    let mut h = RequestHasher::new();
+    h.part(REQUEST_HASH_TAG);
+    h.part(rec.mech.name().as_bytes());
+    h.part(charge.get().to_string().as_bytes());
+    h.part(rec.candidate_policy().to_string().as_bytes());
+    match rec.candidate_list() {
+        CandidateList::Fixed(cols) => {
+            h.part(&(cols.len() as u64).to_le_bytes());
+            for &j in cols {
+                h.part(rec.item_id(j).as_bytes());
+            }
+        }
+        _ => h.part(b""),
+    }
+    h.part(
+        rec.prior()
+            .map_or_else(String::new, |p| p.prior.to_string())
+            .as_bytes(),
+    );
+    h
 }
 
 /// The request ids of a batch run: the file's `request_id` where it gives one, else

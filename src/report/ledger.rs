@@ -5,7 +5,8 @@
 //!
 //! * `status` — `recommended` (a private item, charged), `no_candidate` (charged, nothing to
 //!   recommend), `fallback` (the public fallback item, 0 ε), `refused` (budget exhausted, no
-//!   item), `rejected` (the request id belongs to another user, or a field is invalid);
+//!   item), `rejected` (the user's request id was used for a different request, or a field is
+//!   invalid);
 //! * `epsilon` — what the answer cost (exact decimal; once, even if replayed);
 //! * `remaining` — the user's budget left in the window after this request (empty for a replay);
 //! * `retry_after` — for `refused` and `fallback`, when the next window starts (RFC 3339, UTC);

@@ -325,14 +325,15 @@ async fn answer(
         }
         Outcome::Rejected { reason } => {
             return Err(match reason {
-                Rejection::RequestIdOfAnotherUser => ApiError::new(
+                Rejection::DifferentRequest => ApiError::new(
                     409,
                     "request_id_conflict",
                     Some("request_id"),
                     format!(
-                        "request id '{}' was already used for another user; use a new id per \
-                         request",
-                        m.req.request_id
+                        "request id '{}' was already used for a different request of user '{}' \
+                         (another history, or another mechanism, epsilon or candidates); \
+                         nothing was charged or released; use a new id per request",
+                        m.req.request_id, m.req.user
                     ),
                 ),
                 Rejection::Invalid(msg) => ApiError::new(400, "rejected", None, msg),
