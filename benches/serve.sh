@@ -77,7 +77,11 @@ serve_stage() {
   local log="$OUT/serve-$kind.log"
   # The log exists before the server starts, so the loop below never reads a missing file.
   : > "$log"
-  "$bin" "${THREADS_ARG[@]}" serve --model "$OUT/model" --ledger "$ledger" --create-ledger --budget 1000000000 \
+  # A binary that creates a missing ledger only when asked gets --create-ledger; one built before
+  # that flag existed creates it unasked (COMPARE against an older build).
+  local create=()
+  "$bin" serve --help | grep -q -- '--create-ledger' && create=(--create-ledger)
+  "$bin" "${THREADS_ARG[@]}" serve --model "$OUT/model" --ledger "$ledger" "${create[@]}" --budget 1000000000 \
     --mech "$MECH" --eps "$EPS" --candidates all --listen 127.0.0.1:0 2> "$log" &
   local pid=$!
   # A failed stage (set -e) must not leave the server running.

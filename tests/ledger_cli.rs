@@ -309,7 +309,11 @@ fn request_ids_from_the_users_file_replay_and_the_ledger_commands_agree() {
     // The same request ids with b's history changed, as another run: b's q3 asks a different
     // question and is rejected (its stored item not shown); the others replay.
     let original = std::fs::read_to_string(&jsonl).unwrap();
-    let changed = original.replacen(&format!("[\"{}\"]", item(3)), &format!("[\"{}\"]", item(6)), 1);
+    let changed = original.replacen(
+        &format!("[\"{}\"]", item(3)),
+        &format!("[\"{}\"]", item(6)),
+        1,
+    );
     assert_ne!(changed, original);
     std::fs::write(&jsonl, changed).unwrap();
     let third = run("3.csv", &["--run-id", "edited"]);
@@ -422,6 +426,10 @@ fn request_ids_from_the_users_file_replay_and_the_ledger_commands_agree() {
             (u, n)
         })
         .collect();
-    assert_eq!(counts.get("b"), Some(&1), "the rejected request charged nothing");
+    assert_eq!(
+        counts.get("b"),
+        Some(&1),
+        "the rejected request charged nothing"
+    );
     assert_eq!(counts.get("c"), Some(&1), "c's q3 is c's own request");
 }

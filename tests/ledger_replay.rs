@@ -68,7 +68,10 @@ fn assert_conflict(r: &crate::util::http::Reply, rid: &str, item: &Value, what: 
         )),
         "{what}: {msg}"
     );
-    assert!(r.json().get("item").is_none() && e.get("item").is_none(), "{what}");
+    assert!(
+        r.json().get("item").is_none() && e.get("item").is_none(),
+        "{what}"
+    );
     assert!(
         !r.body.contains(&item.to_string()),
         "{what}: the stored item {item} leaks: {}",
@@ -138,7 +141,11 @@ fn a_request_id_reused_for_another_request_gets_409_and_charges_nothing() {
     assert_eq!(s.terminate().code(), Some(0));
     let l = SqliteLedger::open_existing(&ledger).unwrap();
     l.verify().unwrap();
-    assert_eq!(l.events("bob").unwrap().len(), 2, "r1 and r2, charged once each");
+    assert_eq!(
+        l.events("bob").unwrap().len(),
+        2,
+        "r1 and r2, charged once each"
+    );
 }
 
 /// Request ids are scoped per user: the same id (and the same history) of two users is two
@@ -149,8 +156,16 @@ fn the_same_request_id_of_two_users_is_two_independent_charged_requests() {
     let tmp = tempfile::tempdir().unwrap();
     let ledger = tmp.path().join("ledger.db");
     let s = started(&serve_with(&ledger, "--eps", "1"));
-    let a = s.post("/v1/recommend", None, &body("alice", "shared-1", &[3, 17, 42]));
-    let c = s.post("/v1/recommend", None, &body("carol", "shared-1", &[3, 17, 42]));
+    let a = s.post(
+        "/v1/recommend",
+        None,
+        &body("alice", "shared-1", &[3, 17, 42]),
+    );
+    let c = s.post(
+        "/v1/recommend",
+        None,
+        &body("carol", "shared-1", &[3, 17, 42]),
+    );
     for (who, r) in [("alice", &a), ("carol", &c)] {
         assert_eq!(r.status, 200, "{who}: {}", r.body);
         assert_eq!(r.json()["replayed"], false, "{who}");
@@ -167,7 +182,10 @@ fn the_same_request_id_of_two_users_is_two_independent_charged_requests() {
     let l = SqliteLedger::open_existing(&ledger).unwrap();
     for who in ["alice", "carol"] {
         let e = l.event(who, "shared-1").unwrap().unwrap();
-        assert_eq!((e.user.as_str(), e.units), (who, Units::charge("1").unwrap()));
+        assert_eq!(
+            (e.user.as_str(), e.units),
+            (who, Units::charge("1").unwrap())
+        );
         assert!(e.request_hash.is_some());
     }
     l.verify().unwrap();
@@ -273,7 +291,10 @@ fn a_version_1_sqlite_ledger_is_refused_until_migrated_and_keeps_every_event() {
     let l = SqliteLedger::open_existing(&path).unwrap();
     l.verify().unwrap();
     let e = l.event("dave", "old-1").unwrap().unwrap();
-    assert_eq!((json!(e.answer.item()), e.request_hash), (old_item.clone(), None));
+    assert_eq!(
+        (json!(e.answer.item()), e.request_hash),
+        (old_item.clone(), None)
+    );
     drop(l);
     // Served again: the old event replays its stored answer even for another history (it has
     // no hash to compare; documented), another user's old-1 is that user's own request, and a
@@ -401,7 +422,11 @@ fn the_export_round_trips_request_hashes_and_an_edited_hash_fails_import() {
     assert_eq!(v.events.len(), 3);
     assert!(v.events.iter().all(|e| e.request_hash.is_none()));
     // A hash in a version 2 export is refused (hashes came with version 3).
-    let mixed = v2.replacen("}}\n{\"end\"", &format!("}},\"request_hash\":\"{h}\"}}\n{{\"end\""), 1);
+    let mixed = v2.replacen(
+        "}}\n{\"end\"",
+        &format!("}},\"request_hash\":\"{h}\"}}\n{{\"end\""),
+        1,
+    );
     assert!(export::read(&mut mixed.as_bytes(), "mixed").is_err());
 }
 
@@ -485,7 +510,10 @@ fn a_version_1_postgres_ledger_is_refused_until_migrated() {
         }
     );
     let at = Timestamp::from_date(2026, 11, 25);
-    assert_eq!(l.balance("u0", at).unwrap().spent, Units::charge("2").unwrap());
+    assert_eq!(
+        l.balance("u0", at).unwrap().spent,
+        Units::charge("2").unwrap()
+    );
     assert_eq!(l.events("u0").unwrap().len(), 2);
     l.verify().unwrap();
 }

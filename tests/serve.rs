@@ -398,7 +398,10 @@ fn replays_fallbacks_batches_and_the_model_are_served_as_documented() {
     let other = s.post("/v1/recommend", None, &good("carol", "b1"));
     assert_eq!(other.status, 200, "{}", other.body);
     assert_eq!(
-        (other.json()["replayed"].as_bool(), other.json()["charged"].as_f64()),
+        (
+            other.json()["replayed"].as_bool(),
+            other.json()["charged"].as_f64()
+        ),
         (Some(false), Some(1.0))
     );
     // A batch: bob's last unit, then the fallback, and a bad entry that fails alone.

@@ -315,9 +315,16 @@ pub fn read_sealed(input: &mut dyn BufRead, source: &str, seal: Seal<'_>) -> Res
                     ),
                 ))
             }
-            Some(h) => Some(RequestHash::from_hex(h).filter(|x| x.hex() == *h).ok_or_else(
-                || bad(i, format!("request_hash '{h}' is not 64 lowercase hex digits")),
-            )?),
+            Some(h) => Some(
+                RequestHash::from_hex(h)
+                    .filter(|x| x.hex() == *h)
+                    .ok_or_else(|| {
+                        bad(
+                            i,
+                            format!("request_hash '{h}' is not 64 lowercase hex digits"),
+                        )
+                    })?,
+            ),
         };
         let checks = [
             (l.seq > last_seq, format!("seq {} after {last_seq}", l.seq)),

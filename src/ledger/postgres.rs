@@ -27,9 +27,7 @@ use super::store::{
     version_error, version_from_meta, Dialect, EventRow, Store, StoreTx, TxError, TxResult,
     WindowTotal, FORMAT_VERSION,
 };
-use super::{
-    Event, Ledger, LedgerError, LedgerLog, Migrated, Result, Settings, Timestamp, Units,
-};
+use super::{Event, Ledger, LedgerError, LedgerLog, Migrated, Result, Settings, Timestamp, Units};
 
 /// Key of the advisory lock held while a ledger is created or migrated.
 const SETUP_LOCK: i64 = 0x7265_6373_656c_0001;
@@ -589,7 +587,10 @@ impl LedgerLog for PostgresLedger {
 
     fn event(&self, user: &str, request_id: &str) -> Result<Option<Event>> {
         Ok(self
-            .events_where("WHERE user_id = $1 AND request_id = $2", &[user, request_id])?
+            .events_where(
+                "WHERE user_id = $1 AND request_id = $2",
+                &[user, request_id],
+            )?
             .pop())
     }
 

@@ -24,9 +24,7 @@ use super::store::{
     version_from_meta, Dialect, EventRow, Store, StoreTx, TxError, TxResult, WindowTotal,
     FORMAT_VERSION,
 };
-use super::{
-    Event, Ledger, LedgerError, LedgerLog, Migrated, Result, Settings, Timestamp, Units,
-};
+use super::{Event, Ledger, LedgerError, LedgerLog, Migrated, Result, Settings, Timestamp, Units};
 
 /// How long a connection waits for another one's write lock before the commit fails.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(60);

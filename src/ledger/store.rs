@@ -7,9 +7,7 @@
 //! (`policy.rs`), and every [`Store`] is a [`Ledger`](super::Ledger) through it. The layout of a
 //! stored event (its columns, the answer's two columns) and of the settings row are here, once.
 
-use super::{
-    Answer, Event, LedgerLog, Period, RequestHash, Result, Settings, Timestamp, Units,
-};
+use super::{Answer, Event, LedgerLog, Period, RequestHash, Result, Settings, Timestamp, Units};
 
 /// The `format` value in a ledger's `meta` table.
 pub const FORMAT: &str = "recsel-ledger";

@@ -21,9 +21,9 @@ use crate::ledger::{
     Answer, ChargeRequest, CommitStats, GroupCommitter, Outcome, RequestHash, RequestHasher, Run,
     Timestamp, Units,
 };
-use crate::scoring::CandidateList;
 use crate::mechanisms::{MechParams, ParamValue};
 use crate::rng::{Draws, SecureRng};
+use crate::scoring::CandidateList;
 use crate::stats::Chooser;
 
 use super::input::UserRequest;
