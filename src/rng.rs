@@ -38,6 +38,12 @@ pub fn name_id(name: &str) -> u32 {
     h
 }
 
+/// A fresh 63-bit seed drawn from `rng`: how a seeded selection hands randomness to code that
+/// brings its own generator (a Python function that seeds numpy), reproducibly.
+pub fn child_seed(rng: &mut Rng) -> u64 {
+    rand::RngCore::next_u64(rng) >> 1
+}
+
 /// A family of independent random streams derived from one seed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Streams {

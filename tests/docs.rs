@@ -904,3 +904,119 @@ fn the_command_table_check_catches_a_missing_subcommand() {
     let p = command_table_problems(&commands, readme, &format!("{usage}| `recsel fit` | f |\n"));
     assert_eq!(p.len(), 1, "{p:?}");
 }
+
+/// What docs/testing.md's table of exact-law tests misses: every `#[test]` of the `sources`
+/// (module name, text) whose body runs a chi-square check (`chi_square_gof(`, or a `fits(` /
+/// `assert_fits(` helper) must be named in `table` — as `module::name`, `name`, or its whole file
+/// `tests/module.rs` — and every `module::name` the table names must be a test of `sources` (or,
+/// as `module::tests::name`, of a unit-test module under `src/`, given as `unit_fns`).
+fn exact_law_table_problems(
+    sources: &[(String, String)],
+    unit_fns: &BTreeSet<String>,
+    table: &str,
+) -> Vec<String> {
+    let mut problems = Vec::new();
+    let mut fns: HashMap<&str, BTreeSet<String>> = HashMap::new();
+    for (module, text) in sources {
+        let set = fns.entry(module.as_str()).or_default();
+        // Tests of an integration-test file start a line; a `#[test]` inside a string does not.
+        for part in text.split("\n#[test]\n").skip(1) {
+            let Some(name) = part
+                .split("fn ")
+                .nth(1)
+                .and_then(|s| s.split('(').next())
+                .map(str::trim)
+            else {
+                continue;
+            };
+            set.insert(name.to_string());
+            let body = part.split("\n}\n").next().unwrap_or(part);
+            let chi = ["chi_square_gof(", "fits("]
+                .iter()
+                .any(|m| body.contains(m));
+            let named = table.contains(&format!("::{name}`"))
+                || table.contains(&format!("`{name}`"))
+                || table.contains(&format!("`tests/{module}.rs`"));
+            if chi && !named {
+                problems.push(format!(
+                    "{module}::{name} runs a chi-square check but is not in the table"
+                ));
+            }
+        }
+    }
+    for token in table.split('`').skip(1).step_by(2) {
+        let parts: Vec<&str> = token.split("::").collect();
+        let plain = parts.len() >= 2
+            && parts.iter().all(|p| {
+                !p.is_empty()
+                    && p.chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+            });
+        if !plain {
+            continue;
+        }
+        let name = parts[parts.len() - 1];
+        let exists = match (parts.len(), fns.get(parts[0])) {
+            (2, Some(set)) => set.contains(name),
+            _ if parts.len() >= 3 && parts[parts.len() - 2] == "tests" => unit_fns.contains(name),
+            _ => continue,
+        };
+        if !exists {
+            problems.push(format!("the table names {token}, which is no test"));
+        }
+    }
+    problems
+}
+
+/// docs/testing.md, "What is checked against an exact law", lists every exact-law test.
+#[test]
+fn every_exact_law_test_is_in_the_testing_table() {
+    let root = Path::new(ROOT);
+    let doc = std::fs::read_to_string(root.join("docs/testing.md")).unwrap();
+    let start = doc
+        .find("## What is checked against an exact law")
+        .expect("the exact-law section");
+    let end = doc[start..]
+        .find("\n## ")
+        .map_or(doc.len(), |e| start + e + 1);
+    let table = &doc[start..end];
+    let mut sources = Vec::new();
+    for path in files_in(&root.join("tests"), false, &|p| has_ext(p, &["rs"])) {
+        let module = path.file_stem().unwrap().to_string_lossy().into_owned();
+        sources.push((module, std::fs::read_to_string(&path).unwrap()));
+    }
+    let mut unit_fns = BTreeSet::new();
+    for path in files_in(&root.join("src"), true, &|p| has_ext(p, &["rs"])) {
+        let text = std::fs::read_to_string(&path).unwrap();
+        for part in text.split("#[test]").skip(1) {
+            if let Some(name) = part.split("fn ").nth(1).and_then(|s| s.split('(').next()) {
+                unit_fns.insert(name.trim().to_string());
+            }
+        }
+    }
+    let problems = exact_law_table_problems(&sources, &unit_fns, table);
+    assert!(
+        problems.is_empty(),
+        "docs/testing.md:\n{}",
+        problems.join("\n")
+    );
+}
+
+/// Power: an unlisted chi-square test and a listed test that does not exist are reported.
+#[test]
+fn the_exact_law_table_check_catches_a_missing_row() {
+    // (`fi` and `ts(` apart, so that this test itself is no chi-square test to the scan.)
+    let src = concat!(
+        "\n#[test]\nfn a_law() {\n    fi",
+        "ts(&c, &p, \"x\");\n}\n\n#[test]\nfn other() {\n}\n"
+    );
+    let sources = vec![("laws".to_string(), src.to_string())];
+    let units = BTreeSet::new();
+    assert!(exact_law_table_problems(&sources, &units, "| x | y | `laws::a_law` |").is_empty());
+    assert_eq!(
+        exact_law_table_problems(&sources, &units, "| x | y | z |").len(),
+        1
+    );
+    let p = exact_law_table_problems(&sources, &units, "| `laws::a_law`, `laws::gone` |");
+    assert_eq!(p.len(), 1, "{p:?}");
+}

@@ -343,3 +343,48 @@ fn the_selections_candidate_pass_equals_a_separate_pass_also_when_resumed_or_cac
     assert_eq!(cached.counts, counts);
     assert_eq!(cached.sample, cands);
 }
+
+/// ⊥ in `select` (docs/private-candidates.md, "⊥ is an output"): with `rs-threshold` in the run
+/// every row reports the share of selections that were ⊥ — all of them at an unreachable
+/// threshold, none for `rnm` — the chunk files carry it through a resume, and counting it does not
+/// change what is measured: `rnm`'s and `rs-threshold`'s MSE equal a run's without the ⊥
+/// columns (`rs-threshold` alone is the same mechanism on the same streams). With a threshold the
+/// runs reach, the share is strictly between 0 and 1.
+#[test]
+fn select_reports_how_often_a_threshold_selection_gave_up() {
+    let scorer = Hashed::new(CHUNK_USERS + 20, 120);
+    let sens = item_sensitivities(&scorer, &SensitivityConfig::default(), &|_| {});
+    let mut cfg = config(20);
+    cfg.mechanisms = vec!["rnm".into(), "rs-threshold".into()];
+    cfg.epsilons = vec![1.0];
+    cfg.params = MechParams::default()
+        .with_param("gamma", 0.2)
+        .with_param("threshold", 1e6);
+    assert!(cfg.reports_bottom());
+    let dir = tempfile::tempdir().unwrap();
+    let store = ChunkStore::open(&dir.path().join("a"), &cfg, false).unwrap();
+    // Stopped after the first chunk, then resumed from the chunk file.
+    assert!(select::run_all(&scorer, &sens, &cfg, &store, &|_| {}, Some(1)).is_err());
+    let (rows, _) = select::run_all(&scorer, &sens, &cfg, &store, &|_| {}, None).unwrap();
+    assert!(rows.iter().all(|r| r.bottom == vec![0.0, 1.0]));
+    let t = select::mse_table(&cfg, &rows);
+    assert_eq!(t[0].bottom, Some((0.0, 0.0)));
+    assert_eq!(t[1].bottom, Some((1.0, 0.0)));
+    assert!(select::user_header(&cfg).ends_with(",bottom_rnm_eps1,bottom_rs-threshold_eps1"));
+    // The same mechanisms one at a time (no ⊥ columns for rnm alone): the same MSE.
+    for (m, name) in ["rnm", "rs-threshold"].into_iter().enumerate() {
+        let mut one = cfg.clone();
+        one.mechanisms = vec![name.into()];
+        assert_eq!(one.reports_bottom(), name != "rnm");
+        let store = ChunkStore::open(&dir.path().join(name), &one, false).unwrap();
+        let (r1, _) = select::run_all(&scorer, &sens, &one, &store, &|_| {}, None).unwrap();
+        assert_eq!(select::mse_table(&one, &r1)[0].mse, t[m].mse, "{name}");
+    }
+    // A threshold the noisy scores reach now and then: ⊥ sometimes.
+    cfg.params = cfg.params.with_param("threshold", 1.5);
+    let store = ChunkStore::open(&dir.path().join("b"), &cfg, false).unwrap();
+    let (rows, _) = select::run_all(&scorer, &sens, &cfg, &store, &|_| {}, None).unwrap();
+    let (share, _) = select::mse_table(&cfg, &rows)[1].bottom.unwrap();
+    eprintln!("rs-threshold at tau 1.5: bottom share {share:.4}");
+    assert!(share > 0.0 && share < 1.0, "{share}");
+}

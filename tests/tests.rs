@@ -59,6 +59,7 @@ mod sparse_vector;
 mod statistic;
 mod statistic_cli;
 mod synth;
+mod theorem52;
 mod utility;
 mod worked_examples;
 mod worth;

@@ -58,11 +58,20 @@ __all__ = [
     "evaluate",
     "private_statistic",
     "duff_law",
+    "SparseVector",
+    "search_threshold",
+    "select_unknown_threshold",
+    "bounds",
 ]
 
 __version__ = _native.__version__
 
 from .candidates import select_private_candidates  # noqa: E402  (needs _seed below at call time)
+from .sparse_vector import (  # noqa: E402  (needs _seed below at call time)
+    SparseVector,
+    search_threshold,
+    select_unknown_threshold,
+)
 
 
 def _seed(seed: Optional[int]) -> int:
@@ -462,3 +471,19 @@ def duff_law(values: Sequence[float], **options: Any) -> tuple:
     options of :func:`private_statistic` (``statistic``, ``q``, ``lo``, ``hi``, ``points``,
     ``eps``, ``neighbours``)."""
     return _native.duff_law(_vec(values, "values"), **options)
+
+
+def bounds(scores: Sequence[float], sens: Sequence[float], **options: Any) -> Dict[str, Any]:
+    """``recsel bounds``: the high-probability lower bounds on the selected score of RNM, GEM and
+    mGEM for one selection problem (docs/bounds.md), as a dict (the keys of ``recsel bounds
+    --json``). Keywords are its options (``_native.bounds_options()``): ``eps`` (required),
+    ``beta`` and ``flags`` (``paper`` or ``full``).
+
+    Example::
+
+        >>> recsel.bounds([1, 0.5, 0], [1, 2, 0.5], eps=1.0)["best_bound"]
+        'rnm'
+    """
+    q = [float(x) for x in scores]
+    d = [float(x) for x in sens]
+    return _json.loads(_native.bounds(scores=q, sens=d, **options))

@@ -10,7 +10,7 @@
 //! One file per topic: `convert` (errors, arrays, values), `mechanisms` (the registry, sampling,
 //! batches, audits), `model` (models and user rows), `partition` (sensitivities and the phases of
 //! a distributed `select`), `select` (a `select` run prepared on the driver), `recommend`
-//! (serving), `utility` (`tune` and `evaluate`), `statistic` (private statistics) and `candidates` (selection from private candidates with a Python function); this
+//! (serving), `utility` (`tune` and `evaluate`), `statistic` (private statistics), `candidates` (selection from private candidates with a Python function) and `sparse` (the sparse vector on DP queries, the threshold search, the unknown-threshold selection, and `bounds`); this
 //! one only registers them.
 
 use pyo3::prelude::*;
@@ -22,6 +22,7 @@ mod model;
 mod partition;
 mod recommend;
 mod select;
+mod sparse;
 mod statistic;
 mod utility;
 
@@ -47,6 +48,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(statistic::statistic_options, m)?)?;
     m.add_function(wrap_pyfunction!(statistic::private_statistic, m)?)?;
     m.add_function(wrap_pyfunction!(statistic::duff_law, m)?)?;
+    m.add_function(wrap_pyfunction!(sparse::search_threshold, m)?)?;
+    m.add_function(wrap_pyfunction!(sparse::select_unknown_threshold, m)?)?;
+    m.add_function(wrap_pyfunction!(sparse::bounds_options, m)?)?;
+    m.add_function(wrap_pyfunction!(sparse::bounds, m)?)?;
     m.add_function(wrap_pyfunction!(utility::tune_options, m)?)?;
     m.add_function(wrap_pyfunction!(utility::evaluate_options, m)?)?;
     m.add_function(wrap_pyfunction!(utility::tune, m)?)?;
@@ -59,5 +64,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<partition::PyPart>()?;
     m.add_class::<select::SelectJob>()?;
     m.add_class::<recommend::PyRecommender>()?;
+    m.add_class::<sparse::PySparseVector>()?;
     Ok(())
 }

@@ -35,8 +35,8 @@ pub struct Args {
     #[arg(long, help_heading = "Output")]
     json: bool,
     /// Run the comparison of the private median (Duff, em, smooth-cauchy, smooth-laplace,
-    /// laplace) over n and ε on the interaction counts per user of --compare-data, writing its
-    /// table and plot into --out.
+    /// laplace, smooth-cauchy-nrs07) over n and ε on the interaction counts per user of
+    /// --compare-data, writing its table and plot into --out.
     #[arg(long, help_heading = "Comparison", requires = "out")]
     compare: bool,
     /// LightGCN folders whose per-user interaction counts the comparison uses.

@@ -222,6 +222,13 @@ pub trait Prepared: Send + Sync {
     fn sample_outcome(&self, rng: &mut Rng) -> Option<usize> {
         Some(self.sample(rng))
     }
+
+    /// [`Prepared::sample`] with whether the selection was ⊥ (the candidate then is the uniform
+    /// stand-in): the same draws as `sample`, so a runner can count ⊥ without changing what it
+    /// measures.
+    fn sample_marked(&self, rng: &mut Rng) -> (usize, bool) {
+        (self.sample(rng), false)
+    }
 }
 
 /// A private selection mechanism with validated parameters.
@@ -353,6 +360,36 @@ impl<'a> Selector<'a> {
                 p.sample_outcome(&mut streams.stream(mech_id, eps_index, user, trial))
             }
             (Selector::Secure(p), Draws::Secure(rng)) => p.sample_outcome(rng),
+            _ => panic!("Selector and Draws of different noise modes"),
+        }
+    }
+
+    /// [`Selector::sample_trials`] passing `(trial, selection, was ⊥)` to `each`: the same
+    /// selections (⊥'s place taken by the mechanism's uniform stand-in), marked.
+    #[allow(clippy::too_many_arguments)]
+    pub fn sample_trials_marked(
+        &self,
+        draws: &mut Draws,
+        mech_id: u32,
+        eps_index: u32,
+        user: u64,
+        trials: std::ops::Range<u32>,
+        mut each: impl FnMut(u32, usize, bool),
+    ) {
+        match (self, draws) {
+            (Selector::Fast(p), Draws::Seeded(streams)) => {
+                let users = UserStreams::new(streams, mech_id, eps_index, user);
+                for t in trials {
+                    let (a, bottom) = p.sample_marked(&mut users.trial(t));
+                    each(t, a, bottom);
+                }
+            }
+            (Selector::Secure(p), Draws::Secure(rng)) => {
+                for t in trials {
+                    let (a, bottom) = p.sample_marked(rng);
+                    each(t, a, bottom);
+                }
+            }
             _ => panic!("Selector and Draws of different noise modes"),
         }
     }

@@ -185,6 +185,7 @@ pub static REGISTRY: &[MechanismSpec] = &[
     private_candidates::scores::RS_THRESHOLD,
     private_candidates::scores::RS_HARD,
     private_candidates::scores::RS_HARD_DELTA,
+    private_candidates::margin::RS_MARGIN,
     private_candidates::svt_scores::SVT,
     MechanismSpec {
         name: "gem",

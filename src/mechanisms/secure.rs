@@ -227,6 +227,11 @@ pub trait SecurePrepared: Send + Sync {
     fn sample_outcome(&self, rng: &mut SecureRng) -> Option<usize> {
         Some(self.sample(rng))
     }
+
+    /// One selection and whether it was ⊥, as [`crate::mechanisms::Prepared::sample_marked`].
+    fn sample_marked(&self, rng: &mut SecureRng) -> (usize, bool) {
+        (self.sample(rng), false)
+    }
 }
 
 /// Acceptance weights `w_a = exp(−num_a / den)` with `min_a num_a = 0`.

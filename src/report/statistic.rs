@@ -23,6 +23,7 @@ fn color(method: &str) -> RGBColor {
         "em" => RGBColor(31, 119, 180),
         "smooth-cauchy" => RGBColor(44, 160, 44),
         "smooth-laplace" => RGBColor(148, 103, 189),
+        "smooth-cauchy-nrs07" => RGBColor(140, 86, 75),
         _ => RGBColor(127, 127, 127),
     }
 }

@@ -1,7 +1,8 @@
 //! The comparison of the Duff slides (docs/results.md, "Private medians"): mean absolute error of
 //! the private median against the subsample's own median, for Duff, the standard
-//! exponential-mechanism quantile, smooth sensitivity with Cauchy and with Laplace noise, and the
-//! Laplace mechanism at the global sensitivity, by subsample size n and ε, on real columns.
+//! exponential-mechanism quantile, smooth sensitivity with Cauchy and with Laplace noise, the
+//! Laplace mechanism at the global sensitivity, and smooth sensitivity with Cauchy noise at NRS07's
+//! constants, by subsample size n and ε, on real columns.
 //!
 //! Each repetition draws a fresh subsample of n records without replacement (the whole column for
 //! n = all) and releases the median once per method and ε from it, on streams derived from one
@@ -130,12 +131,17 @@ pub fn compare_medians(
                     data.iter_mut().for_each(|x| *x = x.clamp(cfg.lo, cfg.hi));
                     data.sort_by(f64::total_cmp);
                     let truth = data[rank(0.5, n) - 1];
+                    // The methods after the first five draw from a stream of their own, so the
+                    // first five's draws do not depend on how many methods follow them.
+                    let mut own = streams.stream(ci as u32, ni as u32, r as u64, 1);
                     let errs = mechs
                         .iter()
                         .map(|ms| {
                             ms.iter()
-                                .map(|(_, m)| {
-                                    m.release(&data, &mut rng).map(|v| (v.value - truth).abs())
+                                .enumerate()
+                                .map(|(mi, (_, m))| {
+                                    let rng = if mi < 5 { &mut rng } else { &mut own };
+                                    m.release(&data, rng).map(|v| (v.value - truth).abs())
                                 })
                                 .collect::<Result<Vec<f64>>>()
                         })

@@ -14,6 +14,7 @@ pub mod em_quantile;
 pub mod laplace;
 pub mod options;
 pub mod smooth;
+pub mod smooth_select;
 
 use serde::{Deserialize, Serialize};
 
@@ -26,6 +27,7 @@ pub use em_quantile::EmQuantile;
 pub use laplace::LaplaceStatistic;
 pub use options::StatisticOptions;
 pub use smooth::{SmoothNoise, SmoothSensitivity};
+pub use smooth_select::SmoothSelection;
 
 /// Which records count as neighbours: the unit of privacy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -183,6 +185,8 @@ pub enum Method {
     Em,
     /// [`SmoothSensitivity`] with Cauchy noise, ε-DP.
     SmoothCauchy,
+    /// [`SmoothSensitivity`] with Cauchy noise and NRS07's constants (α = β = ε/6), ε-DP.
+    SmoothCauchyNrs07,
     /// [`SmoothSensitivity`] with Laplace noise, (ε, δ)-DP.
     SmoothLaplace,
     /// [`LaplaceStatistic`] at the global sensitivity, ε-DP.
@@ -191,17 +195,24 @@ pub enum Method {
 
 impl Method {
     /// Every method, in the order of the comparison table.
-    pub const ALL: [Method; 5] = [
+    pub const ALL: [Method; 6] = [
         Method::Duff,
         Method::Em,
         Method::SmoothCauchy,
         Method::SmoothLaplace,
         Method::Laplace,
+        Method::SmoothCauchyNrs07,
     ];
 
     /// Names accepted by [`Method::from_name`].
-    pub const NAMES: &'static [&'static str] =
-        &["duff", "em", "smooth-cauchy", "smooth-laplace", "laplace"];
+    pub const NAMES: &'static [&'static str] = &[
+        "duff",
+        "em",
+        "smooth-cauchy",
+        "smooth-laplace",
+        "laplace",
+        "smooth-cauchy-nrs07",
+    ];
 
     /// The method called `name`.
     pub fn from_name(name: &str) -> Result<Self> {
@@ -221,6 +232,7 @@ impl Method {
             Method::Duff => "duff",
             Method::Em => "em",
             Method::SmoothCauchy => "smooth-cauchy",
+            Method::SmoothCauchyNrs07 => "smooth-cauchy-nrs07",
             Method::SmoothLaplace => "smooth-laplace",
             Method::Laplace => "laplace",
         }
@@ -317,13 +329,13 @@ impl PrivateStatistic {
                 let q = quantile("the exponential-mechanism quantile")?;
                 PrivateStatistic::Em(EmQuantile::new(p.epsilon, p.lo, p.hi)?, q)
             }
-            Method::SmoothCauchy | Method::SmoothLaplace => {
+            Method::SmoothCauchy | Method::SmoothCauchyNrs07 | Method::SmoothLaplace => {
                 let q = quantile("the smooth-sensitivity mechanism")?;
                 replace_only("smooth sensitivity")?;
-                let noise = if p.method == Method::SmoothCauchy {
-                    SmoothNoise::Cauchy
-                } else {
-                    SmoothNoise::Laplace { delta: p.delta }
+                let noise = match p.method {
+                    Method::SmoothCauchy => SmoothNoise::Cauchy,
+                    Method::SmoothCauchyNrs07 => SmoothNoise::CauchyNrs07,
+                    _ => SmoothNoise::Laplace { delta: p.delta },
                 };
                 PrivateStatistic::Smooth(SmoothSensitivity::new(p.epsilon, noise, p.lo, p.hi)?, q)
             }

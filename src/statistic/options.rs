@@ -30,7 +30,8 @@ option_table! {
         pub at_least: f64 = 1.0,
         /// Release method: duff (the exponential mechanism over the dataset distance), em (the
         /// standard exponential-mechanism quantile), smooth-cauchy, smooth-laplace (smooth
-        /// sensitivity of the quantile) or laplace (the global sensitivity).
+        /// sensitivity of the quantile), laplace (the global sensitivity) or smooth-cauchy-nrs07
+        /// (smooth-cauchy with NRS07's constants, three times the noise).
         #[option(value_name = "METHOD", choices = Method::NAMES, group = "Privacy")]
         pub method: String = "duff".to_string(),
         /// ε of the release (finite, > 0).

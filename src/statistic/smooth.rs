@@ -25,6 +25,11 @@
 //! general constants for densities ∝ 1/(1 + |z|^γ) are smaller). For the Laplace density, sliding
 //! costs at most α = ε/2 and dilating by at most β = ε/(2 ln(2/δ)) costs ε/2 except on an event of
 //! probability δ (NRS07 Lemma 2.9): (ε, δ)-DP.
+//!
+//! [`SmoothNoise::CauchyNrs07`] keeps the same standard Cauchy noise with the constants NRS07 state
+//! for densities ∝ 1/(1 + |z|^γ) (their admissibility lemma, as it is usually applied: α = β =
+//! ε/(2(γ + 1)), so ε/6 at γ = 2): the noise is three times larger than with α = β = ε/2, for the
+//! same ε. It is offered for comparison (docs/results.md, "Private medians").
 
 use super::{check_range, rank};
 use crate::error::{Error, Result};
@@ -96,6 +101,8 @@ pub fn smooth_sensitivity(sorted: &[f64], m: usize, lo: f64, hi: f64, beta: f64)
 pub enum SmoothNoise {
     /// Standard Cauchy noise, α = β = ε/2: ε-DP.
     Cauchy,
+    /// Standard Cauchy noise with NRS07's constants α = β = ε/6: ε-DP, three times the noise.
+    CauchyNrs07,
     /// Standard Laplace noise, α = ε/2, β = ε/(2 ln(2/δ)): (ε, δ)-DP.
     Laplace {
         /// δ in (0, 1).
@@ -121,6 +128,7 @@ impl SmoothSensitivity {
         check_range(lo, hi)?;
         let (alpha, beta) = match noise {
             SmoothNoise::Cauchy => (epsilon / 2.0, epsilon / 2.0),
+            SmoothNoise::CauchyNrs07 => (epsilon / 6.0, epsilon / 6.0),
             SmoothNoise::Laplace { delta } => {
                 if !(delta > 0.0 && delta < 1.0) {
                     return Err(Error::InvalidParameter {
@@ -160,7 +168,7 @@ impl SmoothSensitivity {
     /// ε-DP (Cauchy) or (ε, δ)-DP (Laplace).
     pub fn guarantee(&self) -> Guarantee {
         match self.noise {
-            SmoothNoise::Cauchy => Guarantee::Pure {
+            SmoothNoise::Cauchy | SmoothNoise::CauchyNrs07 => Guarantee::Pure {
                 epsilon: self.epsilon,
             },
             SmoothNoise::Laplace { delta } => Guarantee::Approx {
@@ -195,7 +203,7 @@ impl SmoothSensitivity {
     /// [`SmoothSensitivity::center_and_scale`] (computed once for many releases on the same data).
     pub fn sample_at(&self, center: f64, scale: f64, rng: &mut Rng) -> f64 {
         let z = match self.noise {
-            SmoothNoise::Cauchy => cauchy1(rng),
+            SmoothNoise::Cauchy | SmoothNoise::CauchyNrs07 => cauchy1(rng),
             SmoothNoise::Laplace { .. } => laplace1(rng),
         };
         (center + scale * z).clamp(self.lo, self.hi)

@@ -105,6 +105,11 @@ pub struct MseRow {
     /// users; only for a candidate policy that keeps the history (`None` for the paper's).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub in_history: Option<(f64, f64)>,
+    /// Share of the trials whose selection was ⊥ (the pick then is the mechanism's uniform
+    /// stand-in), with its standard error over users; only when a mechanism of the run can
+    /// release ⊥ ([`SelectConfig::reports_bottom`]; 0 for the others).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bottom: Option<(f64, f64)>,
     /// MSE relative to a uniformly random choice among the same candidates: `mse` over the mean of
     /// the users' expected random-choice MSE (1 = no better than random, 0 = always the best).
     pub relative_mse: f64,
@@ -128,6 +133,7 @@ pub fn mse_table(cfg: &SelectConfig, rows: &[UserRow]) -> Vec<MseRow> {
     let mut out = Vec::new();
     let ne = cfg.epsilons.len();
     let random: f64 = rows.iter().map(|r| r.random_mse).sum::<f64>() / rows.len().max(1) as f64;
+    let reports_bottom = rows.first().is_some_and(|r| !r.bottom.is_empty());
     for (m, name) in cfg.mechanisms.iter().enumerate() {
         let spec = cfg.registry.get(name);
         for (e, &eps) in cfg.epsilons.iter().enumerate() {
@@ -141,6 +147,13 @@ pub fn mse_table(cfg: &SelectConfig, rows: &[UserRow]) -> Vec<MseRow> {
                     .map(|r| r.in_history.get(m * ne + e).copied().unwrap_or(0.0))
                     .collect();
                 mean_se(&own)
+            });
+            let bottom = reports_bottom.then(|| {
+                let b: Vec<f64> = rows
+                    .iter()
+                    .map(|r| r.bottom.get(m * ne + e).copied().unwrap_or(0.0))
+                    .collect();
+                mean_se(&b)
             });
             let (g_eps, guarantee) = match spec {
                 Ok(s) => actual_guarantee(s, &cfg.params.with_epsilon(eps), cfg.top),
@@ -159,6 +172,7 @@ pub fn mse_table(cfg: &SelectConfig, rows: &[UserRow]) -> Vec<MseRow> {
                 hit1,
                 hit1_se,
                 in_history,
+                bottom,
                 relative_mse: mean / random,
             });
         }

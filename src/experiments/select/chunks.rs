@@ -39,6 +39,13 @@ pub fn user_header(cfg: &SelectConfig) -> String {
             }
         }
     }
+    if cfg.reports_bottom() {
+        for m in &cfg.mechanisms {
+            for e in &cfg.epsilons {
+                let _ = write!(h, ",bottom_{m}_eps{e}");
+            }
+        }
+    }
     h
 }
 
@@ -54,29 +61,33 @@ pub fn user_line(r: &UserRow) -> String {
         let _ = write!(s, ",{v}");
     }
     let _ = write!(s, ",{}", r.random_mse);
-    for v in r.hit.iter().chain(&r.in_history) {
+    for v in r.hit.iter().chain(&r.in_history).chain(&r.bottom) {
         let _ = write!(s, ",{v}");
     }
     s
 }
 
-/// Parses one line of the per-user table ([`user_line`]) with `cells` (mechanism, ε) pairs (and
-/// the in-history cells when the line has them); errors name `path` (or what the text came
-/// from) and the line.
-pub fn parse_line(path: &Path, line_no: usize, line: &str, cells: usize) -> Result<UserRow> {
+/// Parses one line of the per-user table ([`user_line`]) with `cells` (mechanism, ε) pairs, the
+/// ⊥ cells when `bottom` ([`SelectConfig::reports_bottom`]) and the in-history cells when the
+/// line has them; errors name `path` (or what the text came from) and the line.
+pub fn parse_line(
+    path: &Path,
+    line_no: usize,
+    line: &str,
+    cells: usize,
+    bottom: bool,
+) -> Result<UserRow> {
     let bad = |m: String| Error::Parse {
         context: format!("{} line {}", path.display(), line_no),
         message: m,
     };
     let f: Vec<&str> = line.split(',').collect();
-    let own = f.len() == 7 + 4 * cells && cells > 0;
-    if f.len() != 7 + 3 * cells && !own {
-        return Err(bad(format!(
-            "expected {} fields, found {}",
-            7 + 3 * cells,
-            f.len()
-        )));
+    let base = 7 + 3 * cells + if bottom { cells } else { 0 };
+    let own = f.len() == base + cells && cells > 0;
+    if f.len() != base && !own {
+        return Err(bad(format!("expected {base} fields, found {}", f.len())));
     }
+    let own_end = 3 * cells + 1 + if own { cells } else { 0 };
     let num = |i: usize| -> Result<f64> {
         f[i].parse::<f64>()
             .map_err(|_| bad(format!("field {} is '{}', not a number", i + 1, f[i])))
@@ -98,11 +109,8 @@ pub fn parse_line(path: &Path, line_no: usize, line: &str, cells: usize) -> Resu
         mse: vals[cells..2 * cells].to_vec(),
         random_mse: vals[2 * cells],
         hit: vals[2 * cells + 1..3 * cells + 1].to_vec(),
-        in_history: if own {
-            vals[3 * cells + 1..].to_vec()
-        } else {
-            Vec::new()
-        },
+        in_history: vals[3 * cells + 1..own_end].to_vec(),
+        bottom: vals[own_end..].to_vec(),
     })
 }
 
@@ -176,13 +184,13 @@ impl ChunkStore {
     }
 
     /// Reads a finished chunk.
-    pub fn read(&self, chunk: usize, cells: usize) -> Result<Vec<UserRow>> {
+    pub fn read(&self, chunk: usize, cells: usize, bottom: bool) -> Result<Vec<UserRow>> {
         let path = self.path(chunk);
         let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
         text.lines()
             .enumerate()
             .skip(1)
-            .map(|(i, l)| parse_line(&path, i + 1, l, cells))
+            .map(|(i, l)| parse_line(&path, i + 1, l, cells, bottom))
             .collect()
     }
 }
@@ -236,6 +244,7 @@ pub fn run_all_pass<S: UserScorer>(
         SecureRng::from_os()?; // fail now, not inside a worker, if the OS has no entropy
     }
     let cells = cfg.mechanisms.len() * cfg.epsilons.len();
+    let bottom = cfg.reports_bottom();
     let header = user_header(cfg);
     let n = scorer.n_users();
     let chunks = n.div_ceil(CHUNK_USERS);
@@ -255,7 +264,7 @@ pub fn run_all_pass<S: UserScorer>(
                 &mut pass,
                 candidate_pass_range(scorer, sens, cfg, start..end, in_chunk),
             );
-            store.read(c, cells)?
+            store.read(c, cells, bottom)?
         } else {
             if let Some(left) = stop_after_chunks.as_mut() {
                 if *left == 0 {
@@ -383,11 +392,13 @@ pub fn add_mechanisms<S: UserScorer>(
     let merged_dir = out.join("chunks-merged");
     let merged = ChunkStore::open(&merged_dir, &new, true)?;
     let old_cells = old.mechanisms.len() * old.epsilons.len();
+    let added_cells = added.len() * old.epsilons.len();
+    let (old_bottom, added_bottom) = (old.reports_bottom(), only.reports_bottom());
     let header = user_header(&new);
     let mut extra = extra.into_iter();
     let (mut rows, mut skipped) = (Vec::new(), 0u64);
     for c in 0..chunks {
-        let mut chunk = store.read(c, old_cells)?;
+        let mut chunk = store.read(c, old_cells, old_bottom)?;
         for r in &mut chunk {
             let e = extra
                 .next()
@@ -403,6 +414,17 @@ pub fn add_mechanisms<S: UserScorer>(
             r.mse.extend(e.mse);
             r.hit.extend(e.hit);
             r.in_history.extend(e.in_history);
+            // The ⊥ cells of the merged run: zeros for the side whose mechanisms never give up.
+            if old_bottom || added_bottom {
+                if !old_bottom {
+                    r.bottom = vec![0.0; old_cells];
+                }
+                if added_bottom {
+                    r.bottom.extend(e.bottom);
+                } else {
+                    r.bottom.extend(std::iter::repeat_n(0.0, added_cells));
+                }
+            }
         }
         merged.write(c, &header, &chunk)?;
         let (start, end) = (

@@ -118,6 +118,20 @@ fn is_fast(mode: &NoiseMode) -> bool {
 }
 
 impl SelectConfig {
+    /// Whether one of the run's mechanisms can release ⊥ ([`Mechanism::may_release_bottom`]:
+    /// `rs-threshold`, `svt`): then the per-user rows and the tables report how often it did.
+    pub fn reports_bottom(&self) -> bool {
+        let Some(&eps) = self.epsilons.first() else {
+            return false;
+        };
+        self.mechanisms.iter().any(|name| {
+            self.registry
+                .get(name)
+                .and_then(|s| s.build(&self.params.with_epsilon(eps)))
+                .is_ok_and(|m| m.may_release_bottom())
+        })
+    }
+
     /// Validates the grid and builds every (mechanism, ε) once.
     pub fn build(&self) -> Result<Vec<Vec<Box<dyn Mechanism>>>> {
         if self.epsilons.is_empty() {
@@ -255,6 +269,10 @@ pub struct UserRow {
     /// price of a policy that keeps the history among the candidates; empty when the run's
     /// candidates exclude the history (the paper's).
     pub in_history: Vec<f64>,
+    /// Share of the trials whose selection was ⊥ — the pick is then the mechanism's uniform
+    /// stand-in — per (mechanism, ε), mechanism-major; empty when no mechanism of the run can
+    /// release ⊥ ([`SelectConfig::reports_bottom`]).
+    pub bottom: Vec<f64>,
 }
 
 /// One user's selection problem (docs/protocol.md, steps 5–7): the candidate items (best first),

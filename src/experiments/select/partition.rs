@@ -167,7 +167,7 @@ pub fn merge(mut parts: Vec<PartitionResult>, n_users: usize) -> Result<Merged> 
 }
 
 /// Magic and version of [`PartitionResult::to_bytes`].
-const PART_MAGIC: &[u8; 8] = b"RSPART01";
+const PART_MAGIC: &[u8; 8] = b"RSPART02";
 
 fn put_u64s(b: &mut Vec<u8>, v: &[u64]) {
     b.extend_from_slice(&(v.len() as u64).to_le_bytes());
@@ -200,12 +200,14 @@ impl PartitionResult {
         put_f64s(&mut b, &self.sample.scores);
         put_f64s(&mut b, &self.sample.deltas);
         let cells = self.rows.first().map_or(0, |r| r.mse.len());
+        let bottom = self.rows.first().is_some_and(|r| !r.bottom.is_empty());
         let mut text = String::new();
         for r in &self.rows {
             text.push_str(&user_line(r));
             text.push('\n');
         }
         b.extend_from_slice(&(cells as u64).to_le_bytes());
+        b.extend_from_slice(&u64::from(bottom).to_le_bytes());
         b.extend_from_slice(&(text.len() as u64).to_le_bytes());
         b.extend_from_slice(text.as_bytes());
         b
@@ -229,6 +231,7 @@ impl PartitionResult {
             deltas: r.f64s()?,
         };
         let cells = r.u64()? as usize;
+        let bottom = r.u64()? != 0;
         let len = r.count()?;
         let text =
             std::str::from_utf8(r.take(len)?).map_err(|_| r.bad("the rows are not UTF-8 text"))?;
@@ -237,7 +240,7 @@ impl PartitionResult {
         let rows = text
             .lines()
             .enumerate()
-            .map(|(i, l)| parse_line(source, i + 1, l, cells))
+            .map(|(i, l)| parse_line(source, i + 1, l, cells, bottom))
             .collect::<Result<Vec<_>>>()?;
         Ok(PartitionResult {
             users: start..end,

@@ -205,19 +205,39 @@ fn run_problem<S: UserScorer>(
     let mut mse = Vec::with_capacity(mean_selected.capacity());
     let mut hit = Vec::with_capacity(mean_selected.capacity());
     let mut in_history = Vec::with_capacity(is_own.len().min(mean_selected.capacity()));
+    // ⊥ is counted when a mechanism of the run can release it (the same draws either way).
+    let marks = mechs.iter().flatten().any(|m| m.may_release_bottom());
+    let mut bottom = Vec::new();
     for per_eps in mechs {
         for (e, mech) in per_eps.iter().enumerate() {
             let problem = offset_problems.get(e).unwrap_or(&problem);
             let selector = Selector::new(&**mech, problem, cfg.noise)?;
             let id = name_id(mech.name());
-            let (mut sum, mut sq, mut hits, mut own) = (0.0, 0.0, 0u32, 0u32);
-            selector.sample_trials(draws, id, e as u32, user as u64, 0..cfg.trials, |_, a| {
+            let (mut sum, mut sq, mut hits, mut own, mut bottoms) = (0.0, 0.0, 0u32, 0u32, 0u32);
+            let mut tally = |a: usize| {
                 let v = q[a];
                 sum += v;
                 sq += (v - qmax) * (v - qmax);
                 hits += u32::from(is_target[a]);
                 own += u32::from(is_own.get(a).copied().unwrap_or(false));
-            });
+            };
+            let trials = 0..cfg.trials;
+            if marks {
+                selector.sample_trials_marked(
+                    draws,
+                    id,
+                    e as u32,
+                    user as u64,
+                    trials,
+                    |_, a, b| {
+                        tally(a);
+                        bottoms += u32::from(b);
+                    },
+                );
+                bottom.push(f64::from(bottoms) / f64::from(cfg.trials));
+            } else {
+                selector.sample_trials(draws, id, e as u32, user as u64, trials, |_, a| tally(a));
+            }
             mean_selected.push(sum / f64::from(cfg.trials));
             mse.push(sq / f64::from(cfg.trials));
             hit.push(f64::from(hits) / f64::from(cfg.trials));
@@ -238,6 +258,7 @@ fn run_problem<S: UserScorer>(
         random_mse: q.iter().map(|v| (v - qmax) * (v - qmax)).sum::<f64>() / q.len() as f64,
         hit,
         in_history,
+        bottom,
     }))
 }
 

@@ -47,6 +47,7 @@ use crate::stats::exact::{ExactStopping, FRACTION_BITS};
 
 mod accounting;
 mod coupling;
+pub mod margin;
 pub mod scores;
 pub mod sparse_vector;
 pub mod svt_scores;
@@ -561,7 +562,7 @@ impl PrivateSelection {
         mut q: impl FnMut(u64) -> std::result::Result<(C, f64), E>,
         rng: &mut Rng,
     ) -> std::result::Result<Outcome<C>, E> {
-        self.try_run(|r| q(r.random::<u64>() >> 1), rng)
+        self.try_run(|r| q(crate::rng::child_seed(r)), rng)
     }
 
     /// The secure path's stopping law and guarantee (docs/private-candidates.md, "Secure runs"):

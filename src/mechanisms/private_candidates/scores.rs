@@ -66,7 +66,13 @@ pub const DEFAULT_HARD_STOP: u64 = 200;
 
 /// Built-ins that run only when named, never as part of `all`: the selections from private
 /// candidates are not mechanisms of seed 001, whose figures `all` reproduces.
-pub const NAMED_ONLY: [&str; 4] = ["rs-threshold", "rs-hard", "rs-hard-delta", "svt"];
+pub const NAMED_ONLY: [&str; 5] = [
+    "rs-threshold",
+    "rs-hard",
+    "rs-hard-delta",
+    "svt",
+    "rs-margin",
+];
 
 /// The registry entry of `rs-threshold`: the known threshold (Theorem 3.1) on score vectors.
 pub const RS_THRESHOLD: MechanismSpec = MechanismSpec {
@@ -363,9 +369,15 @@ struct PreparedSelection<'a> {
 
 impl Prepared for PreparedSelection<'_> {
     fn sample(&self, rng: &mut Rng) -> usize {
+        self.sample_marked(rng).0
+    }
+
+    fn sample_marked(&self, rng: &mut Rng) -> (usize, bool) {
         // ⊥: a uniform candidate, chosen without looking at the data.
-        self.sample_outcome(rng)
-            .unwrap_or_else(|| rng.random_range(0..self.scores.len()))
+        match self.sample_outcome(rng) {
+            Some(a) => (a, false),
+            None => (rng.random_range(0..self.scores.len()), true),
+        }
     }
 
     fn sample_outcome(&self, rng: &mut Rng) -> Option<usize> {
@@ -398,8 +410,14 @@ struct SecureSelectionPrepared {
 
 impl SecurePrepared for SecureSelectionPrepared {
     fn sample(&self, rng: &mut SecureRng) -> usize {
-        self.sample_outcome(rng)
-            .unwrap_or_else(|| rng.below(self.q.len() as u64) as usize)
+        self.sample_marked(rng).0
+    }
+
+    fn sample_marked(&self, rng: &mut SecureRng) -> (usize, bool) {
+        match self.sample_outcome(rng) {
+            Some(a) => (a, false),
+            None => (rng.below(self.q.len() as u64) as usize, true),
+        }
     }
 
     fn sample_outcome(&self, rng: &mut SecureRng) -> Option<usize> {

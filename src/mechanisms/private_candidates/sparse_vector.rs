@@ -18,6 +18,8 @@
 //! * [`UnknownThreshold`] (Theorem 4.7): the threshold search followed by the known-threshold
 //!   selection (Theorem 3.1) at the threshold found.
 
+use std::borrow::Cow;
+
 use super::coupling::{binomial_pmf, coupling_failure, smoothed_log_odds};
 use super::{Outcome, PrivateSelection, SelectionParams, Statement, Stopping};
 use crate::error::{Error, Result};
@@ -329,8 +331,19 @@ impl SparseVector {
     /// Starts a stream: draws the noisy threshold.
     pub fn start(&self, rng: &mut Rng) -> SvtStream<'_> {
         SvtStream {
-            svt: self,
             threshold: self.level + self.threshold_scale * laplace1(rng),
+            svt: Cow::Borrowed(self),
+            asked: 0,
+            stopped: false,
+        }
+    }
+
+    /// [`SparseVector::start`] for a stream that owns its sparse vector (a front end that keeps
+    /// a stream between calls, as the Python `recsel.SparseVector` does). The same draw.
+    pub fn into_stream(self, rng: &mut Rng) -> SvtStream<'static> {
+        SvtStream {
+            threshold: self.level + self.threshold_scale * laplace1(rng),
+            svt: Cow::Owned(self),
             asked: 0,
             stopped: false,
         }
@@ -416,13 +429,18 @@ pub struct Search {
 /// One stream of a [`SparseVector`]: answers queries until the first "above".
 #[derive(Debug)]
 pub struct SvtStream<'a> {
-    svt: &'a SparseVector,
+    svt: Cow<'a, SparseVector>,
     threshold: f64,
     asked: u64,
     stopped: bool,
 }
 
 impl SvtStream<'_> {
+    /// The sparse vector this stream runs (its parameters and guarantee).
+    pub fn sparse_vector(&self) -> &SparseVector {
+        &self.svt
+    }
+
     /// Queries answered so far.
     pub fn asked(&self) -> u64 {
         self.asked

@@ -88,8 +88,14 @@ struct PreparedSvt {
 
 impl Prepared for PreparedSvt {
     fn sample(&self, rng: &mut Rng) -> usize {
-        self.sample_outcome(rng)
-            .unwrap_or_else(|| rng.random_range(0..self.log_odds.len()))
+        self.sample_marked(rng).0
+    }
+
+    fn sample_marked(&self, rng: &mut Rng) -> (usize, bool) {
+        match self.sample_outcome(rng) {
+            Some(a) => (a, false),
+            None => (rng.random_range(0..self.log_odds.len()), true),
+        }
     }
 
     fn sample_outcome(&self, rng: &mut Rng) -> Option<usize> {

@@ -78,6 +78,7 @@ pub fn fig13_column(dir: &Path) -> Result<plot::Fig13Column> {
             random_mse: 0.0,
             hit: Vec::new(),
             in_history: Vec::new(),
+            bottom: Vec::new(),
         })
         .collect();
     let summary = crate::experiments::select::spearman_summary(&rows);

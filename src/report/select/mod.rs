@@ -251,18 +251,26 @@ pub fn write_paired(
 }
 
 /// The MSE table: one row per (mechanism, ε); with a candidate policy that keeps the history,
-/// also the share of picks already in the user's history (`in_history`, `in_history_se`).
+/// also the share of picks already in the user's history (`in_history`, `in_history_se`); with
+/// a mechanism that can release ⊥, the share of selections that did (`bottom`, `bottom_se`).
 fn mse_table(dataset: &str, mse: &[MseRow]) -> Table {
-    let t = mse_table_base(dataset, mse);
-    if mse.iter().all(|r| r.in_history.is_none()) {
-        return t;
+    let mut t = mse_table_base(dataset, mse);
+    if mse.iter().any(|r| r.in_history.is_some()) {
+        let own = |i: usize| move |r: &MseRow| r.in_history.map_or(f64::NAN, |o| [o.0, o.1][i]);
+        t = t
+            .with("in_history", Values::F64(mse.iter().map(own(0)).collect()))
+            .with(
+                "in_history_se",
+                Values::F64(mse.iter().map(own(1)).collect()),
+            );
     }
-    let own = |i: usize| move |r: &MseRow| r.in_history.map_or(f64::NAN, |o| [o.0, o.1][i]);
-    t.with("in_history", Values::F64(mse.iter().map(own(0)).collect()))
-        .with(
-            "in_history_se",
-            Values::F64(mse.iter().map(own(1)).collect()),
-        )
+    if mse.iter().any(|r| r.bottom.is_some()) {
+        let bot = |i: usize| move |r: &MseRow| r.bottom.map_or(f64::NAN, |o| [o.0, o.1][i]);
+        t = t
+            .with("bottom", Values::F64(mse.iter().map(bot(0)).collect()))
+            .with("bottom_se", Values::F64(mse.iter().map(bot(1)).collect()));
+    }
+    t
 }
 
 fn mse_table_base(dataset: &str, mse: &[MseRow]) -> Table {

@@ -103,6 +103,19 @@ pub fn summary_text(
     for (title, cell) in grids.iter().take(if verbose { grids.len() } else { 1 }) {
         grid_text(&mut out, cfg, res.mse, title, *cell);
     }
+    // ⊥ is an output (docs/private-candidates.md, "⊥ is an output"): always shown when a
+    // mechanism of the run can release it.
+    if res.mse.iter().any(|r| r.bottom.is_some()) {
+        grid_text(&mut out, cfg, res.mse, "⊥ share", |r| {
+            format!("{:.4}", r.bottom.map_or(f64::NAN, |o| o.0))
+        });
+        let _ = writeln!(
+            out,
+            "(⊥: the selection gave up, e.g. no run reached rs-threshold's threshold; the pick \
+             scored above is then a uniform candidate. A rate far from 0 says the threshold is \
+             too high for these scores)"
+        );
+    }
     if verbose {
         let _ = writeln!(
             out,
