@@ -256,11 +256,18 @@ fn total(population: &str, parts: &[&Part]) -> Total {
     }
 }
 
+/// The guarantee in words; ε rounded up to 4 decimals (the JSON keeps every digit).
 fn guarantee(epsilon: Option<f64>, delta: f64) -> String {
     match epsilon {
         None => "NOT DP".into(),
-        Some(e) if delta > 0.0 => format!("({e}, {delta:e})-DP"),
-        Some(e) => format!("{e}-DP"),
+        Some(e) => {
+            let e = (e * 1e4).ceil() / 1e4;
+            if delta > 0.0 {
+                format!("({e}, {delta:e})-DP")
+            } else {
+                format!("{e}-DP")
+            }
+        }
     }
 }
 
@@ -276,7 +283,7 @@ impl fmt::Display for PrivacyReport {
             }
             writeln!(
                 f,
-                "    {:<22} {:<14} unit: {}; {}",
+                "    {:<22} {:<16} unit: {}; {}",
                 p.part,
                 guarantee(q.epsilon, q.delta),
                 q.unit,
@@ -290,7 +297,7 @@ impl fmt::Display for PrivacyReport {
         for t in &self.totals {
             writeln!(
                 f,
-                "    {:<22} {:<14} {}",
+                "    {:<22} {:<16} {}",
                 t.population,
                 guarantee(t.epsilon, t.delta),
                 t.composition
@@ -336,6 +343,11 @@ mod tests {
         assert!(r.not_private.is_empty());
         // A public part makes its population unprotected, and only that one.
         let r = r.with("tuning", tuning_public());
+        // The text rounds ε up, never down.
+        let shown = PrivacyReport::new(vec![]).with("m", dp(TRAINING, 7.999_979_6, 1e-6));
+        assert!(shown.to_string().contains("(8, 1e-6)-DP"), "{shown}");
+        let shown = PrivacyReport::new(vec![]).with("m", dp(TRAINING, 1.000_01, 0.0));
+        assert!(shown.to_string().contains("1.0001-DP"), "{shown}");
         assert_eq!(r.total(CALIBRATION).unwrap().epsilon, None);
         assert_eq!(r.total(TRAINING).unwrap().epsilon, Some(3.0));
         assert_eq!(r.not_private.len(), 1);
