@@ -332,7 +332,7 @@ pub fn capped_counts(m: &Csr, cap: usize, seed: u64) -> Vec<u64> {
 /// its integer numerator.
 pub fn sampler_epsilon(epsilon: f64) -> Result<(f64, u128)> {
     let s = (epsilon * EPSILON_GRID).floor();
-    if !(epsilon.is_finite() && s >= 1.0 && s < 1e15) {
+    if !(epsilon.is_finite() && (1.0..1e15).contains(&s)) {
         return Err(Error::InvalidParameter {
             name: "count epsilon",
             requirement: "finite, >= 1e-6 and < 1e9",
@@ -414,9 +414,9 @@ mod tests {
                 .map(|i| (u * 37 + i * 101) % n as u32)
                 .collect();
             m.score_into(&items, &mut out, &mut s);
-            for k in 0..n {
+            for (k, &v) in out.iter().enumerate() {
                 if !items.contains(&(k as u32)) {
-                    assert!(out[k] <= b.upper[k] + 1e-9 && out[k] >= b.lower[k] - 1e-9);
+                    assert!(v <= b.upper[k] + 1e-9 && v >= b.lower[k] - 1e-9);
                 }
             }
         }
@@ -459,7 +459,7 @@ mod tests {
                 *bins.entry(z).or_default() += 1;
             }
             let p = |z: i64| norm * (-a * z.abs() as f64).exp();
-            let tail: f64 = (15..2_000).map(|z| p(z)).sum();
+            let tail: f64 = (15..2_000).map(p).sum();
             let mut chi = 0.0;
             for z in -15..=15i64 {
                 let pz = if z.abs() == 15 { tail } else { p(z) };
