@@ -370,7 +370,10 @@ fn candidate_policies_pick_from_their_lists() {
     }
     let release = recsel::recommend::Release::read(&dir).unwrap();
     assert_eq!(release.popularity.as_deref(), Some(&counts[..]));
-    assert_eq!(release.manifest.format_version, 3);
+    assert_eq!(
+        release.manifest.format_version,
+        recsel::recommend::release::RELEASE_VERSION
+    );
     // Synthetic data has no held-out part in its training rows: no `heldout` counts.
     assert_eq!(release.heldout, None);
     let mut order: Vec<usize> = (0..n).collect();
@@ -455,7 +458,7 @@ fn candidate_policies_pick_from_their_lists() {
     let text = std::fs::read_to_string(&manifest).unwrap();
     std::fs::write(
         &manifest,
-        text.replace("\"format_version\": 3", "\"format_version\": 2"),
+        text.replace("\"format_version\": 4", "\"format_version\": 2"),
     )
     .unwrap();
     let v2 = recsel::recommend::Release::read(&dir).unwrap();

@@ -42,6 +42,7 @@ mod partition;
 mod plugins;
 mod policies;
 mod priors;
+mod privacy_report;
 mod private_candidates;
 mod problems;
 mod protocol;

@@ -69,6 +69,20 @@ impl PyRecommender {
         })
     }
 
+    /// The release's privacy report as text: every population (training, calibration, served
+    /// per recommendation), its unit, eps, delta and mechanism, and what is not DP — the report
+    /// `recsel recommend` and `recsel serve` print.
+    #[getter]
+    fn privacy_report(&self) -> String {
+        self.rec.privacy_report().to_string()
+    }
+
+    /// The same report as JSON text (`json.loads` gives the dict `GET /v1/model` shows).
+    #[getter]
+    fn privacy_report_json(&self) -> String {
+        self.rec.privacy_report().to_json()
+    }
+
     /// The one-line privacy statement `recsel recommend` prints.
     #[getter]
     fn privacy_statement(&self) -> String {

@@ -204,3 +204,23 @@ def test_tune_and_evaluate_from_python_are_the_command_lines(run_cli, tmp_path):
     assert any("NOT private" in r["label"] for r in table["rows"])
     with pytest.raises(recsel.RecselError, match="unknown evaluate option 'mechs'"):
         recsel.evaluate(mechs="em")
+
+
+def test_privacy_report_is_the_one_recsel_recommend_writes(release, run_cli, tmp_path):
+    """Recommender.privacy_report(_json) is the report `recsel recommend` prints and writes
+    (--privacy-json) for the same serving configuration: one source. The release's training
+    entry says the training data are treated as public (a model fitted without DP)."""
+    out = tmp_path / "report.json"
+    run_cli("recommend", "--model", release, "--mech", "mgem", "--eps", "1", "--secure",
+            "--history", _users(release, 1)[0][1][0], "--privacy-json", out)
+    rec = recsel.Recommender(str(release), "mgem", 1.0, secure=True)
+    report = json.loads(rec.privacy_report_json)
+    assert report == json.loads(out.read_text())
+    weights = next(p for p in report["parts"] if p["part"] == "model weights")
+    assert weights["epsilon"] is None
+    assert "training data treated as public" in rec.privacy_report
+    served = next(p for p in report["parts"] if p["part"] == "each recommendation")
+    assert served["epsilon"] == 1.0
+    # Power: another epsilon gives another report.
+    other = recsel.Recommender(str(release), "mgem", 2.0, secure=True)
+    assert json.loads(other.privacy_report_json) != report

@@ -166,16 +166,30 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             &data,
             args.release.0.calibration_users(),
             &sens_cfg,
+            &args.release.0.statistics()?,
             &|_| {},
         )?;
         release
             .write(dir)
             .with_context(|| format!("writing the release artifact to {}", dir.display()))?;
         let c = &release.manifest.calibration;
-        eprintln!(
-            "[fit] release artifact: p1, p99 and Δ of {} items on {} {} users (not the test users)",
-            release.manifest.n_items, c.users, c.population
-        );
+        match release.manifest.statistics() {
+            recsel::recommend::release::Statistics::Private { history_cap, .. } => eprintln!(
+                "[fit] release artifact: clip ranges and Δ of {} items derived from the model \
+                 for histories of at most {history_cap} items (no calibration user read), \
+                 popularity and held-out counts with DP noise",
+                release.manifest.n_items
+            ),
+            recsel::recommend::release::Statistics::ExactLeaky => eprintln!(
+                "[fit] release artifact (LEAKY): exact p1, p99 and Δ of {} items on {} {} users \
+                 (not the test users) and exact counts: calibration and training users are not \
+                 protected",
+                release.manifest.n_items, c.users, c.population
+            ),
+        }
+        if let Some(report) = &release.privacy {
+            eprintln!("{report}");
+        }
     }
     let peak = recsel::io::peak_rss_mb().unwrap_or(f64::NAN);
     let stdout = std::io::stdout();

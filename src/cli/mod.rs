@@ -16,6 +16,7 @@ mod export;
 mod help_markdown;
 mod ledger;
 mod mechanisms;
+mod privacy;
 mod recommend;
 mod recommend_ledger;
 mod run;
@@ -60,6 +61,8 @@ enum Command {
     Select(Box<select::Args>),
     /// One private recommendation per user from a model directory with a release artifact.
     Recommend(Box<recommend::Args>),
+    /// Print a release's privacy report: every population, its unit, eps, delta and mechanism.
+    Privacy(privacy::Args),
     /// Choose the serving configuration per eps on calibration users (tuning.json).
     Tune(Box<tune::Args>),
     /// hit@1 of public baselines and private mechanisms on held-out users (the frontier).
@@ -117,6 +120,7 @@ pub fn main() -> anyhow::Result<ExitCode> {
         Command::Export(a) => export::run(a),
         Command::Select(a) => select::run(*a),
         Command::Recommend(a) => recommend::run(*a),
+        Command::Privacy(a) => privacy::run(a),
         Command::Tune(a) => tune::run(*a),
         Command::Evaluate(a) => utility::run(*a),
         Command::Ledger(a) => ledger::run(a),

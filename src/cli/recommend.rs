@@ -66,6 +66,9 @@ pub struct Args {
     /// with --ledger.
     #[arg(long, conflicts_with = "secure", help_heading = "Selection")]
     seed: Option<u64>,
+    /// Also write the privacy report (the one printed on stderr) as JSON to this file.
+    #[arg(long, value_name = "FILE", help_heading = "Input and output")]
+    privacy_json: Option<PathBuf>,
     /// With --history and --ledger: the user whose budget pays.
     #[arg(long, value_name = "ID", requires = "ledger", help_heading = "Ledger")]
     user: Option<String>,
@@ -98,6 +101,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let seed = noise.seed_or(|| super::common::seed_or_entropy(None))?;
     eprintln!("{}", rec.privacy_statement());
     eprintln!("{}", rec.worth().text());
+    if !options.charges_a_ledger() {
+        show_report(&rec.privacy_report(), args.privacy_json.as_deref())?;
+    }
     if options.charges_a_ledger() {
         let input = super::recommend_ledger::Inputs {
             cfg: &cfg,
@@ -117,6 +123,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 (None, None) => FileFormat::Csv,
             },
             seed,
+            privacy_json: args.privacy_json.as_deref(),
         };
         super::recommend_ledger::run(rec, options, input)?;
         return Ok(ExitCode::SUCCESS);
@@ -186,4 +193,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Prints the privacy report on stderr and, with `json`, writes it there as JSON.
+pub fn show_report(
+    report: &recsel::recommend::PrivacyReport,
+    json: Option<&std::path::Path>,
+) -> anyhow::Result<()> {
+    eprintln!("{report}");
+    if let Some(path) = json {
+        recsel::io::write_atomic(path, report.to_json().as_bytes())
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
 }

@@ -28,6 +28,8 @@ pub struct Inputs<'a> {
     pub out: Option<&'a Path>,
     pub out_format: FileFormat,
     pub seed: u64,
+    /// Where to write the privacy report as JSON.
+    pub privacy_json: Option<&'a std::path::Path>,
 }
 
 /// The ledger of `o` (a file or a `postgres://` URL): an existing ledger, whose settings must
@@ -47,6 +49,10 @@ pub fn run(rec: Recommender, options: &RecommendOptions, input: Inputs<'_>) -> a
     let args = &options.ledger;
     let ledger = open(args)?;
     let settings = ledger.settings();
+    super::recommend::show_report(
+        &rec.privacy_report_with_ledger(&settings),
+        input.privacy_json,
+    )?;
     let fallback = args.fallback().column(&rec)?;
     let group = options.group_size()?;
     let rec = Arc::new(rec);

@@ -178,6 +178,11 @@ pub struct Dataset {
     /// ranking of the `heldout:N` candidate policy. `None` when the training rows have no
     /// held-out part.
     pub heldout_popularity: Option<Vec<u64>>,
+    /// The held-out rows of the users fitted on (one row per fitted user, in no particular
+    /// order), from which [`Dataset::heldout_popularity`] is counted: a release that counts them
+    /// privately caps each user's contribution. `None` when the training rows have no held-out
+    /// part.
+    pub heldout_rows: Option<Csr>,
     /// Original identifier of each item column.
     pub item_ids: Vec<String>,
     /// Original identifier of each test user row.

@@ -448,6 +448,7 @@ pub fn load_lightgcn_with(
         validation: select_rows(&train_m, &g.validation),
         validation_target: select_rows(&test_m, &g.validation),
         heldout_popularity: Some(heldout),
+        heldout_rows: Some(select_rows(&test_m, &g.fit)),
         item_ids: (0..n_items).map(|i| i.to_string()).collect(),
         test_user_ids: g.test.iter().map(|u| u.to_string()).collect(),
     };
@@ -493,6 +494,7 @@ fn load_lightgcn_paper(dir: &Path, name: &str) -> Result<Dataset> {
         validation,
         validation_target: select_rows(&test_m, &[]),
         heldout_popularity: None,
+        heldout_rows: None,
         item_ids: (0..n_items).map(|i| i.to_string()).collect(),
         test_user_ids: test_users.iter().map(|u| u.to_string()).collect(),
     };

@@ -131,6 +131,7 @@ pub fn split_owned(
         validation,
         validation_target: Csr::zero((0, n_items)),
         heldout_popularity: None,
+        heldout_rows: None,
         item_ids: data.item_ids,
         test_user_ids,
     };

@@ -2,8 +2,11 @@
 //! ([`Scope`]), the few words every answer of the service carries, and the privacy statement for
 //! people. The CLI, the service, Python and the end-to-end audit ask here.
 
+use super::privacy::{PrivacyReport, SERVED};
+use super::release::Statistics;
 use super::Recommender;
 use crate::mechanisms::Guarantee;
+use crate::model::privacy::PopulationPrivacy;
 use crate::scoring::{CandidateList, ResolvedPrior};
 
 /// What one recommendation of a [`Recommender`] protects ([`Recommender::scope`]).
@@ -134,16 +137,83 @@ impl Recommender {
             Some(t) => format!("; {}", t.describe()),
             None => String::new(),
         };
+        let bounds = match self.release.manifest.statistics() {
+            Statistics::Private { history_cap, .. } => format!(
+                "scores clipped to ranges derived from the model alone for histories of at most \
+                 {history_cap} items (no calibration user read)"
+            ),
+            Statistics::ExactLeaky => format!(
+                "scores clipped to EXACT percentiles of {} {} users who are not served (LEAKY: \
+                 exact statistics in the release, calibration users not protected)",
+                c.users, c.population
+            ),
+        };
         format!(
-            "privacy: {scope}; scores clipped to bounds fixed beforehand on {} {} users who are \
-             not served; n recommendations from one history spend n times that; noise: {}{tuned}",
-            c.users,
-            c.population,
-            if self.noise.is_secure() {
-                "secure (OS-seeded ChaCha20, exact sampler)"
-            } else {
-                "seeded floating-point streams (experiments only, not for a release; use --secure)"
-            }
+            "privacy: {scope}; {bounds}; n recommendations from one history spend n times that; \
+             noise: {}{tuned}",
+            self.noise_words()
+        )
+    }
+
+    fn noise_words(&self) -> &'static str {
+        if self.noise.is_secure() {
+            "secure (OS-seeded ChaCha20, exact sampler)"
+        } else {
+            "seeded floating-point streams (experiments only, not for a release; use --secure)"
+        }
+    }
+
+    /// What each recommendation guarantees the served user, as a report entry.
+    pub fn serving_privacy(&self) -> PopulationPrivacy {
+        match (self.epsilon, self.scope()) {
+            (Some(e), Scope::UserLevel) => PopulationPrivacy {
+                population: SERVED.into(),
+                unit: "user's whole history, per recommendation".into(),
+                epsilon: Some(e),
+                delta: 0.0,
+                mechanism: format!(
+                    "{} over candidates '{}', scores clipped to the release's ranges; noise: {}",
+                    self.mech.name(),
+                    self.policy,
+                    self.noise_words()
+                ),
+                note: String::new(),
+            },
+            _ => PopulationPrivacy::public(SERVED, &self.guarantee()),
+        }
+    }
+
+    /// The release's privacy report with what each recommendation guarantees (the served
+    /// users per request). One value for every front end: `recsel recommend`, `recsel serve`,
+    /// `GET /v1/model`, Python.
+    pub fn privacy_report(&self) -> PrivacyReport {
+        self.report
+            .clone()
+            .with("each recommendation", self.serving_privacy())
+    }
+
+    /// [`Recommender::privacy_report`] with the served users per ledger period: a ledger that
+    /// charges every answer before it leaves holds each user to its budget per period (period
+    /// `none`: one budget for the ledger's lifetime).
+    pub fn privacy_report_with_ledger(&self, ledger: &crate::ledger::Settings) -> PrivacyReport {
+        let (budget, period) = (ledger.budget.as_epsilon(), ledger.period.name());
+        let unit = if period == "none" {
+            "user, over the ledger's lifetime (no periods)".to_string()
+        } else {
+            format!("user per ledger period ({period})")
+        };
+        self.privacy_report().with(
+            "ledger period",
+            PopulationPrivacy {
+                population: SERVED.into(),
+                unit,
+                epsilon: Some(budget),
+                delta: 0.0,
+                mechanism: "basic composition: the ledger charges each recommendation's eps \
+                            durably before it leaves and refuses one past the budget"
+                    .into(),
+                note: String::new(),
+            },
         )
     }
 }

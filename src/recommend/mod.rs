@@ -44,7 +44,9 @@ mod claim;
 pub mod input;
 pub mod ledgered;
 pub mod options;
+pub mod privacy;
 pub mod release;
+pub mod statistics;
 pub mod tuning;
 pub mod utility;
 pub mod utility_options;
@@ -67,6 +69,7 @@ use crate::scoring::{
 pub use block::{ScoredBlock, MIN_BLOCK};
 pub use claim::Scope;
 pub use options::RecommendOptions;
+pub use privacy::PrivacyReport;
 pub use release::{calibrate, Release, ReleaseManifest};
 pub use worth::{Standing, Worth};
 
@@ -175,6 +178,8 @@ pub struct Recommender {
     tuned: Option<tuning::TunedChoice>,
     /// What the served configuration is worth on the calibration users.
     worth: Worth,
+    /// The release's privacy report (training, calibration and tuning entries).
+    report: PrivacyReport,
 }
 
 /// The stream key of a user id (FNV-1a): a user's seeded draws do not depend on where the user
@@ -216,9 +221,15 @@ impl Recommender {
             }
             release.sens = b;
         }
+        let report = match &release.privacy {
+            Some(r) => r.clone(),
+            None => release.report_of(meta.training_privacy.as_ref()),
+        };
+        let report = with_tuning_of(report, dir)?;
         let mut rec = Self::new(model, release, &resolved)?;
         rec.tuned = tuned;
         rec.worth = worth;
+        rec.report = report;
         Ok(rec)
     }
 
@@ -350,7 +361,12 @@ impl Recommender {
             }
             _ => Vec::new(),
         };
+        let report = match &release.privacy {
+            Some(r) => r.clone(),
+            None => release.report_of(None),
+        };
         Ok(Recommender {
+            report,
             prior,
             prior_epsilon: cfg.params.epsilon,
             offsets,
@@ -661,6 +677,44 @@ pub fn example_data() -> Result<crate::data::Dataset> {
     )
 }
 
+/// The privacy report of the release in the model directory `dir`, as `recsel privacy` prints
+/// it: the release is read and checked ([`Release::read`]: the checksums of `model.json`, the
+/// arrays and `privacy.json`), a release written before the report is reported from
+/// `model.json` and its manifest (exact statistics), and the tuning entry of `tuning.json` is
+/// added.
+pub fn release_privacy_report(dir: &Path) -> Result<PrivacyReport> {
+    let release = Release::read(dir)?;
+    let report = match &release.privacy {
+        Some(r) => r.clone(),
+        None => {
+            let path = dir.join("model.json");
+            let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
+            let meta: model::io::ModelMeta = serde_json::from_slice(&bytes)
+                .map_err(|e| Error::Invalid(format!("{}: {e}", path.display())))?;
+            release.report_of(meta.training_privacy.as_ref())
+        }
+    };
+    with_tuning_of(report, dir)
+}
+
+/// `report` with the tuning entry of the model directory's `tuning.json` (its `privacy` field;
+/// a file without one was chosen non-privately), when the file exists.
+fn with_tuning_of(report: PrivacyReport, dir: &Path) -> Result<PrivacyReport> {
+    let path = dir.join(tuning::TUNING);
+    if !path.exists() {
+        return Ok(report);
+    }
+    let text = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
+    let v: serde_json::Value = serde_json::from_slice(&text)
+        .map_err(|e| Error::Invalid(format!("{}: {e}", path.display())))?;
+    let privacy = match v.get("privacy") {
+        Some(p) if !p.is_null() => serde_json::from_value(p.clone())
+            .map_err(|e| Error::Invalid(format!("{}: field privacy: {e}", path.display())))?,
+        _ => privacy::tuning_public(),
+    };
+    Ok(report.with("tuning", privacy))
+}
+
 /// Writes a small model directory with a release for the documentation's example: SANSA fitted
 /// on [`example_data`], calibrated on its training users; returns the data. Not for real use.
 #[doc(hidden)]
@@ -677,6 +731,9 @@ pub fn example_release(dir: &Path) -> Result<crate::data::Dataset> {
         &data.item_ids,
     )?;
     let cfg = crate::scoring::SensitivityConfig::default();
-    calibrate(&m, &params, &data, 2_000, &cfg, &|_| {})?.write(dir)?;
+    // Exact (leaky) statistics: the tests that read this release compare its arrays with the
+    // data's exact percentiles and counts.
+    let stats = release::Statistics::ExactLeaky;
+    calibrate(&m, &params, &data, 2_000, &cfg, &stats, &|_| {})?.write(dir)?;
     Ok(data)
 }

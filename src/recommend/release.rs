@@ -1,6 +1,7 @@
 //! The release artifact (docs/deployment.md, "The release artifact"): what a service needs beside
 //! the model to make private recommendations — per-item clip bounds `p1_j`, `p99_j` and
-//! sensitivities `Δ_j`, calibrated on users who are never served, with the item id map, the model's
+//! sensitivities `Δ_j` (derived from the model, or — leaky — calibrated on users who are never
+//! served), with the item id map, the model's
 //! hyperparameters and the provenance in one versioned manifest.
 //!
 //! A model directory that holds a release has two more files:
@@ -13,6 +14,14 @@
 //!   (`<i8`, how many users fitted on hold each item out in the data's own split: the ranking of
 //!   `heldout:N`). Format version 1 had no `popularity`, version 2 no `heldout`; both are still
 //!   read, and only a policy that needs the missing ranking refuses them.
+//! * `privacy.json` (from format version 4) — the release's privacy report
+//!   ([`PrivacyReport`](super::privacy::PrivacyReport), docs/privacy-report.md).
+//!
+//! From version 4 the manifest records how the statistics were made ([`Statistics`]): by default
+//! no exact user statistic is in the release (clip ranges derived from the model alone, counts
+//! with discrete Laplace noise; [`super::statistics`]); exact percentiles and counts only with
+//! `--release-statistics exact-leaky`, which every report and statement calls leaky. A release
+//! without the field (versions 1–3) holds exact statistics and is reported so.
 //!
 //! Both are written atomically, the arrays first and the manifest last, so a crash never leaves a
 //! directory that looks complete; the manifest records the CRC-32 of `model.json` and of the
@@ -29,8 +38,13 @@ use crate::model::io::{crc32, npy_bytes, parse_npy, read_npz, write_npz, FileEnt
 use crate::model::{Model, ModelParams};
 use crate::scoring::{item_sensitivities, ModelScorer, Sensitivities, SensitivityConfig};
 
-/// Version of the release layout (2: `popularity` in the arrays; 3: `heldout` may be).
-pub const RELEASE_VERSION: u32 = 3;
+use super::privacy::{self, Part, PrivacyReport, PRIVACY};
+pub use super::statistics::Statistics;
+use super::statistics::{capped_counts, model_bounds, private_counts};
+
+/// Version of the release layout (2: `popularity` in the arrays; 3: `heldout` may be; 4:
+/// `statistics` in the manifest and `privacy.json`).
+pub const RELEASE_VERSION: u32 = 4;
 /// The oldest layout version this recsel reads.
 pub const OLDEST_READABLE_VERSION: u32 = 1;
 /// The manifest's file name.
@@ -81,8 +95,19 @@ pub struct ReleaseManifest {
     pub item_ids: Vec<String>,
     /// Who the percentiles were computed on, and how.
     pub calibration: Calibration,
-    /// The arrays file with its size and CRC-32.
+    /// The arrays file and the privacy report with their sizes and CRC-32s.
     pub files: Vec<FileEntry>,
+    /// How the clip ranges and counts were made; absent before version 4 (exact statistics).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub statistics: Option<Statistics>,
+}
+
+impl ReleaseManifest {
+    /// How the statistics were made: as recorded, or exact for a release written before they
+    /// were recorded.
+    pub fn statistics(&self) -> Statistics {
+        self.statistics.clone().unwrap_or(Statistics::ExactLeaky)
+    }
 }
 
 /// A loaded (or freshly calibrated) release: the manifest and the per-item bounds.
@@ -97,6 +122,8 @@ pub struct Release {
     /// Per item column, how many users fitted on hold the item out in the data's own split
     /// ([`Dataset::heldout_popularity`]); `None` when the data has none, or before version 3.
     pub heldout: Option<Vec<u64>>,
+    /// The release-time privacy report (`privacy.json`); `None` before version 4.
+    pub privacy: Option<PrivacyReport>,
 }
 
 /// The calibration users of `data`: its validation users if it has any, else its training users;
@@ -114,14 +141,19 @@ pub fn calibration_rows(data: &Dataset, max_users: usize) -> (Csr, &'static str)
     (select_rows(m, &rows), name)
 }
 
-/// Computes the per-item bounds of `model` on the calibration users of `data` (never its test
-/// users, who stand for the served ones). `progress` receives users done.
+/// Computes the release statistics of `model`. With [`Statistics::Private`] (the
+/// [`super::statistics`] module): clip ranges from the model alone and DP counts, noise from the
+/// operating system's entropy; the recorded ε is the one the sampler used. With
+/// [`Statistics::ExactLeaky`]: the per-item percentiles of the calibration users of `data` (never
+/// its test users, who stand for the served ones) and exact counts. `progress` receives users
+/// done.
 pub fn calibrate(
     model: &Model,
     params: &ModelParams,
     data: &Dataset,
     max_users: usize,
     cfg: &SensitivityConfig,
+    statistics: &Statistics,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<Release> {
     let (rows, population) = calibration_rows(data, max_users);
@@ -131,8 +163,55 @@ pub fn calibrate(
             data.name()
         )));
     }
-    let scorer = ModelScorer::new(model, &rows);
-    let sens = item_sensitivities(&scorer, cfg, progress);
+    let (sens, popularity, heldout, statistics) = match statistics {
+        Statistics::ExactLeaky => {
+            let scorer = ModelScorer::new(model, &rows);
+            (
+                item_sensitivities(&scorer, cfg, progress),
+                crate::scoring::policy::popularity(&data.train),
+                data.heldout_popularity.clone(),
+                Statistics::ExactLeaky,
+            )
+        }
+        Statistics::Private {
+            history_cap,
+            count_cap,
+            count_epsilon,
+        } => {
+            let sens = model_bounds(model, *history_cap, cfg.floor)?;
+            let mut rng = crate::rng::SecureRng::from_os()?;
+            // Which of a long row's items are counted: keyed by the data, fixed per user.
+            let key = data.fingerprint();
+            let (popularity, used) = private_counts(
+                &capped_counts(&data.train, *count_cap, key),
+                *count_cap,
+                *count_epsilon,
+                &mut rng,
+            )?;
+            let heldout = match &data.heldout_rows {
+                Some(h) => Some(
+                    private_counts(
+                        &capped_counts(h, *count_cap, key ^ 1),
+                        *count_cap,
+                        *count_epsilon,
+                        &mut rng,
+                    )?
+                    .0,
+                ),
+                None => None,
+            };
+            (
+                sens,
+                popularity,
+                heldout,
+                Statistics::Private {
+                    history_cap: *history_cap,
+                    count_cap: *count_cap,
+                    count_epsilon: used,
+                },
+            )
+        }
+    };
     let manifest = ReleaseManifest {
         format: FORMAT.into(),
         format_version: RELEASE_VERSION,
@@ -155,12 +234,14 @@ pub fn calibrate(
             floor: cfg.floor,
         },
         files: Vec::new(),
+        statistics: Some(statistics),
     };
     Ok(Release {
         manifest,
         sens,
-        popularity: Some(crate::scoring::policy::popularity(&data.train)),
-        heldout: data.heldout_popularity.clone(),
+        popularity: Some(popularity),
+        heldout,
+        privacy: None,
     })
 }
 
@@ -211,11 +292,39 @@ fn corrupt(path: &Path, what: impl std::fmt::Display) -> Error {
 }
 
 impl Release {
-    /// Writes `calibration.npz` and then `release.json` into the model directory `dir`, which
-    /// must already hold the model's `model.json` (its checksum is recorded).
+    /// The release-time privacy report: the training users' entry of `model.json` (`training`;
+    /// `None`: treated as public) and the entries of the statistics.
+    pub fn report_of(
+        &self,
+        training: Option<&crate::model::privacy::PopulationPrivacy>,
+    ) -> PrivacyReport {
+        let mut parts = vec![Part {
+            part: "model weights".into(),
+            privacy: training.cloned().unwrap_or_else(privacy::training_public),
+        }];
+        let legacy = self.manifest.statistics.is_none();
+        for (part, p) in self
+            .manifest
+            .statistics()
+            .parts(legacy, self.heldout.is_some())
+        {
+            parts.push(Part { part, privacy: p });
+        }
+        let mut r = PrivacyReport::new(Vec::new());
+        for p in parts {
+            r = r.with(&p.part, p.privacy);
+        }
+        r
+    }
+
+    /// Writes `calibration.npz`, `privacy.json` and then `release.json` into the model directory
+    /// `dir`, which must already hold the model's `model.json` (its checksum is recorded, and its
+    /// training entry goes into the privacy report).
     pub fn write(&mut self, dir: &Path) -> Result<()> {
         let model_json = dir.join("model.json");
         let bytes = std::fs::read(&model_json).map_err(|e| Error::io(&model_json, e))?;
+        let meta: crate::model::io::ModelMeta =
+            serde_json::from_slice(&bytes).map_err(|e| corrupt(&model_json, e))?;
         self.manifest.model_file = FileEntry {
             name: "model.json".into(),
             bytes: bytes.len() as u64,
@@ -243,11 +352,22 @@ impl Release {
         }
         let arrays = write_npz(&entries)?;
         write_atomic(&dir.join(ARRAYS), &arrays)?;
-        self.manifest.files = vec![FileEntry {
-            name: ARRAYS.into(),
-            bytes: arrays.len() as u64,
-            crc32: crc32(&arrays),
-        }];
+        let report = self.report_of(meta.training_privacy.as_ref());
+        let report_bytes = report.to_json().into_bytes();
+        write_atomic(&dir.join(PRIVACY), &report_bytes)?;
+        self.privacy = Some(report);
+        self.manifest.files = vec![
+            FileEntry {
+                name: ARRAYS.into(),
+                bytes: arrays.len() as u64,
+                crc32: crc32(&arrays),
+            },
+            FileEntry {
+                name: PRIVACY.into(),
+                bytes: report_bytes.len() as u64,
+                crc32: crc32(&report_bytes),
+            },
+        ];
         let json = serde_json::to_vec_pretty(&self.manifest)
             .map_err(|e| Error::Invalid(format!("serialising {MANIFEST}: {e}")))?;
         write_atomic(&dir.join(MANIFEST), &json)
@@ -311,6 +431,16 @@ impl Release {
             .find(|f| f.name == ARRAYS)
             .ok_or_else(|| corrupt(&path, format!("no entry for {ARRAYS}")))?;
         let bytes = check(entry)?;
+        let privacy = match manifest.files.iter().find(|f| f.name == PRIVACY) {
+            Some(e) => {
+                check(e)?;
+                Some(PrivacyReport::read(dir)?)
+            }
+            None if manifest.format_version >= 4 => {
+                return Err(corrupt(&path, format!("no entry for {PRIVACY}")))
+            }
+            None => None,
+        };
         let apath = dir.join(ARRAYS);
         let n = manifest.n_items;
         if manifest.item_ids.len() != n {
@@ -399,6 +529,7 @@ impl Release {
             },
             popularity,
             heldout,
+            privacy,
         })
     }
 }

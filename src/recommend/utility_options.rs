@@ -9,6 +9,9 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::release::{calibrate, DEFAULT_CALIBRATION_USERS};
+use super::statistics::{
+    Statistics, DEFAULT_COUNT_CAP, DEFAULT_COUNT_EPSILON, DEFAULT_HISTORY_CAP, STATISTICS_CHOICES,
+};
 use super::tuning::{
     tune, PoolSource, TuneConfig, Tuning, DEFAULT_MARGIN, DEFAULT_PRIOR_WEIGHTS, TUNING,
 };
@@ -41,10 +44,44 @@ option_table! {
         /// narrower range shrinks each Δ_j at the cost of clipping more scores (docs/utility.md).
         #[option(value_name = "LO,HI", group = "Release")]
         pub clip_range: Vec<f64> = vec![1.0, 99.0],
+        /// How the release's statistics are made: private (no exact user statistic: clip
+        /// ranges derived from the model for histories of at most history_cap items, popularity
+        /// and held-out counts with discrete Laplace noise at count_epsilon) or exact-leaky
+        /// (exact percentiles of the calibration users' scores at clip_range and exact counts:
+        /// calibration and training users NOT protected, and every report says so).
+        #[option(value_name = "KIND", choices = STATISTICS_CHOICES, group = "Release")]
+        pub release_statistics: String = "private".to_string(),
+        /// The declared cap on history length the private clip ranges are derived for (a
+        /// longer history's scores are clipped to them).
+        #[option(group = "Release")]
+        pub history_cap: usize = DEFAULT_HISTORY_CAP,
+        /// Items of one user each private count counts (its L1 sensitivity).
+        #[option(group = "Release")]
+        pub count_cap: usize = DEFAULT_COUNT_CAP,
+        /// ε of each private count vector (popularity; held-out), per training user.
+        #[option(group = "Release")]
+        pub count_epsilon: f64 = DEFAULT_COUNT_EPSILON,
     }
 }
 
 impl ReleaseOptions {
+    /// How the release's statistics are made; an error names a bad choice.
+    pub fn statistics(&self) -> Result<Statistics> {
+        match self.release_statistics().as_str() {
+            "private" => Ok(Statistics::Private {
+                history_cap: self.history_cap(),
+                count_cap: self.count_cap(),
+                count_epsilon: self.count_epsilon(),
+            }),
+            "exact-leaky" => Ok(Statistics::ExactLeaky),
+            other => Err(Error::UnknownName {
+                kind: "release statistics",
+                name: other.to_string(),
+                valid: STATISTICS_CHOICES.join(", "),
+            }),
+        }
+    }
+
     /// The clip range as a sensitivity configuration; an error names a bad range.
     pub fn sensitivity(&self) -> Result<SensitivityConfig> {
         let r = self.clip_range();
@@ -386,6 +423,10 @@ impl EvaluateOptions {
                         &data,
                         DEFAULT_CALIBRATION_USERS,
                         &SensitivityConfig::default(),
+                        // Exact statistics: cross-fitting measures the model and the mechanisms
+                        // (the noise of private counts would make runs differ); a release that
+                        // `recsel fit` wrote is measured with --model.
+                        &Statistics::ExactLeaky,
                         &|_| {},
                     )?;
                     let cal = calibration(&data, seed)?;

@@ -672,6 +672,7 @@ pub fn run(opts: ServeOptions) -> Result<Served, ServeError> {
                 match Service::load(&st.opts, Arc::clone(&st.metrics)).and_then(answerable) {
                     Ok(svc) => {
                         eprintln!("{}", svc.recommender().privacy_statement());
+                        eprintln!("{}", svc.privacy_report());
                         eprintln!("recsel serve: {}", svc.recommender().worth().text());
                         eprintln!(
                             "recsel serve: ledger {}: {}; each recommendation charges {} eps; \

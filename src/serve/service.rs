@@ -364,6 +364,13 @@ impl Service {
         Ok(self.ledger.balance(user, at)?)
     }
 
+    /// The release's privacy report with the served users per request and per ledger period
+    /// (the start-up log prints it, `GET /v1/model` shows it).
+    pub fn privacy_report(&self) -> crate::recommend::PrivacyReport {
+        self.recommender()
+            .privacy_report_with_ledger(&self.ledger.settings())
+    }
+
     /// What `GET /v1/model` shows: the release manifest and how it is served.
     pub fn describe(&self) -> Value {
         let rec = self.recommender();
@@ -376,6 +383,7 @@ impl Service {
                 "candidates": self.candidates().to_string(),
                 "guarantee": self.guarantee(),
                 "privacy": rec.privacy_statement(),
+                "privacy_report": self.privacy_report(),
                 "worth": rec.worth(),
                 "worth_text": rec.worth().text(),
                 "budget": s.budget.as_epsilon(),

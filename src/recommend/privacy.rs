@@ -1,0 +1,358 @@
+//! One privacy report per release (docs/privacy-report.md): for every population a release
+//! learned from or serves — training users, calibration users, served users — each part of the
+//! release that touches it with its unit, ε, δ and mechanism, whatever is not differentially
+//! private named as such, and the composition within each population.
+//!
+//! `recsel fit --out` writes the release-time report as `privacy.json` (its size and CRC-32 are in
+//! `release.json`, so an edited report is refused at load); at load the tuning entry of
+//! `tuning.json` is added, and a [`Recommender`](super::Recommender) adds what each served
+//! recommendation and each ledger period guarantee. `recsel privacy`, `recsel recommend`,
+//! `recsel serve` (start-up and `GET /v1/model`) and Python all print this one value.
+//!
+//! Composition is never summed across populations: each population has its own guarantee. Within
+//! one population the ε and δ of its parts add up (basic composition; the parts are computed
+//! from the same users' data independently), and a part that is not DP makes the population
+//! unprotected.
+
+use std::fmt;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::model::privacy::PopulationPrivacy;
+
+/// The report's file name in a model directory.
+pub const PRIVACY: &str = "privacy.json";
+/// The report's `format` field.
+pub const FORMAT: &str = "recsel-privacy";
+/// The report's layout version.
+pub const VERSION: u32 = 1;
+
+/// The training users.
+pub const TRAINING: &str = "training users";
+/// The calibration (and tuning) users.
+pub const CALIBRATION: &str = "calibration users";
+/// The served users.
+pub const SERVED: &str = "served users";
+
+/// One part of a release and the privacy of the population it touches.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Part {
+    /// What of the release: `model weights`, `popularity counts`, `clip ranges`, `tuning`,
+    /// `each recommendation`, `ledger period`.
+    pub part: String,
+    /// Its population, unit, ε, δ and mechanism.
+    #[serde(flatten)]
+    pub privacy: PopulationPrivacy,
+}
+
+/// What one population pays in total.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Total {
+    /// The population.
+    pub population: String,
+    /// Sum of the parts' ε; `None` when some part is not DP (the population is not protected).
+    pub epsilon: Option<f64>,
+    /// Sum of the parts' δ.
+    pub delta: f64,
+    /// How the total is formed, and which parts are not DP.
+    pub composition: String,
+}
+
+/// The privacy report of a release.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PrivacyReport {
+    /// Always [`FORMAT`].
+    pub format: String,
+    /// [`VERSION`].
+    pub format_version: u32,
+    /// Every part, in the order: training, calibration, served.
+    pub parts: Vec<Part>,
+    /// Per population, what it pays (computed by [`PrivacyReport::finish`]).
+    pub totals: Vec<Total>,
+    /// Each part that is not differentially private, in words.
+    pub not_private: Vec<String>,
+}
+
+/// The training users' entry when `model.json` has none: the weights are an exact function of
+/// their data.
+pub fn training_public() -> PopulationPrivacy {
+    PopulationPrivacy::public(
+        TRAINING,
+        "training data treated as public (the model is fitted without DP)",
+    )
+}
+
+/// The tuning entry when `tuning.json` records none: chosen without DP.
+pub fn tuning_public() -> PopulationPrivacy {
+    PopulationPrivacy::public(
+        CALIBRATION,
+        "tuning chosen non-privately on calibration users",
+    )
+}
+
+impl PrivacyReport {
+    /// A report of `parts`, totals filled in.
+    pub fn new(parts: Vec<Part>) -> Self {
+        let mut r = PrivacyReport {
+            format: FORMAT.into(),
+            format_version: VERSION,
+            parts,
+            totals: Vec::new(),
+            not_private: Vec::new(),
+        };
+        r.finish();
+        r
+    }
+
+    /// Adds a part (replacing one of the same name and population) and recomputes the totals.
+    pub fn with(mut self, part: &str, privacy: PopulationPrivacy) -> Self {
+        self.parts
+            .retain(|p| !(p.part == part && p.privacy.population == privacy.population));
+        self.parts.push(Part {
+            part: part.into(),
+            privacy,
+        });
+        let rank = |p: &Part| match p.privacy.population.as_str() {
+            TRAINING => 0,
+            CALIBRATION => 1,
+            SERVED => 2,
+            _ => 3,
+        };
+        self.parts.sort_by_key(rank);
+        self.finish();
+        self
+    }
+
+    /// Recomputes the totals and the list of what is not DP.
+    fn finish(&mut self) {
+        self.not_private = self
+            .parts
+            .iter()
+            .filter(|p| !p.privacy.is_private())
+            .map(|p| {
+                format!(
+                    "{} ({}): {}",
+                    p.part, p.privacy.population, p.privacy.mechanism
+                )
+            })
+            .collect();
+        let mut populations: Vec<&str> = Vec::new();
+        for p in &self.parts {
+            if !populations.contains(&p.privacy.population.as_str()) {
+                populations.push(&p.privacy.population);
+            }
+        }
+        self.totals = populations
+            .into_iter()
+            .map(|pop| {
+                let parts: Vec<&Part> = self
+                    .parts
+                    .iter()
+                    .filter(|p| p.privacy.population == pop)
+                    .collect();
+                total(pop, &parts)
+            })
+            .collect();
+    }
+
+    /// The total of `population`, if it has parts.
+    pub fn total(&self, population: &str) -> Option<&Total> {
+        self.totals.iter().find(|t| t.population == population)
+    }
+
+    /// Reads `privacy.json` of `dir` (callers check its checksum through
+    /// [`Release::read`](super::Release::read), which does).
+    pub fn read(dir: &Path) -> Result<Self> {
+        let path = dir.join(PRIVACY);
+        let text = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
+        let r: PrivacyReport = serde_json::from_slice(&text)
+            .map_err(|e| Error::Invalid(format!("{}: {e}", path.display())))?;
+        if r.format != FORMAT || r.format_version != VERSION {
+            return Err(Error::Invalid(format!(
+                "{}: format '{}' version {} (this recsel reads '{FORMAT}' version {VERSION})",
+                path.display(),
+                r.format,
+                r.format_version
+            )));
+        }
+        Ok(r)
+    }
+
+    /// The report as pretty JSON.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("a report serialises")
+    }
+}
+
+/// The served users: per request and per ledger period are two views of one guarantee, the
+/// period's budget being the composition of its requests; the total is the period's when a
+/// ledger charges, else per request (n recommendations spend n times ε).
+fn total(population: &str, parts: &[&Part]) -> Total {
+    let open: Vec<&str> = parts
+        .iter()
+        .filter(|p| !p.privacy.is_private())
+        .map(|p| p.part.as_str())
+        .collect();
+    if population == SERVED {
+        let period = parts.iter().find(|p| p.part == "ledger period");
+        let request = parts.iter().find(|p| p.part == "each recommendation");
+        return match (period, request) {
+            (_, Some(r)) if !r.privacy.is_private() => Total {
+                population: population.into(),
+                epsilon: None,
+                delta: 0.0,
+                composition: format!("not protected: {}", r.privacy.mechanism),
+            },
+            (Some(p), _) => Total {
+                population: population.into(),
+                epsilon: p.privacy.epsilon,
+                delta: p.privacy.delta,
+                composition: format!(
+                    "per {}: the ledger's budget, the sum of the eps of the recommendations it \
+                     charges",
+                    p.privacy.unit
+                ),
+            },
+            (None, Some(r)) => Total {
+                population: population.into(),
+                epsilon: r.privacy.epsilon,
+                delta: r.privacy.delta,
+                composition: "per recommendation; no ledger: n recommendations from one \
+                              history spend n times this"
+                    .into(),
+            },
+            (None, None) => Total {
+                population: population.into(),
+                epsilon: None,
+                delta: 0.0,
+                composition: "no serving entry".into(),
+            },
+        };
+    }
+    if !open.is_empty() {
+        return Total {
+            population: population.into(),
+            epsilon: None,
+            delta: 0.0,
+            composition: format!("not protected: {} not DP", open.join(", ")),
+        };
+    }
+    let eps: f64 = parts.iter().filter_map(|p| p.privacy.epsilon).sum();
+    let delta: f64 = parts.iter().map(|p| p.privacy.delta).sum();
+    Total {
+        population: population.into(),
+        epsilon: Some(eps),
+        delta,
+        composition: format!(
+            "basic composition over {}",
+            parts
+                .iter()
+                .map(|p| p.part.as_str())
+                .collect::<Vec<_>>()
+                .join(" + ")
+        ),
+    }
+}
+
+/// The guarantee in words; ε rounded up to 4 decimals (the JSON keeps every digit).
+fn guarantee(epsilon: Option<f64>, delta: f64) -> String {
+    match epsilon {
+        None => "NOT DP".into(),
+        Some(e) => {
+            let e = (e * 1e4).ceil() / 1e4;
+            if delta > 0.0 {
+                format!("({e}, {delta:e})-DP")
+            } else {
+                format!("{e}-DP")
+            }
+        }
+    }
+}
+
+impl fmt::Display for PrivacyReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "privacy report")?;
+        let mut last = "";
+        for p in &self.parts {
+            let q = &p.privacy;
+            if q.population != last {
+                writeln!(f, "  {}:", q.population)?;
+                last = &q.population;
+            }
+            writeln!(
+                f,
+                "    {:<22} {:<16} unit: {}; {}",
+                p.part,
+                guarantee(q.epsilon, q.delta),
+                q.unit,
+                q.mechanism
+            )?;
+            if !q.note.is_empty() {
+                writeln!(f, "    {:<22} {}", "", q.note)?;
+            }
+        }
+        writeln!(f, "  totals (never summed across populations):")?;
+        for t in &self.totals {
+            writeln!(
+                f,
+                "    {:<22} {:<16} {}",
+                t.population,
+                guarantee(t.epsilon, t.delta),
+                t.composition
+            )?;
+        }
+        if self.not_private.is_empty() {
+            write!(f, "  not DP: nothing")
+        } else {
+            write!(f, "  not DP:")?;
+            for s in &self.not_private {
+                write!(f, "\n    - {s}")?;
+            }
+            Ok(())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dp(pop: &str, e: f64, d: f64) -> PopulationPrivacy {
+        PopulationPrivacy {
+            population: pop.into(),
+            unit: "user".into(),
+            epsilon: Some(e),
+            delta: d,
+            mechanism: "m".into(),
+            note: String::new(),
+        }
+    }
+
+    #[test]
+    fn totals_add_within_a_population_and_never_across() {
+        let r = PrivacyReport::new(vec![])
+            .with("model weights", dp(TRAINING, 2.0, 1e-8))
+            .with("popularity counts", dp(TRAINING, 1.0, 0.0))
+            .with("clip ranges", dp(CALIBRATION, 0.0, 0.0))
+            .with("tuning", dp(CALIBRATION, 0.5, 0.0));
+        let t = r.total(TRAINING).unwrap();
+        assert_eq!((t.epsilon, t.delta), (Some(3.0), 1e-8));
+        assert_eq!(r.total(CALIBRATION).unwrap().epsilon, Some(0.5));
+        assert!(r.not_private.is_empty());
+        // A public part makes its population unprotected, and only that one.
+        let r = r.with("tuning", tuning_public());
+        // The text rounds ε up, never down.
+        let shown = PrivacyReport::new(vec![]).with("m", dp(TRAINING, 7.999_979_6, 1e-6));
+        assert!(shown.to_string().contains("(8, 1e-6)-DP"), "{shown}");
+        let shown = PrivacyReport::new(vec![]).with("m", dp(TRAINING, 1.000_01, 0.0));
+        assert!(shown.to_string().contains("1.0001-DP"), "{shown}");
+        assert_eq!(r.total(CALIBRATION).unwrap().epsilon, None);
+        assert_eq!(r.total(TRAINING).unwrap().epsilon, Some(3.0));
+        assert_eq!(r.not_private.len(), 1);
+        assert!(r.to_string().contains("chosen non-privately"));
+        let back: PrivacyReport = serde_json::from_str(&r.to_json()).unwrap();
+        assert_eq!(back, r);
+    }
+}
