@@ -352,7 +352,7 @@ fn private_pca_rank_example_runs_and_chooses_well() {
             / total
     };
     let private = shortfall(&r.chosen.iter().map(|&c| c as f64).collect::<Vec<_>>());
-    let uniform = shortfall(&vec![1.0; ex::MAX_RANK]);
+    let uniform = shortfall(&[1.0; ex::MAX_RANK]);
     eprintln!(
         "PCA rank: exact best {}, private shortfall {private:.5}, uniform {uniform:.5}; {r:?}",
         r.exact_best

@@ -511,7 +511,7 @@ pub fn tune(
                 Prior::None,
                 fixed.iter().sum::<f64>(),
             )];
-            for si in 0..sources.len() {
+            for (si, source) in sources.iter().enumerate() {
                 for wi in 0..nw {
                     for (ni, &n) in sizes.iter().enumerate().filter(|p| *p.1 >= 2) {
                         let idx = slot(si, wi, ei, ni);
@@ -519,7 +519,7 @@ pub fn tune(
                             .iter()
                             .map(|(v, _)| krr_hit(v[idx].0, v[idx].1, n, eps))
                             .sum();
-                        cands.push((sources[si].policy(n), prior_of(wi), sum));
+                        cands.push((source.policy(n), prior_of(wi), sum));
                     }
                 }
             }
