@@ -45,15 +45,20 @@ pub const DEFAULT_EPS0: f64 = 0.1;
 /// Default stopping probability γ (about 1/γ runs of Q).
 pub const DEFAULT_GAMMA: f64 = 0.001;
 /// Default ε of the threshold search (the threshold rule only).
-pub const DEFAULT_SEARCH_EPSILON: f64 = 0.5;
+pub const DEFAULT_SEARCH_EPSILON: f64 = 1.0;
 /// Default target percentile of the threshold search.
 pub const DEFAULT_PERCENTILE: f64 = 0.05;
 /// Default runs of Q the threshold search estimates percentiles from.
-pub const DEFAULT_SAMPLES: u64 = 2000;
+pub const DEFAULT_SAMPLES: u64 = 20_000;
 /// Default slack η of the estimated percentiles (Δ = 2ε₀ + η).
 pub const DEFAULT_SLACK: f64 = 0.1;
+/// Default smoothing c of the estimated log-odds `ln((S + c)/(m − S + c))`: with c = 1 one extra
+/// run above the threshold moves the estimate by ln 2 near S = 0, so the coupling fails with
+/// probability about e^{ε₀} − 1 and δ exceeds 1 over a long grid; with c = 50, m = 20,000,
+/// η = 0.1 and ε₀ = 0.1 the failure per query is 4.3e-10 (computed from the coupling bound).
+pub const DEFAULT_SMOOTHING: f64 = 50.0;
 /// Default step of the threshold grid (calibration hit@1 from 1 down to the step).
-pub const DEFAULT_THRESHOLD_STEP: f64 = 0.005;
+pub const DEFAULT_THRESHOLD_STEP: f64 = 0.01;
 
 /// How the configuration is selected from the private candidates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -106,6 +111,9 @@ pub struct PrivateTuneParams {
     pub samples: u64,
     /// Slack η of the estimated percentiles.
     pub slack: f64,
+    /// Smoothing c of the estimated log-odds.
+    #[serde(default = "default_smoothing")]
+    pub smoothing: f64,
     /// Step of the threshold grid 1, 1 − step, …, step (calibration hit@1).
     pub threshold_step: f64,
     /// Seed of the selection's noise; `None`: from the operating system. Never written to
@@ -124,6 +132,7 @@ impl Default for PrivateTuneParams {
             percentile: DEFAULT_PERCENTILE,
             samples: DEFAULT_SAMPLES,
             slack: DEFAULT_SLACK,
+            smoothing: DEFAULT_SMOOTHING,
             threshold_step: DEFAULT_THRESHOLD_STEP,
             seed: None,
         }
@@ -192,6 +201,7 @@ impl PrivateTuneParams {
                     self.samples,
                     self.slack,
                 )
+                .with_smoothing(self.smoothing)
                 .check()?;
                 Selector::Threshold {
                     selection: UnknownThreshold::new(search, self.gamma, None)?,
@@ -238,12 +248,13 @@ impl PrivateTuner {
                 self.params.gamma
             ),
             PrivateRule::Threshold => format!(
-                "threshold search (eps {}, percentile {}, {} runs, slack {}) then the first \
-                 configuration above it, gamma = {}",
+                "threshold search (eps {}, percentile {}, {} runs, slack {}, smoothing {}) then \
+                 the first configuration above it, gamma = {}",
                 self.params.search_epsilon,
                 self.params.percentile,
                 self.params.samples,
                 self.params.slack,
+                self.params.smoothing,
                 self.params.gamma
             ),
         };
@@ -376,6 +387,10 @@ pub(super) fn row(
     })
 }
 
+fn default_smoothing() -> f64 {
+    DEFAULT_SMOOTHING
+}
+
 /// The calibration users' entry of a tuning chosen without privacy.
 pub fn public_privacy() -> PopulationPrivacy {
     PopulationPrivacy::public(
@@ -403,6 +418,8 @@ mod tests {
         .unwrap();
         let s = th.statement();
         assert!(s.epsilon > DEFAULT_SEARCH_EPSILON + 2.0 * DEFAULT_EPS0 - 1e-12 && s.delta > 0.0);
+        // The defaults keep δ small (100 grid points × the coupling failure 4.3e-10).
+        assert!(s.delta < 1e-6, "delta {}", s.delta);
         assert!(!public_privacy().is_private());
         for bad in [
             PrivateTuneParams {
