@@ -56,7 +56,7 @@ fn mech(name: &str, params: MechParams) -> Box<dyn mechanisms::Mechanism> {
 
 /// Noise added to each recorded value, scale `b`.
 #[derive(Clone, Copy, Debug)]
-enum Noise {
+pub(crate) enum Noise {
     /// Lap(b): density e^{−|z|/b}/(2b).
     Laplace,
     /// Exp(mean b): density e^{−z/b}/b on z ≥ 0.
@@ -64,7 +64,7 @@ enum Noise {
 }
 
 impl Noise {
-    fn pdf(self, z: f64, b: f64) -> f64 {
+    pub(crate) fn pdf(self, z: f64, b: f64) -> f64 {
         match self {
             Noise::Laplace => (-z.abs() / b).exp() / (2.0 * b),
             Noise::Exponential if z < 0.0 => 0.0,
@@ -72,7 +72,7 @@ impl Noise {
         }
     }
 
-    fn cdf(self, z: f64, b: f64) -> f64 {
+    pub(crate) fn cdf(self, z: f64, b: f64) -> f64 {
         match self {
             Noise::Laplace if z < 0.0 => 0.5 * (z / b).exp(),
             Noise::Laplace => 1.0 - 0.5 * (-z / b).exp(),
@@ -85,7 +85,7 @@ impl Noise {
 /// The law of the number of draws K, through the derivative φ' of its probability generating
 /// function φ(g) = E[g^K] = Σ_{n≥1} P(K = n) gⁿ.
 #[derive(Clone, Copy, Debug)]
-enum Stopping {
+pub(crate) enum Stopping {
     /// `rs`: P(K = n) = γ(1−γ)^{n−1}, n ≥ 1. φ(g) = γg / (1 − (1−γ)g), so
     /// φ'(g) = γ / (1 − (1−γ)g)².
     Geometric { gamma: f64 },
@@ -106,7 +106,7 @@ enum Stopping {
 }
 
 impl Stopping {
-    fn dphi(self, g: f64) -> f64 {
+    pub(crate) fn dphi(self, g: f64) -> f64 {
         match self {
             Stopping::Geometric { gamma } => gamma / (1.0 - (1.0 - gamma) * g).powi(2),
             Stopping::Tnb { eta: 0.0, gamma } => {
@@ -124,7 +124,7 @@ impl Stopping {
 /// subintervals per piece), so kinks and jumps of the integrand sit on piece boundaries. The two
 /// ends of a piece are evaluated a relative 1e-12 inside it, so a jump at a knot (the exponential
 /// density at z = 0) enters each piece with its one-sided limit.
-fn integrate(knots: &[f64], m: usize, f: impl Fn(f64) -> f64) -> f64 {
+pub(crate) fn integrate(knots: &[f64], m: usize, f: impl Fn(f64) -> f64) -> f64 {
     let mut total = 0.0;
     for w in knots.windows(2) {
         let (x0, x1) = (w[0], w[1]);
@@ -156,7 +156,14 @@ fn integrate(knots: &[f64], m: usize, f: impl Fn(f64) -> f64) -> f64 {
 ///
 /// (Summed over o this is ∫ G'(x) φ'(G(x)) dx = φ(1) − φ(0) = 1; the test checks that too, as a
 /// check of the quadrature.)
-fn rs_exact(q: &[f64], d: &[f64], eps: f64, mult: f64, noise: Noise, stop: Stopping) -> Vec<f64> {
+pub(crate) fn rs_exact(
+    q: &[f64],
+    d: &[f64],
+    eps: f64,
+    mult: f64,
+    noise: Noise,
+    stop: Stopping,
+) -> Vec<f64> {
     let k = q.len();
     let scales: Vec<f64> = d.iter().map(|d| mult * d / eps).collect();
     let bmax = scales.iter().cloned().fold(0.0, f64::max);

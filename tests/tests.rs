@@ -11,6 +11,9 @@ mod custom_mechanism;
 mod heavy_hitters;
 #[path = "../examples/pricing.rs"]
 mod pricing;
+/// Seed 004 §5.2's example (a PCA rank chosen privately), run by `private_tuning`.
+#[path = "../examples/private_pca_rank.rs"]
+mod private_pca_rank;
 
 mod add_mech;
 mod architecture;
@@ -44,6 +47,7 @@ mod policies;
 mod priors;
 mod privacy_report;
 mod private_candidates;
+mod private_tuning;
 mod problems;
 mod protocol;
 mod readme_serving;

@@ -87,7 +87,8 @@ fn evaluate_text(r: &recsel::recommend::tuning::MechRow) -> String {
 fn recommend_serves_the_row_evaluate_measures_as_tuned() {
     let dir = model();
     let tuning = Tuning::read(dir).unwrap();
-    assert_eq!(tuning.format_version, 3);
+    assert_eq!(tuning.format_version, 4);
+    assert!(!tuning.privacy.is_private());
     let eps = &tuning.config.epsilons;
     for m in ["em", "mgem"] {
         for &e in eps {

@@ -25,6 +25,7 @@ use super::common::Flags;
   recsel recommend --model models/synth --eps 2 --history 3,17,42 --secure   # the tuned row
   recsel fit --format lightgcn --path ../shared/data/gowalla --method icf --l2 20 --density 0.0005 --out gowalla
   recsel tune --model gowalla --format lightgcn --path ../shared/data/gowalla --eps 0.1,0.5,1,2,4,8
+  recsel tune --model gowalla --format lightgcn --path ../shared/data/gowalla --eps 1,2 --private
 
 On LightGCN files both `fit --out` and `tune` hold users out of the fit (--validation-users auto)
 unless told otherwise; give both the same data options.")]
@@ -75,33 +76,63 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Prior::None => pool,
         p => format!("{pool} + {p}"),
     };
-    writeln!(
-        out,
-        "{:>6}  {:<36} {:>17}  {:>7}  {:<26} {:>17}  {:>7}",
-        "eps", "serves", "cal. hit@1", "fixed", "best pool", "gain over fixed", "no prior"
-    )?;
-    for r in &tuning.rows {
-        let serves = if r.mechanism == "krr" {
+    let num = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |v| format!("{v:.4}"));
+    let serves = |r: &recsel::recommend::tuning::TunedRow| {
+        if r.mechanism == "krr" {
             format!(
                 "krr over {}",
                 with_prior(r.candidates.to_string(), &r.prior)
             )
         } else {
             "popular:1 (0-DP)".into()
-        };
+        }
+    };
+    if tuning.privacy.is_private() {
         writeln!(
             out,
-            "{:>6}  {:<36} {:>8.4} ± {:.4}  {:>7.4}  {:<26} {:>+8.4} ± {:.4}  {:>7.4}",
-            r.epsilon,
-            serves,
-            r.calibration_hit,
-            r.calibration_se,
-            r.fixed_hit,
-            with_prior(r.best_pool.to_string(), &r.best_prior),
-            r.best_pool_gain,
-            r.best_pool_gain_se,
-            r.best_no_prior_hit
+            "{:>6}  {:<36} {:>17}  {:>6}  {:>7}",
+            "eps", "serves", "noisy cal. hit@1", "runs", "configs"
         )?;
+        for r in &tuning.rows {
+            let p = r.private.as_ref();
+            writeln!(
+                out,
+                "{:>6}  {:<36} {:>17}  {:>6}  {:>7}",
+                r.epsilon,
+                serves(r),
+                p.and_then(|p| p.noisy_hit).map_or_else(
+                    || "⊥".to_string(),
+                    |h| format!("{h:.4} ± {:.4}", r.calibration_se)
+                ),
+                p.map_or(0, |p| p.runs),
+                p.map_or(0, |p| p.candidates)
+            )?;
+        }
+        writeln!(
+            out,
+            "noisy cal. hit@1: the released score of the choice ± the noise's standard deviation"
+        )?;
+    } else {
+        writeln!(
+            out,
+            "{:>6}  {:<36} {:>17}  {:>7}  {:<26} {:>17}  {:>7}",
+            "eps", "serves", "cal. hit@1", "fixed", "best pool", "gain over fixed", "no prior"
+        )?;
+        for r in &tuning.rows {
+            writeln!(
+                out,
+                "{:>6}  {:<36} {:>8.4} ± {:.4}  {:>7}  {:<26} {:>8} ± {:<6}  {:>7}",
+                r.epsilon,
+                serves(r),
+                r.calibration_hit,
+                r.calibration_se,
+                num(r.fixed_hit),
+                with_prior(r.best_pool.to_string(), &r.best_prior),
+                num(r.best_pool_gain),
+                num(r.best_pool_gain_se),
+                num(r.best_no_prior_hit)
+            )?;
+        }
     }
     if !tuning.mechanisms.is_empty() {
         writeln!(
@@ -139,6 +170,19 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             )?;
         }
         writeln!(out, "<free: below the free item by more than 2 paired s.e.")?;
+    }
+    let p = &tuning.privacy;
+    match p.epsilon {
+        Some(e) => writeln!(
+            out,
+            "privacy of the {}: ({e}, {})-DP for {}; {} ({})",
+            p.population, p.delta, p.unit, p.mechanism, p.note
+        )?,
+        None => writeln!(
+            out,
+            "privacy of the {}: none ({}); `recsel tune --private` protects them",
+            p.population, p.mechanism
+        )?,
     }
     writeln!(
         out,

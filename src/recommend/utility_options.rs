@@ -13,7 +13,7 @@ use super::statistics::{
     Statistics, DEFAULT_COUNT_CAP, DEFAULT_COUNT_EPSILON, DEFAULT_HISTORY_CAP, STATISTICS_CHOICES,
 };
 use super::tuning::{
-    tune, PoolSource, TuneConfig, Tuning, DEFAULT_MARGIN, DEFAULT_PRIOR_WEIGHTS, TUNING,
+    private, tune, PoolSource, TuneConfig, Tuning, DEFAULT_MARGIN, DEFAULT_PRIOR_WEIGHTS, TUNING,
 };
 use super::utility::{self, measure, table, UtilityConfig, UtilityTable};
 use crate::data::{
@@ -131,6 +131,36 @@ option_table! {
         /// --mech M`: all (every ε-DP one), none, or a comma-separated list.
         #[option(flag = "mech", value_name = "LIST", group = "Tuning")]
         pub mechanisms: String = "all".to_string(),
+        /// Choose privately, protecting the calibration users: each configuration's
+        /// calibration hit@1 is released with Laplace noise (eps0 each) and the choice is a
+        /// selection from private candidates; the total eps for the calibration users is
+        /// printed and written into tuning.json. Registry mechanisms are not tuned then.
+        #[option(group = "Private tuning")]
+        pub private: bool = false,
+        /// eps0 of one configuration's noisy calibration score (with --private).
+        #[option(value_name = "E0", group = "Private tuning")]
+        pub private_epsilon: f64 = private::DEFAULT_EPS0,
+        /// How the configuration is selected (with --private): random-stopping (3*eps0 per
+        /// tuned eps) or threshold (a private threshold search, then the first configuration
+        /// above it: eps_search + 2*eps0, with a delta).
+        #[option(value_name = "RULE", group = "Private tuning")]
+        pub private_selection: String = "random-stopping".to_string(),
+        /// Stopping probability gamma of the selection: about 1/gamma noisy scores drawn.
+        #[option(value_name = "GAMMA", group = "Private tuning")]
+        pub private_gamma: f64 = private::DEFAULT_GAMMA,
+        /// eps of the threshold search (--private-selection threshold).
+        #[option(value_name = "E", group = "Private tuning")]
+        pub private_search_epsilon: f64 = private::DEFAULT_SEARCH_EPSILON,
+        /// Target percentile of the threshold search.
+        #[option(value_name = "T", group = "Private tuning")]
+        pub private_percentile: f64 = private::DEFAULT_PERCENTILE,
+        /// Noisy scores the threshold search estimates percentiles from.
+        #[option(value_name = "M", group = "Private tuning")]
+        pub private_samples: u64 = private::DEFAULT_SAMPLES,
+        /// Seed of the private selection's noise (default: from the operating system; a
+        /// published seed makes the noise reproducible, so it is never written to tuning.json).
+        #[option(value_name = "SEED", group = "Private tuning")]
+        pub private_seed: u64,
     }
 }
 
@@ -174,6 +204,23 @@ impl TuneOptions {
     /// The tuner's configuration, checked.
     pub fn config(&self) -> Result<TuneConfig> {
         refuse_renamed_seed(self.seed)?;
+        let private = match self.private() {
+            false => None,
+            true => {
+                let p = private::PrivateTuneParams {
+                    rule: private::PrivateRule::parse(&self.private_selection())?,
+                    eps0: self.private_epsilon(),
+                    gamma: self.private_gamma(),
+                    search_epsilon: self.private_search_epsilon(),
+                    percentile: self.private_percentile(),
+                    samples: self.private_samples(),
+                    seed: self.private_seed,
+                    ..Default::default()
+                };
+                p.check()?;
+                Some(p)
+            }
+        };
         let cfg = TuneConfig {
             epsilons: self.epsilons(),
             sources: self
@@ -184,8 +231,13 @@ impl TuneOptions {
             pool_sizes: counts("pool_sizes (--pool-sizes)", &self.pool_sizes())?,
             margin: self.margin(),
             prior_weights: self.prior_weights(),
-            mechanisms: tuned_mechanisms(&self.mechanisms())?,
+            mechanisms: if self.private() {
+                Vec::new()
+            } else {
+                tuned_mechanisms(&self.mechanisms())?
+            },
             grid: Default::default(),
+            private,
         };
         cfg.validate()?;
         Ok(cfg)

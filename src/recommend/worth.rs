@@ -164,7 +164,7 @@ fn describe(
 /// The free baseline of `t`: its recorded estimate, or the first row's mean without an s.e.
 fn free_of(t: &Tuning) -> Estimate {
     t.free.unwrap_or_else(|| Estimate {
-        mean: t.rows.first().map_or(f64::NAN, |r| r.fixed_hit),
+        mean: t.rows.first().and_then(|r| r.fixed_hit).unwrap_or(f64::NAN),
         se: f64::NAN,
     })
 }
@@ -180,8 +180,8 @@ fn tuned_worth(t: &Tuning, choice: &TunedChoice) -> (String, Estimate, Estimate)
                 se: r.calibration_se,
             },
             Estimate {
-                mean: r.best_pool_gain,
-                se: r.best_pool_gain_se,
+                mean: r.best_pool_gain.unwrap_or(f64::NAN),
+                se: r.best_pool_gain_se.unwrap_or(f64::NAN),
             },
         ),
         _ => (

@@ -13,6 +13,7 @@ use crate::error::{Error, Result};
 use crate::io::write_atomic;
 use crate::mechanisms::{check_epsilon, MechParams};
 use crate::model::io::{crc32, npy_bytes, parse_npy, read_npz, write_npz, FileEntry, NpyArray};
+use crate::model::privacy::PopulationPrivacy;
 use crate::rng::NoiseMode;
 use crate::scoring::{CandidatePolicy, Prior, Sensitivities};
 
@@ -106,27 +107,53 @@ pub struct TunedRow {
     pub calibration_hit: f64,
     /// Standard error of `calibration_hit`.
     pub calibration_se: f64,
-    /// Mean calibration hit@1 of the fixed item (`popular:1`).
-    pub fixed_hit: f64,
+    /// Mean calibration hit@1 of the fixed item (`popular:1`); absent from a private tuning
+    /// (an exact statistic of the calibration users).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fixed_hit: Option<f64>,
     /// The best pool of size ≥ 2 on the calibration users, whether chosen or not.
     pub best_pool: CandidatePolicy,
     /// The prior of that best pool.
     #[serde(default)]
     pub best_prior: Prior,
     /// The best pool's calibration mean without a prior (the prior's worth is the difference
-    /// to `best_pool_hit`).
-    #[serde(default)]
-    pub best_no_prior_hit: f64,
+    /// to `best_pool_hit`); absent from a private tuning, as are the next three.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub best_no_prior_hit: Option<f64>,
     /// Its mean calibration hit@1.
-    pub best_pool_hit: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub best_pool_hit: Option<f64>,
     /// Its paired gain over the fixed item (mean over calibration users), and the standard error.
-    pub best_pool_gain: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub best_pool_gain: Option<f64>,
     /// Standard error of `best_pool_gain`.
-    pub best_pool_gain_se: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub best_pool_gain_se: Option<f64>,
     /// The margin (in paired standard errors) the pool had to clear.
     pub margin: f64,
-    /// Why: the pool beat the fixed item by more than the margin, or not.
+    /// Why: the pool beat the fixed item by more than the margin, or not (or how the private
+    /// selection chose).
     pub reason: String,
+    /// What the private selection released for this row (a private tuning only; then
+    /// `calibration_hit` is the released noisy score and `calibration_se` the noise's standard
+    /// deviation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub private: Option<PrivateRow>,
+}
+
+/// What a private tuning released at one ε.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PrivateRow {
+    /// The released noisy calibration hit@1 of the chosen configuration (`None`: ⊥, the most
+    /// popular item served instead).
+    pub noisy_hit: Option<f64>,
+    /// Configurations the selection chose among.
+    pub candidates: usize,
+    /// Runs of the scoring algorithm made.
+    pub runs: u64,
+    /// The threshold the search found (threshold rule).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threshold: Option<f64>,
 }
 
 /// Who the tuning was computed on.
@@ -170,6 +197,11 @@ pub struct Tuning {
     /// `tuning.npz` with its size and CRC-32, when there are clip ranges.
     #[serde(default)]
     pub bounds_file: Option<FileEntry>,
+    /// What the tuning protects of the calibration users: their ε (and δ) when the tuning was
+    /// private, else an entry saying it was not (files written before version 4 read as not
+    /// private, which they were not).
+    #[serde(default = "super::private::public_privacy")]
+    pub privacy: PopulationPrivacy,
     /// The bounds of `clip_ranges` (in memory; written to and read from `tuning.npz`).
     #[serde(skip)]
     pub bounds: Vec<Sensitivities>,
@@ -195,10 +227,29 @@ pub struct TunedChoice {
 impl TunedChoice {
     /// One clause for the privacy statement.
     pub fn describe(&self) -> String {
+        let num = |v: Option<f64>| v.map_or_else(|| "?".to_string(), |v| format!("{v:.4}"));
         match &self.row {
+            Some(r) if r.private.is_some() => format!(
+                "tuned privately ({TUNING}): {} at eps {} (the largest tuned eps <= {}); {}",
+                if r.mechanism == "krr" {
+                    format!(
+                        "krr over '{}'{}",
+                        r.candidates,
+                        match r.prior {
+                            Prior::None => String::new(),
+                            ref p => format!(" with the public prior '{p}'"),
+                        }
+                    )
+                } else {
+                    "the most popular item to everyone (0-DP)".to_string()
+                },
+                r.epsilon,
+                self.requested,
+                r.reason
+            ),
             Some(r) if r.mechanism == "krr" => format!(
                 "tuned ({TUNING}): krr over '{}'{} at eps {} (the largest tuned eps <= {}); \
-                 calibration hit@1 {:.4} ± {:.4} against {:.4} for the most popular item",
+                 calibration hit@1 {:.4} ± {:.4} against {} for the most popular item",
                 r.candidates,
                 match r.prior {
                     Prior::None => String::new(),
@@ -208,18 +259,18 @@ impl TunedChoice {
                 self.requested,
                 r.calibration_hit,
                 r.calibration_se,
-                r.fixed_hit
+                num(r.fixed_hit)
             ),
             Some(r) => format!(
                 "tuned ({TUNING}): the most popular item to everyone (0-DP) at eps {} (the \
                  largest tuned eps <= {}): no pool beat it by {} s.e. on the calibration users \
-                 (best '{}': gain {:+.4} ± {:.4})",
+                 (best '{}': gain {} ± {})",
                 r.epsilon,
                 self.requested,
                 r.margin,
                 r.best_pool,
-                r.best_pool_gain,
-                r.best_pool_gain_se
+                num(r.best_pool_gain),
+                num(r.best_pool_gain_se)
             ),
             None => format!(
                 "tuned ({TUNING}): the most popular item to everyone (0-DP): eps {} is below \

@@ -36,9 +36,10 @@ use super::release::{Release, MANIFEST};
 
 mod file;
 pub mod grid;
+pub mod private;
 pub use file::{
-    resolve, same_epsilon, tuned_config, Estimate, MechRow, TunedChoice, TunedRow, Tuning,
-    TuningPopulation,
+    resolve, same_epsilon, tuned_config, Estimate, MechRow, PrivateRow, TunedChoice, TunedRow,
+    Tuning, TuningPopulation,
 };
 
 /// The mechanism name that asks for the tuned configuration.
@@ -50,9 +51,10 @@ pub const FORMAT: &str = "recsel-tuning";
 /// The file of the clip bounds the mechanism rows name, beside `tuning.json`.
 pub const BOUNDS: &str = "tuning.npz";
 /// Version of the tuning layout (2: a row may carry a prior; 3: each registry mechanism's tuned
-/// row, the free baseline's standard error and the clip bounds in `tuning.npz`). Older files
-/// are read as they are: rows without a prior, no mechanism rows.
-pub const TUNING_VERSION: u32 = 3;
+/// row, the free baseline's standard error and the clip bounds in `tuning.npz`; 4: the
+/// calibration users' privacy entry, and private rows without exact calibration statistics).
+/// Older files are read as they are: rows without a prior, no mechanism rows, not private.
+pub const TUNING_VERSION: u32 = 4;
 /// The ε grid tuned by default.
 pub const DEFAULT_EPSILONS: [f64; 6] = [0.1, 0.5, 1.0, 2.0, 4.0, 8.0];
 /// The pool sizes tried by default (1 is the fixed item).
@@ -135,6 +137,11 @@ pub struct TuneConfig {
     /// The grid they are tuned over (the one `recsel evaluate` uses by default).
     #[serde(default)]
     pub grid: grid::MechGrid,
+    /// Choose privately ([`private`]): each configuration's calibration score is an ε₀-DP
+    /// release and the choice a selection from private candidates; no registry mechanism is
+    /// tuned then. `None`: the exact (non-private) rule.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub private: Option<private::PrivateTuneParams>,
 }
 
 /// Every registry mechanism that is ε-DP with its default parameters, in registry order: what
@@ -164,6 +171,7 @@ impl Default for TuneConfig {
             prior_weights: DEFAULT_PRIOR_WEIGHTS.to_vec(),
             mechanisms: Vec::new(),
             grid: grid::MechGrid::default(),
+            private: None,
         }
     }
 }
@@ -369,6 +377,14 @@ pub fn tune(
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<Tuning> {
     cfg.validate()?;
+    let private = cfg.private.as_ref().map(|p| p.check()).transpose()?;
+    if private.is_some() && !cfg.mechanisms.is_empty() {
+        return Err(Error::Invalid(format!(
+            "private tuning chooses the served (tuned) rows only; the registry mechanisms' rows \
+             ({}) are tuned without privacy: tune none of them (--mech none)",
+            cfg.mechanisms.join(",")
+        )));
+    }
     if cal.rows() < 2 {
         return Err(Error::Invalid(format!(
             "tuning needs at least 2 calibration users, got {}",
@@ -481,7 +497,35 @@ pub fn tune(
     let mut rows = Vec::new();
     // Per ε: krr's best pool and prior, with its per-user calibration hits.
     let mut krr_best: Vec<Option<(CandidatePolicy, Prior, Vec<f64>)>> = Vec::new();
+    let mut rng = cfg.private.as_ref().map(|p| {
+        p.seed
+            .map_or_else(crate::rng::Streams::from_entropy, crate::rng::Streams::new)
+            .stream(crate::rng::name_id("private-tuning"), 0, 0, 0)
+    });
     for (ei, &eps) in epsilons.iter().enumerate() {
+        if let (Some(pt), Some(rng)) = (&private, rng.as_mut()) {
+            // Every configuration at this ε with its exact calibration sum: the fixed item, then
+            // krr over each pool of two or more items with each prior.
+            let mut cands = vec![(
+                CandidatePolicy::Popular(1),
+                Prior::None,
+                fixed.iter().sum::<f64>(),
+            )];
+            for (si, source) in sources.iter().enumerate() {
+                for wi in 0..nw {
+                    for (ni, &n) in sizes.iter().enumerate().filter(|p| *p.1 >= 2) {
+                        let idx = slot(si, wi, ei, ni);
+                        let sum = stats
+                            .iter()
+                            .map(|(v, _)| krr_hit(v[idx].0, v[idx].1, n, eps))
+                            .sum();
+                        cands.push((source.policy(n), prior_of(wi), sum));
+                    }
+                }
+            }
+            rows.push(private::row(pt, eps, &cands, cal.rows(), cfg.margin, rng)?);
+            continue;
+        }
         // The best (pool of size >= 2, prior) by calibration mean (ties: the first source, no
         // prior or the smaller weight, the smaller pool), with its per-user hits; and the best
         // calibration mean without a prior.
@@ -527,13 +571,13 @@ pub fn tune(
                     spends: if wins { eps } else { 0.0 },
                     calibration_hit: if wins { hm } else { fm },
                     calibration_se: if wins { hse } else { fse },
-                    fixed_hit,
+                    fixed_hit: Some(fixed_hit),
                     best_pool: pool,
                     best_prior: prior,
-                    best_no_prior_hit: best_no_prior,
-                    best_pool_hit: m,
-                    best_pool_gain: gain,
-                    best_pool_gain_se: gain_se,
+                    best_no_prior_hit: Some(best_no_prior),
+                    best_pool_hit: Some(m),
+                    best_pool_gain: Some(gain),
+                    best_pool_gain_se: Some(gain_se),
                     margin: cfg.margin,
                     reason: format!(
                         "the best pool's calibration gain {gain:+.4} ± {gain_se:.4} is {} {} \
@@ -541,6 +585,7 @@ pub fn tune(
                         if wins { "above" } else { "not above" },
                         cfg.margin
                     ),
+                    private: None,
                 }
             }
             None => {
@@ -554,15 +599,16 @@ pub fn tune(
                     spends: 0.0,
                     calibration_hit: fm,
                     calibration_se: fse,
-                    fixed_hit,
+                    fixed_hit: Some(fixed_hit),
                     best_pool: fixed_policy,
                     best_prior: Prior::None,
-                    best_no_prior_hit: fm,
-                    best_pool_hit: fm,
-                    best_pool_gain: 0.0,
-                    best_pool_gain_se: 0.0,
+                    best_no_prior_hit: Some(fm),
+                    best_pool_hit: Some(fm),
+                    best_pool_gain: Some(0.0),
+                    best_pool_gain_se: Some(0.0),
                     margin: cfg.margin,
                     reason: "no pool of two or more items to try (one item)".into(),
+                    private: None,
                 }
             }
         };
@@ -571,6 +617,9 @@ pub fn tune(
     let mech_rows = tune_mechanisms(
         model, release, cal, cfg, &epsilons, &fixed, &krr_best, progress,
     )?;
+    let privacy = private
+        .as_ref()
+        .map_or_else(private::public_privacy, |p| p.privacy(epsilons.len()));
     Ok(Tuning {
         format: FORMAT.into(),
         format_version: TUNING_VERSION,
@@ -593,13 +642,15 @@ pub fn tune(
             prior_weights: weights,
             mechanisms: cfg.mechanisms.clone(),
             grid: cfg.grid.clone(),
+            private: cfg.private.clone(),
         },
         rows,
-        free: Some(Estimate::of(&fixed)),
+        free: private.is_none().then(|| Estimate::of(&fixed)),
         mechanisms: mech_rows.rows,
         clip_ranges: mech_rows.clip_ranges,
         bounds_file: None,
         bounds: mech_rows.bounds,
+        privacy,
     })
 }
 

@@ -1,0 +1,458 @@
+//! Private tuning (docs/private-candidates.md, "Private tuning"): the serving configuration per ε
+//! chosen with the calibration users protected, by selection from private candidates (Liu &
+//! Talwar 2019, §3 and §5.1).
+//!
+//! Each candidate configuration c of the tuner's grid has an exact calibration score, the sum
+//! over the n calibration users of the configuration's exact hit@1 probability
+//! `S_c = Σ_u hit_u(c)`. Each term lies in [0, 1], so replacing one calibration user (all of their
+//! history and held-out items) moves every `S_c` by at most 1. One run of Q draws a configuration
+//! uniformly at random (independently of the data) and releases it with
+//! `(S_c + Lap(1/ε₀)) / n`: the Laplace mechanism at sensitivity 1, so each run is ε₀-DP for that
+//! unit. The number of calibration users n is public (the neighbouring relation replaces a user,
+//! it does not add one), so dividing by it costs nothing.
+//!
+//! Q is then handed to one of the library's selections, which also states the guarantee:
+//!
+//! * random stopping ([`PrivateSelection`], Geometric(γ) runs, the best one released;
+//!   Theorem 3.2: 3ε₀ whatever γ);
+//! * the selection without a known threshold ([`UnknownThreshold`], Theorem 4.7: a threshold
+//!   found by the sparse vector's search on m runs of Q, then the first run at or above it, with
+//!   stopping probability γ after each miss; (ε_search + 2ε₀, δ_search)). It may release ⊥; the
+//!   tuner then serves the most popular item (0-DP), a choice that does not depend on the data.
+//!
+//! One selection is made per tuned ε, each on the same calibration users, so the tuning's total
+//! guarantee for them is the basic composition of the selections' statements
+//! ([`PrivateTuner::total`]).
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::mechanisms::private_candidates::sparse_vector::{SvtParams, UnknownThreshold};
+use crate::mechanisms::private_candidates::{
+    PrivateSelection, SelectionParams, Statement, Stopping,
+};
+use crate::model::privacy::PopulationPrivacy;
+use crate::rng::Rng;
+use crate::scoring::{CandidatePolicy, Prior};
+
+use super::{PrivateRow, TunedRow};
+use crate::stats::distributions::laplace1;
+
+/// The population the tuner reads.
+pub const POPULATION: &str = "calibration users";
+/// Default ε₀ of one candidate's calibration score.
+pub const DEFAULT_EPS0: f64 = 0.1;
+/// Default stopping probability γ (about 1/γ runs of Q).
+pub const DEFAULT_GAMMA: f64 = 0.001;
+/// Default ε of the threshold search (the threshold rule only).
+pub const DEFAULT_SEARCH_EPSILON: f64 = 1.0;
+/// Default target percentile of the threshold search.
+pub const DEFAULT_PERCENTILE: f64 = 0.05;
+/// Default runs of Q the threshold search estimates percentiles from.
+pub const DEFAULT_SAMPLES: u64 = 20_000;
+/// Default slack η of the estimated percentiles (Δ = 2ε₀ + η).
+pub const DEFAULT_SLACK: f64 = 0.1;
+/// Default smoothing c of the estimated log-odds `ln((S + c)/(m − S + c))`: with c = 1 one extra
+/// run above the threshold moves the estimate by ln 2 near S = 0, so the coupling fails with
+/// probability about e^{ε₀} − 1 and δ exceeds 1 over a long grid; with c = 50, m = 20,000,
+/// η = 0.1 and ε₀ = 0.1 the failure per query is 4.3e-10 (computed from the coupling bound).
+pub const DEFAULT_SMOOTHING: f64 = 50.0;
+/// Default step of the threshold grid (calibration hit@1 from 1 down to the step).
+pub const DEFAULT_THRESHOLD_STEP: f64 = 0.01;
+
+/// How the configuration is selected from the private candidates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PrivateRule {
+    /// Random stopping (Theorem 3.2): Geometric(γ) runs, the best released; 3ε₀.
+    RandomStopping,
+    /// The selection without a known threshold (Theorem 4.7); (ε_search + 2ε₀, δ).
+    Threshold,
+}
+
+impl PrivateRule {
+    /// Parses `random-stopping` or `threshold`; errors list the valid names.
+    pub fn parse(text: &str) -> Result<Self> {
+        match text.trim() {
+            "random-stopping" | "rs" => Ok(PrivateRule::RandomStopping),
+            "threshold" => Ok(PrivateRule::Threshold),
+            t => Err(Error::UnknownName {
+                kind: "private selection",
+                name: t.into(),
+                valid: "random-stopping, threshold".into(),
+            }),
+        }
+    }
+
+    /// `random-stopping` or `threshold`.
+    pub fn name(self) -> &'static str {
+        match self {
+            PrivateRule::RandomStopping => "random-stopping",
+            PrivateRule::Threshold => "threshold",
+        }
+    }
+}
+
+/// Unchecked parameters of the private tuner; [`PrivateTuneParams::check`] validates them.
+/// Recorded in `tuning.json` (all but the seed).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PrivateTuneParams {
+    /// The selection rule.
+    pub rule: PrivateRule,
+    /// ε₀ of one candidate's calibration score (one run of Q).
+    pub eps0: f64,
+    /// Stopping probability γ of both rules.
+    pub gamma: f64,
+    /// ε of the threshold search (threshold rule).
+    pub search_epsilon: f64,
+    /// Target percentile t of the threshold search.
+    pub percentile: f64,
+    /// Runs of Q the search estimates percentiles from (m).
+    pub samples: u64,
+    /// Slack η of the estimated percentiles.
+    pub slack: f64,
+    /// Smoothing c of the estimated log-odds.
+    #[serde(default = "default_smoothing")]
+    pub smoothing: f64,
+    /// Step of the threshold grid 1, 1 − step, …, step (calibration hit@1).
+    pub threshold_step: f64,
+    /// Seed of the selection's noise; `None`: from the operating system. Never written to
+    /// `tuning.json` (a published seed makes the noise reproducible).
+    #[serde(skip)]
+    pub seed: Option<u64>,
+}
+
+impl Default for PrivateTuneParams {
+    fn default() -> Self {
+        PrivateTuneParams {
+            rule: PrivateRule::RandomStopping,
+            eps0: DEFAULT_EPS0,
+            gamma: DEFAULT_GAMMA,
+            search_epsilon: DEFAULT_SEARCH_EPSILON,
+            percentile: DEFAULT_PERCENTILE,
+            samples: DEFAULT_SAMPLES,
+            slack: DEFAULT_SLACK,
+            smoothing: DEFAULT_SMOOTHING,
+            threshold_step: DEFAULT_THRESHOLD_STEP,
+            seed: None,
+        }
+    }
+}
+
+enum Selector {
+    Stopping(PrivateSelection),
+    Threshold {
+        selection: UnknownThreshold,
+        grid: Vec<f64>,
+    },
+}
+
+/// The validated private tuner: one selection per tuned ε.
+pub struct PrivateTuner {
+    params: PrivateTuneParams,
+    selector: Selector,
+}
+
+impl std::fmt::Debug for PrivateTuner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PrivateTuner")
+            .field("params", &self.params)
+            .finish()
+    }
+}
+
+/// What one private selection released.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PrivateChoice {
+    /// The configuration chosen (its index in the candidate list), `None` for ⊥.
+    pub index: Option<usize>,
+    /// Its released noisy calibration hit@1 (part of the release; NaN for ⊥).
+    pub noisy_hit: f64,
+    /// Runs of Q made (for the threshold rule: the search's m plus the selection's runs).
+    pub runs: u64,
+    /// The threshold the search found (threshold rule).
+    pub threshold: Option<f64>,
+}
+
+impl PrivateTuneParams {
+    /// Validates every parameter once; errors name the bad value.
+    pub fn check(&self) -> Result<PrivateTuner> {
+        let stopping = Stopping::Geometric { gamma: self.gamma };
+        let selector = match self.rule {
+            PrivateRule::RandomStopping => {
+                Selector::Stopping(SelectionParams::new(stopping, self.eps0).check()?)
+            }
+            PrivateRule::Threshold => {
+                let step = self.threshold_step;
+                if !(step.is_finite() && step > 0.0 && step <= 0.5) {
+                    return Err(Error::InvalidParameter {
+                        name: "threshold_step",
+                        requirement: "in (0, 0.5]",
+                        value: step,
+                    });
+                }
+                let points = (1.0 / step).floor() as usize;
+                let grid: Vec<f64> = (0..points).map(|i| 1.0 - i as f64 * step).collect();
+                let search = SvtParams::estimated(
+                    self.eps0,
+                    self.percentile,
+                    self.search_epsilon,
+                    grid.len() as u64,
+                    self.samples,
+                    self.slack,
+                )
+                .with_smoothing(self.smoothing)
+                .check()?;
+                Selector::Threshold {
+                    selection: UnknownThreshold::new(search, self.gamma, None)?,
+                    grid,
+                }
+            }
+        };
+        Ok(PrivateTuner {
+            params: self.clone(),
+            selector,
+        })
+    }
+}
+
+impl PrivateTuner {
+    /// The validated parameters.
+    pub fn params(&self) -> &PrivateTuneParams {
+        &self.params
+    }
+
+    /// The guarantee of one selection (one tuned ε), as the primitive states it.
+    pub fn statement(&self) -> Statement {
+        match &self.selector {
+            Selector::Stopping(s) => s.guarantee(),
+            Selector::Threshold { selection, .. } => selection.guarantee(),
+        }
+    }
+
+    /// The guarantee of `selections` selections on the same users: basic composition of
+    /// [`PrivateTuner::statement`] (ε and δ add).
+    pub fn total(&self, selections: usize) -> (f64, f64) {
+        let s = self.statement();
+        let n = selections as f64;
+        (n * s.epsilon, (n * s.delta).min(1.0))
+    }
+
+    /// The calibration users' entry of the tuning's privacy report, for `selections` tuned ε.
+    pub fn privacy(&self, selections: usize) -> PopulationPrivacy {
+        let (epsilon, delta) = self.total(selections);
+        let s = self.statement();
+        let rule = match self.params.rule {
+            PrivateRule::RandomStopping => format!(
+                "random stopping over the configurations, Geometric(gamma = {}) runs",
+                self.params.gamma
+            ),
+            PrivateRule::Threshold => format!(
+                "threshold search (eps {}, percentile {}, {} runs, slack {}, smoothing {}) then \
+                 the first configuration above it, gamma = {}",
+                self.params.search_epsilon,
+                self.params.percentile,
+                self.params.samples,
+                self.params.slack,
+                self.params.smoothing,
+                self.params.gamma
+            ),
+        };
+        PopulationPrivacy {
+            population: POPULATION.into(),
+            unit: "one calibration user replaced (their whole history and held-out items); the \
+                   number of calibration users is public"
+                .into(),
+            epsilon: Some(epsilon),
+            delta,
+            mechanism: format!(
+                "private tuning: each configuration's calibration hit@1 sum + Laplace(1/eps0), \
+                 eps0 = {}; {rule}; {selections} selection(s), one per tuned eps, composed",
+                self.params.eps0
+            ),
+            note: format!(
+                "per selection ({}, {}) by {}; covers what `recsel tune` reads, given the \
+                 release (its clip range is computed from the same users and is reported \
+                 separately)",
+                s.epsilon, s.delta, s.source
+            ),
+        }
+    }
+
+    /// One selection among configurations whose exact calibration scores (sums over `users`
+    /// calibration users of hit@1 probabilities, each in [0, 1]) are `sums`.
+    pub fn select(&self, sums: &[f64], users: usize, rng: &mut Rng) -> Result<PrivateChoice> {
+        use rand::Rng as _;
+        if sums.is_empty() || users == 0 {
+            return Err(Error::Invalid(format!(
+                "private tuning needs candidates and calibration users, got {} and {users}",
+                sums.len()
+            )));
+        }
+        let (k, n, b) = (sums.len(), users as f64, 1.0 / self.params.eps0);
+        let q = |r: &mut Rng| {
+            let c = r.random_range(0..k);
+            (c, (sums[c] + b * laplace1(r)) / n)
+        };
+        Ok(match &self.selector {
+            Selector::Stopping(s) => {
+                let out = s.run(q, rng);
+                let (index, noisy_hit) = out.best.map_or((None, f64::NAN), |(c, v)| (Some(c), v));
+                PrivateChoice {
+                    index,
+                    noisy_hit,
+                    runs: out.runs,
+                    threshold: None,
+                }
+            }
+            Selector::Threshold { selection, grid } => {
+                let out = selection.run(q, grid, rng)?;
+                let (index, noisy_hit) = out
+                    .outcome
+                    .best
+                    .map_or((None, f64::NAN), |(c, v)| (Some(c), v));
+                PrivateChoice {
+                    index,
+                    noisy_hit,
+                    runs: out.search.runs + out.outcome.runs,
+                    threshold: out.search.threshold,
+                }
+            }
+        })
+    }
+}
+
+/// The tuned row at `epsilon` chosen privately among `candidates` (pool, prior, exact
+/// calibration sum over `users` users; the first is the most popular item, served 0-DP, and
+/// what ⊥ serves). Only released values enter the row: the choice, its noisy calibration hit@1,
+/// the noise's standard deviation, the number of runs.
+pub(super) fn row(
+    tuner: &PrivateTuner,
+    epsilon: f64,
+    candidates: &[(CandidatePolicy, Prior, f64)],
+    users: usize,
+    margin: f64,
+    rng: &mut Rng,
+) -> Result<TunedRow> {
+    let sums: Vec<f64> = candidates.iter().map(|c| c.2).collect();
+    let choice = tuner.select(&sums, users, rng)?;
+    let index = choice.index.unwrap_or(0);
+    let (pool, prior, _) = candidates[index].clone();
+    let krr = index > 0;
+    // Lap(b) has standard deviation √2·b; b = 1/(n ε₀) on the mean.
+    let noise_sd = std::f64::consts::SQRT_2 / (users as f64 * tuner.params.eps0);
+    let reason = match choice.index {
+        Some(_) => format!(
+            "chosen by {} among {} configurations ({} runs); released noisy calibration hit@1 \
+             {:.4} (noise s.d. {noise_sd:.4})",
+            tuner.params.rule.name(),
+            candidates.len(),
+            choice.runs,
+            choice.noisy_hit
+        ),
+        None => format!(
+            "the {} selection released no configuration (⊥, {} runs): the most popular item, \
+             which does not depend on the calibration users",
+            tuner.params.rule.name(),
+            choice.runs
+        ),
+    };
+    Ok(TunedRow {
+        epsilon,
+        mechanism: if krr { "krr" } else { "random" }.into(),
+        candidates: pool.clone(),
+        prior: prior.clone(),
+        spends: if krr { epsilon } else { 0.0 },
+        calibration_hit: if choice.noisy_hit.is_nan() {
+            0.0
+        } else {
+            choice.noisy_hit
+        },
+        calibration_se: noise_sd,
+        fixed_hit: None,
+        best_pool: pool,
+        best_prior: prior,
+        best_no_prior_hit: None,
+        best_pool_hit: None,
+        best_pool_gain: None,
+        best_pool_gain_se: None,
+        margin,
+        reason,
+        private: Some(PrivateRow {
+            noisy_hit: choice.index.map(|_| choice.noisy_hit),
+            candidates: candidates.len(),
+            runs: choice.runs,
+            threshold: choice.threshold,
+        }),
+    })
+}
+
+fn default_smoothing() -> f64 {
+    DEFAULT_SMOOTHING
+}
+
+/// The calibration users' entry of a tuning chosen without privacy.
+pub fn public_privacy() -> PopulationPrivacy {
+    PopulationPrivacy::public(
+        POPULATION,
+        "the serving configuration was chosen non-privately on their scores",
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn guarantees_come_from_the_primitive_and_compose() {
+        let t = PrivateTuneParams::default().check().unwrap();
+        assert_eq!(t.statement().epsilon, 3.0 * DEFAULT_EPS0);
+        assert_eq!(t.total(2), (0.6000000000000001, 0.0));
+        let p = t.privacy(2);
+        assert!(p.is_private() && p.population == POPULATION);
+        let th = PrivateTuneParams {
+            rule: PrivateRule::Threshold,
+            ..Default::default()
+        }
+        .check()
+        .unwrap();
+        let s = th.statement();
+        assert!(s.epsilon > DEFAULT_SEARCH_EPSILON + 2.0 * DEFAULT_EPS0 - 1e-12 && s.delta > 0.0);
+        // The defaults keep δ small (100 grid points × the coupling failure 4.3e-10).
+        assert!(s.delta < 1e-6, "delta {}", s.delta);
+        assert!(!public_privacy().is_private());
+        for bad in [
+            PrivateTuneParams {
+                eps0: 0.0,
+                ..Default::default()
+            },
+            PrivateTuneParams {
+                gamma: 1.5,
+                ..Default::default()
+            },
+            PrivateTuneParams {
+                rule: PrivateRule::Threshold,
+                threshold_step: 0.0,
+                ..Default::default()
+            },
+        ] {
+            assert!(bad.check().is_err(), "{bad:?}");
+        }
+        assert!(PrivateRule::parse("best").is_err());
+    }
+
+    #[test]
+    fn a_clear_winner_is_chosen() {
+        let t = PrivateTuneParams {
+            eps0: 1.0,
+            ..Default::default()
+        }
+        .check()
+        .unwrap();
+        let mut rng = crate::rng::Streams::new(1).stream(0, 0, 0, 0);
+        let sums = [100.0, 400.0, 150.0];
+        let c = t.select(&sums, 1000, &mut rng).unwrap();
+        assert_eq!(c.index, Some(1));
+        assert!((c.noisy_hit - 0.4).abs() < 0.05);
+    }
+}
