@@ -42,6 +42,7 @@ pub mod recommend;
 pub mod report;
 pub mod rng;
 pub mod scoring;
+#[cfg(feature = "serve")]
 pub mod serve;
 mod simd;
 pub mod statistic;

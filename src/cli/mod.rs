@@ -21,6 +21,7 @@ mod recommend_ledger;
 mod run;
 mod sample;
 mod select;
+#[cfg(feature = "serve")]
 mod serve;
 mod statistic;
 mod synth;
@@ -67,6 +68,7 @@ enum Command {
     /// Create, inspect, export and import a privacy ledger (docs/ledger.md).
     Ledger(ledger::Args),
     /// Serve private recommendations over HTTP, each charged to the user's budget.
+    #[cfg(feature = "serve")]
     Serve(Box<serve::Args>),
     /// A private median, quantile, count or clipped mean of a column (docs/statistics.md).
     Statistic(Box<statistic::Args>),
@@ -86,7 +88,10 @@ enum Command {
 /// The command tree: every subcommand's arguments, with every value-taking argument accepting
 /// negative numbers (`--eta -0.5`, not only `--eta=-0.5`).
 pub fn command() -> clap::Command {
-    negative_numbers(Cli::command()).mut_subcommand("serve", serve::with_config_file)
+    let cmd = negative_numbers(Cli::command());
+    #[cfg(feature = "serve")]
+    let cmd = cmd.mut_subcommand("serve", serve::with_config_file);
+    cmd
 }
 
 fn negative_numbers(cmd: clap::Command) -> clap::Command {
@@ -120,6 +125,7 @@ pub fn main() -> anyhow::Result<ExitCode> {
         Command::Tune(a) => tune::run(*a),
         Command::Evaluate(a) => utility::run(*a),
         Command::Ledger(a) => ledger::run(a),
+        #[cfg(feature = "serve")]
         Command::Serve(a) => serve::run(*a, cli.threads),
         Command::Statistic(a) => statistic::run(*a),
         Command::Synth(a) => synth::run(a),
