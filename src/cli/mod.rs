@@ -12,6 +12,7 @@ mod audit_e2e;
 mod bandit;
 mod bounds;
 mod common;
+mod evaluate;
 mod export;
 mod help_markdown;
 mod ledger;
@@ -27,7 +28,6 @@ mod statistic;
 mod synth;
 mod tune;
 mod twocand;
-mod utility;
 
 /// Differentially private top-1 recommendation: SANSA scores, private selection mechanisms with
 /// heterogeneous sensitivities, and the experiments of the paper.
@@ -64,7 +64,7 @@ enum Command {
     /// Choose the serving configuration per eps on calibration users (tuning.json).
     Tune(Box<tune::Args>),
     /// hit@1 of public baselines and private mechanisms on held-out users (the frontier).
-    Evaluate(Box<utility::Args>),
+    Evaluate(Box<evaluate::Args>),
     /// Create, inspect, export and import a privacy ledger (docs/ledger.md).
     Ledger(ledger::Args),
     /// Serve private recommendations over HTTP, each charged to the user's budget.
@@ -123,7 +123,7 @@ pub fn main() -> anyhow::Result<ExitCode> {
         Command::Select(a) => select::run(*a),
         Command::Recommend(a) => recommend::run(*a),
         Command::Tune(a) => tune::run(*a),
-        Command::Evaluate(a) => utility::run(*a),
+        Command::Evaluate(a) => evaluate::run(*a),
         Command::Ledger(a) => ledger::run(a),
         #[cfg(feature = "serve")]
         Command::Serve(a) => serve::run(*a, cli.threads),
