@@ -29,6 +29,7 @@ mod gem_property;
 mod laws;
 mod ledger;
 mod ledger_cli;
+#[cfg(feature = "serve")]
 mod ledger_fail_closed;
 mod mechanisms;
 mod memory;
@@ -44,15 +45,21 @@ mod priors;
 mod private_candidates;
 mod problems;
 mod protocol;
+#[cfg(feature = "serve")]
 mod readme_serving;
 mod recommend;
 mod samplers;
 mod secure;
 mod select;
+#[cfg(feature = "serve")]
 mod serve;
+#[cfg(feature = "serve")]
 mod serve_faults;
+#[cfg(feature = "serve")]
 mod serve_guards;
+#[cfg(feature = "serve")]
 mod serve_options;
+#[cfg(all(feature = "serve", feature = "postgres"))]
 mod serve_postgres;
 mod sparse_vector;
 mod statistic;
