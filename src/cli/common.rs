@@ -5,7 +5,7 @@ use anyhow::bail;
 pub use indicatif::ProgressBar;
 #[cfg(feature = "progress")]
 use indicatif::ProgressStyle;
-use recsel::options::{parse_reals, Kind, OptionSpec, OptionTable};
+use recsel::options::{Kind, OptionSpec, OptionTable};
 use recsel::rng::Streams;
 
 /// The option of every subcommand that draws plots.
@@ -175,11 +175,6 @@ impl RenamedSeed {
             None => Ok(()),
         }
     }
-}
-
-/// Parses a comma-separated list of numbers; errors name the position and the text.
-pub fn parse_f64_list(what: &str, text: &str) -> anyhow::Result<Vec<f64>> {
-    parse_reals(text).map_err(|e| anyhow::anyhow!("{what}: {e}"))
 }
 
 /// The seed from `--seed`, or one drawn from OS entropy (below 2^63, so TOML can record it) and
