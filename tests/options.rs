@@ -13,7 +13,6 @@ use recsel::experiments::pipeline::Pipeline;
 use recsel::experiments::select::SelectOptions;
 use recsel::mechanisms::{MechValues, Registry};
 use recsel::options::{Kind, OptionSpec, OptionTable};
-use recsel::recommend::options::{LedgerOptions, ServingOptions};
 use recsel::recommend::RecommendOptions;
 #[cfg(feature = "serve")]
 use recsel::serve::ServeOptions;
@@ -314,6 +313,7 @@ fn ported_options_reach_every_front_end() {
 /// declarations, and every one is a flag of `recsel serve`.
 #[cfg(feature = "serve")]
 fn served_options_are_recommends(specs: &[OptionSpec]) {
+    use recsel::recommend::options::{LedgerOptions, ServingOptions};
     let serve = ServeOptions::options();
     for shared in ServingOptions::options()
         .into_iter()

@@ -65,9 +65,9 @@ impl ModelOptions {
                 "all given; the paper used {} λ={} density={} ({})",
                 p.method, p.l2, p.density, p.source
             ),
-            None => format!(
-                "defaults: {GENERIC_METHOD}, λ={GENERIC_L2}, density={GENERIC_DENSITY}"
-            ),
+            None => {
+                format!("defaults: {GENERIC_METHOD}, λ={GENERIC_L2}, density={GENERIC_DENSITY}")
+            }
         };
         let line = format!(
             "model for {}: {method}, λ={l2}, density={density} ({origin})",

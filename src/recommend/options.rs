@@ -243,7 +243,8 @@ impl RecommendOptions {
                  exact noise), or leave --seed out (a fresh seed from OS entropy each run)"
             )));
         }
-        self.serving.config(&self.params, registry, self.noise.mode())
+        self.serving
+            .config(&self.params, registry, self.noise.mode())
     }
 
     /// The error of an option that `candidates` replaced.
