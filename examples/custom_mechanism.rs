@@ -19,7 +19,7 @@ use recsel::data::load::{load_dataset, DataSource, NamedDataset};
 use recsel::data::synthetic::SyntheticShape;
 use recsel::experiments::scenarios::ScenarioSet;
 use recsel::experiments::select::{self, ChunkStore, MseRow, SelectConfig};
-use recsel::experiments::{run_synth, SynthConfig, SynthResults};
+use recsel::experiments::{run_synth, SynthConfig, SynthOptions, SynthResults};
 use recsel::mechanisms::{
     boxed, MechParams, Mechanism, MechanismSpec, ParamSpec, Prepared, Problem, Registry,
 };
@@ -201,7 +201,8 @@ pub fn run(out: &Path) -> recsel::Result<Outcome> {
         trials: 2_000,
         params: params.values.clone(),
         registry: registry.clone(),
-        ..SynthConfig::default()
+        seed: 1,
+        ..SynthOptions::default().config(|| 0)
     };
     let synth = run_synth(&synth_cfg, &|_| {})?;
 

@@ -11,7 +11,8 @@
 //! * [`recommend`] — the release artifact and the `Recommender` that serves one private item per
 //!   user (docs/deployment.md);
 //! * [`report`] — tables (CSV, Parquet), resolved configurations, plots;
-//! * [`serve`] — the private recommendation service over HTTP (`recsel serve`, docs/serving.md);
+//! * [`serve`] — the private recommendation service over HTTP (`recsel serve`, docs/serving.md;
+//!   cargo feature `serve`, on by default);
 //! * [`audit`] — empirical ε lower bounds;
 //! * [`stats`] — shared numerics: samplers, percentiles, correlations, hypothesis tests;
 //! * [`rng`] — reproducible random streams, one per (user, mechanism, ε index, trial);
@@ -42,6 +43,7 @@ pub mod recommend;
 pub mod report;
 pub mod rng;
 pub mod scoring;
+#[cfg(feature = "serve")]
 pub mod serve;
 mod simd;
 pub mod statistic;

@@ -174,7 +174,7 @@ macro_rules! count_value {
         }
     )*};
 }
-count_value!(u32, u64, usize);
+count_value!(u8, u32, u64, usize);
 
 impl OptionValue for f64 {
     const KIND: Kind = Kind::Real;

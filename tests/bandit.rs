@@ -9,7 +9,7 @@
 use rayon::prelude::*;
 use recsel::experiments::bandit::counter::HybridCounter;
 use recsel::experiments::bandit::env::{clip_reward, Arms, Environment};
-use recsel::experiments::bandit::{self, BanditConfig};
+use recsel::experiments::bandit::{self, BanditConfig, BanditOptions};
 use recsel::rng::Streams;
 use recsel::statistic::EmQuantile;
 use recsel::stats::hypothesis::{chi_square_gof, clopper_pearson_lower, clopper_pearson_upper};
@@ -413,7 +413,7 @@ fn small_config() -> BanditConfig {
         eps_krr: 3.1,
         points: 30,
         seed: 4,
-        ..BanditConfig::default()
+        ..BanditOptions::default().config(|| 0)
     }
 }
 
@@ -506,7 +506,7 @@ fn invalid_configurations_are_errors_naming_the_value() {
     let e = BanditConfig {
         shift: 10,
         horizon: 5,
-        ..BanditConfig::default()
+        ..BanditOptions::default().config(|| 0)
     }
     .validate()
     .unwrap_err()
@@ -514,7 +514,7 @@ fn invalid_configurations_are_errors_naming_the_value() {
     assert!(e.contains("shift") && e.contains("10"), "{e}");
     let e = BanditConfig {
         policies: "ucb,nope".into(),
-        ..BanditConfig::default()
+        ..BanditOptions::default().config(|| 0)
     }
     .validate()
     .unwrap_err()
@@ -522,7 +522,7 @@ fn invalid_configurations_are_errors_naming_the_value() {
     assert!(e.contains("nope") && e.contains("private-greedy"), "{e}");
     let e = BanditConfig {
         eps_quantile: -1.0,
-        ..BanditConfig::default()
+        ..BanditOptions::default().config(|| 0)
     }
     .validate()
     .unwrap_err()
@@ -530,7 +530,7 @@ fn invalid_configurations_are_errors_naming_the_value() {
     assert!(e.contains("eps_quantile") && e.contains("-1"), "{e}");
     let e = BanditConfig {
         policies: "ucb+oracle".into(),
-        ..BanditConfig::default()
+        ..BanditOptions::default().config(|| 0)
     }
     .validate()
     .unwrap_err()
@@ -632,7 +632,7 @@ fn fig14_pipeline_is_valid_and_runs_through_recsel_run() {
         recsel::experiments::pipeline::Pipeline::load(&root.join("pipelines/fig14.toml")).unwrap();
     let b = p.bandit.expect("a [bandit] table");
     assert_eq!(b.arms, Arms::default());
-    assert_eq!((b.horizon, b.shift, b.runs), (50_000, 30_000, 20));
+    assert_eq!((b.horizon(), b.shift(), b.runs()), (50_000, 30_000, 20));
     let o = recsel(&[
         "run",
         root.join("pipelines/fig14.toml").to_str().unwrap(),

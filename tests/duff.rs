@@ -5,7 +5,7 @@
 
 use rayon::prelude::*;
 use recsel::experiments::bandit::duff::QuantileMethod;
-use recsel::experiments::bandit::{self, BanditConfig};
+use recsel::experiments::bandit::{self, BanditConfig, BanditOptions};
 use recsel::rng::Streams;
 use recsel::statistic::DuffQuantile;
 
@@ -193,7 +193,7 @@ fn the_bandit_runs_with_duff_quantiles() {
         points: 20,
         quantile: QuantileMethod::Duff,
         seed: 3,
-        ..BanditConfig::default()
+        ..BanditOptions::default().config(|| 0)
     };
     cfg.validate().unwrap();
     let res = bandit::run(&cfg, &|_| {}).unwrap();
@@ -212,8 +212,8 @@ fn the_bandit_runs_with_duff_quantiles() {
         exact * 10 >= released.len() * 8,
         "released p90 of arm 1: {released:?}"
     );
-    let toml: BanditConfig = toml::from_str("quantile = \"duff\"\nhorizon = 10").unwrap();
-    assert_eq!(toml.quantile, QuantileMethod::Duff);
-    let bad = toml::from_str::<BanditConfig>("quantile = \"median\"");
+    let toml: BanditOptions = toml::from_str("quantile = \"duff\"\nhorizon = 10").unwrap();
+    assert_eq!(toml.quantile, Some(QuantileMethod::Duff));
+    let bad = toml::from_str::<BanditOptions>("quantile = \"median\"");
     assert!(bad.is_err());
 }

@@ -13,8 +13,8 @@ use recsel::experiments::pipeline::Pipeline;
 use recsel::experiments::select::SelectOptions;
 use recsel::mechanisms::{MechValues, Registry};
 use recsel::options::{Kind, OptionSpec, OptionTable};
-use recsel::recommend::options::{LedgerOptions, ServingOptions};
 use recsel::recommend::RecommendOptions;
+#[cfg(feature = "serve")]
 use recsel::serve::ServeOptions;
 
 /// A valid value of `spec` as text: a choice, the default, or the first of a few candidates of
@@ -305,6 +305,15 @@ fn ported_options_reach_every_front_end() {
     }
     // The service's options include the serving and ledger options as the same declarations:
     // same keys, flags and help.
+    #[cfg(feature = "serve")]
+    served_options_are_recommends(&specs);
+}
+
+/// The options of `recsel serve` that it shares with `recsel recommend` (`specs`) are the same
+/// declarations, and every one is a flag of `recsel serve`.
+#[cfg(feature = "serve")]
+fn served_options_are_recommends(specs: &[OptionSpec]) {
+    use recsel::recommend::options::{LedgerOptions, ServingOptions};
     let serve = ServeOptions::options();
     for shared in ServingOptions::options()
         .into_iter()
@@ -464,7 +473,6 @@ fn every_table_resolves_through_its_declared_defaults() {
     use recsel::audit::{AuditOptions, EndToEndOptions};
     use recsel::data::DataOptions;
     use recsel::recommend::utility_options::{EvaluateOptions, ReleaseOptions, TuneOptions};
-    use recsel::serve::LimitOptions;
     fn check<T>(name: &str)
     where
         T: OptionTable + Default + PartialEq + std::fmt::Debug + serde::Serialize,
@@ -503,8 +511,15 @@ fn every_table_resolves_through_its_declared_defaults() {
     check::<SelectOptions>("select");
     check::<DataOptions>("data");
     check::<RecommendOptions>("recommend");
-    check::<ServeOptions>("serve");
-    check::<LimitOptions>("limits");
+    #[cfg(feature = "serve")]
+    {
+        check::<ServeOptions>("serve");
+        check::<recsel::serve::LimitOptions>("limits");
+        assert_eq!(recsel::serve::LimitOptions::default().max_batch(), 256);
+    }
+    check::<recsel::experiments::SynthOptions>("synth");
+    check::<recsel::experiments::twocand::TwocandOptions>("twocand");
+    check::<recsel::experiments::bandit::BanditOptions>("bandit");
     check::<ReleaseOptions>("release");
     check::<TuneOptions>("tune");
     check::<EvaluateOptions>("evaluate");
@@ -514,7 +529,6 @@ fn every_table_resolves_through_its_declared_defaults() {
     let o = SelectOptions::default();
     assert_eq!((o.trials(), o.top(), o.clip()), (50, 500, false));
     assert_eq!(o.data.split_seed(), 42);
-    assert_eq!(LimitOptions::default().max_batch(), 256);
 }
 
 /// The seed of the split has one name, `split_seed`, in every job that splits data. The
@@ -651,4 +665,44 @@ fn statistic_options_reach_the_command_line() {
     for spec in StatisticOptions::options() {
         set_and_round_trip::<StatisticOptions>(&spec);
     }
+}
+
+/// synth, twocand and bandit are option tables like select's: every option (but the mechanism
+/// parameters, checked over the registry above) is a flag of the subcommand, and a key of its
+/// pipeline table that reads back to the same options; a key of none is an error naming it.
+#[test]
+fn experiment_options_are_flags_and_pipeline_keys() {
+    use recsel::experiments::bandit::BanditOptions;
+    use recsel::experiments::twocand::TwocandOptions;
+    use recsel::experiments::SynthOptions;
+    fn check<T>(command: &str, in_pipeline: fn(Pipeline) -> Option<T>)
+    where
+        T: OptionTable + Default + PartialEq + std::fmt::Debug + serde::Serialize,
+        T: serde::de::DeserializeOwned,
+    {
+        let registry = Registry::builtin();
+        let specs: Vec<OptionSpec> = T::options()
+            .into_iter()
+            .filter(|s| registry.param(s.key).is_err())
+            .collect();
+        assert!(specs.iter().any(|s| s.key == "seed"), "{command}");
+        let help = String::from_utf8(recsel(&[command, "--help"]).stdout).unwrap();
+        assert_eq!(missing_flags(&specs, &help), Vec::<&str>::new(), "{help}");
+        for spec in &specs {
+            let (o, table) = set_and_round_trip::<T>(spec);
+            let mut file = toml::Table::new();
+            file.insert("figure".into(), "f".into());
+            file.insert("out".into(), "o".into());
+            let inner: toml::Table = toml::from_str(&table).unwrap();
+            file.insert(command.into(), toml::Value::Table(inner));
+            let p: Pipeline = file.try_into().unwrap();
+            assert_eq!(in_pipeline(p), Some(o), "{command}.{}", spec.key);
+        }
+        let text = format!("figure = \"f\"\nout = \"o\"\n[{command}]\nnot_a_key = 1\n");
+        let e = Pipeline::parse(&text, "t.toml").unwrap_err().to_string();
+        assert!(e.contains("not_a_key"), "{command}: {e}");
+    }
+    check::<SynthOptions>("synth", |p| p.synth);
+    check::<TwocandOptions>("twocand", |p| p.twocand);
+    check::<BanditOptions>("bandit", |p| p.bandit);
 }

@@ -72,7 +72,7 @@ fn declared_parameter_is_typed_defaulted_and_checked() {
         mechanisms: "laplace-max".into(),
         params: recsel::mechanisms::MechValues::new().with("scael", 3.0),
         registry: r.clone(),
-        ..Default::default()
+        ..recsel::experiments::SynthOptions::default().config(|| 0)
     };
     let e = cfg.validate().unwrap_err().to_string();
     assert!(e.contains("scael") && e.contains("scale"), "{e}");
@@ -236,7 +236,7 @@ fn generic_checks_pass_the_example_and_catch_broken_mechanisms() {
 #[test]
 fn the_example_parameters_reach_every_front_end() {
     use recsel::experiments::select::SelectOptions;
-    use recsel::experiments::SynthConfig;
+    use recsel::experiments::SynthOptions;
     use recsel::mechanisms::MechValues;
 
     let r = custom_mechanism::registry().unwrap();
@@ -252,7 +252,8 @@ fn the_example_parameters_reach_every_front_end() {
         let toml_value = toml::Value::try_from(&value).unwrap();
         let key = format!("mechanisms = \"laplace-max\"\n{} = {toml_value}\n", p.name);
         // [synth]: validated against the run's registry and recorded in the resolved table.
-        let mut synth: SynthConfig = toml::from_str(&key).unwrap();
+        let options: SynthOptions = toml::from_str(&key).unwrap();
+        let mut synth = options.config(|| 0);
         synth.registry = r.clone();
         let resolved = synth.resolved().unwrap();
         assert_eq!(resolved.params.get(p.name), Some(&value), "{}", p.name);

@@ -405,6 +405,7 @@ fn select_state_carries_the_prior() {
 /// prior (its /v1/model privacy line names it and a request is answered), and a bad prior stops
 /// it at start-up with a message naming the option.
 #[test]
+#[cfg(feature = "serve")]
 fn serve_takes_a_prior() {
     use crate::util::http::{args, good, Server};
     let tmp = tempfile::tempdir().unwrap();
@@ -455,6 +456,7 @@ fn serve_takes_a_prior() {
 /// decided "user-level" itself from the mechanism and the candidates and left the prior out, so
 /// this test looks for the negation, not for a word the negation also contains.
 #[test]
+#[cfg(feature = "serve")]
 fn serve_with_a_history_prior_says_it_is_not_user_level_private() {
     use crate::util::http::{args, good, Server};
     let tmp = tempfile::tempdir().unwrap();

@@ -882,7 +882,7 @@ fn approximate_dp_is_refused_where_pure_eps_is_needed() {
     }
     let cfg = recsel::experiments::bandit::BanditConfig {
         policies: "rs-hard-delta".into(),
-        ..Default::default()
+        ..recsel::experiments::bandit::BanditOptions::default().config(|| 0)
     };
     let e = cfg.validate().unwrap_err().to_string();
     assert!(e.contains("rs-hard-delta"), "{e}");

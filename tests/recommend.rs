@@ -643,7 +643,9 @@ fn a_release_whose_sensitivities_do_not_bound_its_clip_range_is_refused_naming_t
             "--history",
             &history,
         ]);
+        #[cfg(feature = "serve")]
         let ledger = dir.join("ledger.db");
+        #[cfg(feature = "serve")]
         let serve_args: Vec<String> = [
             "--model",
             m,
@@ -678,12 +680,16 @@ fn a_release_whose_sensitivities_do_not_bound_its_clip_range_is_refused_naming_t
         for w in want {
             assert!(err.contains(w), "{case}: recommend: no {w:?} in {err}");
         }
-        let out = crate::serve_guards::serve_for(&serve_args, std::time::Duration::from_secs(60))
-            .unwrap_or_else(|| panic!("{case}: serve still serving after 60 s"));
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "{case}: serve: {err}");
-        for w in want {
-            assert!(err.contains(w), "{case}: serve: no {w:?} in {err}");
+        #[cfg(feature = "serve")]
+        {
+            let out =
+                crate::serve_guards::serve_for(&serve_args, std::time::Duration::from_secs(60))
+                    .unwrap_or_else(|| panic!("{case}: serve still serving after 60 s"));
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(!out.status.success(), "{case}: serve: {err}");
+            for w in want {
+                assert!(err.contains(w), "{case}: serve: no {w:?} in {err}");
+            }
         }
     }
 }

@@ -8,8 +8,8 @@ use crate::util::recsel;
 use recsel::experiments::pipeline::Pipeline;
 use recsel::experiments::scenarios::{self, Scenario, ScenarioSet};
 use recsel::experiments::synthetic::MseRow;
-use recsel::experiments::twocand::{self, TwocandConfig};
-use recsel::experiments::{run_synth, SynthConfig};
+use recsel::experiments::twocand::{self, TwocandConfig, TwocandOptions};
+use recsel::experiments::{run_synth, SynthConfig, SynthOptions};
 use recsel::rng::Streams;
 use recsel::stats::spearman;
 
@@ -24,7 +24,7 @@ fn run(scenario: u8, mechs: &str, eps: &[f64], trials: u64, seed: u64) -> Vec<Ms
         trials,
         polarised_users: trials,
         seed,
-        ..SynthConfig::default()
+        ..SynthOptions::default().config(|| 0)
     };
     run_synth(&cfg, &|_| {}).unwrap().rows
 }
@@ -121,7 +121,7 @@ fn correlations_have_the_designed_signs() {
         trials: 200,
         polarised_users: 400,
         seed: 3,
-        ..SynthConfig::default()
+        ..SynthOptions::default().config(|| 0)
     };
     let res = run_synth(&cfg, &|_| {}).unwrap();
     let sp = |s: &str, g: &str| {
@@ -210,7 +210,7 @@ fn tables_are_bit_identical_with_one_and_two_threads() {
         trials: 700,
         polarised_users: 600,
         seed: 21,
-        ..SynthConfig::default()
+        ..SynthOptions::default().config(|| 0)
     };
     let with = |threads: usize| {
         rayon::ThreadPoolBuilder::new()
@@ -391,15 +391,23 @@ fn pipelines_reject_unknown_keys_and_bad_values() {
     }
 }
 
+/// The two-candidate run of `figure` with `trials` and `seed`, on a grid of `grid` points per
+/// axis (default: the table's), as `recsel twocand` resolves its flags.
+fn twocand_config(figure: u8, grid: Option<usize>, trials: u64, seed: u64) -> TwocandConfig {
+    TwocandOptions {
+        figure: Some(figure),
+        grid,
+        trials: Some(trials),
+        seed: Some(seed),
+        ..TwocandOptions::default()
+    }
+    .config(|| unreachable!("the seed is given"))
+    .unwrap()
+}
+
 #[test]
 fn rnmh_head_to_head_matches_its_closed_form() {
-    let cfg = TwocandConfig {
-        figure: 3,
-        grid: 4,
-        trials: 6000,
-        seed: 4,
-        ..TwocandConfig::default()
-    };
+    let cfg = twocand_config(3, Some(4), 6000, 4);
     let rows = twocand::run(&cfg, &|_| {}).unwrap();
     assert_eq!(rows.len(), 2 * 16);
     for r in rows.iter().filter(|r| r.mechanism == "rnmh") {
@@ -431,12 +439,7 @@ fn rnmh_head_to_head_matches_its_closed_form() {
 #[test]
 fn fig16_cells_without_errors_agree_with_the_closed_form() {
     use rayon::prelude::*;
-    let cfg = TwocandConfig {
-        figure: 16,
-        trials: 10_000,
-        seed: 16,
-        ..TwocandConfig::default()
-    };
+    let cfg = twocand_config(16, None, 10_000, 16);
     let panels = twocand::panels(16).unwrap();
     let pi = panels
         .iter()

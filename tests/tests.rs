@@ -32,6 +32,7 @@ mod gem_property;
 mod laws;
 mod ledger;
 mod ledger_cli;
+#[cfg(feature = "serve")]
 mod ledger_fail_closed;
 mod ledger_replay;
 mod mechanisms;
@@ -50,15 +51,21 @@ mod private_candidates;
 mod private_tuning;
 mod problems;
 mod protocol;
+#[cfg(feature = "serve")]
 mod readme_serving;
 mod recommend;
 mod samplers;
 mod secure;
 mod select;
+#[cfg(feature = "serve")]
 mod serve;
+#[cfg(feature = "serve")]
 mod serve_faults;
+#[cfg(feature = "serve")]
 mod serve_guards;
+#[cfg(feature = "serve")]
 mod serve_options;
+#[cfg(all(feature = "serve", feature = "postgres"))]
 mod serve_postgres;
 mod sparse_vector;
 mod statistic;

@@ -24,7 +24,9 @@ pub fn recommend_options(py: Python<'_>) -> R<Bound<'_, PyList>> {
 #[pyclass(module = "recsel._native", name = "Recommender", frozen)]
 pub(crate) struct PyRecommender {
     rec: recsel::recommend::Recommender,
-    secure: bool,
+    /// The random source given to the constructor: `secure`, and the seed a call without its
+    /// own uses.
+    noise: recsel::mechanisms::NoiseOptions,
 }
 
 #[pymethods]
@@ -65,7 +67,7 @@ impl PyRecommender {
         }
         Ok(PyRecommender {
             rec,
-            secure: opts.secure(),
+            noise: opts.noise.clone(),
         })
     }
 
@@ -149,8 +151,8 @@ impl PyRecommender {
 
     /// One private item id per `(user_id, [item ids of the history])`, in order (`None` when a
     /// history covers every item). Seeded streams are keyed by the user id, so the result equals
-    /// `recsel recommend --seed SEED` for the same users; without a seed (or in secure mode) the
-    /// randomness comes from the OS.
+    /// `recsel recommend --seed SEED` for the same users; without a seed (this call's, else the
+    /// constructor's) or in secure mode the randomness comes from the OS.
     #[pyo3(signature = (users, *, seed=None))]
     fn recommend(
         &self,
@@ -169,8 +171,8 @@ impl PyRecommender {
             })
             .collect::<R<Vec<(String, Vec<u32>)>>>()?;
         let noise = recsel::mechanisms::NoiseOptions {
-            seed,
-            secure: Some(self.secure),
+            seed: seed.or(self.noise.seed),
+            ..self.noise.clone()
         };
         let seed = noise
             .seed_or(|| Streams::from_entropy().seed())

@@ -61,7 +61,7 @@ def test_recommend_options_are_the_command_lines(run_cli):
     help_text = run_cli("recommend", "--help").stdout
     flags = set(re.findall(r"^\s+--([a-z0-9-]+)", help_text, flags=re.M))
     # What the command does with its input and output, beside the options.
-    controls = {"history", "users", "format", "out", "out-format", "privacy-json", "seed", "user",
+    controls = {"history", "users", "format", "out", "out-format", "privacy-json", "user",
                 "request-id", "threads", "help", "version"}
     assert names == {f.replace("-", "_") for f in flags - controls}
     assert {"candidates", "ledger", "budget", "period", "fallback", "group", "run_id"} <= names

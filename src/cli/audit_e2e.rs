@@ -10,7 +10,7 @@ use anyhow::Context;
 use recsel::audit::end_to_end::{audit_end_to_end, EndToEndConfig, EndToEndReport};
 use recsel::audit::EndToEndOptions;
 use recsel::data::load_dataset_with;
-use recsel::mechanisms::{self, Registry};
+use recsel::mechanisms::{self, NoiseOptions, Registry};
 use recsel::recommend::input::{read_users, FileFormat};
 use recsel::recommend::options::ServingOptions;
 use recsel::recommend::{RecommendOptions, Recommender};
@@ -157,7 +157,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 clip_range: None,
                 allow_non_private: Some(o.allow_non_private()),
             },
-            secure: Some(o.noise.secure()),
+            noise: NoiseOptions {
+                secure: Some(o.noise.secure()),
+                ..NoiseOptions::default()
+            },
             params: o.params.clone(),
             ..RecommendOptions::default()
         };

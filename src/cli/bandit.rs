@@ -6,12 +6,10 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
-use recsel::experiments::bandit::{self, env::Arms, BanditConfig};
+use recsel::experiments::bandit::{self, env::Arms, BanditConfig, BanditOptions};
 use recsel::report;
 
-use recsel::mechanisms::MechValues;
-
-use super::common::{positive, progress, seed_or_entropy, Flags};
+use super::common::{progress, seed_or_entropy, Flags};
 
 /// Bandit under distribution shift: non-private UCB / UCB1 / Thompson sampling against private
 /// learners (hybrid-counter means, exponential-mechanism quantiles, a selection mechanism per
@@ -25,62 +23,11 @@ use super::common::{positive, progress, seed_or_entropy, Flags};
     [before]\n  means = [0.2, 0.5, 0.8]\n  sigmas = [0.1, 0.2, 0.3]\n  \
     [after]\n  means = [0.8, 0.5, 0.2]\n  sigmas = [0.3, 0.2, 0.1]")]
 pub struct Args {
-    /// Steps T.
-    #[arg(long, default_value_t = 50_000)]
-    horizon: u64,
-    /// The arms change after this step.
-    #[arg(long, default_value_t = 30_000)]
-    shift: u64,
-    /// Independent runs per policy (mean and 95% band).
-    #[arg(long, default_value_t = 20)]
-    runs: u32,
-    /// `all` or a comma-separated list: ucb (appendix H, ln T), ucb1 (ln t), thompson,
-    /// private-greedy, or mechanism names (rnm, gem, mgem, cgem, rs, rs-tnb, krr, random, ...);
-    /// NAME+oracle runs a private learner on exact statistics.
-    #[arg(long, default_value = "all")]
-    policies: String,
-    /// Also run every private learner with exact (non-private) means and quantiles.
-    #[arg(long)]
-    oracle_stats: bool,
-    /// Quantiles of an arm are re-estimated after every W new rewards of it.
-    #[arg(long, default_value_t = 200, value_name = "W")]
-    window: usize,
-    /// ε_S of each selection (krr uses --eps-krr).
-    #[arg(long, default_value_t = 1.0, value_name = "E")]
-    eps_select: f64,
-    /// ε_S of krr (the paper: 4).
-    #[arg(long, default_value_t = 4.0, value_name = "E")]
-    eps_krr: f64,
-    /// ε_M of each arm's private reward sum.
-    #[arg(long, default_value_t = 1.0, value_name = "E")]
-    eps_mean: f64,
-    /// ε_p of each released (p10, p90) pair.
-    #[arg(long, default_value_t = 1.0, value_name = "E")]
-    eps_quantile: f64,
-    /// The private quantile: `em` (exponential mechanism over the gaps between rewards) or `duff`
-    /// (Duff's dataset-based utility on a 0.001 grid; docs/bandit.md).
-    #[arg(long, default_value = "em", value_parser = ["em", "duff"])]
-    quantile: String,
-    /// Optimism α of the UCB bonus α·sqrt(ln T / N_t(a)).
-    #[arg(long, default_value_t = std::f64::consts::SQRT_2, value_name = "A")]
-    alpha: f64,
-    /// Add the UCB bonus to the private means of the private learners.
-    #[arg(long)]
-    private_bonus: bool,
-    /// Clamp private means to the reward range [0, 1].
-    #[arg(long)]
-    clamp_means: bool,
-    /// Arms file (TOML, see below; default: the paper's two arms).
-    #[arg(long, value_name = "FILE")]
-    arms: Option<PathBuf>,
-    /// Points of the downsampled curves.
-    #[arg(long, default_value_t = 500)]
-    points: usize,
     #[command(flatten)]
-    params: Flags<MechValues>,
-    /// Seed of every random stream (default: drawn from OS entropy and reported on stderr).
-    #[arg(long)]
-    seed: Option<u64>,
+    options: Flags<BanditOptions>,
+    /// Arms file (TOML, see below; default: the paper's two arms).
+    #[arg(long, value_name = "FILE", help_heading = "Bandit")]
+    arms: Option<PathBuf>,
     /// Output folder.
     #[arg(long, value_name = "DIR", default_value = "out/bandit")]
     out: PathBuf,
@@ -91,37 +38,15 @@ pub struct Args {
     plots: super::common::PlotArgs,
 }
 
-fn config(args: &Args) -> anyhow::Result<BanditConfig> {
-    let arms = match &args.arms {
-        Some(p) => {
-            let text = std::fs::read_to_string(p)
-                .with_context(|| format!("reading the arms file {}", p.display()))?;
-            Arms::parse(&text, &p.display().to_string())?
-        }
-        None => Arms::default(),
-    };
-    let mut cfg = BanditConfig {
-        horizon: positive("--horizon", args.horizon)?,
-        shift: args.shift,
-        runs: args.runs,
-        policies: args.policies.clone(),
-        oracle_stats: args.oracle_stats,
-        window: args.window,
-        eps_select: args.eps_select,
-        eps_krr: args.eps_krr,
-        eps_mean: args.eps_mean,
-        eps_quantile: args.eps_quantile,
-        quantile: bandit::duff::QuantileMethod::from_name(&args.quantile)?,
-        alpha: args.alpha,
-        private_bonus: args.private_bonus,
-        clamp_means: args.clamp_means,
-        points: args.points,
-        arms,
-        seed: seed_or_entropy(args.seed),
-        ..BanditConfig::default()
-    };
-    cfg.params = cfg.params.merged(&args.params.0);
-    Ok(cfg)
+/// The options of the command line, with the arms of `--arms` if given.
+fn options(args: &Args) -> anyhow::Result<BanditOptions> {
+    let mut options = args.options.0.clone();
+    if let Some(p) = &args.arms {
+        let text = std::fs::read_to_string(p)
+            .with_context(|| format!("reading the arms file {}", p.display()))?;
+        options.arms = Arms::parse(&text, &p.display().to_string())?;
+    }
+    Ok(options)
 }
 
 /// Runs `cfg` and writes its outputs into `out`.
@@ -223,6 +148,6 @@ pub fn execute(cfg: &BanditConfig, out: &Path, json: bool) -> anyhow::Result<Exi
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     args.plots.apply();
-    let cfg = config(&args)?;
+    let cfg = options(&args)?.config(|| seed_or_entropy(None));
     execute(&cfg, &args.out, args.json)
 }

@@ -1,8 +1,11 @@
 //! Pieces shared by several subcommands: mechanism parameters, number lists, progress bars, seeds.
 
 use anyhow::bail;
-use indicatif::{ProgressBar, ProgressStyle};
-use recsel::options::{parse_reals, Kind, OptionSpec, OptionTable};
+#[cfg(feature = "progress")]
+pub use indicatif::ProgressBar;
+#[cfg(feature = "progress")]
+use indicatif::ProgressStyle;
+use recsel::options::{Kind, OptionSpec, OptionTable};
 use recsel::rng::Streams;
 
 /// The option of every subcommand that draws plots.
@@ -174,11 +177,6 @@ impl RenamedSeed {
     }
 }
 
-/// Parses a comma-separated list of numbers; errors name the position and the text.
-pub fn parse_f64_list(what: &str, text: &str) -> anyhow::Result<Vec<f64>> {
-    parse_reals(text).map_err(|e| anyhow::anyhow!("{what}: {e}"))
-}
-
 /// The seed from `--seed`, or one drawn from OS entropy (below 2^63, so TOML can record it) and
 /// reported on stderr so the run can be repeated.
 pub fn seed_or_entropy(seed: Option<u64>) -> u64 {
@@ -226,7 +224,37 @@ pub fn input_seed(noise: &recsel::mechanisms::NoiseOptions) -> anyhow::Result<u6
     })
 }
 
+/// A build without the `progress` feature draws no bars: the same calls, and nothing on stderr.
+#[cfg(not(feature = "progress"))]
+#[derive(Debug, Clone, Default)]
+pub struct ProgressBar;
+
+#[cfg(not(feature = "progress"))]
+impl ProgressBar {
+    /// Counts `delta` more units done (nothing to draw).
+    pub fn inc(&self, _delta: u64) {}
+    /// Ends the bar (nothing to clear).
+    pub fn finish_and_clear(&self) {}
+    /// Runs `f`, which prints, with the bar out of the way (there is none).
+    pub fn suspend<R>(&self, f: impl FnOnce() -> R) -> R {
+        f()
+    }
+}
+
+/// A progress bar: none without the `progress` feature.
+#[cfg(not(feature = "progress"))]
+pub fn progress(_len: u64, _message: &str) -> ProgressBar {
+    ProgressBar
+}
+
+/// A counter of work of unknown total: none without the `progress` feature.
+#[cfg(not(feature = "progress"))]
+pub fn counter(_message: &str, _unit: &str) -> ProgressBar {
+    ProgressBar
+}
+
 /// A progress bar on stderr (drawn only when stderr is a terminal) with rate and time left.
+#[cfg(feature = "progress")]
 pub fn progress(len: u64, message: &str) -> ProgressBar {
     let bar = ProgressBar::new(len);
     bar.set_style(
@@ -241,6 +269,7 @@ pub fn progress(len: u64, message: &str) -> ProgressBar {
 /// A counter on stderr for work of unknown total (drawn only when stderr is a terminal): `msg`,
 /// the count with `unit`, its rate and the time elapsed. Print log lines through
 /// [`ProgressBar::suspend`] so they do not tear it.
+#[cfg(feature = "progress")]
 pub fn counter(message: &str, unit: &str) -> ProgressBar {
     let bar = ProgressBar::new_spinner();
     bar.set_style(

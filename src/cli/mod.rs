@@ -12,6 +12,7 @@ mod audit_e2e;
 mod bandit;
 mod bounds;
 mod common;
+mod evaluate;
 mod export;
 mod help_markdown;
 mod ledger;
@@ -22,12 +23,12 @@ mod recommend_ledger;
 mod run;
 mod sample;
 mod select;
+#[cfg(feature = "serve")]
 mod serve;
 mod statistic;
 mod synth;
 mod tune;
 mod twocand;
-mod utility;
 
 /// Differentially private top-1 recommendation: SANSA scores, private selection mechanisms with
 /// heterogeneous sensitivities, and the experiments of the paper.
@@ -66,10 +67,11 @@ enum Command {
     /// Choose the serving configuration per eps on calibration users (tuning.json).
     Tune(Box<tune::Args>),
     /// hit@1 of public baselines and private mechanisms on held-out users (the frontier).
-    Evaluate(Box<utility::Args>),
+    Evaluate(Box<evaluate::Args>),
     /// Create, inspect, export and import a privacy ledger (docs/ledger.md).
     Ledger(ledger::Args),
     /// Serve private recommendations over HTTP, each charged to the user's budget.
+    #[cfg(feature = "serve")]
     Serve(Box<serve::Args>),
     /// A private median, quantile, count or clipped mean of a column (docs/statistics.md).
     Statistic(Box<statistic::Args>),
@@ -89,7 +91,10 @@ enum Command {
 /// The command tree: every subcommand's arguments, with every value-taking argument accepting
 /// negative numbers (`--eta -0.5`, not only `--eta=-0.5`).
 pub fn command() -> clap::Command {
-    negative_numbers(Cli::command()).mut_subcommand("serve", serve::with_config_file)
+    let cmd = negative_numbers(Cli::command());
+    #[cfg(feature = "serve")]
+    let cmd = cmd.mut_subcommand("serve", serve::with_config_file);
+    cmd
 }
 
 fn negative_numbers(cmd: clap::Command) -> clap::Command {
@@ -122,8 +127,9 @@ pub fn main() -> anyhow::Result<ExitCode> {
         Command::Recommend(a) => recommend::run(*a),
         Command::Privacy(a) => privacy::run(a),
         Command::Tune(a) => tune::run(*a),
-        Command::Evaluate(a) => utility::run(*a),
+        Command::Evaluate(a) => evaluate::run(*a),
         Command::Ledger(a) => ledger::run(a),
+        #[cfg(feature = "serve")]
         Command::Serve(a) => serve::run(*a, cli.threads),
         Command::Statistic(a) => statistic::run(*a),
         Command::Synth(a) => synth::run(a),

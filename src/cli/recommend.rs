@@ -62,10 +62,6 @@ pub struct Args {
     /// Format of the output (default: from --out's extension, else csv).
     #[arg(long, value_parser = ["csv", "parquet", "jsonl"], help_heading = "Input and output")]
     out_format: Option<String>,
-    /// Seed of the selection streams (default: OS entropy, printed). Experiments only: refused
-    /// with --ledger.
-    #[arg(long, conflicts_with = "secure", help_heading = "Selection")]
-    seed: Option<u64>,
     /// Also write the privacy report (the one printed on stderr) as JSON to this file.
     #[arg(long, value_name = "FILE", help_heading = "Input and output")]
     privacy_json: Option<PathBuf>,
@@ -79,26 +75,16 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let options = &args.options.0;
-    if let (Some(seed), true) = (args.seed, options.charges_a_ledger()) {
-        anyhow::bail!(
-            "--seed {seed} with --ledger: a charged recommendation must be drawn with fresh \
-             noise (the budget adds up each answer's eps, which holds only for independent \
-             draws; a seed repeats them), so --ledger takes no seed; use --secure (OS-seeded \
-             exact noise), or leave --seed out (a fresh seed from OS entropy each run)"
-        );
-    }
     let cfg = options.config(&Registry::builtin())?;
     let model = options.model_dir()?;
     let rec = Recommender::load(model, &cfg)
         .with_context(|| format!("loading the model in {}", model.display()))?;
-    let noise = recsel::mechanisms::NoiseOptions {
-        seed: args.seed,
-        secure: options.secure,
-    };
-    if noise.secure() {
+    if options.noise.secure() {
         super::common::announce_secure_mode();
     }
-    let seed = noise.seed_or(|| super::common::seed_or_entropy(None))?;
+    let seed = options
+        .noise
+        .seed_or(|| super::common::seed_or_entropy(None))?;
     eprintln!("{}", rec.privacy_statement());
     eprintln!("{}", rec.worth().text());
     if !options.charges_a_ledger() {

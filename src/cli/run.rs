@@ -66,9 +66,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     eprintln!("recsel: {} — {}", p.figure, p.description);
+    // A table without a seed runs with one drawn from OS entropy, reported.
+    let entropy = || super::common::seed_or_entropy(None);
     match (&p.synth, &p.twocand, select, &p.bandit, &p.illustrate) {
-        (Some(s), _, _, _, _) => super::synth::execute(s, &out, args.json),
-        (_, Some(t), _, _, _) => super::twocand::execute(t, &out, args.json),
+        (Some(s), _, _, _, _) => super::synth::execute(&s.config(entropy), &out, args.json),
+        (_, Some(t), _, _, _) => super::twocand::execute(&t.config(entropy)?, &out, args.json),
         (_, _, Some(options), _, _) => {
             let controls = super::select::Controls {
                 out: Some(out.clone()),
@@ -87,7 +89,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             }
             Ok(code)
         }
-        (_, _, _, Some(b), _) => super::bandit::execute(b, &out, args.json),
+        (_, _, _, Some(b), _) => super::bandit::execute(&b.config(entropy), &out, args.json),
         (_, _, _, _, Some(i)) => {
             let written = recsel::report::write_illustrate(&out, i)?;
             if args.json {

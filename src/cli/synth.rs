@@ -6,14 +6,11 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
-use recsel::experiments::scenarios::ScenarioSet;
 use recsel::experiments::synthetic::MseRow;
-use recsel::experiments::{self, SynthConfig, SynthResults};
+use recsel::experiments::{self, SynthConfig, SynthOptions, SynthResults};
 use recsel::report;
 
-use recsel::mechanisms::MechValues;
-
-use super::common::{parse_f64_list, positive, progress, seed_or_entropy, Flags};
+use super::common::{progress, seed_or_entropy, Flags};
 
 /// Run the synthetic scenarios: MSE ± s.e. of every mechanism over an ε grid, correlations of
 /// scores and sensitivities, tables (CSV, Parquet), resolved config and PNG plots in --out.
@@ -25,36 +22,8 @@ use super::common::{parse_f64_list, positive, progress, seed_or_entropy, Flags};
     recsel synth --scenario share --shares 0.05,0.25,0.5 --share-eps 2 --seed 1 --out out/fig18"
 )]
 pub struct Args {
-    /// Scenarios, comma separated: 1..8, corr (correlation sweep), share (fig 18 share sweep of
-    /// scenarios 1-3), fig6 (the two scenarios of figs 6/24), or all (1..8 and corr).
-    #[arg(long, default_value = "all")]
-    scenario: String,
-    /// Mechanisms: `all` or a comma-separated list (see `recsel mechanisms`).
-    #[arg(long, default_value = "all")]
-    mech: String,
-    /// ε grid, comma separated (default: 17 log-spaced values from 0.01 to 16).
-    #[arg(long, value_name = "E1,E2,...")]
-    eps: Option<String>,
-    /// Trials per scenario (default 10000; scenarios 7 and 8 default to 5000 users).
-    #[arg(long, value_name = "N")]
-    trials: Option<u64>,
-    /// Number of candidates k.
-    #[arg(long, default_value_t = 100)]
-    k: usize,
-    /// t values of the correlation sweep, comma separated.
-    #[arg(long, value_name = "T1,T2,...", allow_hyphen_values = true)]
-    corr_t: Option<String>,
-    /// Shares of high scores of the fig 18 sweep, comma separated (default 0.05, 0.10, ..., 0.95).
-    #[arg(long, value_name = "S1,S2,...")]
-    shares: Option<String>,
-    /// ε of the fig 18 share sweep.
-    #[arg(long, value_name = "E", default_value_t = 2.0)]
-    share_eps: f64,
     #[command(flatten)]
-    params: Flags<MechValues>,
-    /// Seed of every random stream (default: drawn from OS entropy and reported on stderr).
-    #[arg(long)]
-    seed: Option<u64>,
+    options: Flags<SynthOptions>,
     /// Output folder for tables, configuration and plots.
     #[arg(long, value_name = "DIR", default_value = "out/synth")]
     out: PathBuf,
@@ -63,37 +32,6 @@ pub struct Args {
     json: bool,
     #[command(flatten)]
     plots: super::common::PlotArgs,
-}
-
-fn config(args: &Args) -> anyhow::Result<SynthConfig> {
-    let mut cfg = SynthConfig {
-        scenarios: args
-            .scenario
-            .split(',')
-            .map(str::parse::<ScenarioSet>)
-            .collect::<Result<_, _>>()?,
-        mechanisms: args.mech.clone(),
-        k: args.k,
-        share_epsilon: args.share_eps,
-        seed: seed_or_entropy(args.seed),
-        ..SynthConfig::default()
-    };
-    cfg.params = cfg.params.merged(&args.params.0);
-    if let Some(e) = &args.eps {
-        cfg.epsilons = parse_f64_list("--eps", e)?;
-    }
-    if let Some(t) = &args.corr_t {
-        cfg.corr_t = parse_f64_list("--corr-t", t)?;
-    }
-    if let Some(s) = &args.shares {
-        cfg.shares = parse_f64_list("--shares", s)?;
-    }
-    if let Some(n) = args.trials {
-        let n = positive("--trials", n)?;
-        cfg.trials = n;
-        cfg.polarised_users = n;
-    }
-    Ok(cfg)
 }
 
 /// Runs `cfg`, writes every output into `out`, prints a summary (or one JSON object).
@@ -188,6 +126,6 @@ fn print_summary(out: &mut impl Write, results: &SynthResults) -> anyhow::Result
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     args.plots.apply();
-    let cfg = config(&args)?;
+    let cfg = args.options.0.config(|| seed_or_entropy(None));
     execute(&cfg, &args.out, args.json)
 }

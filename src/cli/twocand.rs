@@ -5,11 +5,10 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
-use recsel::experiments::twocand::{self, TwocandConfig};
+use recsel::experiments::twocand::{self, TwocandConfig, TwocandOptions};
 use recsel::report;
 
-use super::common::progress;
-use super::common::seed_or_entropy;
+use super::common::{progress, seed_or_entropy, Flags};
 
 /// Monte Carlo HG(RNM, M) = P[RNM wrong] - P[M wrong] on two candidates (q1 = 0, q2 = gap) over a
 /// grid of sensitivities (Δ1, Δ2); for M = RNMH the exact value is written beside the estimate.
@@ -19,19 +18,8 @@ use super::common::seed_or_entropy;
     recsel twocand --figure 16 --grid 12 --trials 4000 --seed 1 --out out/fig16 --json"
 )]
 pub struct Args {
-    /// Seed 001 figure: 3 (RNMH and RS_0.01), 15 (RS with γ = 0.5, 0.1, 0.01), 16 (RNMH over
-    /// gap × ε), 17 (RS_0.01 over gap × ε).
-    #[arg(long, value_parser = ["3", "15", "16", "17"])]
-    figure: String,
-    /// Grid points per sensitivity axis (linear in [0.1, 5]).
-    #[arg(long, default_value_t = 20)]
-    grid: usize,
-    /// Monte Carlo trials per cell and mechanism.
-    #[arg(long, default_value_t = 10_000)]
-    trials: u64,
-    /// Seed of the random streams (default: OS entropy, reported on stderr).
-    #[arg(long)]
-    seed: Option<u64>,
+    #[command(flatten)]
+    options: Flags<TwocandOptions>,
     /// Output folder.
     #[arg(long, value_name = "DIR", default_value = "out/twocand")]
     out: PathBuf,
@@ -103,12 +91,6 @@ pub fn execute(cfg: &TwocandConfig, out: &Path, json: bool) -> anyhow::Result<Ex
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     args.plots.apply();
-    let cfg = TwocandConfig {
-        figure: args.figure.parse()?,
-        grid: args.grid,
-        trials: args.trials,
-        seed: seed_or_entropy(args.seed),
-        ..TwocandConfig::default()
-    };
+    let cfg = args.options.0.config(|| seed_or_entropy(None))?;
     execute(&cfg, &args.out, args.json)
 }

@@ -17,16 +17,95 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::mechanisms::{MechParams, MechValues, MechanismSpec, Registry};
+use crate::options::option_table;
 use crate::rng::Streams;
 use scenarios::{Dataset, Scenario, ScenarioSet, CORR_T};
 use synthetic::{CorrRow, MseRow};
 
-/// Configuration of a synthetic run. `Default` is docs/experiments.md; a pipeline's `[synth]` table overrides
-/// any field, and the resolved copy written beside the results ([`SynthConfig::resolved`]) has
-/// every field filled in. Mechanism parameters sit beside the other keys (`gamma = 0.05`): every
-/// key that is not a field is one, checked against the registry by [`SynthConfig::validate`].
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
+option_table! {
+    /// The options of a synthetic run (`recsel synth`, a pipeline's `[synth]` table), declared
+    /// once with their defaults (docs/experiments.md). Mechanism parameters sit beside the other
+    /// keys (`gamma = 0.05`); a key that is neither is an error naming it
+    /// ([`SynthConfig::validate`]).
+    #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+    pub struct SynthOptions {
+        /// Scenarios, comma separated: 1..8, corr (correlation sweep), share (fig 18 share sweep
+        /// of scenarios 1-3), fig6 (the two scenarios of figs 6/24), or all (1..8 and corr).
+        #[option(flag = "scenario", group = "Synthetic")]
+        pub scenarios: Vec<ScenarioSet> = vec![ScenarioSet::All],
+        /// Mechanisms: `all` or a comma-separated list (see `recsel mechanisms`).
+        #[option(flag = "mech", value_name = "LIST", group = "Synthetic")]
+        pub mechanisms: String = "all".to_string(),
+        /// ε grid, comma separated (docs/experiments.md: 17 log-spaced values from 0.01 to 16).
+        #[option(flag = "eps", value_name = "E1,E2,...", group = "Synthetic")]
+        pub epsilons: Vec<f64> = default_epsilons(),
+        /// Number of candidates k.
+        #[option(group = "Synthetic")]
+        pub k: usize = 100,
+        /// Trials N of scenarios 1-6 and the correlation sweep.
+        #[option(group = "Synthetic")]
+        pub trials: u64 = 10_000,
+        /// Users of scenarios 7 and 8, two equal groups (default: trials when it is given, else
+        /// 5000).
+        #[option(group = "Synthetic")]
+        pub polarised_users: u64,
+        /// t values of the correlation sweep, comma separated.
+        #[option(value_name = "T1,T2,...", group = "Synthetic")]
+        pub corr_t: Vec<f64> = CORR_T.to_vec(),
+        /// Shares of high scores of the fig 18 sweep, comma separated.
+        #[option(value_name = "S1,S2,...", group = "Synthetic")]
+        pub shares: Vec<f64> = (1..=19).map(|i| f64::from(i) / 20.0).collect(),
+        /// ε of the fig 18 share sweep.
+        #[option(flag = "share-eps", value_name = "E", group = "Synthetic")]
+        pub share_epsilon: f64 = 2.0,
+        /// Seed of every random stream, data and selections (default: drawn from OS entropy and
+        /// reported, so the run can be repeated).
+        #[option(group = "Randomness")]
+        pub seed: u64,
+        /// Mechanism parameters by name (γ, β, η, c, chooser, …; `recsel mechanisms`).
+        #[flatten]
+        pub params: MechValues,
+    }
+}
+
+/// Users of scenarios 7 and 8 when neither `polarised_users` nor `trials` is given
+/// (docs/experiments.md).
+const POLARISED_USERS: u64 = 5_000;
+
+impl SynthOptions {
+    /// The run these options describe, every option resolved; the seed is the one given, else
+    /// `entropy()` (a front end draws one and reports it). Not yet validated
+    /// ([`SynthConfig::validate`]).
+    pub fn config(&self, entropy: impl FnOnce() -> u64) -> SynthConfig {
+        SynthConfig {
+            scenarios: self.scenarios(),
+            mechanisms: self.mechanisms(),
+            epsilons: self.epsilons(),
+            k: self.k(),
+            trials: self.trials(),
+            polarised_users: self
+                .polarised_users
+                .or(self.trials)
+                .unwrap_or(POLARISED_USERS),
+            params: self.params.clone(),
+            corr_t: self.corr_t(),
+            shares: self.shares(),
+            share_epsilon: self.share_epsilon(),
+            seed: self.seed.unwrap_or_else(entropy),
+            registry: Registry::builtin(),
+        }
+    }
+
+    /// Checks the options without running them (the seed, if not given, is not drawn).
+    pub fn check(&self) -> Result<()> {
+        self.config(|| 0).validate()
+    }
+}
+
+/// A synthetic run with every option resolved ([`SynthOptions::config`]): what the runner reads
+/// and, with the parameters of its mechanisms filled in ([`SynthConfig::resolved`]), what is
+/// recorded beside the results.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SynthConfig {
     /// Each `1`..`8`, `corr`, `share` (fig 18), `fig6` (figs 6/24) or `all` (1–8 and corr).
     pub scenarios: Vec<ScenarioSet>,
@@ -68,27 +147,6 @@ pub fn default_epsilons() -> Vec<f64> {
         })
         .chain([16.0])
         .collect()
-}
-
-impl Default for SynthConfig {
-    fn default() -> Self {
-        let registry = Registry::builtin();
-        let params = registry.table_values(&[], &registry.defaults());
-        SynthConfig {
-            scenarios: vec![ScenarioSet::All],
-            mechanisms: "all".into(),
-            epsilons: default_epsilons(),
-            k: 100,
-            trials: 10_000,
-            polarised_users: 5_000,
-            params,
-            corr_t: CORR_T.to_vec(),
-            shares: (1..=19).map(|i| f64::from(i) / 20.0).collect(),
-            share_epsilon: 2.0,
-            seed: 1,
-            registry,
-        }
-    }
 }
 
 impl SynthConfig {

@@ -17,11 +17,11 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::experiments::bandit::BanditConfig;
+use crate::experiments::bandit::BanditOptions;
 use crate::experiments::illustrate::IllustrateConfig;
 use crate::experiments::select::SelectOptions;
-use crate::experiments::twocand::TwocandConfig;
-use crate::experiments::SynthConfig;
+use crate::experiments::twocand::TwocandOptions;
+use crate::experiments::SynthOptions;
 
 /// One pipeline file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -35,13 +35,13 @@ pub struct Pipeline {
     /// Output directory (relative paths are relative to the working directory).
     pub out: PathBuf,
     /// Synthetic scenarios (figs 2, 8, 10, 12, 18).
-    pub synth: Option<SynthConfig>,
+    pub synth: Option<SynthOptions>,
     /// Two-candidate grids (figs 3, 15, 16, 17).
-    pub twocand: Option<TwocandConfig>,
+    pub twocand: Option<TwocandOptions>,
     /// Real-data private selection (figs 13, 21).
     pub select: Option<SelectOptions>,
     /// Bandit under distribution shift (fig 14).
-    pub bandit: Option<BanditConfig>,
+    pub bandit: Option<BanditOptions>,
     /// Illustrations computed exactly (figs 4, 22).
     pub illustrate: Option<IllustrateConfig>,
 }
@@ -127,10 +127,10 @@ impl Pipeline {
             &self.bandit,
             &self.illustrate,
         ) {
-            (Some(s), None, None, None, None) => s.validate(),
-            (None, Some(t), None, None, None) => t.validate(),
+            (Some(s), None, None, None, None) => s.check(),
+            (None, Some(t), None, None, None) => t.check(),
             (None, None, Some(r), None, None) => r.check(),
-            (None, None, None, Some(b), None) => b.validate(),
+            (None, None, None, Some(b), None) => b.check(),
             (None, None, None, None, Some(i)) => i.validate(),
             _ => Err(Error::Invalid(
                 "a pipeline needs exactly one of the tables [synth], [twocand], [select], \

@@ -210,6 +210,23 @@ impl fmt::Display for ScenarioSet {
     }
 }
 
+/// `--scenario` / `scenarios`: a comma-separated list on the command line, an array in a table.
+impl crate::options::OptionValue for Vec<ScenarioSet> {
+    const KIND: crate::options::Kind = crate::options::Kind::Text;
+    const VALUE_NAME: &'static str = "LIST";
+    fn parse_text(text: &str) -> std::result::Result<Self, String> {
+        text.split(',')
+            .map(|t| t.parse::<ScenarioSet>().map_err(|e| e.to_string()))
+            .collect()
+    }
+    fn show(&self) -> String {
+        self.iter()
+            .map(|s| s.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+}
+
 /// Mean scores of one group of trials, for plots and correlations.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Group {

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::mechanisms::{self, MechParams, Problem};
+use crate::options::option_table;
 use crate::rng::{name_id, Streams};
 
 /// One heatmap: HG(RNM, mechanism) at (ε, gap), RS with stopping probability γ.
@@ -86,9 +87,63 @@ pub fn panels(figure: u8) -> Result<Vec<Panel>> {
     }
 }
 
-/// Configuration of a two-candidate run (every default filled in by `Default`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+option_table! {
+    /// The options of a two-candidate run (`recsel twocand`, a pipeline's `[twocand]` table),
+    /// declared once: the flags, the table's keys and their defaults.
+    #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct TwocandOptions {
+        /// Seed 001 figure: 3 (RNMH and RS_0.01), 15 (RS with γ = 0.5, 0.1, 0.01), 16 (RNMH over
+        /// gap × ε), 17 (RS_0.01 over gap × ε).
+        #[option(value_name = "N", choices = &["3", "15", "16", "17"], required = true,
+            group = "Two candidates")]
+        pub figure: u8,
+        /// Grid points per sensitivity axis (linear in [delta_min, delta_max]).
+        #[option(group = "Two candidates")]
+        pub grid: usize = 20,
+        /// Smallest sensitivity of the grid.
+        #[option(value_name = "D", group = "Two candidates")]
+        pub delta_min: f64 = 0.1,
+        /// Largest sensitivity of the grid.
+        #[option(value_name = "D", group = "Two candidates")]
+        pub delta_max: f64 = 5.0,
+        /// Monte Carlo trials per cell and mechanism.
+        #[option(group = "Two candidates")]
+        pub trials: u64 = 10_000,
+        /// Seed of the random streams (default: drawn from OS entropy and reported, so the run
+        /// can be repeated).
+        #[option(group = "Randomness")]
+        pub seed: u64,
+    }
+}
+
+impl TwocandOptions {
+    /// The run these options describe, every option resolved; the seed is the one given, else
+    /// `entropy()` (a front end draws one and reports it). Not yet validated
+    /// ([`TwocandConfig::validate`]).
+    pub fn config(&self, entropy: impl FnOnce() -> u64) -> Result<TwocandConfig> {
+        let figure = self.figure.ok_or_else(|| {
+            Error::Invalid("a two-candidate run needs its figure: 3, 15, 16 or 17".into())
+        })?;
+        Ok(TwocandConfig {
+            figure,
+            grid: self.grid(),
+            delta_min: self.delta_min(),
+            delta_max: self.delta_max(),
+            trials: self.trials(),
+            seed: self.seed.unwrap_or_else(entropy),
+        })
+    }
+
+    /// Checks the options without running them (the seed, if not given, is not drawn).
+    pub fn check(&self) -> Result<()> {
+        self.config(|| 0)?.validate()
+    }
+}
+
+/// A two-candidate run with every option resolved ([`TwocandOptions::config`]): what the runner
+/// reads and what is recorded beside the results.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TwocandConfig {
     /// Seed 001 figure: 3, 15, 16 or 17.
     pub figure: u8,
@@ -102,19 +157,6 @@ pub struct TwocandConfig {
     pub trials: u64,
     /// Seed of the random streams.
     pub seed: u64,
-}
-
-impl Default for TwocandConfig {
-    fn default() -> Self {
-        TwocandConfig {
-            figure: 3,
-            grid: 20,
-            delta_min: 0.1,
-            delta_max: 5.0,
-            trials: 10_000,
-            seed: 1,
-        }
-    }
 }
 
 impl TwocandConfig {

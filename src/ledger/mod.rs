@@ -27,6 +27,7 @@ pub mod composition;
 pub mod export;
 mod group;
 mod policy;
+#[cfg(feature = "postgres")]
 mod postgres;
 mod sqlite;
 pub mod store;
@@ -40,6 +41,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 pub use group::{CommitStats, GroupCommitter};
+#[cfg(feature = "postgres")]
 pub use postgres::PostgresLedger;
 pub use sqlite::SqliteLedger;
 pub use time::{Period, Timestamp, Window};
@@ -538,7 +540,10 @@ impl Location {
     pub fn display(&self) -> String {
         match self {
             Location::Sqlite(p) => p.display().to_string(),
+            #[cfg(feature = "postgres")]
             Location::Postgres(u) => self::postgres::redact(u),
+            #[cfg(not(feature = "postgres"))]
+            Location::Postgres(_) => "a postgres:// URL".to_string(),
         }
     }
 
@@ -546,7 +551,10 @@ impl Location {
     pub fn exists(&self) -> Result<bool> {
         match self {
             Location::Sqlite(p) => Ok(p.exists()),
+            #[cfg(feature = "postgres")]
             Location::Postgres(u) => PostgresLedger::exists(u),
+            #[cfg(not(feature = "postgres"))]
+            Location::Postgres(_) => Err(no_postgres()),
         }
     }
 
@@ -554,7 +562,10 @@ impl Location {
     pub fn create(&self, settings: Settings) -> Result<Arc<dyn Ledger>> {
         Ok(match self {
             Location::Sqlite(p) => Arc::new(SqliteLedger::create(p, settings)?),
+            #[cfg(feature = "postgres")]
             Location::Postgres(u) => Arc::new(PostgresLedger::create(u, settings)?),
+            #[cfg(not(feature = "postgres"))]
+            Location::Postgres(_) => return Err(no_postgres()),
         })
     }
 
@@ -566,12 +577,25 @@ impl Location {
                 Some(s) => Arc::new(SqliteLedger::open(p, s)?),
                 None => Arc::new(SqliteLedger::open_existing(p)?),
             },
+            #[cfg(feature = "postgres")]
             Location::Postgres(u) => match create {
                 Some(s) => Arc::new(PostgresLedger::open(u, s)?),
                 None => Arc::new(PostgresLedger::open_existing(u)?),
             },
+            #[cfg(not(feature = "postgres"))]
+            Location::Postgres(_) => return Err(no_postgres()),
         })
     }
+}
+
+/// A `postgres://` location in a build without the PostgreSQL backend.
+#[cfg(not(feature = "postgres"))]
+fn no_postgres() -> LedgerError {
+    LedgerError::Invalid(
+        "this recsel was built without the PostgreSQL ledger (cargo feature `postgres`): use a \
+         ledger file, or a build with the feature"
+            .into(),
+    )
 }
 
 impl From<&Path> for Location {

@@ -37,6 +37,12 @@ option_table! {
     }
 }
 
+/// The model of data without the paper's settings (a data set of one's own, synthetic data):
+/// method, λ and density, where the options do not say.
+const GENERIC_METHOD: &str = "exact";
+const GENERIC_L2: f64 = 200.0;
+const GENERIC_DENSITY: f64 = 0.01;
+
 impl ModelOptions {
     /// Validated model parameters: the options given, the rest from the data set's paper
     /// settings (when it has them) or the generic defaults; with a line that says which
@@ -46,9 +52,11 @@ impl ModelOptions {
         let method = self
             .method
             .clone()
-            .unwrap_or_else(|| paper.map_or("exact", |p| p.method).to_string());
-        let l2 = self.l2.unwrap_or(paper.map_or(200.0, |p| p.l2));
-        let density = self.density.unwrap_or(paper.map_or(0.01, |p| p.density));
+            .unwrap_or_else(|| paper.map_or(GENERIC_METHOD, |p| p.method).to_string());
+        let l2 = self.l2.unwrap_or(paper.map_or(GENERIC_L2, |p| p.l2));
+        let density = self
+            .density
+            .unwrap_or(paper.map_or(GENERIC_DENSITY, |p| p.density));
         let origin = match paper {
             Some(p) if self.method.is_none() || self.l2.is_none() || self.density.is_none() => {
                 format!("defaults not given are the paper's ({})", p.source)
@@ -57,7 +65,9 @@ impl ModelOptions {
                 "all given; the paper used {} λ={} density={} ({})",
                 p.method, p.l2, p.density, p.source
             ),
-            None => "defaults: exact, λ=200, density=0.01".to_string(),
+            None => {
+                format!("defaults: {GENERIC_METHOD}, λ={GENERIC_L2}, density={GENERIC_DENSITY}")
+            }
         };
         let line = format!(
             "model for {}: {method}, λ={l2}, density={density} ({origin})",

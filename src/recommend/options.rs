@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use super::{RecommendConfig, Recommender};
 use crate::error::{Error, Result};
 use crate::ledger::{Period, Units};
-use crate::mechanisms::{MechValues, Registry};
+use crate::mechanisms::{MechValues, NoiseOptions, Registry};
 use crate::options::{option_table, text_option_value};
 use crate::rng::NoiseMode;
 use crate::scoring::{CandidatePolicy, Prior};
@@ -107,10 +107,10 @@ option_table! {
         /// The model, the mechanism, ε and the candidates.
         #[flatten]
         pub serving: ServingOptions,
-        /// Release-grade selection: the mechanism's secure path (exact discrete noise,
-        /// OS-seeded ChaCha20, no seed; docs/secure.md). Use it for anything shown to users.
-        #[option(group = "Selection")]
-        pub secure: bool = false,
+        /// The random source: a seed (experiments only: a charged recommendation takes none),
+        /// or the secure path, which anything shown to users should use.
+        #[flatten]
+        pub noise: NoiseOptions,
         /// Replaced by candidates: an error that says what to write instead.
         #[option(value_name = "N", hidden = true, group = "Selection")]
         pub top: String,
@@ -234,8 +234,17 @@ impl RecommendOptions {
                 )));
             }
         }
-        let noise = NoiseMode::from_flag(self.secure());
-        self.serving.config(&self.params, registry, noise)
+        self.noise.check()?;
+        if let (Some(seed), true) = (self.noise.seed, self.charges_a_ledger()) {
+            return Err(Error::Invalid(format!(
+                "--seed {seed} with --ledger: a charged recommendation must be drawn with fresh \
+                 noise (the budget adds up each answer's eps, which holds only for independent \
+                 draws; a seed repeats them), so --ledger takes no seed; use --secure (OS-seeded \
+                 exact noise), or leave --seed out (a fresh seed from OS entropy each run)"
+            )));
+        }
+        self.serving
+            .config(&self.params, registry, self.noise.mode())
     }
 
     /// The error of an option that `candidates` replaced.

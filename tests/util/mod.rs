@@ -5,6 +5,7 @@
 //! fails spuriously about once in a million runs; each also has a power check — the same test
 //! applied with ε (or γ) misstated by ±30% must reject (docs/ARCHITECTURE.md, after OpenDP and Tumult).
 
+#[cfg(feature = "serve")]
 pub mod http;
 
 use rayon::prelude::*;

@@ -46,6 +46,18 @@ impl QuantileMethod {
     }
 }
 
+/// `--quantile` / `quantile`: `em` or `duff`.
+impl crate::options::OptionValue for QuantileMethod {
+    const KIND: crate::options::Kind = crate::options::Kind::Text;
+    const VALUE_NAME: &'static str = "METHOD";
+    fn parse_text(text: &str) -> std::result::Result<Self, String> {
+        QuantileMethod::from_name(text.trim()).map_err(|e| e.to_string())
+    }
+    fn show(&self) -> String {
+        self.name().to_string()
+    }
+}
+
 /// A private quantile of either method, with the ε of one release.
 #[derive(Debug, Clone, Copy)]
 pub enum PrivateQuantile {

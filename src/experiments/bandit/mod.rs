@@ -26,6 +26,7 @@ use crate::error::{Error, Result};
 use crate::mechanisms::{
     self, Guarantee, MechParams, MechValues, Mechanism, MechanismSpec, Registry,
 };
+use crate::options::option_table;
 use duff::QuantileMethod;
 use env::{Arms, REWARD_HI, REWARD_LO};
 
@@ -41,10 +42,125 @@ pub const BASELINES: [&str; 4] = ["ucb", "ucb1", "thompson", "private-greedy"];
 /// Suffix of the `--oracle-stats` twin of a private learner.
 pub const ORACLE_SUFFIX: &str = "+oracle";
 
-/// Configuration of `recsel bandit` (and a pipeline's `[bandit]` table). `Default` is seed 001
-/// appendix H; the resolved copy written beside the results has every field filled in.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
+option_table! {
+    /// The options of `recsel bandit` and a pipeline's `[bandit]` table, declared once with
+    /// their defaults (seed 001 appendix H). Mechanism parameters sit beside the other keys; a
+    /// key that is neither is an error naming it ([`BanditConfig::validate`]).
+    #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+    pub struct BanditOptions {
+        /// Steps T.
+        #[option(group = "Bandit")]
+        pub horizon: u64 = 50_000,
+        /// The arms change after this step (steps t <= shift use the arms' `before` phase).
+        #[option(group = "Bandit")]
+        pub shift: u64 = 30_000,
+        /// Independent runs per policy (mean and 95% band).
+        #[option(group = "Bandit")]
+        pub runs: u32 = 20,
+        /// `all` or a comma-separated list: ucb (appendix H, ln T), ucb1 (ln t), thompson,
+        /// private-greedy, or mechanism names (rnm, gem, mgem, cgem, rs, rs-tnb, krr, random,
+        /// ...); NAME+oracle runs a private learner on exact statistics.
+        #[option(value_name = "LIST", group = "Bandit")]
+        pub policies: String = "all".to_string(),
+        /// Also run every private learner with exact (non-private) means and quantiles.
+        #[option(group = "Bandit")]
+        pub oracle_stats: bool = false,
+        /// Quantiles of an arm are re-estimated after every W new rewards of it.
+        #[option(value_name = "W", group = "Bandit")]
+        pub window: usize = 200,
+        /// ε_S of each selection (krr uses eps_krr).
+        #[option(value_name = "E", group = "Privacy")]
+        pub eps_select: f64 = 1.0,
+        /// ε_S of krr (the paper: 4, since it needs no sensitivities).
+        #[option(value_name = "E", group = "Privacy")]
+        pub eps_krr: f64 = 4.0,
+        /// ε_M of each arm's private reward sum (hybrid counter).
+        #[option(value_name = "E", group = "Privacy")]
+        pub eps_mean: f64 = 1.0,
+        /// ε_p of each released (lower, upper) quantile pair; each quantile gets ε_p / 2.
+        #[option(value_name = "E", group = "Privacy")]
+        pub eps_quantile: f64 = 1.0,
+        /// The private quantile: `em` (exponential mechanism over the gaps between rewards) or
+        /// `duff` (Duff's dataset-based utility on a 0.001 grid; docs/bandit.md).
+        #[option(choices = &["em", "duff"], group = "Privacy")]
+        pub quantile: QuantileMethod = QuantileMethod::Em,
+        /// Lower quantile level of the sensitivity (0.1: p10).
+        #[option(value_name = "Q", group = "Privacy")]
+        pub q_lo: f64 = 0.1,
+        /// Upper quantile level of the sensitivity (0.9: p90).
+        #[option(value_name = "Q", group = "Privacy")]
+        pub q_hi: f64 = 0.9,
+        /// Optimism α of the UCB bonus α·sqrt(ln T / N_t(a)) (appendix H: √2).
+        #[option(value_name = "A", group = "Bandit")]
+        pub alpha: f64 = std::f64::consts::SQRT_2,
+        /// Add the UCB bonus to the private means of the private learners (the paper's appendix
+        /// H2 scores are the means alone).
+        #[option(group = "Bandit")]
+        pub private_bonus: bool = false,
+        /// Clamp private means to the reward range [0, 1] (post-processing; the paper does not).
+        #[option(group = "Bandit")]
+        pub clamp_means: bool = false,
+        /// Sensitivity of an arm before its first private estimate (the warm-up: the reward
+        /// range).
+        #[option(value_name = "D", group = "Privacy")]
+        pub warmup_sensitivity: f64 = REWARD_HI - REWARD_LO,
+        /// Points of the downsampled curves (the shift is always one of them).
+        #[option(group = "Output")]
+        pub points: usize = 500,
+        /// The arms' reward laws before and after the shift (default: the paper's two arms); on
+        /// the command line, `--arms FILE`.
+        #[table_only]
+        pub arms: Arms,
+        /// Seed of every random stream (default: drawn from OS entropy and reported, so the run
+        /// can be repeated).
+        #[option(group = "Randomness")]
+        pub seed: u64,
+        /// Mechanism parameters by name (γ, β, η, c, chooser, …; `recsel mechanisms`).
+        #[flatten]
+        pub params: MechValues,
+    }
+}
+
+impl BanditOptions {
+    /// The run these options describe, every option resolved; the seed is the one given, else
+    /// `entropy()` (a front end draws one and reports it). Not yet validated
+    /// ([`BanditConfig::validate`]).
+    pub fn config(&self, entropy: impl FnOnce() -> u64) -> BanditConfig {
+        BanditConfig {
+            horizon: self.horizon(),
+            shift: self.shift(),
+            runs: self.runs(),
+            policies: self.policies(),
+            oracle_stats: self.oracle_stats(),
+            window: self.window(),
+            eps_select: self.eps_select(),
+            eps_krr: self.eps_krr(),
+            eps_mean: self.eps_mean(),
+            eps_quantile: self.eps_quantile(),
+            quantile: self.quantile(),
+            q_lo: self.q_lo(),
+            q_hi: self.q_hi(),
+            alpha: self.alpha(),
+            private_bonus: self.private_bonus(),
+            clamp_means: self.clamp_means(),
+            warmup_sensitivity: self.warmup_sensitivity(),
+            params: self.params.clone(),
+            points: self.points(),
+            arms: self.arms.clone(),
+            seed: self.seed.unwrap_or_else(entropy),
+        }
+    }
+
+    /// Checks the options without running them (the seed, if not given, is not drawn).
+    pub fn check(&self) -> Result<()> {
+        self.config(|| 0).validate()
+    }
+}
+
+/// A bandit run with every option resolved ([`BanditOptions::config`]): what the runner reads
+/// and, with the mechanism parameters filled in ([`BanditConfig::resolved`]), what is recorded
+/// beside the results.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct BanditConfig {
     /// Steps T.
     pub horizon: u64,
@@ -62,30 +178,29 @@ pub struct BanditConfig {
     pub window: usize,
     /// ε_S of every selection mechanism except `krr`.
     pub eps_select: f64,
-    /// ε_S of `krr` (the paper: 4, since it needs no sensitivities).
+    /// ε_S of `krr`.
     pub eps_krr: f64,
     /// ε_M of each arm's private reward sum (hybrid counter).
     pub eps_mean: f64,
     /// ε_p of each released (lower, upper) quantile pair; each quantile gets ε_p / 2.
     pub eps_quantile: f64,
-    /// The private quantile: the standard exponential mechanism (`em`, the default) or Duff's
-    /// dataset-based utility (`duff`; docs/bandit.md, "Private sensitivities").
+    /// The private quantile: the standard exponential mechanism (`em`) or Duff's dataset-based
+    /// utility (`duff`; docs/bandit.md, "Private sensitivities").
     pub quantile: QuantileMethod,
-    /// Lower quantile level of the sensitivity (0.1: p10).
+    /// Lower quantile level of the sensitivity.
     pub q_lo: f64,
-    /// Upper quantile level (0.9: p90).
+    /// Upper quantile level.
     pub q_hi: f64,
-    /// Optimism α of the UCB bonus `α·sqrt(ln T / N_t(a))` (appendix H: √2).
+    /// Optimism α of the UCB bonus `α·sqrt(ln T / N_t(a))`.
     pub alpha: f64,
-    /// Add the appendix-H bonus to the private means of the private learners (the paper's
-    /// appendix H2 scores are the means alone: default false).
+    /// Add the appendix-H bonus to the private means of the private learners.
     pub private_bonus: bool,
-    /// Clamp private means to the reward range [0, 1] (post-processing; the paper does not).
+    /// Clamp private means to the reward range [0, 1] (post-processing).
     pub clamp_means: bool,
-    /// Sensitivity of an arm before its first private estimate (the warm-up: the reward range).
+    /// Sensitivity of an arm before its first private estimate.
     pub warmup_sensitivity: f64,
-    /// Mechanism parameters by name (γ, β, η, c, chooser, …; `recsel mechanisms`): every key
-    /// that is not a field is one, checked against the registry by [`BanditConfig::validate`].
+    /// Mechanism parameters by name: every key that is not a field is one, checked against the
+    /// registry by [`BanditConfig::validate`].
     #[serde(flatten)]
     pub params: MechValues,
     /// Points of the downsampled curves (the shift is always one of them).
@@ -94,35 +209,6 @@ pub struct BanditConfig {
     pub arms: Arms,
     /// Seed of every random stream.
     pub seed: u64,
-}
-
-impl Default for BanditConfig {
-    fn default() -> Self {
-        let registry = Registry::builtin();
-        BanditConfig {
-            horizon: 50_000,
-            shift: 30_000,
-            runs: 20,
-            policies: "all".into(),
-            oracle_stats: false,
-            window: 200,
-            eps_select: 1.0,
-            eps_krr: 4.0,
-            eps_mean: 1.0,
-            eps_quantile: 1.0,
-            quantile: QuantileMethod::Em,
-            q_lo: 0.1,
-            q_hi: 0.9,
-            alpha: std::f64::consts::SQRT_2,
-            private_bonus: false,
-            clamp_means: false,
-            warmup_sensitivity: REWARD_HI - REWARD_LO,
-            params: registry.table_values(&[], &registry.defaults()),
-            points: 500,
-            arms: Arms::default(),
-            seed: 1,
-        }
-    }
 }
 
 /// What a learner is.
