@@ -81,6 +81,7 @@ fn capped_gram(x: &Csr, cap: usize, cap_seed: u64) -> faer::Mat<f64> {
 /// Audits `claim` on the neighbours `base` and `base` + one user who has `extra`, releases drawn
 /// with `drawn` (the claim itself, or a deliberately mis-calibrated copy). `seed` keys the noise
 /// streams (a test seed: the audit must be reproducible).
+#[allow(clippy::too_many_arguments)]
 pub fn audit_training_release(
     base: &Csr,
     extra: &[u32],

@@ -129,7 +129,7 @@ pub fn cap_rows(x: &Csr, cap: usize, seed: u64) -> Csr {
             if items.len() <= cap {
                 return items.to_vec();
             }
-            let key = items.iter().fold(mix64(seed ^ 0x6470_6361_70), |h, &i| {
+            let key = items.iter().fold(mix64(seed ^ 0x0064_7063_6170), |h, &i| {
                 mix64(h ^ u64::from(i))
             });
             let mut by: Vec<(u64, u32)> = items
@@ -175,6 +175,8 @@ pub struct GramMechanism {
     pub sigma: f64,
     /// Exact discrete Gaussian noise (the secure path) instead of floating-point Gaussian noise.
     pub secure: bool,
+    /// λ is at least this multiple (≥ 1) of [`pd_floor`].
+    pub shift: f64,
     /// The secure path's σ² · 2^10 (rounded up).
     sigma2_num: u128,
     /// Where the randomness comes from.
@@ -235,7 +237,25 @@ impl GramMechanism {
             secure,
             sigma2_num,
             source,
+            shift: 1.0,
         })
+    }
+
+    /// The same mechanism with λ at least `shift` (≥ 1) times the positive-definite floor.
+    pub fn with_shift(self, shift: f64) -> Result<Self> {
+        if !(shift.is_finite() && shift >= 1.0) {
+            return Err(Error::InvalidParameter {
+                name: "dp-shift",
+                requirement: "finite and >= 1 (below 1 the noisy matrix may be indefinite)",
+                value: shift,
+            });
+        }
+        Ok(GramMechanism { shift, ..self })
+    }
+
+    /// λ a fit with the requested `l2` on `n` items uses: at least `shift` × [`pd_floor`].
+    pub fn l2_used(&self, l2: f64, n: usize) -> f64 {
+        l2.max(self.shift * pd_floor(self.sigma, n))
     }
 
     /// The same mechanism with σ multiplied by `factor` (ρ and the guarantee follow): the audit's
@@ -280,11 +300,13 @@ impl GramMechanism {
             ),
             note: format!(
                 "σ={:.4} per entry of the upper triangle incl. diagonal, L2 sensitivity \
-                 √(C(C+1)/2)={:.4} for C={}; λ used {:.2} (at least the positive-definite floor)",
+                 √(C(C+1)/2)={:.4} for C={}; λ used {:.2} (at least {} × the positive-definite \
+                 floor)",
                 self.sigma,
                 gram_sensitivity(self.cap),
                 self.cap,
-                l2_used
+                l2_used,
+                self.shift
             ),
         }
     }
@@ -324,7 +346,6 @@ impl DenseGramEdit for GramNoise {
                 .try_as_col_major_mut()
                 .expect("contiguous column")
                 .as_slice_mut();
-            let n = col.len();
             if m_.secure {
                 let mut rng = match m_.source {
                     NoiseSource::Os => SecureRng::from_os()
@@ -333,15 +354,15 @@ impl DenseGramEdit for GramNoise {
                         SecureRng::from_seed_insecure(mix64(s ^ mix64(j as u64 + 1)))
                     }
                 };
-                for i in j..n {
+                for v in &mut col[j..] {
                     let z = discrete_gaussian(&mut rng, m_.sigma2_num, SIGMA2_DEN);
-                    col[i] += T::from_f64(z as f64);
+                    *v += T::from_f64(z as f64);
                 }
             } else {
                 let mut rng = m_.fast_stream(self.seed, j);
-                for i in j..n {
+                for v in &mut col[j..] {
                     let z: f64 = StandardNormal.sample(&mut rng);
-                    col[i] += T::from_f64(m_.sigma * z);
+                    *v += T::from_f64(m_.sigma * z);
                 }
             }
         });
@@ -369,7 +390,7 @@ pub struct PrivateFit {
     pub report: FitReport,
     /// The training users' entry for `model.json`.
     pub privacy: PopulationPrivacy,
-    /// λ used: the requested one, raised to [`pd_floor`] when smaller.
+    /// λ used: the requested one, raised to `shift` × [`pd_floor`] when smaller.
     pub l2_used: f64,
 }
 
@@ -386,7 +407,7 @@ pub fn fit_private(
     progress: &dyn Fn(&str),
 ) -> Result<PrivateFit> {
     let n = train.cols();
-    let l2_used = params.l2.max(pd_floor(mech.sigma, n));
+    let l2_used = mech.l2_used(params.l2, n);
     let mut report = FitReport::default();
     report.start_cpu_clock();
     let t = std::time::Instant::now();
@@ -631,12 +652,15 @@ mod tests {
             })
             .collect();
         let x = csr(&rows, 60);
-        let mech = GramMechanism::new(8.0, 1e-8, 10, false, NoiseSource::InsecureSeed(3)).unwrap();
+        let mech = GramMechanism::new(8.0, 1e-8, 10, false, NoiseSource::InsecureSeed(3))
+            .unwrap()
+            .with_shift(2.0)
+            .unwrap();
         for method in [Method::Ease, Method::Exact] {
             let params = ModelParams::new(method, 10.0, 0.2).unwrap();
             let f = fit_private(&x, &params, &mech, 1, &|_| {}).unwrap();
             assert_eq!(f.model.n_items(), 60);
-            assert_eq!(f.l2_used, pd_floor(mech.sigma, 60));
+            assert_eq!(f.l2_used, 2.0 * pd_floor(mech.sigma, 60));
             assert!(f.l2_used > 10.0);
             let p = &f.privacy;
             assert_eq!(p.population, "training users");
@@ -645,6 +669,7 @@ mod tests {
             assert_eq!(p.delta, 1e-8);
             assert!(p.mechanism.contains("Gaussian on the Gram matrix (zCDP ρ="));
         }
+        assert!(mech.with_shift(0.9).is_err());
         let icf = ModelParams::new(Method::Icf, 10.0, 0.2).unwrap();
         assert!(fit_private(&x, &icf, &mech, 1, &|_| {}).is_err());
     }

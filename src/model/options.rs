@@ -97,6 +97,11 @@ option_table! {
         /// sensitivity √(C(C+1)/2) on the Gram matrix.
         #[option(value_name = "C", group = "Training privacy")]
         pub dp_cap: usize = 20,
+        /// λ of a DP fit is at least K times the positive-definite floor σ(2√n + 2√ln 10⁹)
+        /// (docs/training-privacy.md, "Positive definiteness"); K ≥ 1. The floor only makes
+        /// the noisy matrix invertible, a larger λ also damps the noise.
+        #[option(value_name = "K", group = "Training privacy")]
+        pub dp_shift: f64 = 3.0,
         /// Exact discrete Gaussian noise on the integer Gram matrix (Canonne–Kamath–Steinke
         /// sampler, OS-seeded ChaCha20) instead of floating-point Gaussian noise. Use it for a
         /// release.
@@ -110,9 +115,14 @@ impl TrainingPrivacyOptions {
     /// other options without `dp-epsilon` are an error (they would silently do nothing).
     pub fn mechanism(&self) -> Result<Option<super::dp::GramMechanism>> {
         let Some(epsilon) = self.dp_epsilon else {
-            if self.dp_delta.is_some() || self.dp_cap.is_some() || self.dp_secure.is_some() {
+            if self.dp_delta.is_some()
+                || self.dp_cap.is_some()
+                || self.dp_shift.is_some()
+                || self.dp_secure.is_some()
+            {
                 return Err(crate::error::Error::Invalid(
-                    "dp-delta, dp-cap and dp-secure set up a DP fit: give dp-epsilon too".into(),
+                    "dp-delta, dp-cap, dp-shift and dp-secure set up a DP fit: give dp-epsilon too"
+                        .into(),
                 ));
             }
             return Ok(None);
@@ -124,6 +134,7 @@ impl TrainingPrivacyOptions {
             self.dp_secure(),
             super::dp::NoiseSource::Os,
         )
+        .and_then(|m| m.with_shift(self.dp_shift()))
         .map(Some)
     }
 }
