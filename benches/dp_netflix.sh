@@ -4,7 +4,7 @@
 # without DP and with DP at ε_T (default 1, δ = 1e-8, cap 20), SANSA exact (dense path, f32),
 # λ = 1200, density 0.005, in one run. Every fit prints wall and CPU seconds (user + sys), peak
 # resident memory (GNU time -v), Recall@20 (SANSA convention and LightGCN's), nDCG@20, hit@1, the
-# λ used, and the 1-minute load average before and after; then the DP/non-DP ratios.
+# λ used, and the 1-minute load average at its start and end; then the DP/non-DP ratios.
 # Goals: Recall@20 ratio >= 0.9 at ε_T = 1; DP fit <= 2x the non-DP fit's time and <= 4 GiB.
 #
 # Usage: CARGO_TARGET_DIR=... benches/dp_netflix.sh      (EPS=1 DELTA=1e-8 CAP=20 SHAPE=netflix)

@@ -3,10 +3,10 @@
 # on the LightGCN splits of ml-1m-implicit, amazon-book-kgat and gowalla, without DP and with DP
 # at ε_T in $EPSILONS (δ = $DELTA, cap $CAP interactions per user), one JSON line per fit
 # appended to $OUT/rows.jsonl (Recall@20, nDCG@20, the non-private top-1 hit@1, the λ used, the
-# fit's seconds). Then `python3 pipelines/dp_utility_report.py $OUT/rows.jsonl` writes the table
+# fit's seconds). Then `python3 benches/dp_utility_report.py $OUT/rows.jsonl` writes the table
 # and the plot.
 #
-# Usage: RECSEL=path pipelines/dp_utility.sh [DATASET...]   (default: all three)
+# Usage: RECSEL=path benches/dp_utility.sh [DATASET...]   (default: all three)
 #   DATA=../shared/data  EPSILONS="4 1 2 8"  DELTA=1e-8  CAP=20  OUT=/tmp/recsel-dp-utility
 # Models: ml-1m-implicit dense EASE, λ = 200; the larger catalogues SANSA exact (the DP fit's
 # dense path, f32), λ = 200, density 0.005. The DP fit raises λ to its positive-definite floor.

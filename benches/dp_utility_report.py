@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Table and plot of DP training's utility (docs/results.md, "DP training") from the JSON lines
-that pipelines/dp_utility.sh writes: per data set, Recall@20 (LightGCN convention), nDCG@20 and
+that benches/dp_utility.sh writes: per data set, Recall@20 (LightGCN convention), nDCG@20 and
 hit@1 of the DP model at each ε_T and of the non-DP model, and the DP/non-DP ratios. The plot
 (an SVG, no plotting library needed) shows Recall@20 relative to the non-DP model against ε_T.
 
-Usage: python3 pipelines/dp_utility_report.py ROWS.jsonl [--svg docs/img/dp_utility.svg]
+Usage: python3 benches/dp_utility_report.py ROWS.jsonl [--svg docs/img/dp_utility.svg]
 """
 import json
 import sys
