@@ -21,7 +21,7 @@ pub type Rng = ChaCha8Rng;
 const TRIAL_SPACING_WORDS: u32 = 36;
 
 /// SplitMix64's finaliser: a bijection on u64 with good avalanche.
-fn mix64(mut z: u64) -> u64 {
+pub fn mix64(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^ (z >> 31)

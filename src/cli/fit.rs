@@ -12,6 +12,7 @@ use recsel::eval::{evaluate, Metrics};
 use recsel::model::{self, Method, ModelParams};
 
 use recsel::data::DataOptions;
+use recsel::model::options::TrainingPrivacyOptions;
 use recsel::model::ModelOptions;
 use recsel::recommend::utility_options::ReleaseOptions;
 
@@ -31,6 +32,8 @@ pub struct Args {
     data: Flags<DataOptions>,
     #[command(flatten)]
     model: Flags<ModelOptions>,
+    #[command(flatten)]
+    dp: Flags<TrainingPrivacyOptions>,
     #[command(flatten)]
     renamed: super::common::RenamedSeed,
     /// Save the model into this directory (model.json, w.npz, w_r.npz) with its release artifact
@@ -56,6 +59,7 @@ fn metrics_json(m: &Metrics) -> serde_json::Value {
         "recall20": m.recall20.mean, "recall20_se": m.recall20.se,
         "recall50": m.recall50.mean, "recall50_se": m.recall50.se,
         "ndcg100": m.ndcg100.mean, "ndcg100_se": m.ndcg100.se,
+        "hit1": m.hit1.mean, "hit1_se": m.hit1.se,
     })
 }
 
@@ -67,6 +71,7 @@ fn print_metrics(out: &mut impl Write, label: &str, m: &Metrics) -> std::io::Res
         ("Recall@20 (SANSA, hits/min(20,|T|))", m.recall20),
         ("Recall@50 (SANSA)", m.recall50),
         ("nDCG@100  (SANSA)", m.ndcg100),
+        ("hit@1     (non-private top-1)", m.hit1),
     ] {
         writeln!(out, "  {name:<38} {:.4} ± {:.4}", e.mean, e.se)?;
     }
@@ -130,8 +135,29 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         data.test_input.rows()
     );
 
-    let (model, report) =
-        model::fit(&data.train, &params, &progress).context("fitting the model")?;
+    let dp = args.dp.0.mechanism()?;
+    let (model, report, training_privacy, l2_used) = match &dp {
+        None => {
+            let (m, r) =
+                model::fit(&data.train, &params, &progress).context("fitting the model")?;
+            (m, r, None, params.l2)
+        }
+        Some(mech) => {
+            let f = model::dp::fit_private(&data.train, &params, mech, split_seed, &progress)
+                .context("fitting the DP model")?;
+            let p = &f.privacy;
+            eprintln!(
+                "[fit] training privacy: {} {}: ε={:.4}, δ={:e}, {}; {}",
+                p.population,
+                p.unit,
+                p.epsilon.unwrap_or(f64::NAN),
+                p.delta,
+                p.mechanism,
+                p.note
+            );
+            (f.model, f.report, Some(f.privacy), f.l2_used)
+        }
+    };
     let fit_s = report.total_seconds();
     eprintln!("[fit] fitted in {fit_s:.2} s");
     progress("evaluating");
@@ -150,13 +176,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     if let Some(dir) = &args.out {
         progress("saving the model");
-        model::io::save(
+        model::io::save_with_training_privacy(
             dir,
             &model,
             &params,
             data.name(),
             data.fingerprint(),
             &data.item_ids,
+            training_privacy.clone(),
         )
         .with_context(|| format!("saving the model to {}", dir.display()))?;
         progress("calibrating the release artifact");
@@ -200,6 +227,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         map.insert("dataset".into(), data.name().to_string().into());
         map.insert("method".into(), method.name().into());
         map.insert("l2".into(), params.l2.into());
+        map.insert("l2_used".into(), l2_used.into());
+        map.insert(
+            "training_privacy".into(),
+            serde_json::to_value(&training_privacy)?,
+        );
         map.insert("density".into(), params.density.into());
         map.insert("split_seed".into(), split_seed.into());
         map.insert("items".into(), data.n_items().into());
@@ -238,6 +270,22 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             params.density,
             data.n_items()
         )?;
+        match &training_privacy {
+            Some(p) => writeln!(
+                out,
+                "training privacy: {}, {}: ε = {:.4}, δ = {:e}; {}; {}",
+                p.population,
+                p.unit,
+                p.epsilon.unwrap_or(f64::NAN),
+                p.delta,
+                p.mechanism,
+                p.note
+            )?,
+            None => writeln!(
+                out,
+                "training privacy: none (training data treated as public)"
+            )?,
+        }
         print_metrics(&mut out, "model", &metrics)?;
         if let Some(b) = &baseline {
             print_metrics(&mut out, "most-popular baseline", b)?;

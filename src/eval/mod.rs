@@ -46,10 +46,12 @@ pub struct Metrics {
     pub recall50: Estimate,
     /// nDCG@100, SANSA convention.
     pub ndcg100: Estimate,
+    /// hit@1: whether the top item (the non-private top-1 recommendation) is a target.
+    pub hit1: Estimate,
 }
 
-/// Per-user metric values: [recall20_lightgcn, ndcg20, recall20, recall50, ndcg100].
-fn user_metrics(ranked: &[u32], targets: &[u32]) -> [f64; 5] {
+/// Per-user metric values: [recall20_lightgcn, ndcg20, recall20, recall50, ndcg100, hit1].
+fn user_metrics(ranked: &[u32], targets: &[u32]) -> [f64; 6] {
     let t = targets.len();
     let hit: Vec<bool> = ranked
         .iter()
@@ -71,6 +73,7 @@ fn user_metrics(ranked: &[u32], targets: &[u32]) -> [f64; 5] {
         hits_at(20) / t.min(20) as f64,
         hits_at(50) / t.min(50) as f64,
         dcg_at(100) / idcg_at(100),
+        hits_at(1),
     ]
 }
 
@@ -87,7 +90,7 @@ pub fn evaluate(model: &Model, data: &Dataset) -> Metrics {
         .filter(|&u| data.test_target.outer_view(u).is_some_and(|r| r.nnz() > 0))
         .collect();
     // Users are scored SCORE_LANES at a time: the model's weights are read once per group.
-    let per_user: Vec<[f64; 5]> = users
+    let per_user: Vec<[f64; 6]> = users
         .par_chunks(SCORE_LANES)
         .map_init(
             || (Vec::new(), Scratch::new(n)),
@@ -120,5 +123,6 @@ pub fn evaluate(model: &Model, data: &Dataset) -> Metrics {
         recall20: column(2),
         recall50: column(3),
         ndcg100: column(4),
+        hit1: column(5),
     }
 }

@@ -49,7 +49,18 @@ pub fn fit_ease(gram_lower: &SparseMat, l2: f64) -> Result<Ease> {
         let (rows, vals) = gram_lower.col(j);
         for (&i, &v) in rows.iter().zip(vals) {
             g[(i as usize, j)] = v;
-            g[(j, i as usize)] = v;
+        }
+    }
+    fit_ease_dense(g, l2)
+}
+
+/// Fits EASE from a dense `n × n` matrix whose lower triangle (diagonal included) holds `XᵀX`, or
+/// a noisy copy of it (the DP fit); the strict upper triangle is overwritten.
+pub fn fit_ease_dense(mut g: Mat<f64>, l2: f64) -> Result<Ease> {
+    let n = g.nrows();
+    for j in 0..n {
+        for i in j + 1..n {
+            g[(j, i)] = g[(i, j)];
         }
         g[(j, j)] += l2;
     }

@@ -319,6 +319,14 @@ pub fn gram_dense<T: DenseScalar>(x: &Csr, t: &ItemUsers, m: faer::MatMut<'_, T>
     );
 }
 
+/// A change made to the dense lower triangle of `XᵀX` (diagonal included, column-major, the
+/// strict upper triangle zero) before it is factorised: the DP fit adds its noise here
+/// (`super::dp`). Generic over the dense precision.
+pub trait DenseGramEdit: Sync {
+    /// Edits the lower triangle of `m` in place.
+    fn apply<T: DenseScalar>(&self, m: faer::MatMut<'_, T>);
+}
+
 /// An upper bound of the stored entries of [`gram_lower`] without counting them
 /// ([`ItemUsers::nnz_bound`]).
 pub fn gram_nnz_bound(x: &Csr) -> usize {

@@ -299,7 +299,8 @@ pub fn read_csr_npz(path: &Path, bytes: &[u8]) -> Result<SparseWeights> {
 // ---------------------------------------------------------------------------------------------
 // Save / load
 
-/// Saves a model into directory `dir` (created if needed).
+/// Saves a model into directory `dir` (created if needed), its training data treated as public
+/// (no `training_privacy` entry).
 pub fn save(
     dir: &Path,
     model: &Model,
@@ -307,6 +308,20 @@ pub fn save(
     dataset: &str,
     fingerprint: u64,
     item_ids: &[String],
+) -> Result<()> {
+    save_with_training_privacy(dir, model, params, dataset, fingerprint, item_ids, None)
+}
+
+/// [`save`] with the training users' privacy entry of a DP fit (`None`: the training data are
+/// treated as public).
+pub fn save_with_training_privacy(
+    dir: &Path,
+    model: &Model,
+    params: &ModelParams,
+    dataset: &str,
+    fingerprint: u64,
+    item_ids: &[String],
+    training_privacy: Option<super::privacy::PopulationPrivacy>,
 ) -> Result<()> {
     std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
     let files: Vec<(&str, Vec<u8>)> = match model {
@@ -332,7 +347,7 @@ pub fn save(
         n_items: model.n_items(),
         item_ids: item_ids.to_vec(),
         files: entries,
-        training_privacy: None,
+        training_privacy,
     };
     let json = serde_json::to_vec_pretty(&meta)
         .map_err(|e| Error::Invalid(format!("serialising model.json: {e}")))?;

@@ -2,6 +2,7 @@
 //! All are fitted on the training rows of a [`Dataset`](crate::data::Dataset) and score a user from
 //! the items they have.
 
+pub mod dp;
 pub mod ease;
 pub mod factor;
 pub mod gram;

@@ -89,3 +89,62 @@ impl ModelOptions {
         }
     }
 }
+
+option_table! {
+    /// Differentially private training (docs/training-privacy.md): `recsel fit` releases the
+    /// training users' Gram matrix with Gaussian noise and fits the model from it.
+    #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+    pub struct TrainingPrivacyOptions {
+        /// Fit with user-level (ε, δ)-DP for the training users, at this ε (default: no DP; the
+        /// training data are then treated as public).
+        #[option(value_name = "ε", group = "Training privacy")]
+        pub dp_epsilon: f64,
+        /// δ of the training guarantee: a fixed public constant, far below 1/(training users)
+        /// for every data set recsel reads (Netflix: 1/480,189 ≈ 2e-6).
+        #[option(value_name = "δ", group = "Training privacy")]
+        pub dp_delta: f64 = 1e-8,
+        /// Interactions kept per training user (C): the contribution bound of one user, L2
+        /// sensitivity √(C(C+1)/2) on the Gram matrix.
+        #[option(value_name = "C", group = "Training privacy")]
+        pub dp_cap: usize = 20,
+        /// λ of a DP fit is at least K times the positive-definite floor σ(2√n + 2√ln 10⁹)
+        /// (docs/training-privacy.md, "Positive definiteness"); K ≥ 1. The floor only makes
+        /// the noisy matrix invertible, a larger λ also damps the noise.
+        #[option(value_name = "K", group = "Training privacy")]
+        pub dp_shift: f64 = 3.0,
+        /// Exact discrete Gaussian noise on the integer Gram matrix (Canonne–Kamath–Steinke
+        /// sampler, OS-seeded ChaCha20) instead of floating-point Gaussian noise. Use it for a
+        /// release.
+        #[option(group = "Training privacy")]
+        pub dp_secure: bool = false,
+    }
+}
+
+impl TrainingPrivacyOptions {
+    /// The Gram mechanism these options ask for (`None`: no DP), its noise from the OS. The
+    /// other options without `dp-epsilon` are an error (they would silently do nothing).
+    pub fn mechanism(&self) -> Result<Option<super::dp::GramMechanism>> {
+        let Some(epsilon) = self.dp_epsilon else {
+            if self.dp_delta.is_some()
+                || self.dp_cap.is_some()
+                || self.dp_shift.is_some()
+                || self.dp_secure.is_some()
+            {
+                return Err(crate::error::Error::Invalid(
+                    "dp-delta, dp-cap, dp-shift and dp-secure set up a DP fit: give dp-epsilon too"
+                        .into(),
+                ));
+            }
+            return Ok(None);
+        };
+        super::dp::GramMechanism::new(
+            epsilon,
+            self.dp_delta(),
+            self.dp_cap(),
+            self.dp_secure(),
+            super::dp::NoiseSource::Os,
+        )
+        .and_then(|m| m.with_shift(self.dp_shift()))
+        .map(Some)
+    }
+}

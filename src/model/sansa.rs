@@ -12,7 +12,7 @@ use super::factor::{
     dense_cholesky, dense_cholesky_in_place, exact_cholesky, incomplete_cholesky, to_unit_ldl,
     ZeroedSquare,
 };
-use super::gram::{gram_dense, gram_lower, gram_pattern, relabel_items, ItemUsers};
+use super::gram::{gram_dense, gram_lower, gram_pattern, relabel_items, DenseGramEdit, ItemUsers};
 use super::ordering::{
     amd_ordering, amd_ordering_dense, amd_ordering_pattern, permute_dense_symmetric,
 };
@@ -235,18 +235,13 @@ pub fn fit_sansa_rows(
     if method != Method::Icf {
         let users = ItemUsers::new(x);
         if goes_dense(n, users.nnz_bound(), precision.bytes()) {
-            let keep = max_nnz.saturating_sub(n);
-            let (l, full_nnz, fwd, inv) = match precision {
-                Precision::F32 => fit_dense::<f32>(x, users, l2, keep, t, report, progress)?,
-                Precision::F64 => fit_dense::<f64>(x, users, l2, keep, t, report, progress)?,
+            let dense = DenseFit {
+                l2,
+                max_nnz,
+                umr,
+                precision,
             };
-            let t = Instant::now();
-            let mut l = l;
-            let d = to_unit_ldl(&mut l);
-            report.factor_nnz = full_nnz;
-            prune_global(&mut l, keep);
-            report.stage("prune", t);
-            return finish(l, d, fwd, inv, max_nnz, umr, report, progress);
+            return dense.fit(x, users, &NoEdit, t, report, progress);
         }
     }
 
@@ -292,15 +287,101 @@ pub fn fit_sansa_rows(
     finish(l, d, fwd, inv, max_nnz, umr, report, progress)
 }
 
+/// No change to the dense Gram matrix (the non-private fit).
+struct NoEdit;
+
+impl DenseGramEdit for NoEdit {
+    fn apply<T: DenseScalar>(&self, _m: faer::MatMut<'_, T>) {}
+}
+
+/// SANSA's dense path (`exact` on a dense Gram matrix) with `edit` applied to the Gram matrix
+/// before λ, the ordering and the factorisation: the DP fit's path (its noisy Gram matrix is
+/// dense whatever the data). Fails with the memory it needs when the dense matrix does not fit
+/// in 90% of the available memory.
+#[allow(clippy::too_many_arguments)]
+pub fn fit_sansa_dense_edited<E: DenseGramEdit>(
+    x: &Csr,
+    l2: f64,
+    density: f64,
+    umr: UmrConfig,
+    precision: Precision,
+    edit: &E,
+    report: &mut FitReport,
+    progress: &dyn Fn(&str),
+) -> Result<Sansa> {
+    let n = x.cols();
+    let need = precision.bytes() as f64 * n as f64 * n as f64;
+    if let Some(avail) = super::ease::available_memory_bytes() {
+        if need > 0.9 * avail as f64 {
+            return Err(crate::Error::Invalid(format!(
+                "the dense Gram matrix of {n} items needs {:.1} GiB in {} but only {:.1} GiB is \
+                 available",
+                need / (1u64 << 30) as f64,
+                precision.name(),
+                avail as f64 / (1u64 << 30) as f64
+            )));
+        }
+    }
+    let max_nnz = ((density * n as f64 * n as f64).round() as usize).max(n);
+    let t = Instant::now();
+    let users = ItemUsers::new(x);
+    let dense = DenseFit {
+        l2,
+        max_nnz,
+        umr,
+        precision,
+    };
+    dense.fit(x, users, edit, t, report, progress)
+}
+
+/// The settings of the dense path.
+struct DenseFit {
+    l2: f64,
+    max_nnz: usize,
+    umr: UmrConfig,
+    precision: Precision,
+}
+
+impl DenseFit {
+    /// Gram matrix (edited), ordering, factorisation, pruning and the inverse; `t` is when the
+    /// Gram stage started.
+    fn fit<E: DenseGramEdit>(
+        &self,
+        x: &Csr,
+        users: ItemUsers,
+        edit: &E,
+        t: Instant,
+        report: &mut FitReport,
+        progress: &dyn Fn(&str),
+    ) -> Result<Sansa> {
+        let n = x.cols();
+        let keep = self.max_nnz.saturating_sub(n);
+        let l2 = self.l2;
+        let (l, full_nnz, fwd, inv) = match self.precision {
+            Precision::F32 => fit_dense::<f32, E>(x, users, l2, keep, edit, t, report, progress)?,
+            Precision::F64 => fit_dense::<f64, E>(x, users, l2, keep, edit, t, report, progress)?,
+        };
+        let t = Instant::now();
+        let mut l = l;
+        let d = to_unit_ldl(&mut l);
+        report.factor_nnz = full_nnz;
+        prune_global(&mut l, keep);
+        report.stage("prune", t);
+        finish(l, d, fwd, inv, self.max_nnz, self.umr, report, progress)
+    }
+}
+
 /// The dense path of [`fit_sansa_rows`] in precision `T`: Gram matrix, ordering and in-place
 /// permutation, Cholesky, pruned extraction. Returns the pruned factor (`f64`), the full factor's
 /// entries and the ordering. `t` is when the Gram stage started.
 #[allow(clippy::type_complexity)]
-fn fit_dense<T: DenseScalar>(
+#[allow(clippy::too_many_arguments)]
+fn fit_dense<T: DenseScalar, E: DenseGramEdit>(
     x: &Csr,
     users: ItemUsers,
     l2: f64,
     keep: usize,
+    edit: &E,
     t: Instant,
     report: &mut FitReport,
     progress: &dyn Fn(&str),
@@ -311,6 +392,7 @@ fn fit_dense<T: DenseScalar>(
     let mut m = square.as_mut();
     gram_dense(x, &users, m.rb_mut());
     drop(users);
+    edit.apply(m.rb_mut());
     report.stage("gram", t);
     progress("ordering (AMD)");
     let t = Instant::now();

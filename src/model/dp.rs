@@ -1,0 +1,676 @@
+//! Differentially private training of the item-item models (docs/training-privacy.md): the Gram
+//! matrix `XᵀX` of the training users, each user's contribution bounded by a cap on the
+//! interactions kept, released with Gaussian noise on its upper triangle (mirrored), and EASE or
+//! SANSA fitted from the noisy matrix alone — every weight is then post-processing of one
+//! Gaussian release.
+//!
+//! * **Unit**: one training user, added or removed, with at most `cap` (C) of their interactions
+//!   kept. Which C are kept is a deterministic function of the seed and the user's own items
+//!   ([`cap_rows`]), so another user's presence never changes it.
+//! * **Sensitivity**: a user with c ≤ C kept items adds 1 to the c(c+1)/2 entries (i ≤ j) of the
+//!   upper triangle, diagonal included, of the pairs of their items, and nothing else: the L2
+//!   distance of the two triangles is `sqrt(c(c+1)/2) ≤ Δ = sqrt(C(C+1)/2)`.
+//! * **Accounting**: i.i.d. N(0, σ²) on each of the n(n+1)/2 entries is ρ-zCDP with
+//!   ρ = Δ²/(2σ²) (Bun–Steinke 2016); with `secure`, the discrete Gaussian of variance parameter
+//!   σ² on the integer counts is ρ-zCDP with the same ρ (Canonne–Kamath–Steinke 2020, Thm 14).
+//!   (ε, δ) comes from ρ by [`zcdp_epsilon`], the one conversion of the crate.
+//! * **Positive definiteness**: the noise matrix N has ‖N‖ ≤ σ(2√n + 2√ln(10⁹)) except with
+//!   probability 10⁻⁹ ([`pd_floor`]), so `XᵀX + N + λI` with λ at least that floor is positive
+//!   definite: λ is raised to the floor when it is smaller (the floor depends on σ and the
+//!   number of items only, not on the data).
+
+use faer::Mat;
+use rand_distr::{Distribution, StandardNormal};
+use rayon::prelude::*;
+
+use super::gram::{gram_dense, DenseGramEdit, ItemUsers};
+use super::privacy::PopulationPrivacy;
+use super::{ease, sansa, DenseScalar, FitReport, Method, Model, ModelParams, UmrConfig};
+use crate::data::Csr;
+use crate::error::{Error, Result};
+use crate::rng::{mix64, name_id, SecureRng, Streams};
+use crate::stats::exact::discrete_gaussian;
+
+/// The secure path's variance parameter σ² is a rational `num / 2^10`, rounded up.
+const SIGMA2_DEN: u128 = 1 << 10;
+
+/// Failure probability of the positive-definiteness bound of [`pd_floor`].
+const PD_FAILURE: f64 = 1e-9;
+
+/// `ln δ(ε)` of ρ-zCDP by the conversion of Canonne, Kamath and Steinke (2020, Prop. 12):
+/// `δ = inf_{α>1} exp((α−1)(αρ−ε)) / (α−1) · (1 − 1/α)^α`. The infimum is found on a grid of
+/// `ln(α−1)` refined by golden-section search (the exponent is smooth and unimodal in α).
+fn log_delta_of(rho: f64, epsilon: f64) -> f64 {
+    let f = |x: f64| {
+        let a = 1.0 + x.exp();
+        (a - 1.0) * (a * rho - epsilon) - (a - 1.0).ln() + a * (1.0 - 1.0 / a).ln()
+    };
+    let (lo, hi, steps) = (-25.0f64, 25.0f64, 500);
+    let h = (hi - lo) / steps as f64;
+    let best = (0..=steps)
+        .map(|k| lo + k as f64 * h)
+        .min_by(|a, b| f(*a).total_cmp(&f(*b)))
+        .unwrap_or(0.0);
+    let (mut a, mut b) = (best - h, best + h);
+    let g = (5f64.sqrt() - 1.0) / 2.0;
+    for _ in 0..80 {
+        let (c, d) = (b - g * (b - a), a + g * (b - a));
+        if f(c) < f(d) {
+            b = d;
+        } else {
+            a = c;
+        }
+    }
+    f(best).min(f((a + b) / 2.0)).min(0.0)
+}
+
+/// ε of ρ-zCDP at δ: the smallest ε whose δ(ε) by the Canonne–Kamath–Steinke conversion is at
+/// most δ (never more than the classical `ρ + 2√(ρ ln(1/δ))`, which bounds the search). This is
+/// the one place the crate turns zCDP into (ε, δ).
+pub fn zcdp_epsilon(rho: f64, delta: f64) -> f64 {
+    if rho <= 0.0 {
+        return 0.0;
+    }
+    let target = delta.ln();
+    let (mut lo, mut hi) = (0.0f64, rho + 2.0 * (rho * (1.0 / delta).ln()).sqrt());
+    for _ in 0..100 {
+        let mid = 0.5 * (lo + hi);
+        if log_delta_of(rho, mid) <= target {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    hi
+}
+
+/// The largest ρ whose [`zcdp_epsilon`] at δ is at most ε (bisection, rounded down).
+pub fn zcdp_rho(epsilon: f64, delta: f64) -> f64 {
+    let (mut lo, mut hi) = (0.0f64, epsilon);
+    for _ in 0..100 {
+        let mid = 0.5 * (lo + hi);
+        if zcdp_epsilon(mid, delta) <= epsilon {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
+/// L2 sensitivity of the upper triangle (diagonal included) of `XᵀX` for binary X under adding
+/// or removing one user with at most `cap` items: `sqrt(C(C+1)/2)`.
+pub fn gram_sensitivity(cap: usize) -> f64 {
+    let c = cap as f64;
+    (c * (c + 1.0) / 2.0).sqrt()
+}
+
+/// A shift that makes `XᵀX + N + shift·I` positive definite except with probability 10⁻⁹, for
+/// the symmetric noise N of i.i.d. N(0, σ²) entries on `n` items: E λ_max(N) ≤ 2σ√n (N is
+/// dominated by the Gaussian orthogonal ensemble of the same off-diagonal scale), and λ_max is
+/// √2σ-Lipschitz in the standard normal entries, so it exceeds its mean by r with probability at
+/// most exp(−r²/(4σ²)); r = 2σ√ln(10⁹). `XᵀX` is positive semidefinite.
+pub fn pd_floor(sigma: f64, n: usize) -> f64 {
+    sigma * (2.0 * (n as f64).sqrt() + 2.0 * (1.0 / PD_FAILURE).ln().sqrt())
+}
+
+/// At most `cap` items of every row of `x`: rows with more keep the `cap` items of smallest
+/// priority `mix64(key ^ mix64(item))`, where the key mixes `seed` with a hash of the row's own
+/// items. The choice depends on the seed and that user's items only — never on another user or
+/// on the row's position — so the contribution bound holds for neighbouring data sets.
+pub fn cap_rows(x: &Csr, cap: usize, seed: u64) -> Csr {
+    let ip = x.indptr();
+    let ptr = ip.raw_storage();
+    let xi = x.indices();
+    let rows: Vec<Vec<u32>> = (0..x.rows())
+        .into_par_iter()
+        .map(|u| {
+            let items = &xi[ptr[u]..ptr[u + 1]];
+            if items.len() <= cap {
+                return items.to_vec();
+            }
+            let key = items.iter().fold(mix64(seed ^ 0x0064_7063_6170), |h, &i| {
+                mix64(h ^ u64::from(i))
+            });
+            let mut by: Vec<(u64, u32)> = items
+                .iter()
+                .map(|&i| (mix64(key ^ mix64(u64::from(i) + 1)), i))
+                .collect();
+            by.select_nth_unstable(cap - 1);
+            let mut kept: Vec<u32> = by[..cap].iter().map(|p| p.1).collect();
+            kept.sort_unstable();
+            kept
+        })
+        .collect();
+    let mut indptr = Vec::with_capacity(rows.len() + 1);
+    indptr.push(0usize);
+    let mut indices = Vec::new();
+    for r in &rows {
+        indices.extend_from_slice(r);
+        indptr.push(indices.len());
+    }
+    let data = vec![1.0f32; indices.len()];
+    Csr::new((x.rows(), x.cols()), indptr, indices, data)
+}
+
+/// Where the noise's randomness comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoiseSource {
+    /// The operating system's entropy (a release; nothing recorded can reproduce the noise).
+    Os,
+    /// A seed — **predictable, never for a release**: tests and audits.
+    InsecureSeed(u64),
+}
+
+/// The Gaussian mechanism on the Gram matrix: its calibration and its noise.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GramMechanism {
+    /// Interactions kept per user (C).
+    pub cap: usize,
+    /// δ of the guarantee.
+    pub delta: f64,
+    /// ρ of the zCDP guarantee, with the noise actually drawn.
+    pub rho: f64,
+    /// Standard deviation of each entry's noise (the secure path: √ of its rational σ²).
+    pub sigma: f64,
+    /// Exact discrete Gaussian noise (the secure path) instead of floating-point Gaussian noise.
+    pub secure: bool,
+    /// λ is at least this multiple (≥ 1) of [`pd_floor`].
+    pub shift: f64,
+    /// The secure path's σ² · 2^10 (rounded up).
+    sigma2_num: u128,
+    /// Where the randomness comes from.
+    pub source: NoiseSource,
+}
+
+impl GramMechanism {
+    /// The mechanism for (ε, δ)-DP with at most `cap` interactions per user: ρ = [`zcdp_rho`],
+    /// σ = Δ/√(2ρ). On the secure path σ² is rounded up onto the 2^−10 grid and ρ recomputed
+    /// from it (never above the requested one).
+    pub fn new(
+        epsilon: f64,
+        delta: f64,
+        cap: usize,
+        secure: bool,
+        source: NoiseSource,
+    ) -> Result<Self> {
+        if !(epsilon.is_finite() && epsilon > 0.0) {
+            return Err(Error::InvalidParameter {
+                name: "dp-epsilon",
+                requirement: "finite and > 0",
+                value: epsilon,
+            });
+        }
+        if !(delta > 0.0 && delta < 1.0) {
+            return Err(Error::InvalidParameter {
+                name: "dp-delta",
+                requirement: "in (0, 1)",
+                value: delta,
+            });
+        }
+        if cap == 0 {
+            return Err(Error::InvalidParameter {
+                name: "dp-cap",
+                requirement: ">= 1",
+                value: 0.0,
+            });
+        }
+        if secure && source == NoiseSource::Os {
+            // Fail here, not inside the parallel fill, when the OS has no entropy.
+            SecureRng::from_os()?;
+        }
+        let sens = gram_sensitivity(cap);
+        let rho = zcdp_rho(epsilon, delta);
+        let sigma = sens / (2.0 * rho).sqrt();
+        let (sigma, rho, sigma2_num) = if secure {
+            let num = ((sigma * sigma) * SIGMA2_DEN as f64).ceil() as u128;
+            let s2 = num as f64 / SIGMA2_DEN as f64;
+            (s2.sqrt(), sens * sens / (2.0 * s2), num)
+        } else {
+            (sigma, rho, 0)
+        };
+        Ok(GramMechanism {
+            cap,
+            delta,
+            rho,
+            sigma,
+            secure,
+            sigma2_num,
+            source,
+            shift: 1.0,
+        })
+    }
+
+    /// The same mechanism with λ at least `shift` (≥ 1) times the positive-definite floor.
+    pub fn with_shift(self, shift: f64) -> Result<Self> {
+        if !(shift.is_finite() && shift >= 1.0) {
+            return Err(Error::InvalidParameter {
+                name: "dp-shift",
+                requirement: "finite and >= 1 (below 1 the noisy matrix may be indefinite)",
+                value: shift,
+            });
+        }
+        Ok(GramMechanism { shift, ..self })
+    }
+
+    /// λ a fit with the requested `l2` on `n` items uses: at least `shift` × [`pd_floor`].
+    pub fn l2_used(&self, l2: f64, n: usize) -> f64 {
+        l2.max(self.shift * pd_floor(self.sigma, n))
+    }
+
+    /// The same mechanism with σ multiplied by `factor` (ρ and the guarantee follow): the audit's
+    /// deliberately mis-calibrated release.
+    pub fn with_sigma_scaled(self, factor: f64) -> Self {
+        let sigma = self.sigma * factor;
+        let num = ((sigma * sigma) * SIGMA2_DEN as f64).ceil() as u128;
+        let sens = gram_sensitivity(self.cap);
+        GramMechanism {
+            sigma,
+            rho: sens * sens / (2.0 * sigma * sigma),
+            sigma2_num: num,
+            ..self
+        }
+    }
+
+    /// The same mechanism drawing from `source`.
+    pub fn with_source(self, source: NoiseSource) -> Self {
+        GramMechanism { source, ..self }
+    }
+
+    /// ε of the guarantee at its δ.
+    pub fn epsilon(&self) -> f64 {
+        zcdp_epsilon(self.rho, self.delta)
+    }
+
+    /// The training users' entry of the release's privacy report.
+    pub fn privacy(&self, l2_used: f64) -> PopulationPrivacy {
+        let noise = if self.secure {
+            "exact discrete Gaussian"
+        } else {
+            "Gaussian"
+        };
+        PopulationPrivacy {
+            population: "training users".to_string(),
+            unit: format!("user (at most {} interactions kept)", self.cap),
+            epsilon: Some(self.epsilon()),
+            delta: self.delta,
+            mechanism: format!(
+                "{noise} on the Gram matrix (zCDP ρ={:.6}; ε from ρ by Canonne–Kamath–Steinke)",
+                self.rho
+            ),
+            note: format!(
+                "σ={:.4} per entry of the upper triangle incl. diagonal, L2 sensitivity \
+                 √(C(C+1)/2)={:.4} for C={}; λ used {:.2} (at least {} × the positive-definite \
+                 floor)",
+                self.sigma,
+                gram_sensitivity(self.cap),
+                self.cap,
+                l2_used,
+                self.shift
+            ),
+        }
+    }
+
+    /// Column j's generator of the floating-point path.
+    fn fast_stream(&self, seed: u64, j: usize) -> crate::rng::Rng {
+        Streams::new(seed).stream(name_id("dp-gram"), 0, j as u64, 0)
+    }
+}
+
+/// The noise of one release: the mechanism and, for the floating-point path, the seed of its
+/// streams (from the OS unless the source is a test seed).
+#[derive(Debug, Clone, Copy)]
+pub struct GramNoise {
+    mech: GramMechanism,
+    seed: u64,
+}
+
+impl GramNoise {
+    /// One draw's noise; `GramNoise::apply` adds it.
+    pub fn new(mech: GramMechanism) -> Self {
+        let seed = match mech.source {
+            NoiseSource::Os => rand::random::<u64>(),
+            NoiseSource::InsecureSeed(s) => s,
+        };
+        GramNoise { mech, seed }
+    }
+}
+
+impl DenseGramEdit for GramNoise {
+    /// Adds N(0, σ²) (or the discrete Gaussian) to every entry i ≥ j, one independent stream per
+    /// column.
+    fn apply<T: DenseScalar>(&self, m: faer::MatMut<'_, T>) {
+        let m_ = &self.mech;
+        m.par_col_iter_mut().enumerate().for_each(|(j, col)| {
+            let col = col
+                .try_as_col_major_mut()
+                .expect("contiguous column")
+                .as_slice_mut();
+            if m_.secure {
+                let mut rng = match m_.source {
+                    NoiseSource::Os => SecureRng::from_os()
+                        .expect("OS entropy (checked when the mechanism was made)"),
+                    NoiseSource::InsecureSeed(s) => {
+                        SecureRng::from_seed_insecure(mix64(s ^ mix64(j as u64 + 1)))
+                    }
+                };
+                for v in &mut col[j..] {
+                    let z = discrete_gaussian(&mut rng, m_.sigma2_num, SIGMA2_DEN);
+                    *v += T::from_f64(z as f64);
+                }
+            } else {
+                let mut rng = m_.fast_stream(self.seed, j);
+                for v in &mut col[j..] {
+                    let z: f64 = StandardNormal.sample(&mut rng);
+                    *v += T::from_f64(m_.sigma * z);
+                }
+            }
+        });
+    }
+}
+
+/// The noisy lower triangle (diagonal included) of the capped `XᵀX` as a dense f64 matrix, the
+/// strict upper triangle zero: what the DP fit releases to itself. `cap_seed` chooses the kept
+/// interactions ([`cap_rows`]).
+pub fn noisy_gram(x: &Csr, mech: &GramMechanism, cap_seed: u64) -> Mat<f64> {
+    let capped = cap_rows(x, mech.cap, cap_seed);
+    let n = x.cols();
+    let mut g = Mat::<f64>::zeros(n, n);
+    gram_dense(&capped, &ItemUsers::new(&capped), g.as_mut());
+    GramNoise::new(*mech).apply(g.as_mut());
+    g
+}
+
+/// A DP fit: the model, what it cost, the training users' privacy and the λ used.
+#[derive(Debug)]
+pub struct PrivateFit {
+    /// The model (post-processing of the noisy Gram matrix).
+    pub model: Model,
+    /// Stages and their seconds.
+    pub report: FitReport,
+    /// The training users' entry for `model.json`.
+    pub privacy: PopulationPrivacy,
+    /// λ used: the requested one, raised to `shift` × [`pd_floor`] when smaller.
+    pub l2_used: f64,
+}
+
+/// Fits EASE or SANSA (`exact`, dense path) on the noisy Gram matrix of the capped training
+/// rows. `icf` and `popular` are refused (the noisy Gram matrix is dense: ICF's sparse
+/// factorisation has nothing to keep sparse; the popularity of a DP release is its noisy
+/// diagonal). Fails when the dense matrix does not fit in memory (docs/training-privacy.md,
+/// "Large catalogues").
+pub fn fit_private(
+    train: &Csr,
+    params: &ModelParams,
+    mech: &GramMechanism,
+    cap_seed: u64,
+    progress: &dyn Fn(&str),
+) -> Result<PrivateFit> {
+    let n = train.cols();
+    let l2_used = mech.l2_used(params.l2, n);
+    let mut report = FitReport::default();
+    report.start_cpu_clock();
+    let t = std::time::Instant::now();
+    progress("capping each user's interactions");
+    let capped = cap_rows(train, mech.cap, cap_seed);
+    report.stage("cap", t);
+    let noise = GramNoise::new(*mech);
+    let model = match params.method {
+        Method::Ease => {
+            ease::check_fits(n)?;
+            progress("noisy Gram matrix XᵀX + N");
+            let t = std::time::Instant::now();
+            let mut g = Mat::<f64>::zeros(n, n);
+            gram_dense(&capped, &ItemUsers::new(&capped), g.as_mut());
+            noise.apply(g.as_mut());
+            report.stage("gram", t);
+            progress("dense EASE inverse");
+            let t = std::time::Instant::now();
+            let m = ease::fit_ease_dense(g, l2_used)?;
+            report.stage("inverse", t);
+            Model::Ease(m)
+        }
+        Method::Exact => {
+            let umr = UmrConfig {
+                scans: params.umr_scans,
+                finetune_steps: params.umr_finetune_steps,
+                ..UmrConfig::default()
+            };
+            Model::Sansa(sansa::fit_sansa_dense_edited(
+                &capped,
+                l2_used,
+                params.density,
+                umr,
+                params.precision,
+                &noise,
+                &mut report,
+                progress,
+            )?)
+        }
+        m @ (Method::Icf | Method::Popular) => {
+            return Err(Error::Invalid(format!(
+                "a DP fit takes --method ease or exact, not {}: the noisy Gram matrix is dense",
+                m.name()
+            )))
+        }
+    };
+    Ok(PrivateFit {
+        model,
+        report,
+        privacy: mech.privacy(l2_used),
+        l2_used,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use statrs::distribution::{ContinuousCDF, Normal};
+
+    fn csr(rows: &[Vec<u32>], n: usize) -> Csr {
+        let mut indptr = vec![0usize];
+        let mut indices = Vec::new();
+        for r in rows {
+            indices.extend_from_slice(r);
+            indptr.push(indices.len());
+        }
+        let data = vec![1.0f32; indices.len()];
+        Csr::new((rows.len(), n), indptr, indices, data)
+    }
+
+    /// The exact (ε, δ) curve of the Gaussian mechanism with μ = Δ/σ (Balle–Wang 2018): every
+    /// valid conversion of its ρ = μ²/2 gives at least this ε.
+    fn gaussian_epsilon(mu: f64, delta: f64) -> f64 {
+        let phi = Normal::new(0.0, 1.0).unwrap();
+        let d = |e: f64| phi.cdf(-e / mu + mu / 2.0) - e.exp() * phi.cdf(-e / mu - mu / 2.0);
+        let (mut lo, mut hi) = (0.0, 100.0);
+        for _ in 0..100 {
+            let m = 0.5 * (lo + hi);
+            if d(m) > delta {
+                lo = m
+            } else {
+                hi = m
+            }
+        }
+        hi
+    }
+
+    /// The conversion lies between the exact Gaussian curve (below it would be unsound) and the
+    /// classical ρ + 2√(ρ ln 1/δ); ρ of (ε, δ) inverts it.
+    #[test]
+    fn zcdp_conversion_is_sound_and_tighter_than_the_classical_one() {
+        for &(rho, delta) in &[
+            (0.01, 1e-8),
+            (0.1, 1e-5),
+            (0.5, 1e-6),
+            (2.0, 1e-10),
+            (8.0, 1e-6),
+        ] {
+            let e = zcdp_epsilon(rho, delta);
+            let classical = rho + 2.0 * (rho * (1.0f64 / delta).ln()).sqrt();
+            let exact = gaussian_epsilon((2.0f64 * rho).sqrt(), delta);
+            assert!(e <= classical, "ρ={rho}: {e} > classical {classical}");
+            assert!(e >= exact, "ρ={rho}: {e} below the Gaussian curve {exact}");
+            assert!(
+                e < 0.97 * classical,
+                "ρ={rho}: {e} not tighter than {classical}"
+            );
+            let r = zcdp_rho(e, delta);
+            assert!(
+                (r - rho).abs() < 1e-6 * rho.max(1.0),
+                "ρ={rho}: inverted to {r}"
+            );
+        }
+    }
+
+    /// The kept items are a subset of at most C of the row's, chosen by the row's own items: a
+    /// user's choice does not move when other users come or go.
+    #[test]
+    fn the_cap_depends_on_the_user_alone() {
+        let a = vec![0u32, 2, 3, 5, 7, 8, 9];
+        let b = vec![1u32, 2, 4];
+        let x = csr(&[a.clone(), b.clone()], 10);
+        let y = csr(&[b.clone(), vec![0, 1, 2, 3, 4, 5, 6], a.clone()], 10);
+        let (cx, cy) = (cap_rows(&x, 4, 9), cap_rows(&y, 4, 9));
+        let row = |m: &Csr, u| crate::data::row_items(m, u).to_vec();
+        assert_eq!(row(&cx, 0), row(&cy, 2));
+        assert_eq!(row(&cx, 1), b);
+        assert_eq!(row(&cx, 0).len(), 4);
+        assert!(row(&cx, 0).iter().all(|i| a.contains(i)));
+        // Another seed keeps other items (for some seed).
+        assert!((0..20).any(|s| row(&cap_rows(&x, 4, s), 0) != row(&cx, 0)));
+    }
+
+    /// Adding one user changes the capped upper triangle by exactly √(c(c+1)/2) in L2, c = min(C,
+    /// their items), and never more than the sensitivity.
+    #[test]
+    fn one_user_moves_the_gram_matrix_by_at_most_the_sensitivity() {
+        let base = vec![vec![0u32, 1, 2], vec![1, 3, 4, 5, 6, 7], vec![2, 5]];
+        for extra in [vec![0u32, 1, 2, 3, 4, 5, 6, 7], vec![3u32, 6], vec![4u32]] {
+            let mut with = base.clone();
+            with.push(extra.clone());
+            let g = |rows: &[Vec<u32>]| {
+                let c = cap_rows(&csr(rows, 8), 5, 3);
+                let mut m = Mat::<f64>::zeros(8, 8);
+                gram_dense(&c, &ItemUsers::new(&c), m.as_mut());
+                m
+            };
+            let (g0, g1) = (g(&base), g(&with));
+            let sq: f64 = (0..8)
+                .flat_map(|j| (j..8).map(move |i| (i, j)))
+                .map(|(i, j)| (g1[(i, j)] - g0[(i, j)]).powi(2))
+                .sum();
+            let c = extra.len().min(5) as f64;
+            assert!((sq.sqrt() - (c * (c + 1.0) / 2.0).sqrt()).abs() < 1e-12);
+            assert!(sq.sqrt() <= gram_sensitivity(5) + 1e-12);
+        }
+    }
+
+    /// The noise has the calibrated σ (mean and variance of 200 × 201 / 2 entries within five
+    /// standard errors), lands on the lower triangle only, and on the secure path is integer.
+    #[test]
+    fn the_noise_has_the_calibrated_scale() {
+        let x = csr(&[vec![0, 1], vec![1, 2]], 200);
+        for secure in [false, true] {
+            let mech =
+                GramMechanism::new(2.0, 1e-6, 4, secure, NoiseSource::InsecureSeed(5)).unwrap();
+            let g = noisy_gram(&x, &mech, 1);
+            let clean = {
+                let mut m = Mat::<f64>::zeros(200, 200);
+                gram_dense(&x, &ItemUsers::new(&x), m.as_mut());
+                m
+            };
+            let mut v = Vec::new();
+            for j in 0..200 {
+                for i in 0..200 {
+                    let z = g[(i, j)] - clean[(i, j)];
+                    if i < j {
+                        assert_eq!(z, 0.0);
+                    } else {
+                        v.push(z);
+                        if secure {
+                            assert_eq!(z, z.round());
+                        }
+                    }
+                }
+            }
+            let m = v.len() as f64;
+            let mean = v.iter().sum::<f64>() / m;
+            let var = v.iter().map(|z| (z - mean).powi(2)).sum::<f64>() / m;
+            let s2 = mech.sigma * mech.sigma;
+            assert!(
+                mean.abs() < 5.0 * (s2 / m).sqrt(),
+                "secure={secure}: mean {mean}"
+            );
+            assert!(
+                (var / s2 - 1.0).abs() < 5.0 * (2.0 / m).sqrt(),
+                "secure={secure}: variance {var} against σ² {s2}"
+            );
+            // Same seed, same release; the cap's seed is its own.
+            assert_eq!(noisy_gram(&x, &mech, 1), g);
+        }
+    }
+
+    /// The floor makes noise alone (the worst case: XᵀX = 0) positive definite, and 0.9 × 2σ√n
+    /// (inside the edge of the noise's spectrum) does not: the shift is of the right size.
+    #[test]
+    fn the_floor_keeps_the_noisy_gram_positive_definite() {
+        let n = 300;
+        let x = csr(&[], n);
+        for seed in 0..5 {
+            let mech =
+                GramMechanism::new(1.0, 1e-8, 20, false, NoiseSource::InsecureSeed(seed)).unwrap();
+            let g = noisy_gram(&x, &mech, 0);
+            let llt = |shift: f64| {
+                let mut m = g.clone();
+                for j in 0..n {
+                    for i in j + 1..n {
+                        m[(j, i)] = m[(i, j)];
+                    }
+                    m[(j, j)] += shift;
+                }
+                m.llt(faer::Side::Lower).is_ok()
+            };
+            let floor = pd_floor(mech.sigma, n);
+            assert!(llt(floor), "seed {seed}: not PD at the floor");
+            let edge = 2.0 * mech.sigma * (n as f64).sqrt();
+            assert!(!llt(0.9 * edge), "seed {seed}: PD at 0.9 × 2σ√n");
+        }
+    }
+
+    /// A DP fit of EASE and SANSA on a small synthetic data set: the model fits, λ is raised to
+    /// the floor, and the privacy entry states the claim.
+    #[test]
+    fn private_fits_record_their_guarantee() {
+        let rows: Vec<Vec<u32>> = (0..400u32)
+            .map(|u| {
+                (0..12)
+                    .map(|k| (u * 7 + k * k * 3) % 60)
+                    .collect::<std::collections::BTreeSet<u32>>()
+                    .into_iter()
+                    .collect()
+            })
+            .collect();
+        let x = csr(&rows, 60);
+        let mech = GramMechanism::new(8.0, 1e-8, 10, false, NoiseSource::InsecureSeed(3))
+            .unwrap()
+            .with_shift(2.0)
+            .unwrap();
+        for method in [Method::Ease, Method::Exact] {
+            let params = ModelParams::new(method, 10.0, 0.2).unwrap();
+            let f = fit_private(&x, &params, &mech, 1, &|_| {}).unwrap();
+            assert_eq!(f.model.n_items(), 60);
+            assert_eq!(f.l2_used, 2.0 * pd_floor(mech.sigma, 60));
+            assert!(f.l2_used > 10.0);
+            let p = &f.privacy;
+            assert_eq!(p.population, "training users");
+            assert_eq!(p.unit, "user (at most 10 interactions kept)");
+            assert!((p.epsilon.unwrap() - 8.0).abs() < 1e-6);
+            assert_eq!(p.delta, 1e-8);
+            assert!(p.mechanism.contains("Gaussian on the Gram matrix (zCDP ρ="));
+        }
+        assert!(mech.with_shift(0.9).is_err());
+        let icf = ModelParams::new(Method::Icf, 10.0, 0.2).unwrap();
+        assert!(fit_private(&x, &icf, &mech, 1, &|_| {}).is_err());
+    }
+}
