@@ -141,6 +141,22 @@ fn recommend_serves_the_row_evaluate_measures_as_tuned() {
             assert_eq!(rec.release().sens.delta, bounds.delta);
             assert_eq!(rec.worth().standing, Standing::Tuned);
             assert_eq!(rec.worth().hit, Some(tuned.hit));
+            // The tuned clip range is exact percentiles of the calibration users: the statement
+            // and the report say so (a statement that claimed model-derived ranges would lie).
+            let (lo, hi) = tuned.clip.unwrap();
+            assert!(
+                rec.privacy_statement()
+                    .contains(&format!("tuned clip range p{lo}/p{hi}: EXACT percentiles")),
+                "{}",
+                rec.privacy_statement()
+            );
+            let report = rec.privacy_report();
+            let part = report
+                .parts
+                .iter()
+                .find(|p| p.part == "tuned clip range")
+                .expect("the report names the tuned clip range");
+            assert!(!part.privacy.is_private());
         }
     }
     // Given candidates: served as given, untuned; every item is the untuned configuration.
@@ -148,6 +164,12 @@ fn recommend_serves_the_row_evaluate_measures_as_tuned() {
     given.tuned_row = false;
     let rec = Recommender::load(dir, &given).unwrap();
     assert_eq!(rec.candidate_policy(), &CandidatePolicy::All);
+    assert!(!rec.privacy_statement().contains("EXACT"));
+    assert!(rec
+        .privacy_report()
+        .parts
+        .iter()
+        .all(|p| p.part != "tuned clip range"));
     assert_eq!(rec.release().sens.lower, release.sens.lower);
     let w = rec.worth();
     assert_eq!(w.standing, Standing::Untuned);

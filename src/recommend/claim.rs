@@ -137,16 +137,23 @@ impl Recommender {
             Some(t) => format!("; {}", t.describe()),
             None => String::new(),
         };
-        let bounds = match self.release.manifest.statistics() {
-            Statistics::Private { history_cap, .. } => format!(
+        let bounds = match (self.exact_clip, self.release.manifest.statistics()) {
+            (Some((lo, hi)), _) => format!(
+                "scores clipped to the tuned clip range p{lo}/p{hi}: EXACT percentiles of the \
+                 calibration users' scores (NOT DP: calibration users not protected; \
+                 `recsel tune --private` keeps the release's ranges)"
+            ),
+            (None, s) => match s {
+                Statistics::Private { history_cap, .. } => format!(
                 "scores clipped to ranges derived from the model alone for histories of at most \
                  {history_cap} items (no calibration user read)"
             ),
-            Statistics::ExactLeaky => format!(
+                Statistics::ExactLeaky => format!(
                 "scores clipped to EXACT percentiles of {} {} users who are not served (LEAKY: \
                  exact statistics in the release, calibration users not protected)",
                 c.users, c.population
             ),
+            },
         };
         format!(
             "privacy: {scope}; {bounds}; n recommendations from one history spend n times that; \

@@ -180,6 +180,9 @@ pub struct Recommender {
     worth: Worth,
     /// The release's privacy report (training, calibration and tuning entries).
     report: PrivacyReport,
+    /// The tuned clip range served instead of the release's: exact percentiles of the calibration
+    /// users' scores (`tuning.npz`), which the statement and the report name as not DP.
+    exact_clip: Option<(f64, f64)>,
 }
 
 /// The stream key of a user id (FNV-1a): a user's seeded draws do not depend on where the user
@@ -210,7 +213,8 @@ impl Recommender {
             )));
         }
         let (resolved, bounds, tuned, worth) = worth::resolve(dir, cfg, &release)?;
-        if let Some(b) = bounds {
+        let exact_clip = bounds.as_ref().map(|(c, _)| *c);
+        if let Some((_, b)) = bounds {
             if b.lower.len() != release.manifest.n_items {
                 return Err(Error::Invalid(format!(
                     "{}: the tuned clip bounds cover {} items, the model {}",
@@ -225,8 +229,22 @@ impl Recommender {
             Some(r) => r.clone(),
             None => release.report_of(meta.training_privacy.as_ref()),
         };
-        let report = with_tuning_of(report, dir)?;
+        let mut report = with_tuning_of(report, dir)?;
+        if let Some((lo, hi)) = exact_clip {
+            report = report.with(
+                "tuned clip range",
+                crate::model::privacy::PopulationPrivacy::public(
+                    privacy::CALIBRATION,
+                    &format!(
+                        "the served clip range p{lo}/p{hi} is a pair of exact percentiles of the \
+                         calibration users' scores, chosen by `recsel tune` ({})",
+                        tuning::BOUNDS
+                    ),
+                ),
+            );
+        }
         let mut rec = Self::new(model, release, &resolved)?;
+        rec.exact_clip = exact_clip;
         rec.tuned = tuned;
         rec.worth = worth;
         rec.report = report;
@@ -382,6 +400,7 @@ impl Recommender {
             noise: cfg.noise,
             epsilon,
             tuned: None,
+            exact_clip: None,
             worth: Worth::in_memory(cfg),
         })
     }

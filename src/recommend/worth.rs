@@ -260,14 +260,14 @@ fn measured(
 /// What a recommender loaded from `dir` with `cfg` serves, given the `release` there: the
 /// configuration (a named mechanism's tuned row when `cfg.tuned_row` and `tuning.json` has one
 /// at its ε; the tuned choice for [`TUNED`]), the clip bounds to use instead of the release's,
-/// the tuned choice, and what it is worth.
+/// (with the clip range they are the bounds of), the tuned choice, and what it is worth.
 pub(crate) fn resolve(
     dir: &Path,
     cfg: &RecommendConfig,
     release: &Release,
 ) -> Result<(
     RecommendConfig,
-    Option<Sensitivities>,
+    Option<((f64, f64), Sensitivities)>,
     Option<TunedChoice>,
     Worth,
 )> {
@@ -326,7 +326,10 @@ pub(crate) fn resolve(
         if let Some(r) = &row {
             out.candidates = r.candidates.clone();
             out.prior = r.prior.clone();
-            let bounds = r.clip.map(|c| t.bounds(dir, c)).transpose()?;
+            let bounds = r
+                .clip
+                .map(|c| t.bounds(dir, c).map(|b| (c, b)))
+                .transpose()?;
             let what = describe(&r.mechanism, &r.candidates, r.clip, &r.prior);
             let w = measured(&t, what, Standing::Tuned, eps, r.hit, r.gain);
             return Ok((out, bounds, None, w));
@@ -334,7 +337,7 @@ pub(crate) fn resolve(
     }
     // What was given (or the default, with no row to serve).
     let clip = cfg.clip_range.filter(|&c| !is_release_range(release, c));
-    let bounds = clip.map(|c| t.bounds(dir, c)).transpose()?;
+    let bounds = clip.map(|c| t.bounds(dir, c).map(|b| (c, b))).transpose()?;
     let what = describe(&cfg.mechanism, &cfg.candidates, clip, &cfg.prior);
     let same =
         |r: &MechRow| r.candidates == cfg.candidates && r.clip == clip && r.prior == cfg.prior;
