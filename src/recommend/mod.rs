@@ -41,16 +41,16 @@
 
 mod block;
 mod claim;
+pub mod evaluation;
 pub mod input;
 pub mod ledgered;
 pub mod options;
 pub mod privacy;
 pub mod release;
 pub mod statistics;
-pub mod tuning;
-pub mod utility;
-pub mod utility_options;
 pub mod worth;
+
+pub use evaluation::{tuning, utility, utility_options};
 
 use std::collections::HashMap;
 use std::path::Path;

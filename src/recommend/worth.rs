@@ -11,8 +11,10 @@ use std::path::Path;
 
 use serde::Serialize;
 
+use super::evaluation::tuning::{
+    self, same_epsilon, Estimate, MechRow, TunedChoice, Tuning, TUNED, TUNING,
+};
 use super::release::Release;
-use super::tuning::{self, same_epsilon, Estimate, MechRow, TunedChoice, Tuning, TUNED, TUNING};
 use super::RecommendConfig;
 use crate::error::{Error, Result};
 use crate::scoring::{CandidatePolicy, Prior, Sensitivities};

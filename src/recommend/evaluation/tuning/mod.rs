@@ -32,7 +32,7 @@ use crate::model::Model;
 use crate::scoring::prior::offset_scale;
 use crate::scoring::{CandidatePolicy, ModelScorer, Prior, UserScorer};
 
-use super::release::{Release, MANIFEST};
+use crate::recommend::release::{Release, MANIFEST};
 
 mod file;
 pub mod grid;

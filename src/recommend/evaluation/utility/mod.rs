@@ -18,9 +18,9 @@ use crate::mechanisms::{self, Guarantee, MechParams, Mechanism, Problem};
 use crate::model::Model;
 use crate::rng::{name_id, Streams};
 
-use super::release::Release;
 use super::tuning::grid::{self, config_id, hit_of, pool_problem, tune_grid, MechGrid};
 use super::tuning::{krr_hit, map_scored, tune, TuneConfig, Tuning};
+use crate::recommend::release::Release;
 
 mod table;
 pub use table::{evaluate, table};

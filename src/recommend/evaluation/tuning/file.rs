@@ -17,9 +17,9 @@ use crate::model::privacy::PopulationPrivacy;
 use crate::rng::NoiseMode;
 use crate::scoring::{CandidatePolicy, Prior, Sensitivities};
 
-use super::super::release::MANIFEST;
-use super::super::RecommendConfig;
 use super::{TuneConfig, BOUNDS, FORMAT, TUNED, TUNING, TUNING_VERSION};
+use crate::recommend::release::MANIFEST;
+use crate::recommend::RecommendConfig;
 
 /// A mean over calibration users and its standard error.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]

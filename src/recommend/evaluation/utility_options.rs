@@ -8,10 +8,6 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::release::{calibrate, DEFAULT_CALIBRATION_USERS};
-use super::statistics::{
-    Statistics, DEFAULT_COUNT_CAP, DEFAULT_COUNT_EPSILON, DEFAULT_HISTORY_CAP, STATISTICS_CHOICES,
-};
 use super::tuning::{
     private, tune, PoolSource, TuneConfig, Tuning, DEFAULT_MARGIN, DEFAULT_PRIOR_WEIGHTS, TUNING,
 };
@@ -24,6 +20,10 @@ use crate::error::{Error, Result};
 use crate::mechanisms::{MechValues, Registry};
 use crate::model::ModelOptions;
 use crate::options::option_table;
+use crate::recommend::release::{calibrate, DEFAULT_CALIBRATION_USERS};
+use crate::recommend::statistics::{
+    Statistics, DEFAULT_COUNT_CAP, DEFAULT_COUNT_EPSILON, DEFAULT_HISTORY_CAP, STATISTICS_CHOICES,
+};
 use crate::scoring::SensitivityConfig;
 
 /// The ε grid of `tune` and `evaluate` unless told otherwise.
@@ -347,12 +347,12 @@ pub fn release_data(
     model: &Path,
     data: &DataOptions,
     seed: u64,
-) -> Result<(Dataset, super::release::Release)> {
+) -> Result<(Dataset, crate::recommend::release::Release)> {
     let src = data.source()?;
     let opts = release_load_options(&src, data.load_options()?);
     let ds = load_dataset_with(&src, seed, &opts)
         .map_err(|e| Error::Invalid(format!("loading the data: {e}")))?;
-    let release = super::release::Release::read(model)?;
+    let release = crate::recommend::release::Release::read(model)?;
     let fp = format!("{:016x}", ds.fingerprint());
     if fp != release.manifest.data_fingerprint {
         return Err(Error::Invalid(format!(
