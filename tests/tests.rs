@@ -14,6 +14,9 @@ mod pricing;
 /// Seed 004 §5.2's example (a PCA rank chosen privately), run by `private_tuning`.
 #[path = "../examples/private_pca_rank.rs"]
 mod private_pca_rank;
+/// Seed 004 §5.1 on a model hyperparameter (SANSA's λ chosen privately), run by `private_tuning`.
+#[path = "../examples/private_sansa_lambda.rs"]
+mod private_sansa_lambda;
 
 mod add_mech;
 mod architecture;
