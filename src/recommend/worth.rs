@@ -259,6 +259,10 @@ fn measured(
     }
 }
 
+/// A clip range of `tuning.json` (its percentiles of the calibration users' scores) with its
+/// per-item bounds from `tuning.npz`.
+pub(crate) type ClipBounds = ((f64, f64), Sensitivities);
+
 /// What a recommender loaded from `dir` with `cfg` serves, given the `release` there: the
 /// configuration (a named mechanism's tuned row when `cfg.tuned_row` and `tuning.json` has one
 /// at its ε; the tuned choice for [`TUNED`]), the clip bounds to use instead of the release's,
@@ -269,7 +273,7 @@ pub(crate) fn resolve(
     release: &Release,
 ) -> Result<(
     RecommendConfig,
-    Option<((f64, f64), Sensitivities)>,
+    Option<ClipBounds>,
     Option<TunedChoice>,
     Worth,
 )> {
