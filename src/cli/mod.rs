@@ -55,9 +55,9 @@ enum Command {
     /// Utility bounds of RNM, GEM and mGEM on one problem (seed 001 appendix J).
     Bounds(bounds::Args),
     /// Fit SANSA, EASE or the most-popular baseline and report Recall/nDCG.
-    Fit(fit::Args),
+    Fit(Box<fit::Args>),
     /// Write a data set's train/test split as LightGCN text (train.txt, test.txt).
-    Export(export::Args),
+    Export(Box<export::Args>),
     /// Private selection for every test user: MSE per mechanism and ε, per-user correlations.
     Select(Box<select::Args>),
     /// One private recommendation per user from a model directory with a release artifact.
@@ -76,13 +76,13 @@ enum Command {
     /// A private median, quantile, count or clipped mean of a column (docs/statistics.md).
     Statistic(Box<statistic::Args>),
     /// Synthetic experiments of seed 001 (scenarios 1-8, correlation and share sweeps).
-    Synth(synth::Args),
+    Synth(Box<synth::Args>),
     /// Two-candidate head-to-head heatmaps of seed 001 (figures 3, 15, 16, 17).
-    Twocand(twocand::Args),
+    Twocand(Box<twocand::Args>),
     /// Regenerate a figure from its pipeline file (pipelines/<fig>.toml).
     Run(run::Args),
     /// Bandit under distribution shift: private learners against UCB and Thompson (figure 14).
-    Bandit(bandit::Args),
+    Bandit(Box<bandit::Args>),
     /// Print the command-line reference as Markdown (docs/cli.md).
     #[command(hide = true)]
     HelpMarkdown(help_markdown::Args),
@@ -121,8 +121,8 @@ pub fn main() -> anyhow::Result<ExitCode> {
         Command::Audit(a) => audit::run(*a),
         Command::AuditE2e(a) => audit_e2e::run(*a),
         Command::Bounds(a) => bounds::run(a),
-        Command::Fit(args) => fit::run(args),
-        Command::Export(a) => export::run(a),
+        Command::Fit(a) => fit::run(*a),
+        Command::Export(a) => export::run(*a),
         Command::Select(a) => select::run(*a),
         Command::Recommend(a) => recommend::run(*a),
         Command::Privacy(a) => privacy::run(a),
@@ -132,10 +132,10 @@ pub fn main() -> anyhow::Result<ExitCode> {
         #[cfg(feature = "serve")]
         Command::Serve(a) => serve::run(*a, cli.threads),
         Command::Statistic(a) => statistic::run(*a),
-        Command::Synth(a) => synth::run(a),
-        Command::Twocand(a) => twocand::run(a),
+        Command::Synth(a) => synth::run(*a),
+        Command::Twocand(a) => twocand::run(*a),
         Command::Run(a) => run::run(a),
-        Command::Bandit(a) => bandit::run(a),
+        Command::Bandit(a) => bandit::run(*a),
         Command::HelpMarkdown(a) => help_markdown::run(a),
     }
 }
