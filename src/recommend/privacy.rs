@@ -69,7 +69,7 @@ pub struct PrivacyReport {
     pub format_version: u32,
     /// Every part, in the order: training, calibration, served.
     pub parts: Vec<Part>,
-    /// Per population, what it pays (computed by [`PrivacyReport::finish`]).
+    /// Per population, what it pays (computed when the report is built).
     pub totals: Vec<Total>,
     /// Each part that is not differentially private, in words.
     pub not_private: Vec<String>,

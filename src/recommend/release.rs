@@ -15,7 +15,7 @@
 //!   `heldout:N`). Format version 1 had no `popularity`, version 2 no `heldout`; both are still
 //!   read, and only a policy that needs the missing ranking refuses them.
 //! * `privacy.json` (from format version 4) — the release's privacy report
-//!   ([`PrivacyReport`](super::privacy::PrivacyReport), docs/privacy-report.md).
+//!   ([`PrivacyReport`], docs/privacy-report.md).
 //!
 //! From version 4 the manifest records how the statistics were made ([`Statistics`]): by default
 //! no exact user statistic is in the release (clip ranges derived from the model alone, counts

@@ -306,7 +306,7 @@ fn key(seed: u64, user: u64, item: u32) -> u64 {
 }
 
 /// Per-item counts of the rows of `m` with each row's contribution capped at `cap` items (all of
-/// them, or the `cap` with the smallest [`key`]). Exact; [`private_counts`] adds the noise.
+/// them, or the `cap` with the smallest `key`). Exact; [`private_counts`] adds the noise.
 pub fn capped_counts(m: &Csr, cap: usize, seed: u64) -> Vec<u64> {
     let mut counts = vec![0u64; m.cols()];
     let mut keyed: Vec<(u64, u32)> = Vec::new();
