@@ -700,7 +700,10 @@ pub struct Migrated {
 pub fn migrate(spec: &str) -> Result<Migrated> {
     match Location::parse(spec) {
         Location::Sqlite(p) => SqliteLedger::migrate(&p),
+        #[cfg(feature = "postgres")]
         Location::Postgres(u) => PostgresLedger::migrate(&u),
+        #[cfg(not(feature = "postgres"))]
+        Location::Postgres(_) => Err(no_postgres().into()),
     }
 }
 
