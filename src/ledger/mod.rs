@@ -703,7 +703,7 @@ pub fn migrate(spec: &str) -> Result<Migrated> {
         #[cfg(feature = "postgres")]
         Location::Postgres(u) => PostgresLedger::migrate(&u),
         #[cfg(not(feature = "postgres"))]
-        Location::Postgres(_) => Err(no_postgres().into()),
+        Location::Postgres(_) => Err(no_postgres()),
     }
 }
 
