@@ -21,7 +21,7 @@ const D: [f64; 5] = [1.0, 2.0, 0.5, 1.0, 1.5];
 const N: u64 = 200_000;
 
 /// p-value of the chi-square goodness-of-fit test, printed so `--nocapture` shows the power.
-fn p_value(counts: &[u64], probs: &[f64], what: &str) -> f64 {
+pub(crate) fn p_value(counts: &[u64], probs: &[f64], what: &str) -> f64 {
     let r = chi_square_gof(counts, probs);
     eprintln!(
         "{what}: chi2 {:.1}, dof {}, p {:.3e}",
@@ -30,7 +30,7 @@ fn p_value(counts: &[u64], probs: &[f64], what: &str) -> f64 {
     r.p_value
 }
 
-fn fits(counts: &[u64], probs: &[f64], what: &str) {
+pub(crate) fn fits(counts: &[u64], probs: &[f64], what: &str) {
     let p = p_value(counts, probs, what);
     assert!(
         p >= ALPHA,
@@ -38,7 +38,7 @@ fn fits(counts: &[u64], probs: &[f64], what: &str) {
     );
 }
 
-fn rejects(counts: &[u64], probs: &[f64], what: &str) {
+pub(crate) fn rejects(counts: &[u64], probs: &[f64], what: &str) {
     let p = p_value(counts, probs, what);
     assert!(
         p < ALPHA,

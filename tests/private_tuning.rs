@@ -8,9 +8,8 @@ use recsel::audit::direction_bound;
 use recsel::recommend::tuning::private::{PrivateRule, PrivateTuneParams, PrivateTuner};
 use recsel::recommend::tuning::Tuning;
 use recsel::rng::Streams;
-use recsel::stats::hypothesis::chi_square_gof;
 
-use crate::laws::{integrate, rs_exact, Noise, Stopping};
+use crate::laws::{integrate, p_value, rs_exact, Noise, Stopping};
 use crate::util::{recsel, ALPHA};
 
 /// Calibration sums of five configurations over `USERS` calibration users.
@@ -84,15 +83,6 @@ fn exact_law(sums: &[f64], users: usize, eps0: f64, gamma: f64) -> Vec<f64> {
         assert!((s - p).abs() < 1e-7, "quadrature: {s} vs {p}");
     }
     law
-}
-
-fn p_value(counts: &[u64], law: &[f64], what: &str) -> f64 {
-    let r = chi_square_gof(counts, law);
-    eprintln!(
-        "{what}: chi2 {:.1}, dof {}, p {:.3e}",
-        r.statistic, r.dof, r.p_value
-    );
-    r.p_value
 }
 
 /// The released (configuration, noisy score) follows the exact law of random stopping over the

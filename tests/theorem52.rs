@@ -16,34 +16,9 @@ use recsel::mechanisms::{self, Guarantee, MechParams, Mechanism, Prepared, Probl
 use recsel::rng::Streams;
 use recsel::statistic::smooth::smooth_sensitivity;
 use recsel::statistic::{rank, SmoothNoise, SmoothSelection};
-use recsel::stats::hypothesis::chi_square_gof;
 
-use crate::util::{counts, ALPHA};
-
-fn p_value(counts: &[u64], probs: &[f64], what: &str) -> f64 {
-    let r = chi_square_gof(counts, probs);
-    eprintln!(
-        "{what}: chi2 {:.1}, dof {}, p {:.3e}",
-        r.statistic, r.dof, r.p_value
-    );
-    r.p_value
-}
-
-fn fits(counts: &[u64], probs: &[f64], what: &str) {
-    let p = p_value(counts, probs, what);
-    assert!(
-        p >= ALPHA,
-        "{what}: {counts:?} do not fit {probs:?} (p {p:.3e})"
-    );
-}
-
-fn rejects(counts: &[u64], probs: &[f64], what: &str) {
-    let p = p_value(counts, probs, what);
-    assert!(
-        p < ALPHA,
-        "{what}: no power: {counts:?} fit {probs:?} (p {p:.3e})"
-    );
-}
+use crate::laws::{fits, integrate, rejects};
+use crate::util::counts;
 
 /// φ'(z) of min(K, T), K ~ Geometric(γ) on {1, 2, …} (T = u64::MAX: no cap): Σ_j j P(M = j) z^{j−1}
 /// with P(M = j) = γ(1−γ)^{j−1} below T and (1−γ)^{T−1} at T.
@@ -56,25 +31,6 @@ fn dphi(gamma: f64, t: u64, z: f64) -> f64 {
         s += j as f64 * gamma * (1.0 - gamma).powi(j as i32 - 1) * z.powi(j as i32 - 1);
     }
     s + t as f64 * (1.0 - gamma).powi(t as i32 - 1) * z.powi(t as i32 - 1)
-}
-
-/// Composite Simpson on each piece between consecutive knots, ends a relative 1e-12 inside.
-fn integrate(knots: &[f64], m: usize, f: impl Fn(f64) -> f64) -> f64 {
-    let mut total = 0.0;
-    for w in knots.windows(2) {
-        let (x0, x1) = (w[0], w[1]);
-        if x1 <= x0 {
-            continue;
-        }
-        let h = (x1 - x0) / m as f64;
-        let inside = 1e-12 * (x1 - x0);
-        let mut s = f(x0 + inside) + f(x1 - inside);
-        for i in 1..m {
-            s += if i % 2 == 1 { 4.0 } else { 2.0 } * f(x0 + i as f64 * h);
-        }
-        total += s * h / 3.0;
-    }
-    total
 }
 
 // ---------------------------------------------------------------------------------------------
