@@ -468,14 +468,11 @@ mod tests {
     use statrs::distribution::{ContinuousCDF, Normal};
 
     fn csr(rows: &[Vec<u32>], n: usize) -> Csr {
-        let mut indptr = vec![0usize];
-        let mut indices = Vec::new();
-        for r in rows {
-            indices.extend_from_slice(r);
-            indptr.push(indices.len());
-        }
-        let data = vec![1.0f32; indices.len()];
-        Csr::new((rows.len(), n), indptr, indices, data)
+        let mut pairs: Vec<(u32, u32)> = (0u32..)
+            .zip(rows)
+            .flat_map(|(u, r)| r.iter().map(move |&j| (u, j)))
+            .collect();
+        crate::data::csr_from_pairs(rows.len(), n, &mut pairs)
     }
 
     /// The exact (ε, δ) curve of the Gaussian mechanism with μ = Δ/σ (Balle–Wang 2018): every
