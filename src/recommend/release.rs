@@ -180,8 +180,8 @@ pub fn calibrate(
         } => {
             let sens = model_bounds(model, *history_cap, cfg.floor)?;
             let mut rng = crate::rng::SecureRng::from_os()?;
-            // Which of a long row's items are counted: keyed by the data, fixed per user.
-            let key = data.fingerprint();
+            // Which of a long row's items are counted: a public seed and the row's own items.
+            let key = super::statistics::COUNT_CAP_SEED;
             let (popularity, used) = private_counts(
                 &capped_counts(&data.train, *count_cap, key),
                 *count_cap,

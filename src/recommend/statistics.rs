@@ -33,7 +33,7 @@
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::data::{row_items, Csr};
+use crate::data::Csr;
 use crate::error::{Error, Result};
 use crate::model::privacy::PopulationPrivacy;
 use crate::model::{Model, Scratch, SCORE_LANES};
@@ -294,36 +294,21 @@ pub fn model_bounds(model: &Model, history_cap: usize, floor: f64) -> Result<Sen
     })
 }
 
-/// A keyed 64-bit hash of (seed, user, item): which of a long row's items a count counts.
-fn key(seed: u64, user: u64, item: u32) -> u64 {
-    let mut h = crate::data::Fnv64::new();
-    h.write(&seed.to_le_bytes());
-    h.write(&user.to_le_bytes());
-    h.write(&item.to_le_bytes());
-    // FNV's low bits mix poorly over consecutive items: finish with a multiply-xorshift.
-    let z = h.finish().wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    z ^ (z >> 31)
-}
+/// The public seed of which items a long row's counts count: a constant, so the choice for one
+/// user depends on that user's own items only (never on another user, on the row's position or
+/// on a fingerprint of the whole data set — any of those would let one user's presence change
+/// what every other user contributes, and the count's sensitivity would no longer be `cap`).
+pub const COUNT_CAP_SEED: u64 = 0x636f_756e_7463_6170;
 
 /// Per-item counts of the rows of `m` with each row's contribution capped at `cap` items (all of
-/// them, or the `cap` with the smallest `key`). Exact; [`private_counts`] adds the noise.
+/// them, or the `cap` that [`crate::model::dp::cap_rows`] keeps: chosen by `seed` and the row's
+/// own items). Exact; [`private_counts`] adds the noise. Adding or removing one row changes the
+/// counts by at most `cap` in L1.
 pub fn capped_counts(m: &Csr, cap: usize, seed: u64) -> Vec<u64> {
+    let kept = crate::model::dp::cap_rows(m, cap, seed);
     let mut counts = vec![0u64; m.cols()];
-    let mut keyed: Vec<(u64, u32)> = Vec::new();
-    for u in 0..m.rows() {
-        let items = row_items(m, u);
-        if items.len() <= cap {
-            for &j in items {
-                counts[j as usize] += 1;
-            }
-        } else {
-            keyed.clear();
-            keyed.extend(items.iter().map(|&j| (key(seed, u as u64, j), j)));
-            keyed.select_nth_unstable(cap - 1);
-            for &(_, j) in &keyed[..cap] {
-                counts[j as usize] += 1;
-            }
-        }
+    for &j in kept.indices() {
+        counts[j as usize] += 1;
     }
     counts
 }
@@ -369,6 +354,7 @@ pub fn private_counts(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::data::row_items;
     use crate::model::{fit, Method, ModelParams};
 
     fn data() -> crate::data::Dataset {
@@ -437,6 +423,56 @@ mod tests {
             .sum::<u64>();
         assert_eq!(capped.iter().sum::<u64>(), users_with_items);
         assert!(capped.iter().zip(&exact).all(|(c, e)| c <= e));
+    }
+
+    /// The counts' sensitivity is `cap` for adding or removing one user: which items the other
+    /// users count may not move. Every row is longer than the cap, and the first user is removed
+    /// (which shifts every later row's position): the L1 distance of the two count vectors must
+    /// equal what that one user counted. A choice keyed by the row's position, or by a hash of
+    /// the whole data set, moves thousands of other users' kept items and fails this test.
+    #[test]
+    fn capped_counts_move_by_one_users_contribution_only() {
+        let (users, n, cap) = (400u32, 60usize, 5usize);
+        let rows: Vec<Vec<u32>> = (0..users)
+            .map(|u| {
+                let mut r: Vec<u32> = (0..12u32).map(|i| (u * 7 + i * 13) % n as u32).collect();
+                r.sort_unstable();
+                r.dedup();
+                r
+            })
+            .collect();
+        let csr = |rows: &[Vec<u32>]| {
+            let mut pairs: Vec<(u32, u32)> = (0u32..)
+                .zip(rows)
+                .flat_map(|(u, r)| r.iter().map(move |&j| (u, j)))
+                .collect();
+            crate::data::csr_from_pairs(rows.len(), n, &mut pairs)
+        };
+        let with = capped_counts(&csr(&rows), cap, COUNT_CAP_SEED);
+        let without = capped_counts(&csr(&rows[1..]), cap, COUNT_CAP_SEED);
+        let l1: u64 = with.iter().zip(&without).map(|(a, b)| a.abs_diff(*b)).sum();
+        assert_eq!(
+            l1, cap as u64,
+            "one user moved the counts by {l1} > cap {cap}"
+        );
+        // Power: the same check on a choice keyed by the row's position flags it.
+        let by_position = |m: &Csr| {
+            let mut c = vec![0u64; n];
+            for u in 0..m.rows() {
+                let mut items: Vec<u32> = row_items(m, u).to_vec();
+                items.sort_by_key(|&j| crate::rng::mix64((u as u64) << 32 ^ u64::from(j)));
+                for &j in &items[..cap] {
+                    c[j as usize] += 1;
+                }
+            }
+            c
+        };
+        let (a, b) = (by_position(&csr(&rows)), by_position(&csr(&rows[1..])));
+        let l1_leaky: u64 = a.iter().zip(&b).map(|(x, y)| x.abs_diff(*y)).sum();
+        assert!(
+            l1_leaky > 10 * cap as u64,
+            "the position-keyed choice moved only {l1_leaky}"
+        );
     }
 
     /// The count noise has the law its ε claims: the empirical law of noisy − true on one count
