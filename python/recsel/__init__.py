@@ -299,16 +299,46 @@ class Model:
         l2: float = 200.0,
         density: float = 0.01,
         item_ids: Optional[Sequence[str]] = None,
+        cap_seed: Optional[int] = None,
+        **training_privacy: Any,
     ) -> "Model":
         """Fits on training rows (users x items, scipy.sparse or dense 0/1).
 
         ``method``: ``exact`` (SANSA, sparse Cholesky), ``icf`` (SANSA, incomplete Cholesky),
         ``ease`` (dense) or ``popular``; ``l2`` is λ, ``density`` the SANSA factors' target density.
+
+        The other keywords are ``recsel fit``'s DP-training options with ``_`` for ``-``
+        (``_native.training_privacy_options()`` lists them with their defaults): ``dp_epsilon``
+        fits with user-level (ε, δ)-DP for the training users (``ease`` or ``exact``), and
+        ``dp_delta``, ``dp_cap``, ``dp_shift``, ``dp_secure`` tune it. A user with more than
+        ``dp_cap`` interactions keeps the ones chosen by ``cap_seed`` and the user's own items
+        (``None``: the seed ``recsel fit`` uses without ``--split-seed``). The guarantee is
+        :attr:`training_privacy`, and :meth:`save` writes it into ``model.json`` as
+        ``recsel fit --dp-epsilon`` does (docs/training-privacy.md).
+
+        Example::
+
+            >>> m = recsel.Model.fit(X, method="ease", l2=10.0, dp_epsilon=2.0)
+            >>> round(m.training_privacy["epsilon"], 9), m.training_privacy["population"]
+            (2.0, 'training users')
         """
         rows = user_rows(train)
         indptr, indices, (r, c) = rows.arrays()
         ids = None if item_ids is None else [str(i) for i in item_ids]
-        return cls(_native.Model.fit(indptr, indices, r, c, method, float(l2), float(density), ids))
+        return cls(
+            _native.Model.fit(
+                indptr,
+                indices,
+                r,
+                c,
+                method,
+                float(l2),
+                float(density),
+                ids,
+                cap_seed,
+                **training_privacy,
+            )
+        )
 
     @classmethod
     def load(cls, path: str) -> "Model":
@@ -341,6 +371,14 @@ class Model:
     def item_ids(self) -> List[str]:
         """The item id of each column."""
         return list(self._native.item_ids)
+
+    @property
+    def training_privacy(self) -> Optional[Dict[str, Any]]:
+        """The training users' guarantee of a DP fit, as ``model.json`` records it
+        (``population``, ``unit``, ``epsilon``, ``delta``, ``mechanism``, ``note``), or ``None``
+        for a model fitted without DP (its training data are treated as public)."""
+        text = self._native.training_privacy_json
+        return None if text is None else _json.loads(text)
 
     def __repr__(self) -> str:
         p = self.params

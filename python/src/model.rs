@@ -6,13 +6,22 @@ use std::sync::Arc;
 
 use numpy::{IntoPyArray, PyArray2, PyArrayMethods, PyReadonlyArray1};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
 use recsel::data::Csr;
+use recsel::model::options::TrainingPrivacyOptions;
+use recsel::model::privacy::PopulationPrivacy;
 use recsel::model::{self, Model, ModelParams};
 use recsel::scoring::ModelScorer;
 
-use crate::convert::{err, invalid, reduce_with, slice, R};
+use crate::convert::{err, fill, invalid, option_dicts, reduce_with, slice, R};
+
+/// The DP-training options of `Model.fit` (`recsel fit`'s `--dp-*`, declared once in the
+/// library's `TrainingPrivacyOptions`), as dicts ([`option_dicts`]).
+#[pyfunction]
+pub fn training_privacy_options(py: Python<'_>) -> R<Bound<'_, PyList>> {
+    option_dicts::<TrainingPrivacyOptions>(py)
+}
 
 /// User rows (users × items, the items each user has) as a CSR matrix, from scipy's arrays.
 pub(crate) fn csr_from(indptr: &[i64], indices: &[i64], rows: usize, cols: usize) -> R<Csr> {
@@ -189,17 +198,21 @@ pub(crate) struct PyModel {
     pub(crate) dataset: String,
     pub(crate) fingerprint: u64,
     pub(crate) item_ids: Vec<String>,
+    /// The training users' privacy of a DP fit (`None`: the training data are treated as
+    /// public), as `model.json` records it.
+    pub(crate) training_privacy: Option<PopulationPrivacy>,
 }
 
 impl PyModel {
     fn save_to(&self, dir: &Path) -> recsel::Result<()> {
-        model::io::save(
+        model::io::save_with_training_privacy(
             dir,
             &self.model,
             &self.params,
             &self.dataset,
             self.fingerprint,
             &self.item_ids,
+            self.training_privacy.clone(),
         )
     }
 
@@ -212,15 +225,21 @@ impl PyModel {
             dataset: meta.dataset,
             fingerprint,
             item_ids: meta.item_ids,
+            training_privacy: meta.training_privacy,
         })
     }
 }
 
 #[pymethods]
 impl PyModel {
-    /// Fits a model on training rows (users × items, scipy CSR arrays).
+    /// Fits a model on training rows (users × items, scipy CSR arrays). `options` are the
+    /// DP-training options ([`training_privacy_options`]), filled into the library's table and
+    /// fitted through `TrainingPrivacyOptions::fit`, the function `recsel fit` calls. A DP fit
+    /// keeps at most the cap's number of each user's interactions, chosen by `cap_seed` and the
+    /// user's own items (default: the split seed `recsel fit` keys them by when not given).
     #[staticmethod]
-    #[pyo3(signature = (indptr, indices, rows, cols, method, l2, density, item_ids=None))]
+    #[pyo3(signature = (indptr, indices, rows, cols, method, l2, density, item_ids=None,
+                        cap_seed=None, **options))]
     #[allow(clippy::too_many_arguments)]
     fn fit(
         py: Python<'_>,
@@ -232,7 +251,11 @@ impl PyModel {
         l2: f64,
         density: f64,
         item_ids: Option<Vec<String>>,
+        cap_seed: Option<u64>,
+        options: Option<&Bound<'_, PyDict>>,
     ) -> R<Self> {
+        let mut dp = TrainingPrivacyOptions::default();
+        fill(&mut dp, "fit option", options)?;
         let train = csr_from(
             slice(&indptr, "indptr")?,
             slice(&indices, "indices")?,
@@ -263,15 +286,22 @@ impl PyModel {
             h.write(id.as_bytes());
             h.write(&[0]);
         }
-        let (m, _) = py
-            .detach(|| model::fit(&train, &params, &|_| {}))
+        let fingerprint = h.finish();
+        // Which interactions a user above the cap keeps must not depend on any other user (a
+        // key from the whole data, such as its fingerprint, would let one user change everyone
+        // else's rows): a public seed, by default the one `recsel fit` uses.
+        let cap_seed =
+            cap_seed.unwrap_or_else(|| recsel::data::DataOptions::default().split_seed());
+        let fitted = py
+            .detach(|| dp.fit(&train, &params, cap_seed, &|_| {}))
             .map_err(err)?;
         Ok(PyModel {
-            model: Arc::new(m),
+            model: Arc::new(fitted.model),
             params,
             dataset: "python".into(),
-            fingerprint: h.finish(),
+            fingerprint,
             item_ids,
+            training_privacy: fitted.training_privacy,
         })
     }
 
@@ -330,6 +360,16 @@ impl PyModel {
     #[getter]
     fn item_ids(&self) -> Vec<String> {
         self.item_ids.clone()
+    }
+
+    /// The training users' privacy entry of `model.json` as JSON text (the library's
+    /// `PopulationPrivacy`), or `None` when the model was fitted without DP.
+    #[getter]
+    fn training_privacy_json(&self) -> R<Option<String>> {
+        self.training_privacy
+            .as_ref()
+            .map(|p| serde_json::to_string(p).map_err(|e| invalid(e.to_string())))
+            .transpose()
     }
 
     /// The model's files as bytes (for pickling; the same files `save` writes).

@@ -55,12 +55,23 @@ impl SelectJob {
             })
             .map_err(err)?;
         let data = &job.data;
+        // The model folder's `model.json` (the job saved it, or reused a saved one, possibly
+        // fitted with DP): its training entry travels with the model.
+        let meta_path = job.model_dir.join("model.json");
+        let meta: recsel::model::io::ModelMeta = std::fs::read(&meta_path)
+            .map_err(|e| recsel::Error::io(&meta_path, e))
+            .and_then(|b| {
+                serde_json::from_slice(&b)
+                    .map_err(|e| recsel::Error::Invalid(format!("{}: {e}", meta_path.display())))
+            })
+            .map_err(err)?;
         let model = PyModel {
             model: job.model.clone(),
             params: job.model_params,
             dataset: data.name().to_string(),
             fingerprint: data.fingerprint(),
             item_ids: data.item_ids.clone(),
+            training_privacy: meta.training_privacy,
         };
         let users = UserRows {
             csr: Arc::new(data.test_input.clone()),

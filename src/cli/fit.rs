@@ -135,29 +135,27 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         data.test_input.rows()
     );
 
-    let dp = args.dp.0.mechanism()?;
-    let (model, report, training_privacy, l2_used) = match &dp {
-        None => {
-            let (m, r) =
-                model::fit(&data.train, &params, &progress).context("fitting the model")?;
-            (m, r, None, params.l2)
-        }
-        Some(mech) => {
-            let f = model::dp::fit_private(&data.train, &params, mech, split_seed, &progress)
-                .context("fitting the DP model")?;
-            let p = &f.privacy;
-            eprintln!(
-                "[fit] training privacy: {} {}: ε={:.4}, δ={:e}, {}; {}",
-                p.population,
-                p.unit,
-                p.epsilon.unwrap_or(f64::NAN),
-                p.delta,
-                p.mechanism,
-                p.note
-            );
-            (f.model, f.report, Some(f.privacy), f.l2_used)
-        }
-    };
+    let recsel::model::options::TrainedModel {
+        model,
+        report,
+        training_privacy,
+        l2_used,
+    } = args
+        .dp
+        .0
+        .fit(&data.train, &params, split_seed, &progress)
+        .context("fitting the model")?;
+    if let Some(p) = &training_privacy {
+        eprintln!(
+            "[fit] training privacy: {} {}: ε={:.4}, δ={:e}, {}; {}",
+            p.population,
+            p.unit,
+            p.epsilon.unwrap_or(f64::NAN),
+            p.delta,
+            p.mechanism,
+            p.note
+        );
+    }
     let fit_s = report.total_seconds();
     eprintln!("[fit] fitted in {fit_s:.2} s");
     progress("evaluating");

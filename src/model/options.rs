@@ -4,8 +4,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Method, ModelParams, Precision};
-use crate::data::Descriptor;
+use super::privacy::PopulationPrivacy;
+use super::{FitReport, Method, Model, ModelParams, Precision};
+use crate::data::{Csr, Descriptor};
 use crate::error::Result;
 use crate::options::option_table;
 
@@ -146,5 +147,107 @@ impl TrainingPrivacyOptions {
         )
         .and_then(|m| m.with_shift(self.dp_shift()))
         .map(Some)
+    }
+}
+
+/// A model fitted as [`TrainingPrivacyOptions`] ask, with what `model.json` records of it.
+#[derive(Debug)]
+pub struct TrainedModel {
+    /// The model.
+    pub model: Model,
+    /// Stages and their seconds.
+    pub report: FitReport,
+    /// The training users' entry of `model.json` and of the release's privacy report (`None`:
+    /// no DP, the training data are treated as public).
+    pub training_privacy: Option<PopulationPrivacy>,
+    /// λ used: the requested one, or for a DP fit at least its positive-definite floor.
+    pub l2_used: f64,
+}
+
+impl TrainingPrivacyOptions {
+    /// Fits the model of `params` on `train` as these options ask: without `dp-epsilon` the
+    /// plain fit ([`super::fit`]), with it the DP fit ([`super::dp::fit_private`], `cap_seed`
+    /// choosing the interactions kept of a user above the cap). Every front end (`recsel fit`,
+    /// Python's `Model.fit`) fits through here, so the model and its training entry are decided
+    /// in one place.
+    pub fn fit(
+        &self,
+        train: &Csr,
+        params: &ModelParams,
+        cap_seed: u64,
+        progress: &dyn Fn(&str),
+    ) -> Result<TrainedModel> {
+        match self.mechanism()? {
+            None => {
+                let (model, report) = super::fit(train, params, progress)?;
+                Ok(TrainedModel {
+                    model,
+                    report,
+                    training_privacy: None,
+                    l2_used: params.l2,
+                })
+            }
+            Some(mech) => {
+                let f = super::dp::fit_private(train, params, &mech, cap_seed, progress)?;
+                Ok(TrainedModel {
+                    model: f.model,
+                    report: f.report,
+                    training_privacy: Some(f.privacy),
+                    l2_used: f.l2_used,
+                })
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::options::OptionTable;
+
+    fn train() -> Csr {
+        let mut pairs: Vec<(u32, u32)> = (0u32..60)
+            .flat_map(|u| {
+                (0u32..8)
+                    .filter(move |j| (u + j) % 3 != 0)
+                    .map(move |j| (u, j))
+            })
+            .collect();
+        crate::data::csr_from_pairs(60, 8, &mut pairs)
+    }
+
+    #[test]
+    fn fit_without_dp_is_the_plain_fit_and_with_it_records_the_guarantee() {
+        let x = train();
+        let params = ModelParams::new(Method::Ease, 5.0, 1.0).unwrap();
+        let plain = TrainingPrivacyOptions::default()
+            .fit(&x, &params, 42, &|_| {})
+            .unwrap();
+        let (want, _) = super::super::fit(&x, &params, &|_| {}).unwrap();
+        let (Model::Ease(a), Model::Ease(b)) = (&plain.model, &want) else {
+            panic!("an EASE model")
+        };
+        assert_eq!(a.b, b.b);
+        assert!(plain.training_privacy.is_none());
+        assert_eq!(plain.l2_used, 5.0);
+
+        let mut dp = TrainingPrivacyOptions::default();
+        assert!(dp.set("dp_epsilon", "2").unwrap());
+        assert!(dp.set("dp_cap", "4").unwrap());
+        let f = dp.fit(&x, &params, 42, &|_| {}).unwrap();
+        let mech = dp.mechanism().unwrap().unwrap();
+        let p = f.training_privacy.unwrap();
+        assert_eq!(p, mech.privacy(f.l2_used));
+        assert!((p.epsilon.unwrap() - 2.0).abs() < 1e-9 && p.delta == dp.dp_delta());
+        assert_eq!(f.l2_used, mech.l2_used(5.0, 8));
+        let Model::Ease(n) = &f.model else {
+            panic!("an EASE model")
+        };
+        assert_ne!(n.b, b.b, "a DP fit adds noise");
+
+        let mut bad = TrainingPrivacyOptions::default();
+        assert!(bad.set("dp_cap", "4").unwrap());
+        let e = bad.fit(&x, &params, 42, &|_| {}).unwrap_err().to_string();
+        assert!(e.contains("give dp-epsilon too"), "{e}");
     }
 }
