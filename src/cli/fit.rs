@@ -136,6 +136,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     );
 
     let dp = args.dp.0.mechanism()?;
+    let item_set = args.dp.0.item_set()?;
     let (model, report, training_privacy, l2_used) = match &dp {
         None => {
             let (m, r) =
@@ -143,8 +144,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             (m, r, None, params.l2)
         }
         Some(mech) => {
-            let f = model::dp::fit_private(&data.train, &params, mech, split_seed, &progress)
-                .context("fitting the DP model")?;
+            let (f, _selection) = model::dp_items::fit_private_with_items(
+                &data.train,
+                &params,
+                mech,
+                item_set,
+                split_seed,
+                &progress,
+            )
+            .context("fitting the DP model")?;
             let p = &f.privacy;
             eprintln!(
                 "[fit] training privacy: {} {}: ε={:.4}, δ={:e}, {}; {}",

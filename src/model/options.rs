@@ -117,6 +117,16 @@ option_table! {
         /// release.
         #[option(group = "Training privacy")]
         pub dp_secure: bool = false,
+        /// Fit on K items chosen by a DP count of the training users' items instead of the whole
+        /// catalogue (docs/training-privacy.md, "Large catalogues"): the noise floor of λ and the
+        /// dense matrix shrink from n to K items; the other items score 0. Default: all items,
+        /// refused when their dense matrix does not fit in memory.
+        #[option(value_name = "K", group = "Training privacy")]
+        pub dp_items: usize,
+        /// Share of the training users' zCDP budget ρ spent on the item counts that choose
+        /// --dp-items (the Gram matrix gets the rest; its noise grows by 1/√(1 − share)).
+        #[option(value_name = "S", group = "Training privacy")]
+        pub dp_items_share: f64 = super::dp_items::DEFAULT_SHARE,
     }
 }
 
@@ -146,5 +156,27 @@ impl TrainingPrivacyOptions {
         )
         .and_then(|m| m.with_shift(self.dp_shift()))
         .map(Some)
+    }
+}
+
+impl TrainingPrivacyOptions {
+    /// The item set a DP fit is restricted to: `Some((K, share of ρ))` with `--dp-items`, `None`
+    /// for the whole catalogue. The item options without `dp-epsilon` or `--dp-items-share`
+    /// without `--dp-items` are an error (they would silently do nothing).
+    pub fn item_set(&self) -> Result<Option<(usize, f64)>> {
+        if self.dp_epsilon.is_none() && (self.dp_items.is_some() || self.dp_items_share.is_some())
+        {
+            return Err(crate::error::Error::Invalid(
+                "dp-items and dp-items-share restrict a DP fit: give dp-epsilon too".into(),
+            ));
+        }
+        match self.dp_items {
+            Some(k) => Ok(Some((k, self.dp_items_share()))),
+            None if self.dp_items_share.is_some() => Err(crate::error::Error::Invalid(
+                "dp-items-share is the share of the item counts of --dp-items: give dp-items too"
+                    .into(),
+            )),
+            None => Ok(None),
+        }
     }
 }
