@@ -137,14 +137,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
     let dp = args.dp.0.mechanism()?;
     let item_set = args.dp.0.item_set()?;
-    let (model, report, training_privacy, l2_used) = match &dp {
+    let (model, report, training_privacy, l2_used, selection) = match &dp {
         None => {
             let (m, r) =
                 model::fit(&data.train, &params, &progress).context("fitting the model")?;
-            (m, r, None, params.l2)
+            (m, r, None, params.l2, None)
         }
         Some(mech) => {
-            let (f, _selection) = model::dp_items::fit_private_with_items(
+            let (f, selection) = model::dp_items::fit_private_with_items(
                 &data.train,
                 &params,
                 mech,
@@ -163,7 +163,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 p.mechanism,
                 p.note
             );
-            (f.model, f.report, Some(f.privacy), f.l2_used)
+            (f.model, f.report, Some(f.privacy), f.l2_used, selection)
         }
     };
     let fit_s = report.total_seconds();
@@ -204,6 +204,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             &args.release.0.statistics()?,
             &|_| {},
         )?;
+        if let Some(s) = &selection {
+            // The DP fit's item counts are the popularity the release publishes.
+            release.use_fit_popularity(&s.noisy_counts)?;
+        }
         release
             .write(dir)
             .with_context(|| format!("writing the release artifact to {}", dir.display()))?;

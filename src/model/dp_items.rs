@@ -284,7 +284,11 @@ pub fn embed(model: Model, items: &[u32], n: usize) -> Result<Model> {
         items.windows(2).all(|w| w[0] < w[1]) && items.last().is_none_or(|&j| (j as usize) < n),
         "the item set is ascending and inside the catalogue"
     );
-    assert_eq!(model.n_items(), items.len(), "one model item per chosen item");
+    assert_eq!(
+        model.n_items(),
+        items.len(),
+        "one model item per chosen item"
+    );
     match model {
         Model::Sansa(s) => Ok(Model::Sansa(Sansa::new(
             embed_sparse(s.w(), items, n),
@@ -490,12 +494,19 @@ mod tests {
                 let total = GramMechanism::new(eps, 1e-8, 20, secure, NoiseSource::InsecureSeed(1))
                     .unwrap();
                 let s = ItemSetMechanism::new(&total, 500, share).unwrap();
-                assert!((s.rho_total() - total.rho).abs() < 1e-6 * total.rho, "{eps}");
+                assert!(
+                    (s.rho_total() - total.rho).abs() < 1e-6 * total.rho,
+                    "{eps}"
+                );
                 assert!(s.rho_total() <= total.rho * (1.0 + 1e-12));
                 assert!((s.rho - share * total.rho).abs() < 1e-6 * total.rho);
                 assert!((s.gram.rho - (1.0 - share) * total.rho).abs() < 1e-6 * total.rho);
                 assert_eq!(s.epsilon(), zcdp_epsilon(s.rho + s.gram.rho, 1e-8));
-                assert!((s.epsilon() - eps).abs() < 1e-4 * eps, "{eps}: {}", s.epsilon());
+                assert!(
+                    (s.epsilon() - eps).abs() < 1e-4 * eps,
+                    "{eps}: {}",
+                    s.epsilon()
+                );
                 // Either stage alone is far from the requested ε.
                 assert!(zcdp_epsilon(s.gram.rho, 1e-8) < (1.0 - 0.005) * eps);
                 assert!(zcdp_epsilon(s.rho, 1e-8) < 0.7 * eps);
@@ -537,9 +548,15 @@ mod tests {
             let mean = z.iter().sum::<f64>() / m;
             let var = z.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / m;
             let s2 = s.sigma * s.sigma;
-            assert!(mean.abs() < 5.0 * (s2 / m).sqrt(), "secure={secure}: {mean}");
+            assert!(
+                mean.abs() < 5.0 * (s2 / m).sqrt(),
+                "secure={secure}: {mean}"
+            );
             let tol = 5.0 * (2.0 / m).sqrt();
-            assert!((var / s2 - 1.0).abs() < tol, "secure={secure}: {var} vs {s2}");
+            assert!(
+                (var / s2 - 1.0).abs() < tol,
+                "secure={secure}: {var} vs {s2}"
+            );
             for wrong in [1.3f64, 1.0 / 1.3] {
                 assert!((var / (s2 * wrong * wrong) - 1.0).abs() > tol);
             }
@@ -607,10 +624,12 @@ mod tests {
                 full.sort_unstable();
                 big.score_into(&full, &mut b, &mut sc);
                 for j in 0..n {
-                    let want = chosen
-                        .binary_search(&(j as u32))
-                        .map_or(0.0, |c| a[c]);
-                    assert_eq!(b[j].to_bits(), want.to_bits(), "{method:?} user {ui} item {j}");
+                    let want = chosen.binary_search(&(j as u32)).map_or(0.0, |c| a[c]);
+                    assert_eq!(
+                        b[j].to_bits(),
+                        want.to_bits(),
+                        "{method:?} user {ui} item {j}"
+                    );
                     assert_eq!(block[ui * n + j].to_bits(), want.to_bits());
                 }
             }
@@ -648,7 +667,10 @@ mod tests {
             assert_eq!(sel.items, (0..40).collect::<Vec<u32>>());
             assert_eq!(f.model.n_items(), 200);
             let s = ItemSetMechanism::new(&mech, 40, 0.1).unwrap();
-            assert_eq!(f.l2_used, 2.0 * super::super::dp::pd_floor(s.gram.sigma, 40));
+            assert_eq!(
+                f.l2_used,
+                2.0 * super::super::dp::pd_floor(s.gram.sigma, 40)
+            );
             let p = &f.privacy;
             assert!((p.epsilon.unwrap() - 8.0).abs() < 1e-3, "{p:?}");
             assert!(p.mechanism.contains("the top 40 of 200 items"), "{p:?}");

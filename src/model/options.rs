@@ -164,8 +164,7 @@ impl TrainingPrivacyOptions {
     /// for the whole catalogue. The item options without `dp-epsilon` or `--dp-items-share`
     /// without `--dp-items` are an error (they would silently do nothing).
     pub fn item_set(&self) -> Result<Option<(usize, f64)>> {
-        if self.dp_epsilon.is_none() && (self.dp_items.is_some() || self.dp_items_share.is_some())
-        {
+        if self.dp_epsilon.is_none() && (self.dp_items.is_some() || self.dp_items_share.is_some()) {
             return Err(crate::error::Error::Invalid(
                 "dp-items and dp-items-share restrict a DP fit: give dp-epsilon too".into(),
             ));

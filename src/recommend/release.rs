@@ -177,6 +177,7 @@ pub fn calibrate(
             history_cap,
             count_cap,
             count_epsilon,
+            ..
         } => {
             let sens = model_bounds(model, *history_cap, cfg.floor)?;
             let mut rng = crate::rng::SecureRng::from_os()?;
@@ -208,6 +209,7 @@ pub fn calibrate(
                     history_cap: *history_cap,
                     count_cap: *count_cap,
                     count_epsilon: used,
+                    popularity_from_fit: false,
                 },
             )
         }
@@ -292,6 +294,30 @@ fn corrupt(path: &Path, what: impl std::fmt::Display) -> Error {
 }
 
 impl Release {
+    /// The popularity counts of a release with private statistics replaced by the item counts a
+    /// DP fit on an item set already released (`noisy`, one per item, in interactions: stage 1
+    /// of [`fit_private_with_items`](crate::model::dp_items::fit_private_with_items)), rounded
+    /// and floored at 0 — post-processing, so the report lists them at no extra ε. A release
+    /// with the exact statistics is left as it is (it says it is leaky).
+    pub fn use_fit_popularity(&mut self, noisy: &[f64]) -> Result<()> {
+        if noisy.len() != self.manifest.n_items {
+            return Err(Error::Invalid(format!(
+                "{} item counts for a release of {} items",
+                noisy.len(),
+                self.manifest.n_items
+            )));
+        }
+        if let Some(Statistics::Private {
+            popularity_from_fit,
+            ..
+        }) = &mut self.manifest.statistics
+        {
+            *popularity_from_fit = true;
+            self.popularity = Some(noisy.iter().map(|&c| c.round().max(0.0) as u64).collect());
+        }
+        Ok(())
+    }
+
     /// The release-time privacy report: the training users' entry of `model.json` (`training`;
     /// `None`: treated as public) and the entries of the statistics.
     pub fn report_of(
