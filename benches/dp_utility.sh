@@ -4,10 +4,13 @@
 # at ε_T in $EPSILONS (δ = $DELTA, cap $CAP interactions per user), one JSON line per fit
 # appended to $OUT/rows.jsonl (Recall@20, nDCG@20, the non-private top-1 hit@1, the λ used, the
 # fit's seconds). Then `python3 benches/dp_utility_report.py $OUT/rows.jsonl` writes the table
-# and the plot.
+# and the plot. With ITEMS=K the DP fits are restricted to K items chosen by a DP count
+# (`--dp-items K`, docs/training-privacy.md, "Large catalogues"), SANSA's density then being
+# ITEMS_DENSITY of the K × K matrix; the non-DP row stays the full catalogue.
 #
 # Usage: RECSEL=path benches/dp_utility.sh [DATASET...]   (default: all three)
 #   DATA=../shared/data  EPSILONS="4 1 2 8"  DELTA=1e-8  CAP=20  OUT=/tmp/recsel-dp-utility
+#   ITEMS=  ITEMS_DENSITY=0.1  NONE=1 (0: skip the non-DP row)
 # Models: ml-1m-implicit dense EASE, λ = 200; the larger catalogues SANSA exact (the DP fit's
 # dense path, f32), λ = 200, density 0.005. The DP fit raises λ to its positive-definite floor.
 set -euo pipefail
@@ -16,6 +19,7 @@ RECSEL=${RECSEL:-${CARGO_TARGET_DIR:-$ROOT/target}/release/recsel}
 DATA=${DATA:-$ROOT/../shared/data}
 EPSILONS=${EPSILONS:-"4 1 2 8"}; DELTA=${DELTA:-1e-8}; CAP=${CAP:-20}
 OUT=${OUT:-/tmp/recsel-dp-utility}
+ITEMS=${ITEMS:-}; ITEMS_DENSITY=${ITEMS_DENSITY:-0.1}; NONE=${NONE:-1}
 mkdir -p "$OUT"
 SETS=("$@"); [ ${#SETS[@]} -gt 0 ] || SETS=(ml-1m-implicit amazon-book-kgat gowalla)
 model_of() {
@@ -27,16 +31,22 @@ model_of() {
 for ds in "${SETS[@]}"; do
   # shellcheck disable=SC2207
   M=($(model_of "$ds"))
-  for eps in none $EPSILONS; do
+  runs=$EPSILONS; [ "$NONE" = 0 ] || runs="none $EPSILONS"
+  for eps in $runs; do
     dp=(); [ "$eps" = none ] || dp=(--dp-epsilon "$eps" --dp-delta "$DELTA" --dp-cap "$CAP")
-    log="$OUT/$ds-$eps.log"
-    if "$RECSEL" fit --format lightgcn --path "$DATA/$ds" "${M[@]}" "${dp[@]}" --json \
-        > "$OUT/$ds-$eps.json" 2> "$log"; then
-      python3 -c "import json,sys; j=json.load(open(sys.argv[1])); j['data']=sys.argv[2]; j['eps_t']=None if sys.argv[3]=='none' else float(sys.argv[3]); j['delta_t']=float(sys.argv[4]); j['cap']=int(sys.argv[5]); print(json.dumps(j))" \
-        "$OUT/$ds-$eps.json" "$ds" "$eps" "$DELTA" "$CAP" >> "$OUT/rows.jsonl"
-      echo "$ds ε_T=$eps done: $(tail -c 300 "$OUT/$ds-$eps.json" | head -c 0)$(python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print('R@20 %.4f nDCG@20 %.4f hit@1 %.4f λ %.0f fit %.1fs' % (j['recall20_lightgcn'], j['ndcg20'], j['hit1'], j['l2_used'], j['fit_seconds']))" "$OUT/$ds-$eps.json")"
+    tag=$eps; m=("${M[@]}")
+    if [ "$eps" != none ] && [ -n "$ITEMS" ]; then
+      dp+=(--dp-items "$ITEMS"); tag="$eps-k$ITEMS"
+      for i in "${!m[@]}"; do [ "${m[$i]}" != --density ] || m[i+1]=$ITEMS_DENSITY; done
+    fi
+    log="$OUT/$ds-$tag.log"
+    if "$RECSEL" fit --format lightgcn --path "$DATA/$ds" "${m[@]}" "${dp[@]}" --json \
+        > "$OUT/$ds-$tag.json" 2> "$log"; then
+      python3 -c "import json,sys; j=json.load(open(sys.argv[1])); j['data']=sys.argv[2]; j['eps_t']=None if sys.argv[3]=='none' else float(sys.argv[3]); j['delta_t']=float(sys.argv[4]); j['cap']=int(sys.argv[5]); j['dp_items']=int(sys.argv[6]) if sys.argv[6] and sys.argv[3]!='none' else None; print(json.dumps(j))" \
+        "$OUT/$ds-$tag.json" "$ds" "$eps" "$DELTA" "$CAP" "$ITEMS" >> "$OUT/rows.jsonl"
+      echo "$ds ε_T=$tag done: $(python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print('R@20 %.4f nDCG@20 %.4f hit@1 %.4f λ %.0f fit %.1fs' % (j['recall20_lightgcn'], j['ndcg20'], j['hit1'], j['l2_used'], j['fit_seconds']))" "$OUT/$ds-$tag.json")"
     else
-      echo "$ds ε_T=$eps failed: $(tail -2 "$log")"
+      echo "$ds ε_T=$tag failed: $(tail -2 "$log")"
     fi
   done
 done

@@ -140,6 +140,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         report,
         training_privacy,
         l2_used,
+        selection,
     } = args
         .dp
         .0
@@ -194,6 +195,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             &args.release.0.statistics()?,
             &|_| {},
         )?;
+        if let Some(s) = &selection {
+            // The DP fit's item counts are the popularity the release publishes.
+            release.use_fit_popularity(&s.noisy_counts)?;
+        }
         release
             .write(dir)
             .with_context(|| format!("writing the release artifact to {}", dir.display()))?;

@@ -3,6 +3,7 @@
 //! the items they have.
 
 pub mod dp;
+pub mod dp_items;
 pub mod ease;
 pub mod factor;
 pub mod gram;

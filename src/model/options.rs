@@ -118,6 +118,16 @@ option_table! {
         /// release.
         #[option(group = "Training privacy")]
         pub dp_secure: bool = false,
+        /// Fit on K items chosen by a DP count of the training users' items instead of the whole
+        /// catalogue (docs/training-privacy.md, "Large catalogues"): the noise floor of λ and the
+        /// dense matrix shrink from n to K items; the other items score 0. Default: all items,
+        /// refused when their dense matrix does not fit in memory.
+        #[option(value_name = "K", group = "Training privacy")]
+        pub dp_items: usize,
+        /// Share of the training users' zCDP budget ρ spent on the item counts that choose
+        /// --dp-items (the Gram matrix gets the rest; its noise grows by 1/√(1 − share)).
+        #[option(value_name = "S", group = "Training privacy")]
+        pub dp_items_share: f64 = super::dp_items::DEFAULT_SHARE,
     }
 }
 
@@ -150,6 +160,27 @@ impl TrainingPrivacyOptions {
     }
 }
 
+impl TrainingPrivacyOptions {
+    /// The item set a DP fit is restricted to: `Some((K, share of ρ))` with `--dp-items`, `None`
+    /// for the whole catalogue. The item options without `dp-epsilon` or `--dp-items-share`
+    /// without `--dp-items` are an error (they would silently do nothing).
+    pub fn item_set(&self) -> Result<Option<(usize, f64)>> {
+        if self.dp_epsilon.is_none() && (self.dp_items.is_some() || self.dp_items_share.is_some()) {
+            return Err(crate::error::Error::Invalid(
+                "dp-items and dp-items-share restrict a DP fit: give dp-epsilon too".into(),
+            ));
+        }
+        match self.dp_items {
+            Some(k) => Ok(Some((k, self.dp_items_share()))),
+            None if self.dp_items_share.is_some() => Err(crate::error::Error::Invalid(
+                "dp-items-share is the share of the item counts of --dp-items: give dp-items too"
+                    .into(),
+            )),
+            None => Ok(None),
+        }
+    }
+}
+
 /// A model fitted as [`TrainingPrivacyOptions`] ask, with what `model.json` records of it.
 #[derive(Debug)]
 pub struct TrainedModel {
@@ -162,11 +193,14 @@ pub struct TrainedModel {
     pub training_privacy: Option<PopulationPrivacy>,
     /// λ used: the requested one, or for a DP fit at least its positive-definite floor.
     pub l2_used: f64,
+    /// A DP fit on an item set (`--dp-items`): the chosen items and every item's noisy count.
+    pub selection: Option<super::dp_items::ItemSelection>,
 }
 
 impl TrainingPrivacyOptions {
     /// Fits the model of `params` on `train` as these options ask: without `dp-epsilon` the
-    /// plain fit ([`super::fit`]), with it the DP fit ([`super::dp::fit_private`], `cap_seed`
+    /// plain fit ([`super::fit`]), with it the DP fit
+    /// ([`super::dp_items::fit_private_with_items`]: on every item or a DP item set; `cap_seed`
     /// choosing the interactions kept of a user above the cap). Every front end (`recsel fit`,
     /// Python's `Model.fit`) fits through here, so the model and its training entry are decided
     /// in one place.
@@ -185,15 +219,24 @@ impl TrainingPrivacyOptions {
                     report,
                     training_privacy: None,
                     l2_used: params.l2,
+                    selection: None,
                 })
             }
             Some(mech) => {
-                let f = super::dp::fit_private(train, params, &mech, cap_seed, progress)?;
+                let (f, selection) = super::dp_items::fit_private_with_items(
+                    train,
+                    params,
+                    &mech,
+                    self.item_set()?,
+                    cap_seed,
+                    progress,
+                )?;
                 Ok(TrainedModel {
                     model: f.model,
                     report: f.report,
                     training_privacy: Some(f.privacy),
                     l2_used: f.l2_used,
+                    selection,
                 })
             }
         }

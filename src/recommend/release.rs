@@ -177,6 +177,7 @@ pub fn calibrate(
             history_cap,
             count_cap,
             count_epsilon,
+            ..
         } => {
             let sens = model_bounds(model, *history_cap, cfg.floor)?;
             let mut rng = crate::rng::SecureRng::from_os()?;
@@ -208,6 +209,7 @@ pub fn calibrate(
                     history_cap: *history_cap,
                     count_cap: *count_cap,
                     count_epsilon: used,
+                    popularity_from_fit: false,
                 },
             )
         }
@@ -292,6 +294,30 @@ fn corrupt(path: &Path, what: impl std::fmt::Display) -> Error {
 }
 
 impl Release {
+    /// The popularity counts of a release with private statistics replaced by the item counts a
+    /// DP fit on an item set already released (`noisy`, one per item, in interactions: stage 1
+    /// of [`fit_private_with_items`](crate::model::dp_items::fit_private_with_items)), rounded
+    /// and floored at 0 — post-processing, so the report lists them at no extra ε. A release
+    /// with the exact statistics is left as it is (it says it is leaky).
+    pub fn use_fit_popularity(&mut self, noisy: &[f64]) -> Result<()> {
+        if noisy.len() != self.manifest.n_items {
+            return Err(Error::Invalid(format!(
+                "{} item counts for a release of {} items",
+                noisy.len(),
+                self.manifest.n_items
+            )));
+        }
+        if let Some(Statistics::Private {
+            popularity_from_fit,
+            ..
+        }) = &mut self.manifest.statistics
+        {
+            *popularity_from_fit = true;
+            self.popularity = Some(noisy.iter().map(|&c| c.round().max(0.0) as u64).collect());
+        }
+        Ok(())
+    }
+
     /// The release-time privacy report: the training users' entry of `model.json` (`training`;
     /// `None`: treated as public) and the entries of the statistics.
     pub fn report_of(
@@ -537,6 +563,59 @@ impl Release {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The DP fit's item counts replace the popularity of a release with private statistics
+    /// (rounded, floored at 0) and its report part then costs no ε; the held-out counts keep
+    /// theirs; a leaky release keeps its exact counts; a wrong length is refused.
+    #[test]
+    fn the_fit_popularity_replaces_the_private_counts() {
+        let data = crate::recommend::example_data().unwrap();
+        let params = ModelParams::new(crate::model::Method::Exact, 50.0, 0.1).unwrap();
+        let (model, _) = crate::model::fit(&data.train, &params, &|_| {}).unwrap();
+        let n = model.n_items();
+        let noisy: Vec<f64> = (0..n).map(|j| j as f64 * 0.7 - 2.4).collect();
+        let want: Vec<u64> = noisy.iter().map(|&c| c.round().max(0.0) as u64).collect();
+        let cfg = SensitivityConfig::default();
+        let private = Statistics::Private {
+            history_cap: 5,
+            count_cap: 5,
+            count_epsilon: 1.0,
+            popularity_from_fit: false,
+        };
+        let mut r = calibrate(&model, &params, &data, 50, &cfg, &private, &|_| {}).unwrap();
+        let part = |r: &Release, name: &str| {
+            r.manifest
+                .statistics()
+                .parts(false, true)
+                .into_iter()
+                .find(|(p, _)| p == name)
+                .unwrap()
+                .1
+        };
+        assert_eq!(part(&r, "popularity counts").epsilon, Some(1.0));
+        assert!(r.use_fit_popularity(&noisy[1..]).is_err());
+        r.use_fit_popularity(&noisy).unwrap();
+        assert_eq!(r.popularity.as_deref(), Some(&want[..]));
+        let p = part(&r, "popularity counts");
+        assert_eq!(p.epsilon, Some(0.0));
+        assert!(p.mechanism.contains("derived from the DP fit, no extra ε"));
+        assert_eq!(part(&r, "held-out counts").epsilon, Some(1.0));
+
+        let mut leaky = calibrate(
+            &model,
+            &params,
+            &data,
+            50,
+            &cfg,
+            &Statistics::ExactLeaky,
+            &|_| {},
+        )
+        .unwrap();
+        let exact = leaky.popularity.clone();
+        leaky.use_fit_popularity(&noisy).unwrap();
+        assert_eq!(leaky.popularity, exact);
+        assert!(part(&leaky, "popularity counts").epsilon.is_none());
+    }
 
     #[test]
     fn a_sensitivity_must_bound_the_clip_range_within_the_rounding_slack() {

@@ -63,6 +63,11 @@ pub enum Statistics {
         count_cap: usize,
         /// ε of each count vector (popularity; held-out), as the sampler used it.
         count_epsilon: f64,
+        /// The popularity counts are the rounded item counts a DP fit on an item set released
+        /// to choose its items (`--dp-items`; docs/training-privacy.md, "Large catalogues"):
+        /// post-processing of the model weights' release, no ε of their own.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        popularity_from_fit: bool,
     },
     /// Exact per-item percentiles of the calibration users' scores and exact counts: the
     /// calibration and training users are not protected (`--release-statistics exact-leaky`).
@@ -88,6 +93,7 @@ impl Statistics {
                 history_cap,
                 count_cap,
                 count_epsilon,
+                popularity_from_fit,
             } => {
                 out.push((
                     "clip ranges".to_string(),
@@ -115,7 +121,25 @@ impl Statistics {
                     ),
                     note: String::new(),
                 };
-                out.push(("popularity counts".into(), count("training")));
+                if *popularity_from_fit {
+                    out.push((
+                        "popularity counts".into(),
+                        PopulationPrivacy {
+                            population: "training users".into(),
+                            unit: "user".into(),
+                            epsilon: Some(0.0),
+                            delta: 0.0,
+                            mechanism:
+                                "derived from the DP fit, no extra ε: the noisy item counts \
+                                        its first stage released to choose the item set, rounded \
+                                        (post-processing of the model weights' release)"
+                                    .into(),
+                            note: String::new(),
+                        },
+                    ));
+                } else {
+                    out.push(("popularity counts".into(), count("training")));
+                }
                 if heldout {
                     out.push(("held-out counts".into(), count("held-out")));
                 }

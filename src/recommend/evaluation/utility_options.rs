@@ -72,6 +72,7 @@ impl ReleaseOptions {
                 history_cap: self.history_cap(),
                 count_cap: self.count_cap(),
                 count_epsilon: self.count_epsilon(),
+                popularity_from_fit: false,
             }),
             "exact-leaky" => Ok(Statistics::ExactLeaky),
             other => Err(Error::UnknownName {
