@@ -332,7 +332,8 @@ fn a_dp_fit_reports_its_contribution_bound() {
         let mut a = vec!["--dp-epsilon", "4"];
         a.extend_from_slice(extra);
         fit(&dir, &a);
-        let w = part(&report_json(&dir), "model weights");
+        let r = report_json(&dir);
+        let w = part(&r, "model weights");
         assert_eq!(w["population"], "training users");
         assert_eq!(w["unit"], unit, "{w}");
         assert!((w["epsilon"].as_f64().unwrap() - 4.0).abs() < 1e-6, "{w}");
