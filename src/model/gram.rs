@@ -264,11 +264,11 @@ impl ColumnCounter {
             let s = starts[k] as usize;
             &xi[s..s + tails[k] as usize]
         };
-        for k in 0..starts.len() {
+        for (k, &w) in weights.iter().enumerate() {
             if k + PREFETCH < starts.len() {
                 prefetch(tail(k + PREFETCH));
             }
-            let w = f64::from(weights[k]);
+            let w = f64::from(w);
             for &i in tail(k) {
                 out[i as usize] += w;
             }
