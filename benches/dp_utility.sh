@@ -11,6 +11,7 @@
 # Usage: RECSEL=path benches/dp_utility.sh [DATASET...]   (default: all three)
 #   DATA=../shared/data  EPSILONS="4 1 2 8"  DELTA=1e-8  CAP=20  OUT=/tmp/recsel-dp-utility
 #   ITEMS=  ITEMS_DENSITY=0.1  NONE=1 (0: skip the non-DP row)
+#   DP_ARGS="--dp-bound sample --dp-shift 10"   further options of the DP fits (recorded per row)
 # Models: ml-1m-implicit dense EASE, λ = 200; the larger catalogues SANSA exact (the DP fit's
 # dense path, f32), λ = 200, density 0.005. The DP fit raises λ to its positive-definite floor.
 set -euo pipefail
@@ -18,6 +19,8 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 RECSEL=${RECSEL:-${CARGO_TARGET_DIR:-$ROOT/target}/release/recsel}
 DATA=${DATA:-$ROOT/../shared/data}
 EPSILONS=${EPSILONS:-"4 1 2 8"}; DELTA=${DELTA:-1e-8}; CAP=${CAP:-20}
+# shellcheck disable=SC2206
+DP_ARGS=(${DP_ARGS:-})
 OUT=${OUT:-/tmp/recsel-dp-utility}
 ITEMS=${ITEMS:-}; ITEMS_DENSITY=${ITEMS_DENSITY:-0.1}; NONE=${NONE:-1}
 mkdir -p "$OUT"
@@ -33,7 +36,7 @@ for ds in "${SETS[@]}"; do
   M=($(model_of "$ds"))
   runs=$EPSILONS; [ "$NONE" = 0 ] || runs="none $EPSILONS"
   for eps in $runs; do
-    dp=(); [ "$eps" = none ] || dp=(--dp-epsilon "$eps" --dp-delta "$DELTA" --dp-cap "$CAP")
+    dp=(); [ "$eps" = none ] || dp=(--dp-epsilon "$eps" --dp-delta "$DELTA" --dp-cap "$CAP" "${DP_ARGS[@]}")
     tag=$eps; m=("${M[@]}")
     if [ "$eps" != none ] && [ -n "$ITEMS" ]; then
       dp+=(--dp-items "$ITEMS"); tag="$eps-k$ITEMS"
@@ -42,8 +45,8 @@ for ds in "${SETS[@]}"; do
     log="$OUT/$ds-$tag.log"
     if "$RECSEL" fit --format lightgcn --path "$DATA/$ds" "${m[@]}" "${dp[@]}" --json \
         > "$OUT/$ds-$tag.json" 2> "$log"; then
-      python3 -c "import json,sys; j=json.load(open(sys.argv[1])); j['data']=sys.argv[2]; j['eps_t']=None if sys.argv[3]=='none' else float(sys.argv[3]); j['delta_t']=float(sys.argv[4]); j['cap']=int(sys.argv[5]); j['dp_items']=int(sys.argv[6]) if sys.argv[6] and sys.argv[3]!='none' else None; print(json.dumps(j))" \
-        "$OUT/$ds-$tag.json" "$ds" "$eps" "$DELTA" "$CAP" "$ITEMS" >> "$OUT/rows.jsonl"
+      python3 -c "import json,sys; j=json.load(open(sys.argv[1])); j['data']=sys.argv[2]; j['eps_t']=None if sys.argv[3]=='none' else float(sys.argv[3]); j['delta_t']=float(sys.argv[4]); j['cap']=int(sys.argv[5]); j['dp_items']=int(sys.argv[6]) if sys.argv[6] and sys.argv[3]!='none' else None; j['dp_args']=sys.argv[7]; print(json.dumps(j))" \
+        "$OUT/$ds-$tag.json" "$ds" "$eps" "$DELTA" "$CAP" "$ITEMS" "${DP_ARGS[*]}" >> "$OUT/rows.jsonl"
       echo "$ds ε_T=$tag done: $(python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print('R@20 %.4f nDCG@20 %.4f hit@1 %.4f λ %.0f fit %.1fs' % (j['recall20_lightgcn'], j['ndcg20'], j['hit1'], j['l2_used'], j['fit_seconds']))" "$OUT/$ds-$tag.json")"
     else
       echo "$ds ε_T=$tag failed: $(tail -2 "$log")"

@@ -425,3 +425,54 @@ fn a_dp_fit_on_an_item_set_reports_both_stages_as_one_guarantee() {
         String::from_utf8_lossy(&o.stderr)
     );
 }
+
+/// A DP fit's report names its contribution bound: the default `weight` (every interaction,
+/// weighted) and `sample` (at most C interactions kept), with the ε asked for, in the report
+/// and in `model.json`; `--dp-bound` without `--dp-epsilon` is refused.
+#[test]
+fn a_dp_fit_reports_its_contribution_bound() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (name, extra, unit, gram) in [
+        (
+            "weight",
+            &[][..],
+            "user (all interactions, weighted to the contribution of 20)",
+            "on the user-weighted Gram matrix",
+        ),
+        (
+            "sample",
+            &["--dp-bound", "sample"][..],
+            "user (at most 20 interactions kept)",
+            "on the Gram matrix",
+        ),
+    ] {
+        let dir = tmp.path().join(name);
+        let mut a = vec!["--dp-epsilon", "4"];
+        a.extend_from_slice(extra);
+        fit(&dir, &a);
+        let r = report_json(&dir);
+        let w = part(&r, "model weights");
+        assert_eq!(w["population"], "training users");
+        assert_eq!(w["unit"], unit, "{w}");
+        assert!((w["epsilon"].as_f64().unwrap() - 4.0).abs() < 1e-6, "{w}");
+        assert!(w["mechanism"].as_str().unwrap().contains(gram), "{w}");
+        let m: Value =
+            serde_json::from_slice(&std::fs::read(dir.join("model.json")).unwrap()).unwrap();
+        assert_eq!(m["training_privacy"]["unit"], unit);
+        assert!(m["training_privacy"]["note"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("contribution bound `{name}`")));
+    }
+    let o = recsel(&[
+        "fit",
+        "--dataset",
+        "synthetic",
+        "--dp-bound",
+        "sample",
+        "--out",
+        tmp.path().join("x").to_str().unwrap(),
+    ]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("dp-epsilon"));
+}

@@ -1,7 +1,8 @@
 //! The audit of a DP training release (docs/training-privacy.md, "Audit"): two neighbouring
 //! training sets — a base and the base with one more user — through the DP fit's release (the
-//! capped Gram matrix with its noise, [`crate::model::dp`]), a scalar statistic of each release,
-//! and two checks of the claimed guarantee:
+//! capped or user-weighted Gram matrix with its noise, floating-point or exact discrete Gaussian,
+//! [`crate::model::dp`]), a scalar statistic of each release, and two checks of the claimed
+//! guarantee:
 //!
 //! 1. **An (ε, δ) lower bound** by the recipe of `recsel audit`: on a first batch of releases of
 //!    each side choose the event `s > t` or `s < t` (t on a grid) with the largest empirical
@@ -15,9 +16,9 @@
 //!
 //! The statistic is the release projected onto the added user's entries: with k the number of
 //! upper-triangle entries (diagonal included) the user's kept items touch, `s = Σ (G̃_ij − G_ij) /
-//! √k` over those entries, `G` the base's noise-free capped Gram matrix. It is N(0, σ²) on the
-//! base and N(√k, σ²) with the user, the most informative linear statistic of the release (its
-//! privacy loss is the whole Gaussian mechanism's).
+//! √k` over those entries, `G` the base's noise-free release. It is N(0, σ²) on the base and
+//! N(q√k, σ²) with the user (q their weight, 1 when sampled), the most informative linear
+//! statistic of the release (its privacy loss is the whole Gaussian mechanism's).
 
 use rayon::prelude::*;
 use serde::Serialize;
@@ -25,8 +26,7 @@ use statrs::distribution::{ContinuousCDF, Normal};
 
 use crate::data::Csr;
 use crate::error::{Error, Result};
-use crate::model::dp::{cap_rows, GramMechanism, GramNoise, NoiseSource};
-use crate::model::gram::{gram_dense, DenseGramEdit, ItemUsers};
+use crate::model::dp::{clean_gram, GramMechanism, GramNoise, NoiseSource};
 use crate::rng::mix64;
 use crate::stats::hypothesis::{chi_square_gof, clopper_pearson_lower, clopper_pearson_upper};
 
@@ -69,15 +69,6 @@ impl TrainingAudit {
     }
 }
 
-/// The capped, noise-free Gram matrix (lower triangle) of `x`.
-fn capped_gram(x: &Csr, cap: usize, cap_seed: u64) -> faer::Mat<f64> {
-    let capped = cap_rows(x, cap, cap_seed);
-    let n = x.cols();
-    let mut g = faer::Mat::<f64>::zeros(n, n);
-    gram_dense(&capped, &ItemUsers::new(&capped), g.as_mut());
-    g
-}
-
 /// Audits `claim` on the neighbours `base` and `base` + one user who has `extra`, releases drawn
 /// with `drawn` (the claim itself, or a deliberately mis-calibrated copy). `seed` keys the noise
 /// streams (a test seed: the audit must be reproducible).
@@ -106,8 +97,8 @@ pub fn audit_training_release(
     e.dedup();
     rows.push(e);
     let with = csr_of(&rows, n);
-    let g0 = capped_gram(base, drawn.cap, cap_seed);
-    let g1 = capped_gram(&with, drawn.cap, cap_seed);
+    let g0 = clean_gram(base, drawn, cap_seed);
+    let g1 = clean_gram(&with, drawn, cap_seed);
     // The entries the added user touches: where the two noise-free releases differ.
     let mut touched = Vec::new();
     for j in 0..n {
@@ -130,7 +121,7 @@ pub fn audit_training_release(
         let mut g = if side == 0 { g0.clone() } else { g1.clone() };
         let key = mix64(seed ^ mix64((side << 62) ^ (batch << 60) ^ r));
         let mech = drawn.with_source(NoiseSource::InsecureSeed(key));
-        GramNoise::new(mech).apply(g.as_mut());
+        GramNoise::new(mech).add_to_release(g.as_mut());
         stat(&g)
     };
     let draw = |side: u64, batch: u64, count: u64| -> Vec<f64> {
@@ -222,6 +213,7 @@ fn csr_of(rows: &[Vec<u32>], n: usize) -> Csr {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::dp::ContributionBound;
 
     fn base() -> Csr {
         csr_of(
@@ -236,18 +228,15 @@ mod tests {
         )
     }
 
-    /// The claim (ε = 4, δ = 1e-5, C = 3) survives its audit; the release made with half the
-    /// noise is flagged by the (ε, δ) bound itself, and one made with 30% less noise by the law
-    /// of its statistic. 500,000 fresh releases per side (α = 1e-6; the law's false-failure rate
-    /// is 1e-6 per side).
-    #[test]
-    fn training_release_audit_has_power() {
-        let claim = GramMechanism::new(4.0, 1e-5, 3, false, NoiseSource::InsecureSeed(0)).unwrap();
-        let extra = [0u32, 1, 2, 3, 4];
+    /// The claim survives its audit; the release made with half the noise is flagged by the
+    /// (ε, δ) bound itself, and one made with 30% less noise by the law of its statistic.
+    /// `samples` fresh releases per side, α = 1e-6: the honest run fails with probability at
+    /// most 1e-6 (the bound) + 2e-6 (the law, per side).
+    fn has_power(base: &Csr, extra: &[u32], claim: &GramMechanism, samples: u64) {
         let run = |drawn: &GramMechanism, seed| {
-            audit_training_release(&base(), &extra, &claim, drawn, 500_000, 1e-6, seed, 7).unwrap()
+            audit_training_release(base, extra, claim, drawn, samples, 1e-6, seed, 7).unwrap()
         };
-        let honest = run(&claim, 1);
+        let honest = run(claim, 1);
         eprintln!("claimed noise: {honest:?}");
         assert!(honest.consistent(), "{honest:?}");
         let half = run(&claim.with_sigma_scaled(0.5), 2);
@@ -259,5 +248,82 @@ mod tests {
         let less = run(&claim.with_sigma_scaled(1.0 / 1.3), 3);
         eprintln!("noise / 1.3: {less:?}");
         assert!(!less.consistent(), "30% less noise not flagged: {less:?}");
+    }
+
+    /// The `sample` bound (ε = 4, δ = 1e-5, C = 3; the added user has 5 items, 3 kept),
+    /// floating-point noise, 500,000 fresh releases per side.
+    #[test]
+    fn training_release_audit_has_power() {
+        let claim = GramMechanism::new(4.0, 1e-5, 3, false, NoiseSource::InsecureSeed(0))
+            .unwrap()
+            .with_bound(ContributionBound::Sample);
+        has_power(&base(), &[0, 1, 2, 3, 4], &claim, 500_000);
+    }
+
+    /// Neighbours for the `weight` bound at C = 3: a base with a heavy user of its own, and one
+    /// more heavy user with 8 items, whose row is weighted (weight √12/√72 ≈ 0.41 < 1), so the
+    /// audit sees the weighting, not a user within the cap.
+    fn heavy() -> (Csr, Vec<u32>) {
+        let base = csr_of(
+            &[
+                vec![0, 1],
+                vec![1, 2, 3],
+                vec![0, 4, 7],
+                vec![2, 3, 4, 5],
+                vec![0, 1, 2, 3, 4, 5, 6, 7],
+                vec![6, 7],
+            ],
+            8,
+        );
+        (base, (0..8).collect())
+    }
+
+    /// The added heavy user moves the noise-free release by their weight on each of their 36
+    /// entries: below 1, and exactly the sensitivity in L2 up to the 2^-14 grid.
+    #[test]
+    fn the_heavy_neighbour_is_weighted() {
+        let (base, extra) = heavy();
+        let mech = GramMechanism::new(4.0, 1e-5, 3, false, NoiseSource::InsecureSeed(0)).unwrap();
+        let mut rows: Vec<Vec<u32>> = (0..base.rows())
+            .map(|u| crate::data::row_items(&base, u).to_vec())
+            .collect();
+        rows.push(extra);
+        let (g0, g1) = (
+            clean_gram(&base, &mech, 7),
+            clean_gram(&csr_of(&rows, 8), &mech, 7),
+        );
+        let d: Vec<f64> = (0..8)
+            .flat_map(|j| (j..8).map(move |i| (i, j)))
+            .map(|(i, j)| g1[(i, j)] - g0[(i, j)])
+            .collect();
+        assert_eq!(d.len(), 36);
+        assert!(d.iter().all(|&v| v == d[0] && v > 0.4 && v < 1.0), "{d:?}");
+        let l2 = d.iter().map(|v| v * v).sum::<f64>().sqrt();
+        let sens = crate::model::dp::gram_sensitivity(3);
+        assert!(
+            l2 <= sens && l2 > sens * (1.0 - 1e-3),
+            "{l2} against {sens}"
+        );
+    }
+
+    /// The `weight` bound (the default), floating-point noise, a heavy added user: 500,000 fresh
+    /// releases per side.
+    #[test]
+    fn weighted_training_release_audit_has_power() {
+        let (base, extra) = heavy();
+        let claim = GramMechanism::new(4.0, 1e-5, 3, false, NoiseSource::InsecureSeed(0)).unwrap();
+        assert_eq!(claim.bound, ContributionBound::Weight);
+        has_power(&base, &extra, &claim, 500_000);
+    }
+
+    /// The secure path with the `weight` bound: the exact discrete Gaussian of variance (Sσ)²
+    /// on the integer sums S·G, divided by S (the statistic's lattice, spacing 1/(S√k), is far
+    /// below the 40 cells' width). 200,000 fresh releases per side (the exact sampler is slower),
+    /// still enough for the (ε, δ) bound to refute the half-noise release.
+    #[test]
+    fn secure_weighted_training_release_audit_has_power() {
+        let (base, extra) = heavy();
+        let claim = GramMechanism::new(4.0, 1e-5, 3, true, NoiseSource::InsecureSeed(0)).unwrap();
+        has_power(&base, &extra, &claim, 200_000);
     }
 }

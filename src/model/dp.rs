@@ -4,15 +4,20 @@
 //! SANSA fitted from the noisy matrix alone — every weight is then post-processing of one
 //! Gaussian release.
 //!
-//! * **Unit**: one training user, added or removed, with at most `cap` (C) of their interactions
-//!   kept. Which C are kept is a deterministic function of the seed and the user's own items
-//!   ([`cap_rows`]), so another user's presence never changes it.
-//! * **Sensitivity**: a user with c ≤ C kept items adds 1 to the c(c+1)/2 entries (i ≤ j) of the
-//!   upper triangle, diagonal included, of the pairs of their items, and nothing else: the L2
-//!   distance of the two triangles is `sqrt(c(c+1)/2) ≤ Δ = sqrt(C(C+1)/2)`.
+//! * **Unit**: one training user, added or removed. Their contribution is bounded by one of two
+//!   [`ContributionBound`]s, both functions of that user's own row only (so another user's
+//!   presence never changes them): `weight` (the default) keeps every interaction and counts the
+//!   user's row `q_u ≤ min(1, Δ/√(n_u(n_u+1)/2))` times ([`user_weight`]); `sample` keeps at
+//!   most `cap` (C) interactions, chosen by the seed and the user's items ([`cap_rows`]).
+//! * **Sensitivity**: a user with c kept items adds their weight (1 when sampled) to the
+//!   c(c+1)/2 entries (i ≤ j) of the upper triangle, diagonal included, of the pairs of their
+//!   items, and nothing else: the L2 distance of the two triangles is `q·sqrt(c(c+1)/2) ≤
+//!   Δ = sqrt(C(C+1)/2)`.
 //! * **Accounting**: i.i.d. N(0, σ²) on each of the n(n+1)/2 entries is ρ-zCDP with
 //!   ρ = Δ²/(2σ²) (Bun–Steinke 2016); with `secure`, the discrete Gaussian of variance parameter
-//!   σ² on the integer counts is ρ-zCDP with the same ρ (Canonne–Kamath–Steinke 2020, Thm 14).
+//!   σ² on the integer counts is ρ-zCDP with the same ρ (Canonne–Kamath–Steinke 2020, Thm 14);
+//!   weighted, the integer sums `S·G` (weights on the grid 1/S, S = 2^14) get the discrete
+//!   Gaussian of variance parameter (Sσ)² before the division by S: sensitivity SΔ, same ρ.
 //!   (ε, δ) comes from ρ by [`zcdp_epsilon`], the one conversion of the crate.
 //! * **Positive definiteness**: the noise matrix N has ‖N‖ ≤ σ(2√n + 2√ln(10⁹)) except with
 //!   probability 10⁻⁹ ([`pd_floor`]), so `XᵀX + N + λI` with λ at least that floor is positive
@@ -23,7 +28,9 @@ use faer::Mat;
 use rand_distr::{Distribution, StandardNormal};
 use rayon::prelude::*;
 
-use super::gram::{gram_dense, DenseGramEdit, ItemUsers};
+use std::borrow::Cow;
+
+use super::gram::{gram_dense, gram_dense_weighted, DenseGramEdit, ItemUsers};
 use super::privacy::PopulationPrivacy;
 use super::{ease, sansa, DenseScalar, FitReport, Method, Model, ModelParams, UmrConfig};
 use crate::data::Csr;
@@ -33,6 +40,78 @@ use crate::stats::exact::discrete_gaussian;
 
 /// The secure path's variance parameter σ² is a rational `num / 2^10`, rounded up.
 const SIGMA2_DEN: u128 = 1 << 10;
+
+/// The per-user weights are multiples of 1/S, S = 2^`WEIGHT_BITS`: the weighted Gram matrix
+/// times S is an integer matrix (the secure path's noise is added to it), its sums exact in f64
+/// while users · S < 2^53 (checked by the Gram pass).
+pub const WEIGHT_BITS: u32 = 14;
+const WEIGHT_SCALE: u64 = 1 << WEIGHT_BITS;
+
+/// How one training user's contribution to the Gram matrix is bounded (docs/training-privacy.md,
+/// "The unit and the contribution bound"). Both give the L2 sensitivity √(C(C+1)/2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ContributionBound {
+    /// Every interaction kept, the user's row weighted by [`user_weight`].
+    Weight,
+    /// At most C interactions kept ([`cap_rows`]).
+    Sample,
+}
+
+impl ContributionBound {
+    /// The default of `--dp-bound`: the bound with the better measured utility
+    /// (docs/results.md, "DP training").
+    pub const DEFAULT: ContributionBound = ContributionBound::Weight;
+
+    /// The option's value.
+    pub fn name(self) -> &'static str {
+        match self {
+            ContributionBound::Weight => "weight",
+            ContributionBound::Sample => "sample",
+        }
+    }
+
+    /// From the option's value.
+    pub fn parse(s: &str) -> Result<Self> {
+        match s {
+            "weight" => Ok(ContributionBound::Weight),
+            "sample" => Ok(ContributionBound::Sample),
+            other => Err(Error::Invalid(format!(
+                "dp-bound must be weight or sample, not {other:?}"
+            ))),
+        }
+    }
+}
+
+/// The integer weight W (the user's row counts W/S, S = 2^[`WEIGHT_BITS`]) of a user with `n`
+/// interactions under the cap C: the largest W ≤ S with `(W/S)² · n(n+1)/2 ≤ C(C+1)/2`, i.e.
+/// `⌊S · min(1, Δ/√(n(n+1)/2))⌋` computed on integers, so the user moves the upper triangle by
+/// `(W/S)·√(n(n+1)/2) ≤ Δ` exactly (no rounding can push it over).
+pub fn user_weight(n: usize, cap: usize) -> u16 {
+    if n <= cap {
+        return WEIGHT_SCALE as u16;
+    }
+    let (n, c, s) = (n as u128, cap as u128, u128::from(WEIGHT_SCALE));
+    let (lhs, rhs) = (n * (n + 1), s * s * c * (c + 1));
+    let fits = |w: u128| w * w * lhs <= rhs;
+    let mut w = ((rhs as f64 / lhs as f64).sqrt() as u128).min(s);
+    while w > 0 && !fits(w) {
+        w -= 1;
+    }
+    while w < s && fits(w + 1) {
+        w += 1;
+    }
+    w as u16
+}
+
+/// [`user_weight`] of every row of `x`.
+pub fn user_weights(x: &Csr, cap: usize) -> Vec<u16> {
+    let ip = x.indptr();
+    let p = ip.raw_storage();
+    (0..x.rows())
+        .into_par_iter()
+        .map(|u| user_weight(p[u + 1] - p[u], cap))
+        .collect()
+}
 
 /// Failure probability of the positive-definiteness bound of [`pd_floor`].
 const PD_FAILURE: f64 = 1e-9;
@@ -165,8 +244,11 @@ pub enum NoiseSource {
 /// The Gaussian mechanism on the Gram matrix: its calibration and its noise.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct GramMechanism {
-    /// Interactions kept per user (C).
+    /// Interactions kept per user (C), or, weighted, the number whose contribution a user's
+    /// weighted row may not exceed.
     pub cap: usize,
+    /// How a user's contribution is bounded.
+    pub bound: ContributionBound,
     /// δ of the guarantee.
     pub delta: f64,
     /// ρ of the zCDP guarantee, with the noise actually drawn.
@@ -184,9 +266,10 @@ pub struct GramMechanism {
 }
 
 impl GramMechanism {
-    /// The mechanism for (ε, δ)-DP with at most `cap` interactions per user: ρ = [`zcdp_rho`],
-    /// σ = Δ/√(2ρ). On the secure path σ² is rounded up onto the 2^−10 grid and ρ recomputed
-    /// from it (never above the requested one).
+    /// The mechanism for (ε, δ)-DP with the contribution of `cap` interactions per user (the
+    /// default [`ContributionBound`]; [`GramMechanism::with_bound`] changes it): ρ =
+    /// [`zcdp_rho`], σ = Δ/√(2ρ). On the secure path σ² is rounded up onto the 2^−10 grid and ρ
+    /// recomputed from it (never above the requested one).
     pub fn new(
         epsilon: f64,
         delta: f64,
@@ -231,6 +314,7 @@ impl GramMechanism {
         };
         Ok(GramMechanism {
             cap,
+            bound: ContributionBound::DEFAULT,
             delta,
             rho,
             sigma,
@@ -251,6 +335,11 @@ impl GramMechanism {
             });
         }
         Ok(GramMechanism { shift, ..self })
+    }
+
+    /// The same mechanism with the contribution bound `bound` (same sensitivity, same noise).
+    pub fn with_bound(self, bound: ContributionBound) -> Self {
+        GramMechanism { bound, ..self }
     }
 
     /// λ a fit with the requested `l2` on `n` items uses: at least `shift` × [`pd_floor`].
@@ -289,17 +378,35 @@ impl GramMechanism {
         } else {
             "Gaussian"
         };
+        let (unit, gram, bound) = match self.bound {
+            ContributionBound::Sample => (
+                format!("user (at most {} interactions kept)", self.cap),
+                "Gram matrix",
+                "contribution bound `sample`: at most C interactions kept per user".to_string(),
+            ),
+            ContributionBound::Weight => (
+                format!(
+                    "user (all interactions, weighted to the contribution of {})",
+                    self.cap
+                ),
+                "user-weighted Gram matrix",
+                format!(
+                    "contribution bound `weight`: user u's row counts \
+                     min(1, √(C(C+1)/2)/√(n_u(n_u+1)/2)) rounded down to a multiple of 2^-{WEIGHT_BITS}"
+                ),
+            ),
+        };
         PopulationPrivacy {
             population: "training users".to_string(),
-            unit: format!("user (at most {} interactions kept)", self.cap),
+            unit,
             epsilon: Some(self.epsilon()),
             delta: self.delta,
             mechanism: format!(
-                "{noise} on the Gram matrix (zCDP ρ={:.6}; ε from ρ by Canonne–Kamath–Steinke)",
+                "{noise} on the {gram} (zCDP ρ={:.6}; ε from ρ by Canonne–Kamath–Steinke)",
                 self.rho
             ),
             note: format!(
-                "σ={:.4} per entry of the upper triangle incl. diagonal, L2 sensitivity \
+                "{bound}; σ={:.4} per entry of the upper triangle incl. diagonal, L2 sensitivity \
                  √(C(C+1)/2)={:.4} for C={}; λ used {:.2} (at least {} × the positive-definite \
                  floor)",
                 self.sigma,
@@ -336,48 +443,173 @@ impl GramNoise {
     }
 }
 
+impl GramNoise {
+    /// Column j's noise, one draw per entry of `col` in order, each handed to `add`: σ·Z on the
+    /// floating-point path; on the secure path the discrete Gaussian of variance parameter σ²
+    /// (`scaled`: (Sσ)², S = 2^[`WEIGHT_BITS`], for the integer weighted sums `S·G`).
+    fn each_noise<V>(&self, j: usize, col: &mut [V], scaled: bool, add: impl Fn(&mut V, f64)) {
+        let m_ = &self.mech;
+        if m_.secure {
+            let mut rng = match m_.source {
+                NoiseSource::Os => {
+                    SecureRng::from_os().expect("OS entropy (checked when the mechanism was made)")
+                }
+                NoiseSource::InsecureSeed(s) => {
+                    SecureRng::from_seed_insecure(mix64(s ^ mix64(j as u64 + 1)))
+                }
+            };
+            // (Sσ)² = S² · num / 2^10 = num · 2^(2·WEIGHT_BITS − 10), an integer.
+            let (num, den) = if scaled {
+                (m_.sigma2_num << (2 * WEIGHT_BITS - 10), 1)
+            } else {
+                (m_.sigma2_num, SIGMA2_DEN)
+            };
+            for v in col {
+                add(v, discrete_gaussian(&mut rng, num, den) as f64);
+            }
+        } else {
+            let mut rng = m_.fast_stream(self.seed, j);
+            for v in col {
+                let z: f64 = StandardNormal.sample(&mut rng);
+                add(v, m_.sigma * z);
+            }
+        }
+    }
+
+    /// Rows j.. of column j of a weighted release: `col` holds the exact integer sums `S·G` on
+    /// entry and the noisy `G` on return — on the secure path the integer discrete Gaussian of
+    /// (Sσ)² is added before the division by S (exact in f64), on the floating-point path
+    /// N(0, σ²) after it.
+    fn weighted_column(&self, j: usize, col: &mut [f64]) {
+        let s = WEIGHT_SCALE as f64;
+        if self.mech.secure {
+            self.each_noise(j, col, true, |v, z| *v += z);
+            col.iter_mut().for_each(|v| *v /= s);
+        } else {
+            col.iter_mut().for_each(|v| *v /= s);
+            self.each_noise(j, col, false, |v, z| *v += z);
+        }
+    }
+
+    /// Adds this release's noise to the noise-free release `m` (lower triangle, [`clean_gram`]
+    /// of the same mechanism), exactly as the fit does: the audit's path.
+    pub fn add_to_release(&self, mut m: faer::MatMut<'_, f64>) {
+        match self.mech.bound {
+            ContributionBound::Sample => self.apply(m),
+            ContributionBound::Weight => {
+                let s = WEIGHT_SCALE as f64;
+                m.as_mut()
+                    .par_col_iter_mut()
+                    .enumerate()
+                    .for_each(|(j, col)| {
+                        let col = col
+                            .try_as_col_major_mut()
+                            .expect("contiguous column")
+                            .as_slice_mut();
+                        col[j..].iter_mut().for_each(|v| *v *= s);
+                        self.weighted_column(j, &mut col[j..]);
+                    });
+            }
+        }
+    }
+}
+
 impl DenseGramEdit for GramNoise {
     /// Adds N(0, σ²) (or the discrete Gaussian) to every entry i ≥ j, one independent stream per
     /// column.
     fn apply<T: DenseScalar>(&self, m: faer::MatMut<'_, T>) {
-        let m_ = &self.mech;
         m.par_col_iter_mut().enumerate().for_each(|(j, col)| {
             let col = col
                 .try_as_col_major_mut()
                 .expect("contiguous column")
                 .as_slice_mut();
-            if m_.secure {
-                let mut rng = match m_.source {
-                    NoiseSource::Os => SecureRng::from_os()
-                        .expect("OS entropy (checked when the mechanism was made)"),
-                    NoiseSource::InsecureSeed(s) => {
-                        SecureRng::from_seed_insecure(mix64(s ^ mix64(j as u64 + 1)))
-                    }
-                };
-                for v in &mut col[j..] {
-                    let z = discrete_gaussian(&mut rng, m_.sigma2_num, SIGMA2_DEN);
-                    *v += T::from_f64(z as f64);
-                }
-            } else {
-                let mut rng = m_.fast_stream(self.seed, j);
-                for v in &mut col[j..] {
-                    let z: f64 = StandardNormal.sample(&mut rng);
-                    *v += T::from_f64(m_.sigma * z);
-                }
-            }
+            self.each_noise(j, &mut col[j..], false, |v, z| *v += T::from_f64(z));
         });
     }
 }
 
-/// The noisy lower triangle (diagonal included) of the capped `XᵀX` as a dense f64 matrix, the
-/// strict upper triangle zero: what the DP fit releases to itself. `cap_seed` chooses the kept
-/// interactions ([`cap_rows`]).
-pub fn noisy_gram(x: &Csr, mech: &GramMechanism, cap_seed: u64) -> Mat<f64> {
-    let capped = cap_rows(x, mech.cap, cap_seed);
+/// The DP fit's release as an edit of the dense Gram pass: the noise, and with the `weight`
+/// bound the users' weights (the Gram pass then sums the weighted rows and adds the noise to
+/// each column while its sums are exact).
+pub struct GramRelease {
+    noise: GramNoise,
+    weights: Option<Vec<u16>>,
+}
+
+impl GramRelease {
+    /// The release of the rows `x` (already capped for the `sample` bound) under `mech`.
+    pub fn new(x: &Csr, mech: &GramMechanism) -> Self {
+        let weights = match mech.bound {
+            ContributionBound::Weight => Some(user_weights(x, mech.cap)),
+            ContributionBound::Sample => None,
+        };
+        GramRelease {
+            noise: GramNoise::new(*mech),
+            weights,
+        }
+    }
+}
+
+impl DenseGramEdit for GramRelease {
+    fn apply<T: DenseScalar>(&self, m: faer::MatMut<'_, T>) {
+        self.noise.apply(m)
+    }
+
+    fn item_users(&self, x: &Csr) -> ItemUsers {
+        match &self.weights {
+            Some(w) => ItemUsers::weighted(x, w),
+            None => ItemUsers::new(x),
+        }
+    }
+
+    fn gram<T: DenseScalar>(&self, x: &Csr, users: ItemUsers, mut m: faer::MatMut<'_, T>) {
+        if self.weights.is_some() {
+            gram_dense_weighted(&users, m, |j, col| self.noise.weighted_column(j, col));
+        } else {
+            gram_dense(x, &users, m.as_mut());
+            drop(users);
+            self.noise.apply(m);
+        }
+    }
+}
+
+/// The rows a release under `mech` reads: `x` capped ([`cap_rows`]) for the `sample` bound, `x`
+/// itself for `weight`.
+fn release_rows<'a>(x: &'a Csr, mech: &GramMechanism, cap_seed: u64) -> Cow<'a, Csr> {
+    match mech.bound {
+        ContributionBound::Sample => Cow::Owned(cap_rows(x, mech.cap, cap_seed)),
+        ContributionBound::Weight => Cow::Borrowed(x),
+    }
+}
+
+/// The noise-free release of `x` under `mech` (lower triangle, dense f64): the capped `XᵀX`, or
+/// the user-weighted `Σ_u q_u x_u x_uᵀ`. What the audit compares releases with.
+pub fn clean_gram(x: &Csr, mech: &GramMechanism, cap_seed: u64) -> Mat<f64> {
+    let rows = release_rows(x, mech, cap_seed);
     let n = x.cols();
     let mut g = Mat::<f64>::zeros(n, n);
-    gram_dense(&capped, &ItemUsers::new(&capped), g.as_mut());
-    GramNoise::new(*mech).apply(g.as_mut());
+    match mech.bound {
+        ContributionBound::Sample => gram_dense(&rows, &ItemUsers::new(&rows), g.as_mut()),
+        ContributionBound::Weight => {
+            let t = ItemUsers::weighted(&rows, &user_weights(&rows, mech.cap));
+            let s = WEIGHT_SCALE as f64;
+            gram_dense_weighted(&t, g.as_mut(), |_, col| {
+                col.iter_mut().for_each(|v| *v /= s)
+            });
+        }
+    }
+    g
+}
+
+/// The noisy lower triangle (diagonal included) of the capped or user-weighted `XᵀX` as a dense
+/// f64 matrix, the strict upper triangle zero: what the DP fit releases to itself. `cap_seed`
+/// chooses the kept interactions of the `sample` bound ([`cap_rows`]).
+pub fn noisy_gram(x: &Csr, mech: &GramMechanism, cap_seed: u64) -> Mat<f64> {
+    let rows = release_rows(x, mech, cap_seed);
+    let n = x.cols();
+    let mut g = Mat::<f64>::zeros(n, n);
+    let release = GramRelease::new(&rows, mech);
+    release.gram(&rows, release.item_users(&rows), g.as_mut());
     g
 }
 
@@ -394,8 +626,8 @@ pub struct PrivateFit {
     pub l2_used: f64,
 }
 
-/// Fits EASE or SANSA (`exact`, dense path) on the noisy Gram matrix of the capped training
-/// rows. `icf` and `popular` are refused (the noisy Gram matrix is dense: ICF's sparse
+/// Fits EASE or SANSA (`exact`, dense path) on the noisy Gram matrix of the capped or
+/// user-weighted training rows. `icf` and `popular` are refused (the noisy Gram matrix is dense: ICF's sparse
 /// factorisation has nothing to keep sparse; the popularity of a DP release is its noisy
 /// diagonal). Fails when the dense matrix does not fit in memory (docs/training-privacy.md,
 /// "Large catalogues").
@@ -411,18 +643,20 @@ pub fn fit_private(
     let mut report = FitReport::default();
     report.start_cpu_clock();
     let t = std::time::Instant::now();
-    progress("capping each user's interactions");
-    let capped = cap_rows(train, mech.cap, cap_seed);
+    progress(match mech.bound {
+        ContributionBound::Sample => "capping each user's interactions",
+        ContributionBound::Weight => "weighting each user's interactions",
+    });
+    let capped = release_rows(train, mech, cap_seed);
+    let noise = GramRelease::new(&capped, mech);
     report.stage("cap", t);
-    let noise = GramNoise::new(*mech);
     let model = match params.method {
         Method::Ease => {
             ease::check_fits(n)?;
             progress("noisy Gram matrix XᵀX + N");
             let t = std::time::Instant::now();
             let mut g = Mat::<f64>::zeros(n, n);
-            gram_dense(&capped, &ItemUsers::new(&capped), g.as_mut());
-            noise.apply(g.as_mut());
+            noise.gram(&capped, noise.item_users(&capped), g.as_mut());
             report.stage("gram", t);
             progress("dense EASE inverse");
             let t = std::time::Instant::now();
@@ -567,16 +801,14 @@ mod tests {
     /// standard errors), lands on the lower triangle only, and on the secure path is integer.
     #[test]
     fn the_noise_has_the_calibrated_scale() {
-        let x = csr(&[vec![0, 1], vec![1, 2]], 200);
-        for secure in [false, true] {
-            let mech =
-                GramMechanism::new(2.0, 1e-6, 4, secure, NoiseSource::InsecureSeed(5)).unwrap();
+        let x = csr(&[vec![0, 1], vec![1, 2], (0..10).collect()], 200);
+        let both = [ContributionBound::Sample, ContributionBound::Weight];
+        for (secure, bound) in [false, true].into_iter().flat_map(|s| both.map(|b| (s, b))) {
+            let mech = GramMechanism::new(2.0, 1e-6, 4, secure, NoiseSource::InsecureSeed(5))
+                .unwrap()
+                .with_bound(bound);
             let g = noisy_gram(&x, &mech, 1);
-            let clean = {
-                let mut m = Mat::<f64>::zeros(200, 200);
-                gram_dense(&x, &ItemUsers::new(&x), m.as_mut());
-                m
-            };
+            let clean = clean_gram(&x, &mech, 1);
             let mut v = Vec::new();
             for j in 0..200 {
                 for i in 0..200 {
@@ -585,8 +817,13 @@ mod tests {
                         assert_eq!(z, 0.0);
                     } else {
                         v.push(z);
+                        // Integer noise, on the weighted path on the grid 1/S.
+                        let z_s = match bound {
+                            ContributionBound::Sample => z,
+                            ContributionBound::Weight => z * WEIGHT_SCALE as f64,
+                        };
                         if secure {
-                            assert_eq!(z, z.round());
+                            assert_eq!(z_s, z_s.round());
                         }
                     }
                 }
@@ -605,6 +842,61 @@ mod tests {
             );
             // Same seed, same release; the cap's seed is its own.
             assert_eq!(noisy_gram(&x, &mech, 1), g);
+            // The audit's path (noise added to the noise-free release) is the fit's, bit for bit.
+            let mut a = clean.clone();
+            GramNoise::new(mech).add_to_release(a.as_mut());
+            assert_eq!(a, g, "secure={secure} {bound:?}");
+            // The sample bound is the capped Gram matrix plus the noise, nothing else.
+            if bound == ContributionBound::Sample {
+                let c = cap_rows(&x, 4, 1);
+                let mut m = Mat::<f64>::zeros(200, 200);
+                gram_dense(&c, &ItemUsers::new(&c), m.as_mut());
+                GramNoise::new(mech).apply(m.as_mut());
+                assert_eq!(m, g);
+            }
+        }
+    }
+
+    /// The integer weight keeps a user's L2 contribution `(W/S)·√(n(n+1)/2)` at most Δ exactly
+    /// (integer arithmetic) and is the largest that does, at the edge n = C, C + 1 and for large
+    /// n; and the weighted Gram matrices of neighbours differ by exactly that (in units of 1/S,
+    /// sums of squares of integers, exact in f64).
+    #[test]
+    fn a_weighted_user_moves_the_gram_matrix_by_at_most_the_sensitivity() {
+        let s = u128::from(WEIGHT_SCALE);
+        for cap in [1usize, 3, 20] {
+            let bound = s * s * (cap * (cap + 1)) as u128;
+            for n in [1, cap, cap + 1, cap + 2, 2 * cap, 200, 17_769, 2_000_000] {
+                let w = u128::from(user_weight(n, cap));
+                let l = (n * (n + 1)) as u128;
+                assert!(w * w * l <= bound, "C={cap} n={n}: W={w} too large");
+                assert!(
+                    w == s || (w + 1) * (w + 1) * l > bound,
+                    "C={cap} n={n}: W={w} not largest"
+                );
+                assert_eq!(w == s, n <= cap, "C={cap} n={n}: W={w}");
+                assert!(w >= 1 || n > 1000, "C={cap} n={n}: weight 0");
+            }
+        }
+        let cap = 3;
+        let base = vec![vec![0u32, 1, 2], vec![1, 3, 4, 5, 6, 7], vec![2, 5]];
+        let mech = GramMechanism::new(1.0, 1e-8, cap, false, NoiseSource::InsecureSeed(0)).unwrap();
+        for n in [cap, cap + 1, 8, 300] {
+            let items = 300;
+            let mut with = base.clone();
+            with.push((0..n as u32).collect());
+            let (g0, g1) = (
+                clean_gram(&csr(&base, items), &mech, 3),
+                clean_gram(&csr(&with, items), &mech, 3),
+            );
+            let sq: f64 = (0..items)
+                .flat_map(|j| (j..items).map(move |i| (i, j)))
+                .map(|(i, j)| ((g1[(i, j)] - g0[(i, j)]) * WEIGHT_SCALE as f64).powi(2))
+                .sum();
+            let w = f64::from(user_weight(n, cap));
+            let (nf, c, sf) = (n as f64, cap as f64, WEIGHT_SCALE as f64);
+            assert_eq!(sq, w * w * nf * (nf + 1.0) / 2.0, "n={n}");
+            assert!(sq <= sf * sf * c * (c + 1.0) / 2.0, "n={n}: {sq}");
         }
     }
 
@@ -653,7 +945,12 @@ mod tests {
             .unwrap()
             .with_shift(2.0)
             .unwrap();
-        for method in [Method::Ease, Method::Exact] {
+        let both = [ContributionBound::Sample, ContributionBound::Weight];
+        for (method, bound) in [Method::Ease, Method::Exact]
+            .into_iter()
+            .flat_map(|m| both.map(|b| (m, b)))
+        {
+            let mech = mech.with_bound(bound);
             let params = ModelParams::new(method, 10.0, 0.2).unwrap();
             let f = fit_private(&x, &params, &mech, 1, &|_| {}).unwrap();
             assert_eq!(f.model.n_items(), 60);
@@ -661,10 +958,25 @@ mod tests {
             assert!(f.l2_used > 10.0);
             let p = &f.privacy;
             assert_eq!(p.population, "training users");
-            assert_eq!(p.unit, "user (at most 10 interactions kept)");
             assert!((p.epsilon.unwrap() - 8.0).abs() < 1e-6);
             assert_eq!(p.delta, 1e-8);
-            assert!(p.mechanism.contains("Gaussian on the Gram matrix (zCDP ρ="));
+            match bound {
+                ContributionBound::Sample => {
+                    assert_eq!(p.unit, "user (at most 10 interactions kept)");
+                    assert!(p.mechanism.contains("Gaussian on the Gram matrix (zCDP ρ="));
+                    assert!(p.note.starts_with("contribution bound `sample`"));
+                }
+                ContributionBound::Weight => {
+                    assert_eq!(
+                        p.unit,
+                        "user (all interactions, weighted to the contribution of 10)"
+                    );
+                    assert!(p
+                        .mechanism
+                        .contains("Gaussian on the user-weighted Gram matrix (zCDP ρ="));
+                    assert!(p.note.starts_with("contribution bound `weight`"));
+                }
+            }
         }
         assert!(mech.with_shift(0.9).is_err());
         let icf = ModelParams::new(Method::Icf, 10.0, 0.2).unwrap();

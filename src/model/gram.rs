@@ -39,6 +39,9 @@ pub struct ItemUsers {
     ptr: Vec<usize>,
     start: Vec<u32>,
     tail: Vec<u32>,
+    /// Every (item, user) entry's integer user weight ([`ItemUsers::weighted`]); empty for the
+    /// binary matrix. 2 bytes per interaction.
+    weight: Vec<u16>,
 }
 
 impl ItemUsers {
@@ -47,6 +50,21 @@ impl ItemUsers {
     /// # Panics
     /// When `x` has 2³² interactions or more (positions are stored in 32 bits).
     pub fn new(x: &Csr) -> Self {
+        Self::build(x, None)
+    }
+
+    /// The transpose of `x` with user u's rows counted `weights[u]` times: the Gram pass of
+    /// [`gram_dense_weighted`] sums `Σ_u weights[u] x_u x_uᵀ` (the DP fit's per-user weighting,
+    /// `super::dp`).
+    ///
+    /// # Panics
+    /// When `weights` does not have one entry per row of `x`.
+    pub fn weighted(x: &Csr, weights: &[u16]) -> Self {
+        assert_eq!(weights.len(), x.rows(), "one weight per user");
+        Self::build(x, Some(weights))
+    }
+
+    fn build(x: &Csr, weights: Option<&[u16]>) -> Self {
         let n = x.cols();
         let xpv = x.indptr();
         let (xp, xi) = (xpv.raw_storage(), x.indices());
@@ -76,27 +94,37 @@ impl ItemUsers {
         }
         let nnz = ptr[n];
         let (mut start, mut tail) = (hugepages::zeroed(nnz), hugepages::zeroed(nnz));
+        let mut weight = vec![0u16; if weights.is_some() { nnz } else { 0 }];
         // Every item's range split into the two halves' parts, in item order.
         let bounds: Vec<usize> = (0..n)
             .flat_map(|j| [ptr[j], ptr[j] + counts[0][j]])
             .chain([nnz])
             .collect();
-        let mut parts: [Vec<(&mut [u32], &mut [u32])>; 2] =
-            [Vec::with_capacity(n), Vec::with_capacity(n)];
+        type Part<'a> = (&'a mut [u32], &'a mut [u32], &'a mut [u16]);
+        let mut parts: [Vec<Part>; 2] = [Vec::with_capacity(n), Vec::with_capacity(n)];
+        let weight_bounds = if weights.is_some() {
+            bounds.clone()
+        } else {
+            vec![0; bounds.len()]
+        };
         let pieces = split_at_bounds_mut(&mut start, &bounds)
             .into_iter()
-            .zip(split_at_bounds_mut(&mut tail, &bounds));
-        for (k, piece) in pieces.enumerate() {
-            parts[k % 2].push(piece);
+            .zip(split_at_bounds_mut(&mut tail, &bounds))
+            .zip(split_at_bounds_mut(&mut weight, &weight_bounds));
+        for (k, ((s, t), w)) in pieces.enumerate() {
+            parts[k % 2].push((s, t, w));
         }
         halves.into_par_iter().zip(parts).for_each(|(h, mut part)| {
             let mut filled = vec![0usize; n];
             for u in h {
                 let (a, b) = (xp[u], xp[u + 1]);
                 for (k, &i) in xi[a..b].iter().enumerate() {
-                    let (f, (s, t)) = (&mut filled[i as usize], &mut part[i as usize]);
+                    let (f, (s, t, w)) = (&mut filled[i as usize], &mut part[i as usize]);
                     s[*f] = (a + k) as u32;
                     t[*f] = (b - a - k) as u32;
+                    if let Some(ws) = weights {
+                        w[*f] = ws[u];
+                    }
                     *f += 1;
                 }
             }
@@ -108,6 +136,7 @@ impl ItemUsers {
             ptr,
             start,
             tail,
+            weight,
         }
     }
 
@@ -223,6 +252,30 @@ impl ColumnCounter {
     }
 }
 
+impl ColumnCounter {
+    /// Column j of the lower triangle of `Σ_u w_u x_u x_uᵀ` for the integer weights of a
+    /// [`ItemUsers::weighted`] transpose, added into `out` (length n; rows ≥ j are written). The
+    /// sums are integers below 2⁵³ (checked by the caller), hence exact in `f64`.
+    fn column_weighted(t: &ItemUsers, j: usize, out: &mut [f64]) {
+        let xi = &t.items[..];
+        let (starts, tails) = t.of(j);
+        let weights = &t.weight[t.ptr[j]..t.ptr[j + 1]];
+        let tail = |k: usize| {
+            let s = starts[k] as usize;
+            &xi[s..s + tails[k] as usize]
+        };
+        for (k, &w) in weights.iter().enumerate() {
+            if k + PREFETCH < starts.len() {
+                prefetch(tail(k + PREFETCH));
+            }
+            let w = f64::from(w);
+            for &i in tail(k) {
+                out[i as usize] += w;
+            }
+        }
+    }
+}
+
 /// Runs `per_column` on every column in parallel blocks and hands the results to `sink` in
 /// column order (only one block of results is alive at a time).
 fn by_blocks<T: Send>(
@@ -319,12 +372,70 @@ pub fn gram_dense<T: DenseScalar>(x: &Csr, t: &ItemUsers, m: faer::MatMut<'_, T>
     );
 }
 
+/// Lower triangle (with diagonal) of the weighted Gram matrix `Σ_u w_u x_u x_uᵀ` of the
+/// integer weights of `t` (an [`ItemUsers::weighted`] transpose) into a dense column-major
+/// matrix, the strict upper triangle left as it is. Each column's rows j..n are summed exactly
+/// in `f64`, handed to `finish(j, rows)` (which may change them: the DP fit adds its noise and
+/// rescales there, while the sums are still exact), and only then rounded to `T`.
+///
+/// # Panics
+/// When `t` is not weighted, or the sum of all weights reaches 2⁵³ (the sums would not be
+/// exact).
+pub fn gram_dense_weighted<T: DenseScalar>(
+    t: &ItemUsers,
+    m: faer::MatMut<'_, T>,
+    finish: impl Fn(usize, &mut [f64]) + Sync,
+) {
+    let n = t.ptr.len() - 1;
+    assert!(
+        m.nrows() == n && m.ncols() == n,
+        "dense Gram matrix of the wrong size"
+    );
+    assert!(
+        t.weight.len() == t.start.len(),
+        "gram_dense_weighted needs a weighted transpose"
+    );
+    let total: f64 = t.weight.iter().map(|&w| f64::from(w)).sum();
+    assert!(
+        total < 9_007_199_254_740_992.0,
+        "weights summing to {total}: the weighted Gram sums are not exact in f64"
+    );
+    m.par_col_iter_mut().enumerate().for_each_init(
+        || vec![0.0f64; n],
+        |acc, (j, col)| {
+            let col = col
+                .try_as_col_major_mut()
+                .expect("contiguous column")
+                .as_slice_mut();
+            ColumnCounter::column_weighted(t, j, acc);
+            finish(j, &mut acc[j..]);
+            for (c, a) in col[j..].iter_mut().zip(acc[j..].iter_mut()) {
+                *c = T::from_f64(std::mem::take(a));
+            }
+        },
+    );
+}
+
 /// A change made to the dense lower triangle of `XᵀX` (diagonal included, column-major, the
 /// strict upper triangle zero) before it is factorised: the DP fit adds its noise here
 /// (`super::dp`). Generic over the dense precision.
 pub trait DenseGramEdit: Sync {
     /// Edits the lower triangle of `m` in place.
     fn apply<T: DenseScalar>(&self, m: faer::MatMut<'_, T>);
+
+    /// The transpose the Gram pass of `x` reads: the binary one unless the edit weighs users.
+    fn item_users(&self, x: &Csr) -> ItemUsers {
+        ItemUsers::new(x)
+    }
+
+    /// The edited dense Gram matrix of `x` (zeroed `m`, `users` from
+    /// [`DenseGramEdit::item_users`], dropped as soon as the Gram pass is done): by default
+    /// [`gram_dense`], then [`DenseGramEdit::apply`].
+    fn gram<T: DenseScalar>(&self, x: &Csr, users: ItemUsers, mut m: faer::MatMut<'_, T>) {
+        gram_dense(x, &users, m.as_mut());
+        drop(users);
+        self.apply(m);
+    }
 }
 
 /// An upper bound of the stored entries of [`gram_lower`] without counting them

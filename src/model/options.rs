@@ -104,10 +104,16 @@ option_table! {
         /// for every data set recsel reads (Netflix: 1/480,189 ≈ 2e-6).
         #[option(value_name = "δ", group = "Training privacy")]
         pub dp_delta: f64 = 1e-8,
-        /// Interactions kept per training user (C): the contribution bound of one user, L2
-        /// sensitivity √(C(C+1)/2) on the Gram matrix.
+        /// The contribution bound of one training user, C interactions' worth: L2 sensitivity
+        /// √(C(C+1)/2) on the Gram matrix (see dp-bound).
         #[option(value_name = "C", group = "Training privacy")]
         pub dp_cap: usize = 20,
+        /// How a training user's contribution is bounded: weight (every interaction kept, a user
+        /// with n > C of them weighted by √(C(C+1))/√(n(n+1))) or sample (C of their
+        /// interactions kept, chosen by the user's items and the seed); same sensitivity, same
+        /// noise (docs/training-privacy.md).
+        #[option(value_name = "BOUND", choices = &["weight", "sample"], group = "Training privacy")]
+        pub dp_bound: String = super::dp::ContributionBound::DEFAULT.name().to_string(),
         /// λ of a DP fit is at least K times the positive-definite floor σ(2√n + 2√ln 10⁹)
         /// (docs/training-privacy.md, "Positive definiteness"); K ≥ 1. The floor only makes
         /// the noisy matrix invertible, a larger λ also damps the noise.
@@ -138,11 +144,12 @@ impl TrainingPrivacyOptions {
         let Some(epsilon) = self.dp_epsilon else {
             if self.dp_delta.is_some()
                 || self.dp_cap.is_some()
+                || self.dp_bound.is_some()
                 || self.dp_shift.is_some()
                 || self.dp_secure.is_some()
             {
                 return Err(crate::error::Error::Invalid(
-                    "dp-delta, dp-cap, dp-shift and dp-secure set up a DP fit: give dp-epsilon too"
+                    "dp-delta, dp-cap, dp-bound, dp-shift and dp-secure set up a DP fit: give dp-epsilon too"
                         .into(),
                 ));
             }
@@ -156,6 +163,7 @@ impl TrainingPrivacyOptions {
             super::dp::NoiseSource::Os,
         )
         .and_then(|m| m.with_shift(self.dp_shift()))
+        .and_then(|m| Ok(m.with_bound(super::dp::ContributionBound::parse(&self.dp_bound())?)))
         .map(Some)
     }
 }
@@ -211,6 +219,7 @@ impl TrainingPrivacyOptions {
         cap_seed: u64,
         progress: &dyn Fn(&str),
     ) -> Result<TrainedModel> {
+        let item_set = self.item_set()?;
         match self.mechanism()? {
             None => {
                 let (model, report) = super::fit(train, params, progress)?;
@@ -224,12 +233,7 @@ impl TrainingPrivacyOptions {
             }
             Some(mech) => {
                 let (f, selection) = super::dp_items::fit_private_with_items(
-                    train,
-                    params,
-                    &mech,
-                    self.item_set()?,
-                    cap_seed,
-                    progress,
+                    train, params, &mech, item_set, cap_seed, progress,
                 )?;
                 Ok(TrainedModel {
                     model: f.model,

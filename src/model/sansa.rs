@@ -12,7 +12,7 @@ use super::factor::{
     dense_cholesky, dense_cholesky_in_place, exact_cholesky, incomplete_cholesky, to_unit_ldl,
     ZeroedSquare,
 };
-use super::gram::{gram_dense, gram_lower, gram_pattern, relabel_items, DenseGramEdit, ItemUsers};
+use super::gram::{gram_lower, gram_pattern, relabel_items, DenseGramEdit, ItemUsers};
 use super::ordering::{
     amd_ordering, amd_ordering_dense, amd_ordering_pattern, permute_dense_symmetric,
 };
@@ -324,7 +324,7 @@ pub fn fit_sansa_dense_edited<E: DenseGramEdit>(
     }
     let max_nnz = ((density * n as f64 * n as f64).round() as usize).max(n);
     let t = Instant::now();
-    let users = ItemUsers::new(x);
+    let users = edit.item_users(x);
     let dense = DenseFit {
         l2,
         max_nnz,
@@ -390,9 +390,7 @@ fn fit_dense<T: DenseScalar, E: DenseGramEdit>(
     progress("Gram matrix XᵀX (dense)");
     let mut square = ZeroedSquare::<T>::new(n);
     let mut m = square.as_mut();
-    gram_dense(x, &users, m.rb_mut());
-    drop(users);
-    edit.apply(m.rb_mut());
+    edit.gram(x, users, m.rb_mut());
     report.stage("gram", t);
     progress("ordering (AMD)");
     let t = Instant::now();
