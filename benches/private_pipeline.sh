@@ -27,6 +27,8 @@
 #   EVAL_MECH    registry mechanisms tuned (public) and evaluated beside the tuned row
 #                [LightGCN and synthetic small: em,rnm,gem,mgem; ml20m/netflix: none]
 #   PARALLEL     1: run the public pipeline and every ε_T's private pipeline at once [0]
+#   ATTRIBUTE    1: also tune each DP model with the exact tuner and evaluate it, which splits the
+#                private pipeline's loss into the DP fit's and the private tuning's [1]
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 RECSEL=${RECSEL:-${CARGO_TARGET_DIR:-$ROOT/target}/release/recsel}
@@ -42,7 +44,7 @@ DATA=${DATA:-$ROOT/../shared/data}
 EPS_T=${EPS_T:-"1 2 4 8"}; DELTA=${DELTA:-1e-8}; SERVE_EPS=${SERVE_EPS:-1,2,4}
 SPLIT_SEED=${SPLIT_SEED:-42}; PRIVATE_SEEDS=${PRIVATE_SEEDS:-"1 2 3"}
 FIT_DP_FLAGS=${FIT_DP_FLAGS:-}; TUNE_FLAGS=${TUNE_FLAGS:-}; PRIVATE_TUNE_FLAGS=${PRIVATE_TUNE_FLAGS:-}
-PARALLEL=${PARALLEL:-0}
+PARALLEL=${PARALLEL:-0}; ATTRIBUTE=${ATTRIBUTE:-1}
 if [ "$DATASET" = synthetic ]; then
   D=(--dataset synthetic --shape "$SHAPE")
   case "$SHAPE" in
@@ -66,14 +68,18 @@ mkdir -p "$OUT"
 # shellcheck disable=SC2206
 M=($FIT_MODEL); DPF=($FIT_DP_FLAGS); TF=($TUNE_FLAGS); PTF=($PRIVATE_TUNE_FLAGS)
 tune_mech=${EVAL_MECH:-none}
-python3 - "$OUT/run.json" <<PY
-import json, sys
-json.dump(dict(dataset="$TAG", data_options="${D[*]}", fit_model="$FIT_MODEL",
-               fit_dp_flags="$FIT_DP_FLAGS", eps_t="$EPS_T".split(), delta_t=float("$DELTA"),
-               serve_eps="$SERVE_EPS", split_seed=$SPLIT_SEED, private_seeds="$PRIVATE_SEEDS".split(),
-               eval_mech="$EVAL_MECH", tune_flags="$TUNE_FLAGS",
-               private_tune_flags="$PRIVATE_TUNE_FLAGS", recsel="$RECSEL"), open(sys.argv[1], "w"))
-PY
+# The run's settings, for the report (passed through the environment: no quoting to get wrong).
+TAG=$TAG DOPTS="${D[*]}" FIT_MODEL=$FIT_MODEL FIT_DP_FLAGS=$FIT_DP_FLAGS EPS_T=$EPS_T DELTA=$DELTA \
+SERVE_EPS=$SERVE_EPS SPLIT_SEED=$SPLIT_SEED PRIVATE_SEEDS=$PRIVATE_SEEDS EVAL_MECH=$EVAL_MECH \
+TUNE_FLAGS=$TUNE_FLAGS PRIVATE_TUNE_FLAGS=$PRIVATE_TUNE_FLAGS RECSEL=$RECSEL python3 -c '
+import json, os, sys
+e = os.environ
+json.dump(dict(dataset=e["TAG"], data_options=e["DOPTS"], fit_model=e["FIT_MODEL"],
+               fit_dp_flags=e["FIT_DP_FLAGS"], eps_t=e["EPS_T"].split(), delta_t=float(e["DELTA"]),
+               serve_eps=e["SERVE_EPS"], split_seed=int(e["SPLIT_SEED"]),
+               private_seeds=e["PRIVATE_SEEDS"].split(), eval_mech=e["EVAL_MECH"],
+               tune_flags=e["TUNE_FLAGS"], private_tune_flags=e["PRIVATE_TUNE_FLAGS"],
+               recsel=e["RECSEL"]), open(sys.argv[1], "w"))' "$OUT/run.json"
 
 say() { echo "[$(date +%H:%M:%S)] $*"; }
 # run LOG CMD...: the command's stdout to LOG.out, stderr to LOG.log; on failure its tail.
@@ -105,6 +111,15 @@ private() {
   say "private ε_T=$e: fit (${FIT_MODEL} --dp-epsilon $e --dp-delta $DELTA ${FIT_DP_FLAGS})"
   run "$OUT/dp-$e-fit" "$RECSEL" fit "${D[@]}" "${M[@]}" --dp-epsilon "$e" --dp-delta "$DELTA" \
     "${DPF[@]}" --out "$dir" --json
+  if [ "$ATTRIBUTE" = 1 ]; then
+    # The DP model with the exact (non-private) tuner: what the private tuning costs on its own.
+    rm -rf "$dir-exact-tune"; cp -r "$dir" "$dir-exact-tune"
+    say "private ε_T=$e: the DP model tuned exactly (attribution)"
+    run "$OUT/dp-$e-exact-tune" "$RECSEL" tune --model "$dir-exact-tune" "${D[@]}" --eps "$SERVE_EPS" \
+      --mech none "${TF[@]}"
+    run "$OUT/dp-$e-exact-eval" "$RECSEL" evaluate --model "$dir-exact-tune" "${D[@]}" \
+      --eps "$SERVE_EPS" --mech "" --out "$OUT/dp-$e-exact-utility" --json
+  fi
   for s in $PRIVATE_SEEDS; do
     say "private ε_T=$e: tune --private (seed $s)"
     run "$OUT/dp-$e-tune-$s" "$RECSEL" tune --model "$dir" "${D[@]}" --eps "$SERVE_EPS" --private \

@@ -76,12 +76,26 @@ def main():
 
     # The served (tuned) row: public against private.
     print("### The tuned row each release serves (`recommend --model DIR --eps ε`), test hit@1\n")
+    exact = {}
+    for e in dp:
+        p = os.path.join(out, f"dp-{e}-exact-eval.out")
+        if os.path.exists(p) and os.path.getsize(p) > 0:
+            exact[e] = load(p)
+    attr = " | DP model, exact tuning: hit@1 (ratio) |" if exact else " |"
     print("| ε_T | serving ε | public pipeline: serves | hit@1 | private pipeline: serves | hit@1 "
-          "[min, max over seeds] | private / public |")
-    print("|---|---|---|---|---|---|---|")
+          "[min, max over seeds] | private / public" + attr)
+    print("|---|---|---|---|---|---|---|" + ("---|" if exact else ""))
     pk = row(pub, "krr", True)
     for e, evals in dp.items():
         for i, x in enumerate(eps):
+            extra = ""
+            if exact:
+                if e in exact:
+                    c = row(exact[e], "krr", True)["cells"][i]
+                    r, _ = ratio(c["hit"], c["se"], pk["cells"][i]["hit"], pk["cells"][i]["se"])
+                    extra = f" {fmt(c['hit'], c['se'])} ({r:.3f}) |"
+                else:
+                    extra = " - |"
             pc = pk["cells"][i]
             cells = [row(t, "krr", True)["cells"][i] for _, t in evals]
             hs = [c["hit"] for c in cells]
@@ -91,7 +105,7 @@ def main():
             confs = " / ".join(dict.fromkeys(served(c) for c in cells))
             spread = f" [{min(hs):.4f}, {max(hs):.4f}]" if len(hs) > 1 else ""
             print(f"| {e} | {x:g} | {served(pc)} | {fmt(pc['hit'], pc['se'])} | {confs} | "
-                  f"{fmt(h, se)}{spread} | {r:.3f} ± {rs:.3f} |")
+                  f"{fmt(h, se)}{spread} | {r:.3f} ± {rs:.3f} |{extra}")
 
     # Free baselines, the non-private top-1 (the model's limit) and the limit.
     print("\n### Free baselines, the non-private top-1 and the limit, test hit@1\n")
