@@ -1,6 +1,9 @@
 //! Dense EASE (Steck 2019; docs/sansa.md): `G = XᵀX + λI`, `P = G⁻¹`, `B = I − P·diag(1/diag P)`,
-//! scores `x·B` with a zero diagonal. Needs a dense items × items matrix: refused with a clear error
-//! when it would not fit in the available memory.
+//! scored `x·B − x` like SANSA (docs/sansa.md): `B` has a zero diagonal, and the `−x` gives each
+//! item the user already has the self term −1, so that the serving path — whose candidates may
+//! include the user's own items — ranks them where SANSA does. Where seen items are masked
+//! (evaluation) the `−x` changes nothing. Needs a dense items × items matrix: refused with a clear
+//! error when it would not fit in the available memory.
 
 use faer::linalg::solvers::DenseSolveCore;
 use faer::{Mat, Side};
@@ -85,7 +88,8 @@ pub fn fit_ease_dense(mut g: Mat<f64>, l2: f64) -> Result<Ease> {
 }
 
 impl Ease {
-    /// Scores of a user with the given items: `x·B`.
+    /// Scores of a user with the given items: `x·B − x`, what SANSA's factors give (the self
+    /// term −1 on every item the user has; items repeated in `items` count once per entry).
     pub fn score_into(&self, items: &[u32], out: &mut [f64]) {
         out.iter_mut().for_each(|v| *v = 0.0);
         for &j in items {
@@ -93,6 +97,9 @@ impl Ease {
             for (o, &w) in out.iter_mut().zip(row) {
                 *o += w;
             }
+        }
+        for &j in items {
+            out[j as usize] -= 1.0;
         }
     }
 }

@@ -3,8 +3,8 @@
 //! counts released with discrete Laplace noise under a per-user contribution cap.
 //!
 //! **Clip ranges from the model.** A user who has the items `x` scores item `k` with
-//! `s_k(x) = Σ_{j∈x} M[j, k]`, where `M` is the model's scoring matrix (EASE's `B`, whose diagonal
-//! is 0; SANSA's `Wᵀ·W_r ≈ B − I`, whose diagonal is about −1). Row `j` of `M` is the score vector
+//! `s_k(x) = Σ_{j∈x} M[j, k]`, where `M` is the model's scoring matrix (EASE's `B − I`, whose
+//! diagonal is −1; SANSA's `Wᵀ·W_r ≈ B − I`, whose diagonal is about −1). Row `j` of `M` is the score vector
 //! of the one-item history `{j}`, so `M` is read a row at a time by scoring single items. For a
 //! declared cap `c` on the history length, the off-diagonal part of `s_k` over any history of at
 //! most `c` items lies in `[lo_k, hi_k]`, with `hi_k` the sum of the `c` largest positive entries
@@ -12,7 +12,7 @@
 //! is 0). No user's data is read: the ranges are a function of the model (post-processing of
 //! whatever protects its training users), so they cost the calibration users nothing.
 //!
-//! The self term `M[k, k]·x_k` (the own-item penalty of SANSA, about −1) is left out of the
+//! The self term `M[k, k]·x_k` (the own-item penalty, −1 for EASE and about −1 for SANSA) is left out of the
 //! range and counted explicitly: it is a term of the raw score, and the whole raw score is
 //! clipped to `[lo_k, hi_k]` before selection, so the clipped score of every user — owner of `k`
 //! or not, history longer than `c` or not — lies in `[lo_k, hi_k]` and `Δ_k = hi_k − lo_k` bounds
