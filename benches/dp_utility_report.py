@@ -18,20 +18,25 @@ def main():
         svg = args[i + 1]
         del args[i : i + 2]
     rows = [json.loads(l) for l in open(args[0]) if l.strip()]
-    sets = []
+    # A series: one data set with one DP configuration (an item set `--dp-items K`, extra
+    # `DP_ARGS`); its non-DP reference is the data set's row without DP (from any run).
+    label = lambda r: r["data"] + (f", K = {r['dp_items']}" if r.get("dp_items") else "") + (
+        f" ({r['dp_args']})" if r.get("dp_args") else "")
+    public = {r["data"]: r for r in rows if r["eps_t"] is None}
+    series = []
     for r in rows:
-        if r["data"] not in sets:
-            sets.append(r["data"])
+        if r["eps_t"] is not None and label(r) not in series:
+            series.append(label(r))
     curves = {}
-    for ds in sets:
-        rs = [r for r in rows if r["data"] == ds]
-        pub = [r for r in rs if r["eps_t"] is None]
-        dp = sorted([r for r in rs if r["eps_t"] is not None], key=lambda r: r["eps_t"])
-        if not pub:
+    for name in series:
+        dp = sorted([r for r in rows if r["eps_t"] is not None and label(r) == name],
+                    key=lambda r: r["eps_t"])
+        p = public.get(dp[0]["data"])
+        if p is None:
+            print(f"\n{name}: no non-DP row for {dp[0]['data']}, skipped")
             continue
-        p = pub[-1]
-        print(f"\n{ds} ({p['method']}, {p['train_users']} training users, {p['items']} items; "
-              f"δ_T = {dp[0]['delta_t'] if dp else '-'}, cap {dp[0]['cap'] if dp else '-'})\n")
+        print(f"\n{name} ({p['method']}, {p['train_users']} training users, {p['items']} items; "
+              f"δ_T = {dp[0]['delta_t']}, cap {dp[0]['cap']})\n")
         print("| ε_T | Recall@20 | nDCG@20 | hit@1 | Recall@20 ratio | nDCG@20 ratio | hit@1 ratio | λ used | fit s |")
         print("|---|---|---|---|---|---|---|---|---|")
         line = lambda e, r: print(
@@ -44,20 +49,20 @@ def main():
         line("no DP", p)
         if "popular" in p:
             print(f"\nmost popular: Recall@20 {p['popular']['recall20_lightgcn']:.4f}")
-        curves[ds] = [(r["eps_t"], r["recall20_lightgcn"] / p["recall20_lightgcn"]) for r in dp]
+        curves[name] = [(r["eps_t"], r["recall20_lightgcn"] / p["recall20_lightgcn"]) for r in dp]
     if svg:
         write_svg(svg, curves)
 
 
 def write_svg(path, curves):
     import math
-    w, h, l, b, t, rgt = 560, 340, 60, 40, 20, 160
+    w, h, l, b, t, rgt = 640, 340, 60, 40, 20, 240
     xs = [e for c in curves.values() for e, _ in c] or [1, 8]
     x0, x1 = math.log2(min(xs)), math.log2(max(xs))
     x1 = x1 if x1 > x0 else x0 + 1
     X = lambda e: l + (math.log2(e) - x0) / (x1 - x0) * (w - l - rgt)
     Y = lambda v: t + (1 - v) * (h - t - b)
-    colours = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd"]
+    colours = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"]
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12">',
            f'<rect width="{w}" height="{h}" fill="white"/>']
     for v in [0, 0.25, 0.5, 0.75, 1.0]:
