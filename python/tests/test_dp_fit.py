@@ -69,12 +69,19 @@ def test_dp_fit_records_the_guarantee_asked():
     # ε comes back through the zCDP conversion and its inverse.
     assert tp["epsilon"] == pytest.approx(2.0, rel=1e-9)
     assert tp["delta"] == float(d["dp_delta"])
-    assert tp["unit"] == f"user (at most {int(d['dp_cap'])} interactions kept)"
-    assert "Gaussian on the Gram matrix" in tp["mechanism"]
+    # The default contribution bound is the library's, named in the unit and the mechanism.
+    cap = int(d["dp_cap"])
+    if d["dp_bound"] == "weight":
+        assert tp["unit"] == f"user (all interactions, weighted to the contribution of {cap})"
+        assert "Gaussian on the user-weighted Gram matrix" in tp["mechanism"]
+    else:
+        assert tp["unit"] == f"user (at most {cap} interactions kept)"
+        assert "Gaussian on the Gram matrix" in tp["mechanism"]
     # Every option reaches the library: δ, the cap, the shift and the secure noise.
     s = recsel.Model.fit(X, method="exact", l2=5.0, density=0.5, dp_epsilon=1.0, dp_delta=1e-6,
-                         dp_cap=5, dp_shift=2.0, dp_secure=True).training_privacy
+                         dp_cap=5, dp_shift=2.0, dp_secure=True, dp_bound="sample").training_privacy
     assert s["delta"] == 1e-6 and s["unit"] == "user (at most 5 interactions kept)"
+    assert "on the Gram matrix" in s["mechanism"] and "user-weighted" not in s["mechanism"]
     assert s["mechanism"].startswith("exact discrete Gaussian")
     assert "at least 2 × the positive-definite floor" in s["note"]
     # The secure path rounds σ² up: ε never above the one asked, and only just below it.
