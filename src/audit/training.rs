@@ -96,7 +96,7 @@ pub fn audit_training_release(
     e.sort_unstable();
     e.dedup();
     rows.push(e);
-    let with = csr_of(&rows, n);
+    let with = crate::data::csr_from_rows(&rows, n);
     let g0 = clean_gram(base, drawn, cap_seed);
     let g1 = clean_gram(&with, drawn, cap_seed);
     // The entries the added user touches: where the two noise-free releases differ.
@@ -201,22 +201,13 @@ pub fn audit_training_release(
     })
 }
 
-/// A binary matrix of `rows` (sorted item lists) over `n` items.
-fn csr_of(rows: &[Vec<u32>], n: usize) -> Csr {
-    let mut pairs: Vec<(u32, u32)> = (0u32..)
-        .zip(rows)
-        .flat_map(|(u, r)| r.iter().map(move |&j| (u, j)))
-        .collect();
-    crate::data::csr_from_pairs(rows.len(), n, &mut pairs)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::model::dp::ContributionBound;
 
     fn base() -> Csr {
-        csr_of(
+        crate::data::csr_from_rows(
             &[
                 vec![0, 1],
                 vec![1, 2, 3],
@@ -264,7 +255,7 @@ mod tests {
     /// more heavy user with 8 items, whose row is weighted (weight √12/√72 ≈ 0.41 < 1), so the
     /// audit sees the weighting, not a user within the cap.
     fn heavy() -> (Csr, Vec<u32>) {
-        let base = csr_of(
+        let base = crate::data::csr_from_rows(
             &[
                 vec![0, 1],
                 vec![1, 2, 3],
@@ -290,7 +281,7 @@ mod tests {
         rows.push(extra);
         let (g0, g1) = (
             clean_gram(&base, &mech, 7),
-            clean_gram(&csr_of(&rows, 8), &mech, 7),
+            clean_gram(&crate::data::csr_from_rows(&rows, 8), &mech, 7),
         );
         let d: Vec<f64> = (0..8)
             .flat_map(|j| (j..8).map(move |i| (i, j)))

@@ -128,6 +128,16 @@ pub(crate) fn compact_ids(ids: &[i64]) -> (Vec<u32>, Vec<i64>) {
     (codes, uniq)
 }
 
+/// A binary CSR matrix whose row `u` holds the items of `rows[u]`, over `cols` items (duplicate
+/// items in a row count once).
+pub fn csr_from_rows(rows: &[Vec<u32>], cols: usize) -> Csr {
+    let mut pairs: Vec<(u32, u32)> = (0u32..)
+        .zip(rows)
+        .flat_map(|(u, r)| r.iter().map(move |&j| (u, j)))
+        .collect();
+    csr_from_pairs(rows.len(), cols, &mut pairs)
+}
+
 /// Builds a CSR matrix with ones at the given (row, column) pairs; duplicate pairs count once.
 pub fn csr_from_pairs(rows: usize, cols: usize, pairs: &mut [(u32, u32)]) -> Csr {
     pairs.sort_unstable();

@@ -701,13 +701,7 @@ mod tests {
     use super::*;
     use statrs::distribution::{ContinuousCDF, Normal};
 
-    fn csr(rows: &[Vec<u32>], n: usize) -> Csr {
-        let mut pairs: Vec<(u32, u32)> = (0u32..)
-            .zip(rows)
-            .flat_map(|(u, r)| r.iter().map(move |&j| (u, j)))
-            .collect();
-        crate::data::csr_from_pairs(rows.len(), n, &mut pairs)
-    }
+    use crate::data::csr_from_rows as csr;
 
     /// The exact (ε, δ) curve of the Gaussian mechanism with μ = Δ/σ (Balle–Wang 2018): every
     /// valid conversion of its ρ = μ²/2 gives at least this ε.

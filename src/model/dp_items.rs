@@ -431,13 +431,7 @@ impl ItemSetMechanism {
 mod tests {
     use super::*;
 
-    fn csr(rows: &[Vec<u32>], n: usize) -> Csr {
-        let mut pairs: Vec<(u32, u32)> = (0u32..)
-            .zip(rows)
-            .flat_map(|(u, r)| r.iter().map(move |&j| (u, j)))
-            .collect();
-        crate::data::csr_from_pairs(rows.len(), n, &mut pairs)
-    }
+    use crate::data::csr_from_rows as csr;
 
     /// Adding one user moves the integer count vector by exactly √d·w(d) in L2, never more than
     /// M√C, with equality at d = C; at every d ≥ C the bound is nearly reached (the weight is

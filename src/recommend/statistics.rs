@@ -465,13 +465,7 @@ mod tests {
                 r
             })
             .collect();
-        let csr = |rows: &[Vec<u32>]| {
-            let mut pairs: Vec<(u32, u32)> = (0u32..)
-                .zip(rows)
-                .flat_map(|(u, r)| r.iter().map(move |&j| (u, j)))
-                .collect();
-            crate::data::csr_from_pairs(rows.len(), n, &mut pairs)
-        };
+        let csr = |rows: &[Vec<u32>]| crate::data::csr_from_rows(rows, n);
         let with = capped_counts(&csr(&rows), cap, COUNT_CAP_SEED);
         let without = capped_counts(&csr(&rows[1..]), cap, COUNT_CAP_SEED);
         let l1: u64 = with.iter().zip(&without).map(|(a, b)| a.abs_diff(*b)).sum();
