@@ -5,6 +5,7 @@
 //! the privacy entry of `tuning.json` for both tuners.
 
 use recsel::audit::direction_bound;
+use recsel::privacy::Population;
 use recsel::recommend::tuning::private::{PrivateRule, PrivateTuneParams, PrivateTuner};
 use recsel::recommend::tuning::Tuning;
 use recsel::rng::Streams;
@@ -246,7 +247,7 @@ fn tuning_json_records_the_calibration_users_privacy_for_both_tuners() {
     );
     let t = Tuning::read(&dir).unwrap();
     assert!(!t.privacy.is_private());
-    assert_eq!(t.privacy.population, "calibration users");
+    assert_eq!(t.privacy.population, Population::Calibration);
     assert!(t
         .rows
         .iter()
@@ -280,7 +281,7 @@ fn tuning_json_records_the_calibration_users_privacy_for_both_tuners() {
         let (eps, delta) = tuner.total(2);
         assert_eq!(t.privacy.epsilon, Some(eps), "{rule}");
         assert_eq!(t.privacy.delta, delta, "{rule}");
-        assert_eq!(t.privacy.population, "calibration users");
+        assert_eq!(t.privacy.population, Population::Calibration);
         assert!(t.privacy.unit.contains("one calibration user"));
         assert!(
             out.contains(&format!(
