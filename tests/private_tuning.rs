@@ -11,7 +11,7 @@ use recsel::recommend::tuning::Tuning;
 use recsel::rng::Streams;
 
 use crate::laws::{integrate, p_value, rs_exact, Noise, Stopping};
-use crate::util::{recsel, ALPHA};
+use crate::util::{fit_synthetic, recsel, ALPHA};
 
 /// Calibration sums of five configurations over `USERS` calibration users.
 const SUMS: [f64; 5] = [10.0, 12.0, 13.0, 14.0, 16.0];
@@ -228,15 +228,7 @@ fn tuning_json_records_the_calibration_users_privacy_for_both_tuners() {
         );
         String::from_utf8_lossy(&o.stdout).into_owned()
     };
-    run(&[
-        "fit",
-        "--dataset",
-        "synthetic",
-        "--validation-users",
-        "300",
-        "--out",
-        d,
-    ]);
+    fit_synthetic(&dir, &["--validation-users", "300"]);
     let data = ["--dataset", "synthetic", "--validation-users", "300"];
     let mut args = vec!["tune", "--model", d, "--eps", "1,2", "--mech", "none"];
     args.extend(data);
