@@ -31,6 +31,7 @@ mod duff;
 mod em_bound;
 mod end_to_end;
 mod errors;
+mod exact_statements;
 mod figures;
 mod gem_property;
 mod laws;
