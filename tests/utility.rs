@@ -48,7 +48,7 @@ fn write_rows(path: &Path, rows: &Rows) {
     std::fs::write(path, text).unwrap();
 }
 
-/// The synthetic data written as LightGCN files (1,000 users with test items), in
+/// The synthetic data written as LightGCN files (about 2,000 users with test items), in
 /// `root/name/data` (the folder's name is the data set's name, the same for every variant).
 fn lightgcn_dir(root: &Path, name: &str) -> PathBuf {
     let dir = root.join(name).join("data");
@@ -56,6 +56,8 @@ fn lightgcn_dir(root: &Path, name: &str) -> PathBuf {
         "export",
         "--dataset",
         "synthetic",
+        "--test-users",
+        "0.4",
         "--out",
         dir.to_str().unwrap(),
     ]);
@@ -215,7 +217,7 @@ fn held_out_users_are_neither_fitted_nor_served() {
         read_rows(&dir.join("test.txt")),
     );
     assert_eq!(data.train.rows(), g.fit.len());
-    assert_eq!(data.train.rows() + 400, 5_000);
+    assert_eq!(data.train.rows() + g.test.len() + g.validation.len(), 5_000);
     let ids: Vec<u32> = data
         .test_user_ids
         .iter()
@@ -397,7 +399,7 @@ fn evaluate_and_select_show_the_baselines() {
     let tmp = tempfile::tempdir().unwrap();
     let m = tmp.path().join("model");
     let ms = m.to_str().unwrap();
-    let data = ["--dataset", "synthetic", "--validation-users", "500"];
+    let data = ["--dataset", "synthetic", "--validation-users", "0.1"];
     let mut fit = vec!["fit"];
     fit.extend(data);
     fit.extend(["--out", ms]);
@@ -438,7 +440,8 @@ fn evaluate_and_select_show_the_baselines() {
     assert!(out.join("frontier.png").is_file());
     let t: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("utility.json")).unwrap()).unwrap();
-    assert_eq!(t["users"], 500);
+    // Test users drawn with a share of 0.1 among the 5,000 (513 with seed 42).
+    assert_eq!(t["users"], 513);
     // Baselines and top-1, tuned krr, per mechanism every item / tuned / tuned with a prior, krr
     // over every item.
     assert_eq!(t["rows"].as_array().unwrap().len(), 4 + 1 + 3 * 2 + 1);
