@@ -109,11 +109,11 @@ fn generic_csv_with_string_ids() {
         }),
     };
     let ds = load_dataset(&src, 42).unwrap();
-    // bob keeps 2 items (< 5) and is dropped; alice has 5.
+    // bob keeps 2 items (< 5) and is dropped; alice has 5, in whichever group her id draws.
     assert_eq!(ds.n_items(), 5);
     assert_eq!(ds.item_ids[0], "book-a");
     assert_eq!(
-        ds.train.nnz() + ds.test_input.nnz() + ds.test_target.nnz(),
+        ds.train.nnz() + ds.test_input.nnz() + ds.test_target.nnz() + ds.validation.nnz(),
         5
     );
 }

@@ -38,7 +38,7 @@ fn write_rows(path: &Path, rows: &Rows) {
     std::fs::write(path, text).unwrap();
 }
 
-/// The synthetic data written as LightGCN files (about 2,000 users with test items), in
+/// The synthetic data written as LightGCN files (2,535 users with test items), in
 /// `root/name/data` (the folder's name is the data set's name, the same for every variant).
 fn lightgcn_dir(root: &Path, name: &str) -> PathBuf {
     let dir = root.join(name).join("data");
@@ -47,7 +47,7 @@ fn lightgcn_dir(root: &Path, name: &str) -> PathBuf {
         "--dataset",
         "synthetic",
         "--test-users",
-        "0.4",
+        "0.5",
         "--out",
         dir.to_str().unwrap(),
     ]);
@@ -127,7 +127,8 @@ fn the_tuner_reads_only_calibration_users() {
     let tmp = tempfile::tempdir().unwrap();
     let base = lightgcn_dir(tmp.path(), "base");
     let g = groups(&base);
-    assert_eq!((g.test.len(), g.validation.len()), (200, 200));
+    // Shares 0.1 of the 2,535 users with a train and a test item, drawn user by user.
+    assert_eq!((g.test.len(), g.validation.len()), (266, 252));
     let (release, tuning) = fit_and_tune(&base, &tmp.path().join("m-base"));
     let served = choices(&tuning);
     assert!(
@@ -225,7 +226,7 @@ fn held_out_users_are_neither_fitted_nor_served() {
         assert_eq!(target, test[&(u as u32)]);
     }
     let cal = calibration_users(&data, 42).unwrap();
-    assert_eq!(cal.rows(), 200);
+    assert_eq!(cal.rows(), 252);
     assert_eq!(
         cal.heldout.outer_view(0).unwrap().indices(),
         &test[&(g.validation[0] as u32)][..]
