@@ -27,7 +27,7 @@ fn main() {
     let n_users: usize = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(2000);
     let (model, users): (Model, Vec<Vec<u32>>) = match args.first() {
         Some(dir) => {
-            let (model, _) = recsel::model::io::load(Path::new(dir), None)
+            let (model, _) = recsel::model::io::load(Path::new(dir))
                 .unwrap_or_else(|e| panic!("loading the model in {dir}: {e}"));
             let n = model.n_items() as u32;
             let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);

@@ -77,7 +77,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         columns: None,
     };
     let data = load_dataset(&source, 42)?;
-    let (model, _) = recsel::model::io::load(&model_dir, Some(data.fingerprint()))?;
+    let (model, _) = recsel::model::io::load(&model_dir)?;
     let scorer = ModelScorer::new(&model, &data.test_input);
     let (sens, cache) =
         item_sensitivities_with_candidates(&scorer, &SensitivityConfig::default(), top, &|_| {});

@@ -109,11 +109,11 @@ fn generic_csv_with_string_ids() {
         }),
     };
     let ds = load_dataset(&src, 42).unwrap();
-    // bob keeps 2 items (< 5) and is dropped; alice has 5.
+    // bob keeps 2 items (< 5) and is dropped; alice has 5, in whichever group her id draws.
     assert_eq!(ds.n_items(), 5);
     assert_eq!(ds.item_ids[0], "book-a");
     assert_eq!(
-        ds.train.nnz() + ds.test_input.nnz() + ds.test_target.nnz(),
+        ds.train.nnz() + ds.test_input.nnz() + ds.test_target.nnz() + ds.validation.nnz(),
         5
     );
 }
@@ -143,8 +143,8 @@ fn split_is_seeded_and_holds_out_a_fifth() {
     let raw = generate(SyntheticShape::Small, 7);
     let m = preprocess(&raw, &PreprocessConfig::none()).unwrap();
     let cfg = SplitConfig {
-        test_users: 500,
-        validation_users: 500,
+        test_share: 0.1,
+        validation_share: 0.1,
         holdout: 0.2,
         seed: 42,
     };
@@ -152,8 +152,14 @@ fn split_is_seeded_and_holds_out_a_fifth() {
     let b = split(Descriptor::new("s", None, Protocol::Table), &m, &cfg).unwrap();
     assert_eq!(a.test_user_ids, b.test_user_ids);
     assert_eq!(a.test_target.indices(), b.test_target.indices());
-    assert_eq!(a.test_input.rows(), 500);
-    assert_eq!(a.train.rows(), 4_000);
+    // Each of the 5,000 users is a test (validation) user with probability 0.1: 500 expected,
+    // s.d. 21; ±100 is beyond 4.7 s.d.
+    let (t, v) = (a.test_input.rows(), a.validation.rows());
+    assert!(
+        (400..=600).contains(&t) && (400..=600).contains(&v),
+        "{t} {v}"
+    );
+    assert_eq!(a.train.rows() + t + v, 5_000);
     let other = split(
         Descriptor::new("s", None, Protocol::Table),
         &m,
@@ -172,6 +178,120 @@ fn split_is_seeded_and_holds_out_a_fifth() {
         let t = a.test_target.outer_view(u).unwrap();
         assert!(t.indices().iter().all(|x| !i.indices().contains(x)));
     }
+}
+
+/// Every user's group (train, validation, test) and held-out items, by user id, read back from
+/// a split: test users by their ids, the others by their rows (which identify them in this
+/// synthetic data up to duplicates, compared as multisets).
+fn groups_of(ds: &recsel::data::Dataset) -> Vec<(String, &'static str, Vec<u32>, Vec<u32>)> {
+    let row = |m: &recsel::data::Csr, u: usize| recsel::data::row_items(m, u).to_vec();
+    let mut out: Vec<(String, &'static str, Vec<u32>, Vec<u32>)> = Vec::new();
+    for (u, id) in ds.test_user_ids.iter().enumerate() {
+        out.push((
+            id.clone(),
+            "test",
+            row(&ds.test_input, u),
+            row(&ds.test_target, u),
+        ));
+    }
+    for u in 0..ds.validation.rows() {
+        out.push((String::new(), "validation", row(&ds.validation, u), vec![]));
+    }
+    for u in 0..ds.train.rows() {
+        out.push((String::new(), "train", row(&ds.train, u), vec![]));
+    }
+    out.sort();
+    out
+}
+
+/// The groups of the shared-shuffle split (one shuffle of all users with a fixed seed, a tenth
+/// of them test users): kept here only to show that the assertion below flags it.
+fn shuffled_groups(ids: &[String], seed: u64) -> Vec<(String, &'static str)> {
+    use rand::seq::SliceRandom;
+    use rand::SeedableRng;
+    let mut order: Vec<usize> = (0..ids.len()).collect();
+    order.shuffle(&mut rand_chacha::ChaCha8Rng::seed_from_u64(seed));
+    let n = ids.len() / 10;
+    let mut g: Vec<(String, &'static str)> = order
+        .iter()
+        .enumerate()
+        .map(|(k, &u)| {
+            let which = if k < n {
+                "test"
+            } else if k < 2 * n {
+                "validation"
+            } else {
+                "train"
+            };
+            (ids[u].clone(), which)
+        })
+        .collect();
+    g.sort();
+    g
+}
+
+/// Users whose group differs between two groupings, over the users in both.
+fn moved(a: &[(String, &'static str)], b: &[(String, &'static str)]) -> usize {
+    let b: std::collections::HashMap<&str, &str> =
+        b.iter().map(|(i, g)| (i.as_str(), *g)).collect();
+    a.iter()
+        .filter(|(i, g)| b.get(i.as_str()).is_some_and(|h| h != g))
+        .count()
+}
+
+/// One user's presence moves no other user between the groups, nor any test user's held-out
+/// items: the split with one user added equals the split without them, plus that user. The
+/// same comparison flags the shared-shuffle split (a fixed-seed shuffle of all users, group
+/// sizes from the user count), where adding one user moves hundreds.
+#[test]
+fn adding_one_user_moves_no_other_users_group() {
+    let raw = generate(SyntheticShape::Small, 7);
+    let m = preprocess(&raw, &PreprocessConfig::none()).unwrap();
+    let n = m.matrix.rows();
+    // Without the last user.
+    let keep: Vec<usize> = (0..n - 1).collect();
+    let smaller = recsel::data::preprocess::Interactions {
+        matrix: recsel::data::select_rows(&m.matrix, &keep),
+        user_ids: m.user_ids[..n - 1].to_vec(),
+        item_ids: m.item_ids.clone(),
+    };
+    let cfg = SplitConfig::movielens(42);
+    let d = Descriptor::new("s", None, Protocol::Table);
+    let with = split(d.clone(), &m, &cfg).unwrap();
+    let without = split(d, &smaller, &cfg).unwrap();
+    let (gw, go) = (groups_of(&with), groups_of(&without));
+    // The added user's own entry is the only difference.
+    let mut extra = gw.clone();
+    for e in &go {
+        let k = extra.iter().position(|x| x == e).unwrap_or_else(|| {
+            panic!("{e:?} is in the split without the user but not in the split with them")
+        });
+        extra.remove(k);
+    }
+    assert_eq!(extra.len(), 1, "{extra:?}");
+    // By id, through the library's own rule: nobody but the added user changes group.
+    let by_rule = |ids: &[String]| -> Vec<(String, &'static str)> {
+        ids.iter()
+            .map(|id| {
+                let g = match recsel::data::split::user_group(42, id, 0.1, 0.1) {
+                    recsel::data::split::Group::Test => "test",
+                    recsel::data::split::Group::Validation => "validation",
+                    recsel::data::split::Group::Train => "train",
+                };
+                (id.clone(), g)
+            })
+            .collect()
+    };
+    let new_moved = moved(&by_rule(&m.user_ids), &by_rule(&smaller.user_ids));
+    let old_moved = moved(
+        &shuffled_groups(&m.user_ids, 42),
+        &shuffled_groups(&smaller.user_ids, 42),
+    );
+    eprintln!(
+        "users moved by adding one user: keyed split {new_moved}, shared shuffle {old_moved}"
+    );
+    assert_eq!(new_moved, 0);
+    assert!(old_moved > 0, "the comparison must flag the shared shuffle");
 }
 
 /// A split written as LightGCN text and read back: the same test users in the same order, with the

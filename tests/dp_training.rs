@@ -77,7 +77,7 @@ fn a_dp_fit_on_an_item_set_reports_both_stages_as_one_guarantee() {
         serde_json::from_slice(&std::fs::read(dir.join("model.json")).unwrap()).unwrap();
     let n = meta["n_items"].as_u64().unwrap() as usize;
     assert!(n > 150, "{n}");
-    let (model, _) = recsel::model::io::load(&dir, None).unwrap();
+    let (model, _) = recsel::model::io::load(&dir).unwrap();
     assert_eq!(model.n_items(), n);
     let mut scratch = recsel::model::Scratch::new(n);
     let mut touched = vec![false; n];

@@ -340,28 +340,50 @@ fn save_and_load_round_trip_and_detect_corruption() {
     let (m, _) = model::fit(&ds.train, &params, &|_| {}).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("model");
-    model::io::save(&out, &m, &params, ds.name(), ds.fingerprint(), &ds.item_ids).unwrap();
-    let (loaded, meta) = model::io::load(&out, Some(ds.fingerprint())).unwrap();
+    model::io::save(&out, &m, &params, ds.name(), &ds.item_ids).unwrap();
+    let (loaded, meta) = model::io::load(&out).unwrap();
     assert_eq!(meta.params, params);
     assert_eq!(meta.item_ids, ds.item_ids);
     let items: Vec<u32> = ds.test_input.outer_view(0).unwrap().indices().to_vec();
     assert_eq!(scores(&m, &items), scores(&loaded, &items));
-    // Another dataset's fingerprint.
-    let err = model::io::load(&out, Some(ds.fingerprint() ^ 1))
-        .unwrap_err()
-        .to_string();
-    assert!(err.contains("different data"), "{err}");
+    // model.json holds a random release id and no hash of the data: saving the same model
+    // twice gives two ids, and neither file mentions the data's fingerprint.
+    let text = std::fs::read_to_string(out.join("model.json")).unwrap();
+    let fp = format!("{:016x}", ds.fingerprint());
+    assert!(
+        !text.contains("fingerprint") && !text.contains(&fp),
+        "{text}"
+    );
+    assert_eq!(meta.release_id.len(), 32, "{}", meta.release_id);
+    let again = dir.path().join("again");
+    model::io::save(&again, &m, &params, ds.name(), &ds.item_ids).unwrap();
+    assert_ne!(
+        model::io::load(&again).unwrap().1.release_id,
+        meta.release_id
+    );
+    // A model.json written before the release id existed carries a `data_fingerprint`: it loads,
+    // the field ignored.
+    let mut old: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let o = old.as_object_mut().unwrap();
+    o.remove("release_id");
+    o.insert("data_fingerprint".into(), fp.clone().into());
+    std::fs::write(again.join("model.json"), old.to_string()).unwrap();
+    let (_, old_meta) = model::io::load(&again).unwrap();
+    assert_eq!(
+        (old_meta.release_id.as_str(), old_meta.n_items),
+        ("", meta.n_items)
+    );
     // A flipped byte in a weight file.
     let w = out.join("w.npz");
     let mut bytes = std::fs::read(&w).unwrap();
     let k = bytes.len() / 2;
     bytes[k] ^= 0x55;
     std::fs::write(&w, &bytes).unwrap();
-    let err = model::io::load(&out, None).unwrap_err().to_string();
+    let err = model::io::load(&out).unwrap_err().to_string();
     assert!(err.contains("corrupt") && err.contains("w.npz"), "{err}");
     // A truncated model.json.
     std::fs::write(out.join("model.json"), b"{\"format_version\": 1").unwrap();
-    let err = model::io::load(&out, None).unwrap_err().to_string();
+    let err = model::io::load(&out).unwrap_err().to_string();
     assert!(
         err.contains("corrupt") && err.contains("model.json"),
         "{err}"
@@ -391,7 +413,7 @@ fn npz_factors_load_in_scipy() {
     );
     let dir = tempfile::tempdir().unwrap();
     let ids: Vec<String> = (0..30).map(|i| i.to_string()).collect();
-    model::io::save(dir.path(), &m, &params, "random", 0, &ids).unwrap();
+    model::io::save(dir.path(), &m, &params, "random", &ids).unwrap();
     let items = x.outer_view(0).unwrap().indices().to_vec();
     let expected = scores(&m, &items);
     let script = format!(

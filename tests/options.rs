@@ -26,7 +26,7 @@ fn sample(spec: &OptionSpec) -> String {
         Kind::Real => &["0.5"],
         Kind::Reals => &["0.5,2"],
         Kind::Path => &["some/dir"],
-        Kind::Text => &["none", "4", "x", "all"],
+        Kind::Text => &["none", "4", "x", "all", "0.1"],
     };
     let default = spec.default.clone();
     spec.choices

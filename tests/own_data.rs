@@ -48,9 +48,9 @@ fn a_tab_separated_click_log_loads_with_min_rating_none() {
         err.contains("no interaction left") && err.contains("--min-rating none"),
         "{err}"
     );
-    // With --min-rating none every click is kept: 60 users, 10% of them test users.
+    // With --min-rating none every click is kept: 60 users, each a test user with probability 0.1.
     let mut args = base.to_vec();
-    args.extend(["--min-rating", "none", "--test-users", "6"]);
+    args.extend(["--min-rating", "none", "--test-users", "0.1"]);
     let out = recsel(&args);
     assert!(
         out.status.success(),
@@ -59,9 +59,10 @@ fn a_tab_separated_click_log_loads_with_min_rating_none() {
     );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["items"], 30, "{v}");
-    // 6 test users and 6 validation users leave 48 for training.
-    assert_eq!(v["train_users"], 48, "{v}");
-    assert_eq!(v["train_interactions"], 48 * 8, "{v}");
+    // Test and validation users drawn user by user (shares 0.1): 8 of the 60 this time (the
+    // count comes from the keyed hash of these ids), leaving 52 for training.
+    assert_eq!(v["train_users"], 52, "{v}");
+    assert_eq!(v["train_interactions"], 52 * 8, "{v}");
     // A bad separator is named.
     let mut bad = base.to_vec();
     bad[12] = "::";
@@ -109,7 +110,7 @@ item_col = "{item_col}"
 rating_col = "click"
 delimiter = "\t"
 min_rating = "none"
-test_users = 6
+test_users = 0.1
 method = "popular"
 mechanisms = "rnm,random"
 epsilons = [1.0]

@@ -283,3 +283,189 @@ fn the_end_to_end_audit_passes_on_private_statistics() {
         "{out}"
     );
 }
+
+/// Every key path whose name says it holds a hash of the data, anywhere in a JSON document.
+fn data_hash_keys(v: &Value, at: &str, out: &mut Vec<String>) {
+    match v {
+        Value::Object(m) => {
+            for (k, x) in m {
+                let path = format!("{at}.{k}");
+                if k.contains("fingerprint") || k.contains("data_hash") {
+                    out.push(path.clone());
+                }
+                data_hash_keys(x, &path, out);
+            }
+        }
+        Value::Array(a) => {
+            for (i, x) in a.iter().enumerate() {
+                data_hash_keys(x, &format!("{at}[{i}]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The top-level fields of two JSON objects that differ.
+fn differing(a: &Value, b: &Value) -> Vec<String> {
+    let (a, b) = (a.as_object().unwrap(), b.as_object().unwrap());
+    let mut keys: Vec<&String> = a.keys().chain(b.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    keys.into_iter()
+        .filter(|k| a.get(*k) != b.get(*k))
+        .map(|k| k.to_string())
+        .collect()
+}
+
+/// A click log of `users` users as CSV (user, item, click): each user's items from a fixed
+/// pseudo-random sequence, so a log with one user more is a neighbour of the shorter one.
+fn click_log(path: &Path, users: u32) {
+    let mut text = String::from("user,item,click\n");
+    let mut z: u64 = 7;
+    for u in 0..users {
+        let mut items = std::collections::BTreeSet::new();
+        while items.len() < 12 {
+            z = z
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            items.insert((z >> 33) % 60);
+        }
+        for i in items {
+            text.push_str(&format!("u{u},i{i},1\n"));
+        }
+    }
+    std::fs::write(path, text).unwrap();
+}
+
+/// Two DP fits on neighbouring data (one training user added) publish no hash of the data: no
+/// field of `model.json` or `release.json` is named for one, neither file holds the data's
+/// fingerprint, and the fields that differ between the two releases are the declared random and
+/// noisy ones (the random release id, and the checksums of the noisy weights). The same checks
+/// flag the releases as they were written with a `data_fingerprint` field.
+#[test]
+fn neighbouring_fits_publish_no_data_hash() {
+    let tmp = tempfile::tempdir().unwrap();
+    // The same file name (the data set's name in the release) in two directories.
+    for d in ["one", "two"] {
+        std::fs::create_dir(tmp.path().join(d)).unwrap();
+    }
+    let (small, large) = (tmp.path().join("one/d.csv"), tmp.path().join("two/d.csv"));
+    click_log(&small, 400);
+    // The added user is a training user under the default split (seed 42).
+    let mut added = 400;
+    while recsel::data::split::user_group(42, &format!("u{added}"), 0.1, 0.1)
+        != recsel::data::split::Group::Train
+    {
+        added += 1;
+    }
+    click_log(&large, added + 1);
+    let text = std::fs::read_to_string(&large).unwrap();
+    // Keep users 0..400 and the added one only.
+    let keep: String = text
+        .lines()
+        .filter(|l| {
+            l.split(',').next().is_some_and(|u| {
+                u == "user"
+                    || u == format!("u{added}")
+                    || u[1..].parse::<u32>().is_ok_and(|n| n < 400)
+            })
+        })
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(&large, keep).unwrap();
+    let fit_on = |data: &Path, out: &Path| {
+        ok(&[
+            "fit",
+            "--format",
+            "csv",
+            "--path",
+            data.to_str().unwrap(),
+            "--user-col",
+            "user",
+            "--item-col",
+            "item",
+            "--rating-col",
+            "click",
+            "--min-rating",
+            "none",
+            "--method",
+            "ease",
+            "--l2",
+            "50",
+            "--dp-epsilon",
+            "1",
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+    };
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    fit_on(&small, &a);
+    fit_on(&large, &b);
+    // The fingerprints of the two data sets, computed on this side and never stored.
+    let fp = |data: &Path| {
+        let src = recsel::data::DataSource::Path {
+            format: recsel::data::Format::Csv,
+            path: data.to_path_buf(),
+            columns: Some(recsel::data::load::Columns {
+                user: "user".into(),
+                item: "item".into(),
+                rating: Some("click".into()),
+            }),
+        };
+        let opts = recsel::data::LoadOptions {
+            min_rating: Some(None),
+            ..Default::default()
+        };
+        format!(
+            "{:016x}",
+            recsel::data::load_dataset_with(&src, 42, &opts)
+                .unwrap()
+                .fingerprint()
+        )
+    };
+    let (fa, fb) = (fp(&small), fp(&large));
+    assert_ne!(fa, fb, "neighbouring data sets have different fingerprints");
+    let read = |d: &Path, f: &str| -> (String, Value) {
+        let t = std::fs::read_to_string(d.join(f)).unwrap();
+        let v = serde_json::from_str(&t).unwrap();
+        (t, v)
+    };
+    let check = |files: [(&str, &str, Value); 2], hashes: [&str; 2]| -> Vec<String> {
+        let mut bad = Vec::new();
+        for (name, text, v) in &files {
+            data_hash_keys(v, name, &mut bad);
+            for h in hashes {
+                if text.contains(h) {
+                    bad.push(format!("{name} holds the data's fingerprint {h}"));
+                }
+            }
+        }
+        let allowed = ["release_id", "files", "model_file"];
+        for d in differing(&files[0].2, &files[1].2) {
+            if !allowed.contains(&d.as_str()) {
+                bad.push(format!("{} differs between neighbours", d));
+            }
+        }
+        bad
+    };
+    for f in ["model.json", "release.json"] {
+        let ((ta, va), (tb, vb)) = (read(&a, f), read(&b, f));
+        let found = check(
+            [(f, ta.as_str(), va.clone()), (f, tb.as_str(), vb.clone())],
+            [&fa, &fb],
+        );
+        assert!(found.is_empty(), "{f}: {found:?}");
+        assert_ne!(va["release_id"], vb["release_id"]);
+        // The same file as it was written with a hash of the data: flagged.
+        let with = |mut v: Value, h: &str| {
+            v.as_object_mut()
+                .unwrap()
+                .insert("data_fingerprint".into(), h.into());
+            let t = v.to_string();
+            (t, v)
+        };
+        let ((oa, ova), (ob, ovb)) = (with(va, &fa), with(vb, &fb));
+        let flagged = check([(f, oa.as_str(), ova), (f, ob.as_str(), ovb)], [&fa, &fb]);
+        assert!(flagged.len() >= 3, "{f}: {flagged:?}");
+    }
+}

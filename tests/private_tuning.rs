@@ -211,6 +211,46 @@ fn private_tuning_guarantee_holds_on_neighbouring_calibration_sets() {
     );
 }
 
+/// What of a tuning.json tells how many runs a private selection made: a `runs` (or first-success)
+/// field in a row's private part, or a run count in its reason.
+fn run_count_leaks(tuning: &serde_json::Value) -> Vec<String> {
+    let mut out = Vec::new();
+    for (i, r) in tuning["rows"].as_array().unwrap().iter().enumerate() {
+        if let Some(p) = r["private"].as_object() {
+            for k in p.keys() {
+                if k.contains("run") || k.contains("first") || k.contains("index") {
+                    out.push(format!("rows[{i}].private.{k}"));
+                }
+            }
+        }
+        let reason = r["reason"].as_str().unwrap_or("");
+        let words: Vec<&str> = reason.split_whitespace().collect();
+        if words
+            .windows(2)
+            .any(|w| w[0].trim_start_matches('(').parse::<u64>().is_ok() && w[1].starts_with("run"))
+        {
+            out.push(format!("rows[{i}].reason: {reason}"));
+        }
+    }
+    out
+}
+
+/// The check above flags a row as private tuning wrote it when it published its run count.
+#[test]
+fn the_run_count_check_flags_a_published_run_count() {
+    let old = serde_json::json!({"rows": [{
+        "reason": "chosen by random-stopping among 14 configurations (1023 runs); released \
+                   noisy calibration hit@1 0.1000 (noise s.d. 0.0100)",
+        "private": {"noisy_hit": 0.1, "candidates": 14, "runs": 1023}
+    }]});
+    assert_eq!(
+        run_count_leaks(&old).len(),
+        2,
+        "{:?}",
+        run_count_leaks(&old)
+    );
+}
+
 /// Both tuners write the calibration users' privacy entry into tuning.json (the private one with
 /// the ε the library computes, the exact one as not private), print it, and the privately tuned
 /// rows are served.
@@ -228,8 +268,8 @@ fn tuning_json_records_the_calibration_users_privacy_for_both_tuners() {
         );
         String::from_utf8_lossy(&o.stdout).into_owned()
     };
-    fit_synthetic(&dir, &["--validation-users", "300"]);
-    let data = ["--dataset", "synthetic", "--validation-users", "300"];
+    fit_synthetic(&dir, &["--validation-users", "0.06"]);
+    let data = ["--dataset", "synthetic", "--validation-users", "0.06"];
     let mut args = vec!["tune", "--model", d, "--eps", "1,2", "--mech", "none"];
     args.extend(data);
     let out = run(&args);
@@ -293,6 +333,9 @@ fn tuning_json_records_the_calibration_users_privacy_for_both_tuners() {
         }
         assert!(t.rows.iter().all(|r| r.private.is_some()), "{rule}");
         assert!(t.mechanisms.is_empty());
+        // Only the choice is released: no run count, no index of a first success.
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(run_count_leaks(&v), Vec::<String>::new(), "{rule}");
         // The tuned row is served.
         let rec = run(&[
             "recommend",
@@ -305,6 +348,44 @@ fn tuning_json_records_the_calibration_users_privacy_for_both_tuners() {
         ]);
         assert!(!rec.is_empty());
     }
+    // The secure path: exact noise from the operating system, recorded, no seed taken.
+    let mut args = vec![
+        "tune",
+        "--model",
+        d,
+        "--eps",
+        "1,2",
+        "--private",
+        "--secure",
+    ];
+    args.extend(data);
+    run(&args);
+    let json = std::fs::read_to_string(dir.join("tuning.json")).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["config"]["private"]["secure"], true, "{json}");
+    assert_eq!(run_count_leaks(&v), Vec::<String>::new());
+    let t = Tuning::read(&dir).unwrap();
+    assert!(
+        t.privacy.mechanism.contains("secure path"),
+        "{}",
+        t.privacy.mechanism
+    );
+    assert!(t.rows.iter().all(|r| r.private.is_some()));
+    let mut args = vec![
+        "tune",
+        "--model",
+        d,
+        "--eps",
+        "1",
+        "--private",
+        "--secure",
+        "--private-seed",
+        "3",
+    ];
+    args.extend(data);
+    let o = recsel(&args);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("takes no seed"));
 }
 
 /// Seed 004 §5.2's example (examples/private_pca_rank.rs) on ml-1m-implicit: the guarantee is the
@@ -364,12 +445,13 @@ fn private_sansa_lambda_example_runs_and_chooses_well() {
     let reps = 200;
     let r = ex::run(&root.join("ml-1m-implicit"), 0, reps).unwrap();
     assert_eq!(r.epsilon, 3.0 * ex::EPS0);
+    // A share of 0.1 of ml-1m-implicit's users with a test item (592 with seed 42).
     assert!(
-        r.calibration_users > 1000,
+        r.calibration_users > 500,
         "{} calibration users",
         r.calibration_users
     );
-    assert!(r.test_users > 1000, "{} test users", r.test_users);
+    assert!(r.test_users > 500, "{} test users", r.test_users);
     assert!(
         r.exact_best > 0 && r.exact_best < ex::GRID.len() - 1,
         "exact best at the grid's edge: {r:?}"
@@ -393,4 +475,150 @@ fn private_sansa_lambda_example_runs_and_chooses_well() {
     );
     assert!(private >= best - 0.01, "private {private} vs best {best}");
     assert!(private > worst + 0.03, "private {private} vs worst {worst}");
+}
+
+/// The calibration users' 80/20 split on record data, as it was made from one random stream
+/// shared by all users, row after row: kept here only to show that the test below flags it.
+fn shared_stream_split(v: &recsel::data::Csr, seed: u64) -> recsel::data::HeldOutRows {
+    use rand::seq::SliceRandom;
+    use rand::SeedableRng;
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let n = v.cols();
+    let (mut hp, mut hi, mut tp, mut ti) = (vec![0usize], vec![], vec![0usize], vec![]);
+    for u in 0..v.rows() {
+        let mut items = recsel::data::row_items(v, u).to_vec();
+        items.shuffle(&mut rng);
+        let k = if items.len() >= 2 {
+            ((items.len() as f64 * 0.2).round() as usize).clamp(1, items.len() - 1)
+        } else {
+            0
+        };
+        let (t, i) = items.split_at_mut(k);
+        t.sort_unstable();
+        i.sort_unstable();
+        ti.extend_from_slice(t);
+        hi.extend_from_slice(i);
+        tp.push(ti.len());
+        hp.push(hi.len());
+    }
+    let ones = |k| vec![1.0f32; k];
+    recsel::data::HeldOutRows {
+        history: recsel::data::Csr::new((v.rows(), n), hp, hi.clone(), ones(hi.len())),
+        heldout: recsel::data::Csr::new((v.rows(), n), tp, ti.clone(), ones(ti.len())),
+        population: "validation",
+        split: "shared stream".into(),
+    }
+}
+
+/// Replacing one of about 600 calibration users' 10-item row by a 40-item row on record data
+/// (synthetic, the record split's code path) moves no other calibration user's 80/20 split and
+/// the summed calibration score of `popular:5` at ε = 4 (krr over the five most popular items)
+/// by at most 1 — the sensitivity the private tuner's Laplace noise is calibrated to. The same
+/// comparison flags the split made from one shared random stream, where the longer row shifts
+/// every later user's shuffle.
+#[test]
+fn one_calibration_users_row_moves_no_other_split_and_a_sum_by_at_most_one() {
+    use recsel::data::synthetic::SyntheticShape;
+    use recsel::data::{
+        calibration_users, load_dataset_with, row_items, DataSource, HeldOutRows, LoadOptions,
+        NamedDataset, ValidationUsers,
+    };
+    use recsel::model::{Method, ModelParams};
+    use recsel::recommend::release::Statistics;
+    use recsel::recommend::tuning::{tune, TuneConfig};
+    use recsel::scoring::SensitivityConfig;
+
+    let src = DataSource::Named {
+        dataset: NamedDataset::Synthetic(SyntheticShape::Small),
+        data_dir: "data".into(),
+    };
+    let opts = LoadOptions {
+        validation_users: Some(ValidationUsers::Share(0.12)),
+        ..Default::default()
+    };
+    let ds = load_dataset_with(&src, 42, &opts).unwrap();
+    let v = &ds.validation;
+    assert!(
+        (500..=700).contains(&v.rows()),
+        "{} calibration users",
+        v.rows()
+    );
+    let params = ModelParams::new(Method::Exact, 200.0, 0.01).unwrap();
+    let (model, _) = recsel::model::fit(&ds.train, &params, &|_| {}).unwrap();
+    // The release is held fixed: the tuner's unit is one calibration user replaced given it.
+    let release = recsel::recommend::calibrate(
+        &model,
+        &params,
+        &ds,
+        2_000,
+        &SensitivityConfig::default(),
+        &Statistics::ExactLeaky,
+        &|_| {},
+    )
+    .unwrap();
+    // The neighbour: the first calibration user with 10 items gets 30 more (items it lacks).
+    let r = (0..v.rows())
+        .find(|&u| row_items(v, u).len() == 10)
+        .expect("a calibration user with 10 items");
+    let mut rows: Vec<Vec<u32>> = (0..v.rows()).map(|u| row_items(v, u).to_vec()).collect();
+    let extra: Vec<u32> = (0..v.cols() as u32)
+        .filter(|j| !rows[r].contains(j))
+        .take(30)
+        .collect();
+    rows[r].extend(extra);
+    rows[r].sort_unstable();
+    assert_eq!(rows[r].len(), 40);
+    let (mut p, mut ix) = (vec![0usize], vec![]);
+    for row in &rows {
+        ix.extend_from_slice(row);
+        p.push(ix.len());
+    }
+    let ones = vec![1.0f32; ix.len()];
+    let mut ds2 = ds.clone();
+    ds2.validation = recsel::data::Csr::new((v.rows(), v.cols()), p, ix, ones);
+
+    let cfg = TuneConfig {
+        epsilons: vec![4.0],
+        sources: vec![recsel::recommend::tuning::PoolSource::Popularity],
+        pool_sizes: vec![5],
+        prior_weights: vec![0.0],
+        ..Default::default()
+    };
+    let summed = |cal: &HeldOutRows| -> f64 {
+        let t = tune(&model, &release, cal, &cfg, &|_| {}).unwrap();
+        let row = &t.rows[0];
+        assert_eq!(row.best_pool.to_string(), "popular:5");
+        row.best_pool_hit.unwrap() * cal.rows() as f64
+    };
+    let others_moved = |a: &HeldOutRows, b: &HeldOutRows| -> usize {
+        (0..a.rows())
+            .filter(|&u| u != r)
+            .filter(|&u| {
+                row_items(&a.history, u) != row_items(&b.history, u)
+                    || row_items(&a.heldout, u) != row_items(&b.heldout, u)
+            })
+            .count()
+    };
+    let (a, b) = (
+        calibration_users(&ds, 42).unwrap(),
+        calibration_users(&ds2, 42).unwrap(),
+    );
+    let (moved, shift) = (others_moved(&a, &b), (summed(&a) - summed(&b)).abs());
+    let (old_a, old_b) = (
+        shared_stream_split(&ds.validation, 42),
+        shared_stream_split(&ds2.validation, 42),
+    );
+    let (old_moved, old_shift) = (
+        others_moved(&old_a, &old_b),
+        (summed(&old_a) - summed(&old_b)).abs(),
+    );
+    eprintln!(
+        "one of {} calibration users' 10-item row replaced by a 40-item row: other users' splits \
+         moved {moved}, popular:5 summed score at eps 4 moved {shift:.4}; shared stream: \
+         {old_moved} moved, {old_shift:.4}",
+        v.rows()
+    );
+    assert_eq!(moved, 0);
+    assert!(shift <= 1.0 + 1e-9, "{shift}");
+    assert!(old_moved > 0 && old_shift > 1.0, "{old_moved} {old_shift}");
 }

@@ -38,7 +38,7 @@ fn write_rows(path: &Path, rows: &Rows) {
     std::fs::write(path, text).unwrap();
 }
 
-/// The synthetic data written as LightGCN files (1,000 users with test items), in
+/// The synthetic data written as LightGCN files (2,535 users with test items), in
 /// `root/name/data` (the folder's name is the data set's name, the same for every variant).
 fn lightgcn_dir(root: &Path, name: &str) -> PathBuf {
     let dir = root.join(name).join("data");
@@ -46,6 +46,8 @@ fn lightgcn_dir(root: &Path, name: &str) -> PathBuf {
         "export",
         "--dataset",
         "synthetic",
+        "--test-users",
+        "0.5",
         "--out",
         dir.to_str().unwrap(),
     ]);
@@ -125,7 +127,8 @@ fn the_tuner_reads_only_calibration_users() {
     let tmp = tempfile::tempdir().unwrap();
     let base = lightgcn_dir(tmp.path(), "base");
     let g = groups(&base);
-    assert_eq!((g.test.len(), g.validation.len()), (200, 200));
+    // Shares 0.1 of the 2,535 users with a train and a test item, drawn user by user.
+    assert_eq!((g.test.len(), g.validation.len()), (266, 252));
     let (release, tuning) = fit_and_tune(&base, &tmp.path().join("m-base"));
     let served = choices(&tuning);
     assert!(
@@ -205,7 +208,7 @@ fn held_out_users_are_neither_fitted_nor_served() {
         read_rows(&dir.join("test.txt")),
     );
     assert_eq!(data.train.rows(), g.fit.len());
-    assert_eq!(data.train.rows() + 400, 5_000);
+    assert_eq!(data.train.rows() + g.test.len() + g.validation.len(), 5_000);
     let ids: Vec<u32> = data
         .test_user_ids
         .iter()
@@ -223,7 +226,7 @@ fn held_out_users_are_neither_fitted_nor_served() {
         assert_eq!(target, test[&(u as u32)]);
     }
     let cal = calibration_users(&data, 42).unwrap();
-    assert_eq!(cal.rows(), 200);
+    assert_eq!(cal.rows(), 252);
     assert_eq!(
         cal.heldout.outer_view(0).unwrap().indices(),
         &test[&(g.validation[0] as u32)][..]
@@ -387,7 +390,7 @@ fn evaluate_and_select_show_the_baselines() {
     let tmp = tempfile::tempdir().unwrap();
     let m = tmp.path().join("model");
     let ms = m.to_str().unwrap();
-    let data = ["--dataset", "synthetic", "--validation-users", "500"];
+    let data = ["--dataset", "synthetic", "--validation-users", "0.1"];
     let mut fit = vec!["fit"];
     fit.extend(data);
     fit.extend(["--out", ms]);
@@ -428,7 +431,8 @@ fn evaluate_and_select_show_the_baselines() {
     assert!(out.join("frontier.png").is_file());
     let t: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("utility.json")).unwrap()).unwrap();
-    assert_eq!(t["users"], 500);
+    // Test users drawn with a share of 0.1 among the 5,000 (513 with seed 42).
+    assert_eq!(t["users"], 513);
     // Baselines and top-1, tuned krr, per mechanism every item / tuned / tuned with a prior, krr
     // over every item.
     assert_eq!(t["rows"].as_array().unwrap().len(), 4 + 1 + 3 * 2 + 1);

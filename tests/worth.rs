@@ -87,7 +87,7 @@ fn recommend_serves_the_row_evaluate_measures_as_tuned() {
     let (ds, release) = release_data(dir, &data, 42).unwrap();
     let cal = calibration_users(&ds, 42).unwrap();
     let eval = HeldOutRows::test_users(&ds);
-    let (model, _) = recsel::model::io::load(dir, None).unwrap();
+    let (model, _) = recsel::model::io::load(dir).unwrap();
     let cfg = UtilityConfig {
         epsilons: eps.clone(),
         mechanisms: vec!["em".into(), "mgem".into()],

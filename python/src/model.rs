@@ -196,7 +196,6 @@ pub(crate) struct PyModel {
     pub(crate) model: Arc<Model>,
     pub(crate) params: ModelParams,
     pub(crate) dataset: String,
-    pub(crate) fingerprint: u64,
     pub(crate) item_ids: Vec<String>,
     /// The training users' privacy of a DP fit (`None`: the training data are treated as
     /// public), as `model.json` records it.
@@ -210,20 +209,17 @@ impl PyModel {
             &self.model,
             &self.params,
             &self.dataset,
-            self.fingerprint,
             &self.item_ids,
             self.training_privacy.clone(),
         )
     }
 
     fn load_from(dir: &Path) -> recsel::Result<Self> {
-        let (m, meta) = model::io::load(dir, None)?;
-        let fingerprint = u64::from_str_radix(&meta.data_fingerprint, 16).unwrap_or(0);
+        let (m, meta) = model::io::load(dir)?;
         Ok(PyModel {
             model: Arc::new(m),
             params: meta.params,
             dataset: meta.dataset,
-            fingerprint,
             item_ids: meta.item_ids,
             training_privacy: meta.training_privacy,
         })
@@ -271,24 +267,8 @@ impl PyModel {
                 item_ids.len()
             )));
         }
-        // The fingerprint a saved model records: the training matrix and item ids, hashed as
-        // the command line hashes a data set.
-        let mut h = recsel::data::Fnv64::new();
-        h.write(&(rows as u64).to_le_bytes());
-        h.write(&(cols as u64).to_le_bytes());
-        for &p in train.indptr().raw_storage() {
-            h.write(&(p as u64).to_le_bytes());
-        }
-        for &i in train.indices() {
-            h.write(&i.to_le_bytes());
-        }
-        for id in &item_ids {
-            h.write(id.as_bytes());
-            h.write(&[0]);
-        }
-        let fingerprint = h.finish();
         // Which interactions a user above the cap keeps must not depend on any other user (a
-        // key from the whole data, such as its fingerprint, would let one user change everyone
+        // key from the whole data, such as a hash of it, would let one user change everyone
         // else's rows): a public seed, by default the one `recsel fit` uses.
         let cap_seed =
             cap_seed.unwrap_or_else(|| recsel::data::DataOptions::default().split_seed());
@@ -299,7 +279,6 @@ impl PyModel {
             model: Arc::new(fitted.model),
             params,
             dataset: "python".into(),
-            fingerprint,
             item_ids,
             training_privacy: fitted.training_privacy,
         })

@@ -69,7 +69,6 @@ impl SelectJob {
             model: job.model.clone(),
             params: job.model_params,
             dataset: data.name().to_string(),
-            fingerprint: data.fingerprint(),
             item_ids: data.item_ids.clone(),
             training_privacy: meta.training_privacy,
         };

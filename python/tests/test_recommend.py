@@ -149,7 +149,7 @@ def test_tuned_recommender_serves_what_recsel_tune_chose(run_cli, tmp_path):
     """mech="tuned" reads tuning.json: the same row, statement and picks as `recsel recommend`
     without --mech."""
     model = tmp_path / "model"
-    data = ["--dataset", "synthetic", "--validation-users", "500"]
+    data = ["--dataset", "synthetic", "--validation-users", "0.1"]
     run_cli("fit", *data, "--out", model)
     run_cli("tune", "--model", model, *data, "--mech", "em")
     tuning = json.loads((model / "tuning.json").read_text())

@@ -19,8 +19,8 @@ use super::common::Flags;
 /// validation users choose every tuned configuration, its test users give every number.
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:
-  recsel fit --dataset synthetic --validation-users 500 --out models/synth
-  recsel evaluate --model models/synth --dataset synthetic --validation-users 500 --out out/utility
+  recsel fit --dataset synthetic --validation-users 0.1 --out models/synth
+  recsel evaluate --model models/synth --dataset synthetic --validation-users 0.1 --out out/utility
   recsel evaluate --model gowalla --format lightgcn --path ../shared/data/gowalla --mech em,rnm,gem,mgem
 
 The tuned krr row comes from DIR/tuning.json when it exists (`recsel tune`), else it is tuned

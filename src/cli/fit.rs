@@ -98,10 +98,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                      fits nor serves (docs/utility.md, \"Protocols\")"
                 );
             }
-            Some(ValidationUsers::Count(0)) => anyhow::bail!(
+            Some(ValidationUsers::Share(x)) if x == 0.0 => anyhow::bail!(
                 "--out with --validation-users 0 on LightGCN files would calibrate the release \
                  on users it serves (every user's train row is fitted on): give --validation-users \
-                 auto or N"
+                 auto or a share"
             ),
             Some(_) => {}
         }
@@ -180,7 +180,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             &model,
             &params,
             data.name(),
-            data.fingerprint(),
             &data.item_ids,
             training_privacy.clone(),
         )

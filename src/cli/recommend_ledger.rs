@@ -67,7 +67,7 @@ pub fn run(rec: Recommender, options: &RecommendOptions, input: Inputs<'_>) -> a
     );
     let cfg = input.cfg;
     let mut key_config = vec![
-        rec.release().manifest.data_fingerprint.clone(),
+        rec.release().manifest.release_id.clone(),
         format!("{:?}", rec.release().manifest.model_file),
         cfg.mechanism.clone(),
         key_params(&cfg.params),

@@ -20,8 +20,8 @@ use super::common::Flags;
 /// `recsel recommend`, `recsel serve` and the Python Recommender use when no mechanism is named.
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:
-  recsel fit --dataset synthetic --validation-users 500 --out models/synth
-  recsel tune --model models/synth --dataset synthetic --validation-users 500
+  recsel fit --dataset synthetic --validation-users 0.1 --out models/synth
+  recsel tune --model models/synth --dataset synthetic --validation-users 0.1
   recsel recommend --model models/synth --eps 2 --history 3,17,42 --secure   # the tuned row
   recsel fit --format lightgcn --path ../shared/data/gowalla --method icf --l2 20 --density 0.0005 --out gowalla
   recsel tune --model gowalla --format lightgcn --path ../shared/data/gowalla --eps 0.1,0.5,1,2,4,8
@@ -90,21 +90,20 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if tuning.privacy.is_private() {
         writeln!(
             out,
-            "{:>6}  {:<36} {:>17}  {:>6}  {:>7}",
-            "eps", "serves", "noisy cal. hit@1", "runs", "configs"
+            "{:>6}  {:<36} {:>17}  {:>7}",
+            "eps", "serves", "noisy cal. hit@1", "configs"
         )?;
         for r in &tuning.rows {
             let p = r.private.as_ref();
             writeln!(
                 out,
-                "{:>6}  {:<36} {:>17}  {:>6}  {:>7}",
+                "{:>6}  {:<36} {:>17}  {:>7}",
                 r.epsilon,
                 serves(r),
                 p.and_then(|p| p.noisy_hit).map_or_else(
                     || "⊥".to_string(),
                     |h| format!("{h:.4} ± {:.4}", r.calibration_se)
                 ),
-                p.map_or(0, |p| p.runs),
                 p.map_or(0, |p| p.candidates)
             )?;
         }

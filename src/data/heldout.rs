@@ -8,29 +8,36 @@
 //! hit against: for LightGCN files with held-out users, each user's `test.txt` row; for the
 //! record-based splits (MovieLens, Netflix, synthetic), whose validation users have full rows, a
 //! seeded 80/20 split of each row, by the rule of the test users' split.
+//!
+//! Every group here is drawn user by user ([`super::split::user_group`]): a user's group, and
+//! which of a calibration user's items are held out, depend on the public seed and that user
+//! alone, so one user's presence or row moves nobody else (docs/privacy-report.md,
+//! "Populations").
 
-use rand::seq::SliceRandom;
-use rand::SeedableRng;
-use rand_chacha::ChaCha8Rng;
-
+use super::split::{check_shares, holdout_split, user_uniform, DEFAULT_SHARE};
 use super::{row_items, Csr, Dataset};
 use crate::{Error, Result};
 
-/// Users of each held-out group at most under [`ValidationUsers::Auto`] on LightGCN files.
-pub const AUTO_MAX_USERS: usize = 3_000;
+/// Share of the users with a train and a test item in each held-out group under
+/// [`ValidationUsers::Auto`] on LightGCN files.
+pub const AUTO_SHARE: f64 = DEFAULT_SHARE;
 
-/// How many validation (calibration) users a split holds out of the fit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Which share of the users a split holds out of the fit as validation (calibration) users. Each
+/// user is one with this probability, by a keyed hash of their own id
+/// ([`super::split::user_group`]): the share is public, the number of users it gives varies with
+/// the data.
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub enum ValidationUsers {
-    /// The protocol's choice: on record data (MovieLens, Netflix, synthetic, your own files) as
-    /// many validation users as test users (synthetic small holds none out unless asked);
-    /// LightGCN files a fifth of the users with a test row, at most [`AUTO_MAX_USERS`], and as many
-    /// test users, both held out of the fit.
+    /// The protocol's choice: on record data (MovieLens, Netflix, synthetic, your own files) the
+    /// test users' share (synthetic small holds none out unless asked); on LightGCN files
+    /// [`AUTO_SHARE`] of the users with a test row, and as many test users, both held out of the
+    /// fit.
     Auto,
-    /// Exactly this many (0: none; for LightGCN files, the paper's protocol).
-    Count(usize),
-    /// Cross-fitting (LightGCN files): the users with a train and a test item cut into `folds`
-    /// folds; fold `index` is the test users, fold `index + 1` (mod `folds`) the validation users.
+    /// This share of the users, in [0, 1) (0: none; for LightGCN files, the paper's protocol).
+    Share(f64),
+    /// Cross-fitting (LightGCN files): each user with a train and a test item in one of `folds`
+    /// folds by the same keyed hash; fold `index` is the test users, fold `index + 1` (mod
+    /// `folds`) the validation users.
     Fold {
         /// Number of folds (≥ 3).
         folds: usize,
@@ -40,7 +47,7 @@ pub enum ValidationUsers {
 }
 
 impl ValidationUsers {
-    /// Parses `auto`, a count, or `fold:F/K` (fold F of K); errors name the text.
+    /// Parses `auto`, a share in [0, 1), or `fold:F/K` (fold F of K); errors name the text.
     pub fn parse(text: &str) -> Result<Self> {
         let t = text.trim();
         if t == "auto" {
@@ -56,12 +63,16 @@ impl ValidationUsers {
             let folds = k.trim().parse::<usize>().map_err(|_| bad())?;
             return Ok(ValidationUsers::Fold { folds, index });
         }
-        t.parse::<usize>()
-            .map(ValidationUsers::Count)
-            .map_err(|_| Error::Parse {
+        match t.parse::<f64>() {
+            Ok(x) if x.is_finite() && (0.0..1.0).contains(&x) => Ok(ValidationUsers::Share(x)),
+            _ => Err(Error::Parse {
                 context: format!("validation users '{t}'"),
-                message: "expected 'auto' or a number of users".into(),
-            })
+                message: "expected 'auto', a share of the users in [0, 1) (each user is drawn \
+                          by a keyed hash of their id, so a count cannot be promised), or \
+                          fold:F/K"
+                    .into(),
+            }),
+        }
     }
 }
 
@@ -73,7 +84,7 @@ impl std::str::FromStr for ValidationUsers {
 }
 
 // Validation users as an option's value (`--validation-users`, a table's `validation_users` key).
-crate::options::text_option_value!(ValidationUsers, "auto|N");
+crate::options::text_option_value!(ValidationUsers, "auto|SHARE");
 
 impl serde::Serialize for ValidationUsers {
     fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
@@ -83,15 +94,15 @@ impl serde::Serialize for ValidationUsers {
 
 impl<'de> serde::Deserialize<'de> for ValidationUsers {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
-        /// A count may be written as a number or as text in a table.
+        /// A share may be written as a number or as text in a table.
         #[derive(serde::Deserialize)]
         #[serde(untagged)]
         enum Text {
-            Count(u64),
+            Number(f64),
             Word(String),
         }
         match Text::deserialize(d)? {
-            Text::Count(n) => Ok(ValidationUsers::Count(n as usize)),
+            Text::Number(x) => x.to_string().parse().map_err(serde::de::Error::custom),
             Text::Word(w) => w.parse().map_err(serde::de::Error::custom),
         }
     }
@@ -101,7 +112,7 @@ impl std::fmt::Display for ValidationUsers {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             ValidationUsers::Auto => write!(f, "auto"),
-            ValidationUsers::Count(n) => write!(f, "{n}"),
+            ValidationUsers::Share(x) => write!(f, "{x}"),
             ValidationUsers::Fold { folds, index } => write!(f, "fold:{index}/{folds}"),
         }
     }
@@ -143,8 +154,10 @@ pub const CALIBRATION_HOLDOUT: f64 = 0.2;
 
 /// The calibration users of `data` with their held-out items, or `None` when the split has no
 /// validation users (the paper's LightGCN protocol, synthetic small data): then nobody is both
-/// unfitted and unserved. Full validation rows are split 80/20 at random with `seed`, each row
-/// keeping at least one item on either side (a row of one item has no held-out item).
+/// unfitted and unserved. Full validation rows are split 80/20 at random, each row by a generator
+/// seeded from `seed` and that row alone ([`holdout_split`]), each row keeping at least one item
+/// on either side (a row of one item has no held-out item): no user's split depends on another
+/// user's row.
 pub fn calibration_users(data: &Dataset, seed: u64) -> Option<HeldOutRows> {
     let v = &data.validation;
     if v.rows() == 0 {
@@ -158,23 +171,13 @@ pub fn calibration_users(data: &Dataset, seed: u64) -> Option<HeldOutRows> {
             split: "the file's own held-out rows (test.txt) of users held out of the fit".into(),
         });
     }
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let n = v.cols();
     let (mut hp, mut hi) = (vec![0usize], Vec::new());
     let (mut tp, mut ti) = (vec![0usize], Vec::new());
     for u in 0..v.rows() {
-        let mut items = row_items(v, u).to_vec();
-        items.shuffle(&mut rng);
-        let n_target = if items.len() >= 2 {
-            ((items.len() as f64 * CALIBRATION_HOLDOUT).round() as usize).clamp(1, items.len() - 1)
-        } else {
-            0
-        };
-        let (target, input) = items.split_at_mut(n_target);
-        target.sort_unstable();
-        input.sort_unstable();
-        ti.extend_from_slice(target);
-        hi.extend_from_slice(input);
+        let (input, target) = calibration_row_split(row_items(v, u), seed);
+        ti.extend_from_slice(&target);
+        hi.extend_from_slice(&input);
         tp.push(ti.len());
         hp.push(hi.len());
     }
@@ -185,24 +188,33 @@ pub fn calibration_users(data: &Dataset, seed: u64) -> Option<HeldOutRows> {
         heldout: Csr::new((rows, n), tp, ti.clone(), ones(ti.len())),
         population: "validation",
         split: format!(
-            "each validation user's full row split {:.0}/{:.0} at random (seed {seed})",
+            "each validation user's full row split {:.0}/{:.0} at random, seeded by the split \
+             seed {seed} and the row itself",
             100.0 * (1.0 - CALIBRATION_HOLDOUT),
             100.0 * CALIBRATION_HOLDOUT
         ),
     })
 }
 
+/// One calibration user's row (ascending item columns) split into (history, held-out items) by
+/// [`holdout_split`] keyed by the public `seed` and the row's own bytes.
+pub fn calibration_row_split(items: &[u32], seed: u64) -> (Vec<u32>, Vec<u32>) {
+    let own: Vec<u8> = items.iter().flat_map(|i| i.to_le_bytes()).collect();
+    holdout_split(items, CALIBRATION_HOLDOUT, seed, &own)
+}
+
 /// The held-out-users protocol's settings for a LightGCN directory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct LightGcnHeldOut {
     /// Validation users (a count, or the automatic share).
     pub validation: ValidationUsers,
-    /// Test users (default: as many as validation users).
-    pub test_users: Option<usize>,
+    /// Share of the test users (default: the validation users' share).
+    pub test_users: Option<f64>,
     /// Seed of the draw (the split seed).
     pub seed: u64,
-    /// Cross-fitting: `Some((k, f))` cuts the shuffled users into k folds and takes fold f as the
-    /// test users and fold f + 1 (mod k) as the validation users, overriding the counts.
+    /// Cross-fitting: `Some((k, f))` puts each user in one of k folds by the keyed hash and
+    /// takes fold f as the test users and fold f + 1 (mod k) as the validation users, overriding
+    /// the shares.
     pub fold: Option<(usize, usize)>,
 }
 
@@ -210,7 +222,8 @@ pub struct LightGcnHeldOut {
 /// set and not 0.
 pub fn lightgcn_option(opts: &super::LoadOptions, seed: u64) -> Result<Option<LightGcnHeldOut>> {
     Ok(match opts.validation_users {
-        None | Some(ValidationUsers::Count(0)) => None,
+        None => None,
+        Some(ValidationUsers::Share(x)) if x == 0.0 => None,
         Some(validation) => Some(LightGcnHeldOut {
             validation,
             test_users: opts.test_users,
@@ -223,10 +236,11 @@ pub fn lightgcn_option(opts: &super::LoadOptions, seed: u64) -> Result<Option<Li
     })
 }
 
-/// The groups of the held-out-users protocol of LightGCN files: users with at least one train and
-/// one test item, shuffled with `seed`, give `n_test` test users and then `n_validation`
-/// validation users; every other user is fitted on.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The groups of the held-out-users protocol of LightGCN files: each user with at least one
+/// train and one test item is a test user, a validation user or fitted on by a keyed hash of the
+/// user's id (the file's user number) and `seed` ([`super::split::user_group`]); every other
+/// user is fitted on.
+#[derive(Debug, Clone, PartialEq)]
 pub struct HeldOutGroups {
     /// Test users (ascending user ids).
     pub test: Vec<usize>,
@@ -234,66 +248,105 @@ pub struct HeldOutGroups {
     pub validation: Vec<usize>,
     /// Users fitted on (ascending): everyone else.
     pub fit: Vec<usize>,
+    /// The rule that drew them (public inputs only).
+    pub rule: super::split::SplitRule,
 }
 
 /// Draws the groups of [`HeldOutGroups`] among `n_users` users, `eligible` of whom have a train
-/// and a test item. `validation` of `Auto` takes a fifth of the eligible users (at most
-/// [`AUTO_MAX_USERS`]) per group; `test_users` overrides the test group's size. Errors when the
-/// groups would leave fewer than half of the eligible users to the fit.
+/// and a test item. `validation` of `Auto` holds out [`AUTO_SHARE`] of the eligible users per
+/// group; `test_users` overrides the test group's share. Errors when the shares exceed a half
+/// together, or when a group drew nobody.
 pub fn held_out_groups(
     n_users: usize,
     eligible: &[usize],
     validation: ValidationUsers,
-    test_users: Option<usize>,
+    test_users: Option<f64>,
     seed: u64,
     fold: Option<(usize, usize)>,
 ) -> Result<HeldOutGroups> {
+    let draw = |u: usize| user_uniform(seed, &u.to_string());
     if let Some((k, f)) = fold {
-        if k < 3 || f >= k || eligible.len() < k {
+        if k < 3 || f >= k {
             return Err(Error::Invalid(format!(
-                "cross-fitting fold {f} of {k} over {} users: need at least 3 folds, a fold \
-                 below their number, and a user per fold",
+                "cross-fitting fold {f} of {k}: need at least 3 folds and a fold below their \
+                 number"
+            )));
+        }
+        // Fold of a user: ⌊k·U⌋ of the user's own uniform draw.
+        let fold_of = |u: usize| ((draw(u) * k as f64) as usize).min(k - 1);
+        let part = |i: usize| -> Vec<usize> {
+            eligible
+                .iter()
+                .copied()
+                .filter(|&u| fold_of(u) == i)
+                .collect()
+        };
+        let (test, val) = (part(f), part((f + 1) % k));
+        if test.is_empty() || val.is_empty() {
+            return Err(Error::Invalid(format!(
+                "cross-fitting fold {f} of {k} over {} users: a fold drew nobody",
                 eligible.len()
             )));
         }
-        let mut order = eligible.to_vec();
-        order.shuffle(&mut ChaCha8Rng::seed_from_u64(seed));
-        // Folds of nearly equal size, the larger first.
-        let bounds: Vec<usize> = (0..=k)
-            .map(|i| i * (order.len() / k) + i.min(order.len() % k))
-            .collect();
-        let part = |i: usize| {
-            let mut v = order[bounds[i]..bounds[i + 1]].to_vec();
-            v.sort_unstable();
-            v
-        };
-        return Ok(groups(n_users, part(f), part((f + 1) % k)));
+        let mut rule = super::split::SplitRule::keyed(
+            seed,
+            1.0 / k as f64,
+            1.0 / k as f64,
+            "user with a train and a test item",
+        );
+        rule.rule = format!(
+            "cross-fitting: each user with a train and a test item in one of {k} folds by a \
+             keyed hash of the user's own id and the split seed {seed}; fold {f} is the test \
+             users, fold {} the validation users; everyone else is fitted on",
+            (f + 1) % k
+        );
+        return Ok(groups(n_users, test, val, rule));
     }
-    let auto = (eligible.len() / 5).min(AUTO_MAX_USERS);
-    let n_val = match validation {
-        ValidationUsers::Auto | ValidationUsers::Fold { .. } => auto,
-        ValidationUsers::Count(n) => n,
+    let val_share = match validation {
+        ValidationUsers::Auto | ValidationUsers::Fold { .. } => AUTO_SHARE,
+        ValidationUsers::Share(x) => x,
     };
-    let n_test = test_users.unwrap_or(if n_val > 0 { n_val } else { auto });
-    if n_test == 0 || n_val == 0 || 2 * (n_test + n_val) > eligible.len() {
+    let test_share = test_users.unwrap_or(if val_share > 0.0 {
+        val_share
+    } else {
+        AUTO_SHARE
+    });
+    check_shares(test_share, val_share)?;
+    let (mut test, mut val) = (Vec::new(), Vec::new());
+    for &u in eligible {
+        let x = draw(u);
+        if x < test_share {
+            test.push(u);
+        } else if x < test_share + val_share {
+            val.push(u);
+        }
+    }
+    if test.is_empty() || val.is_empty() {
         return Err(Error::Invalid(format!(
-            "held-out users: {n_test} test and {n_val} validation users out of {} users with a \
-             train and a test item: each group needs at least one user, and together at most \
-             half of them (the rest are fitted on)",
+            "held-out users: {} test and {} validation users drawn (shares {test_share} and \
+             {val_share}) out of {} users with a train and a test item: each group needs at \
+             least one user; give larger shares or more users",
+            test.len(),
+            val.len(),
             eligible.len()
         )));
     }
-    let mut order = eligible.to_vec();
-    order.shuffle(&mut ChaCha8Rng::seed_from_u64(seed));
-    let mut test = order[..n_test].to_vec();
-    let mut val = order[n_test..n_test + n_val].to_vec();
-    test.sort_unstable();
-    val.sort_unstable();
-    Ok(groups(n_users, test, val))
+    let rule = super::split::SplitRule::keyed(
+        seed,
+        test_share,
+        val_share,
+        "user with a train and a test item",
+    );
+    Ok(groups(n_users, test, val, rule))
 }
 
 /// The groups with every user outside `test` and `val` fitted on.
-fn groups(n_users: usize, test: Vec<usize>, val: Vec<usize>) -> HeldOutGroups {
+fn groups(
+    n_users: usize,
+    test: Vec<usize>,
+    val: Vec<usize>,
+    rule: super::split::SplitRule,
+) -> HeldOutGroups {
     let mut out = vec![true; n_users];
     for &u in test.iter().chain(&val) {
         out[u] = false;
@@ -303,6 +356,7 @@ fn groups(n_users: usize, test: Vec<usize>, val: Vec<usize>) -> HeldOutGroups {
         test,
         validation: val,
         fit,
+        rule,
     }
 }
 
@@ -314,7 +368,11 @@ mod tests {
     fn groups_are_disjoint_cover_everyone_and_follow_the_seed() {
         let eligible: Vec<usize> = (0..100).filter(|u| u % 10 != 0).collect();
         let g = held_out_groups(100, &eligible, ValidationUsers::Auto, None, 3, None).unwrap();
-        assert_eq!((g.test.len(), g.validation.len()), (18, 18));
+        // Each of the 90 eligible users is a test (validation) user with probability 0.1.
+        assert!(
+            (3..=18).contains(&g.test.len()) && (3..=18).contains(&g.validation.len()),
+            "{g:?}"
+        );
         let mut all: Vec<usize> = g
             .test
             .iter()
@@ -329,18 +387,19 @@ mod tests {
         assert_eq!(g, again);
         let other = held_out_groups(100, &eligible, ValidationUsers::Auto, None, 4, None).unwrap();
         assert_ne!(g.test, other.test);
-        let e =
-            held_out_groups(100, &eligible, ValidationUsers::Count(40), None, 3, None).unwrap_err();
-        assert!(e.to_string().contains("at most half"), "{e}");
+        let e = held_out_groups(100, &eligible, ValidationUsers::Share(0.4), None, 3, None)
+            .unwrap_err();
+        assert!(e.to_string().contains("at most 0.5"), "{e}");
         assert_eq!(
             ValidationUsers::parse("auto").unwrap(),
             ValidationUsers::Auto
         );
         assert_eq!(
-            ValidationUsers::parse(" 7").unwrap(),
-            ValidationUsers::Count(7)
+            ValidationUsers::parse(" 0.07").unwrap(),
+            ValidationUsers::Share(0.07)
         );
         assert!(ValidationUsers::parse("x").is_err());
+        assert!(ValidationUsers::parse("7").is_err());
         // Cross-fitting: every eligible user is a test user exactly once over the folds, and the
         // validation fold is the next one.
         let mut seen = Vec::new();

@@ -276,23 +276,23 @@ fn from_records(
     let mut split_cfg = descriptor
         .split(seed)
         .expect("record-based protocols have a split");
-    if let Some(n) = opts.test_users {
-        if n == 0 {
-            return Err(Error::Invalid(
-                "--test-users must be at least 1, got 0".into(),
-            ));
+    if let Some(x) = opts.test_users {
+        if !(x > 0.0 && x < 1.0) {
+            return Err(Error::Invalid(format!(
+                "--test-users is the share of the users that are test users, in (0, 1), got {x}"
+            )));
         }
-        if split_cfg.validation_users > 0 {
-            split_cfg.validation_users = n;
+        if split_cfg.validation_share > 0.0 {
+            split_cfg.validation_share = x;
         }
-        split_cfg.test_users = n;
+        split_cfg.test_share = x;
     }
     match opts.validation_users {
-        Some(super::heldout::ValidationUsers::Count(n)) => split_cfg.validation_users = n,
-        // The protocol's number, and where the protocol holds none out (synthetic small) as
-        // many as test users: `auto` always gives users to calibrate and tune on.
-        Some(super::heldout::ValidationUsers::Auto) if split_cfg.validation_users == 0 => {
-            split_cfg.validation_users = split_cfg.test_users
+        Some(super::heldout::ValidationUsers::Share(x)) => split_cfg.validation_share = x,
+        // The protocol's share, and where the protocol holds none out (synthetic small) the test
+        // users' share: `auto` always gives users to calibrate and tune on.
+        Some(super::heldout::ValidationUsers::Auto) if split_cfg.validation_share == 0.0 => {
+            split_cfg.validation_share = split_cfg.test_share
         }
         Some(v @ super::heldout::ValidationUsers::Fold { .. }) => {
             return Err(Error::Invalid(format!(

@@ -23,7 +23,7 @@ pub use heldout::{calibration_users, HeldOutRows, ValidationUsers};
 pub use load::{load_dataset, load_dataset_with, DataSource, Format, LoadOptions, NamedDataset};
 pub use options::{DataOptions, RatingCut};
 pub use preprocess::{preprocess, preprocess_owned, PreprocessConfig};
-pub use split::{split, split_owned, SplitConfig};
+pub use split::{split, split_owned, SplitConfig, SplitRule};
 
 use crate::{Error, Result};
 
@@ -197,6 +197,8 @@ pub struct Dataset {
     pub item_ids: Vec<String>,
     /// Original identifier of each test user row.
     pub test_user_ids: Vec<String>,
+    /// How the users were put in their groups: the split's public inputs and rule.
+    pub split_rule: split::SplitRule,
 }
 
 impl Dataset {
@@ -210,8 +212,9 @@ impl Dataset {
         self.train.cols()
     }
 
-    /// A 64-bit fingerprint of the training matrix and item ids (FNV-1a), stored with a saved model
-    /// so that loading it against different data is caught.
+    /// A 64-bit fingerprint of the training matrix and item ids (FNV-1a), for checks on the
+    /// user's own side (the experiment runner's model cache and resume keys). Never written into
+    /// a model or a release: anyone holding the data could test a person's presence with it.
     pub fn fingerprint(&self) -> u64 {
         let mut h = Fnv64::new();
         h.write(&(self.train.rows() as u64).to_le_bytes());

@@ -57,16 +57,18 @@ option_table! {
         /// Keep users with at least N distinct items (default 5; 0 keeps everyone).
         #[option(group = "Data")]
         pub min_user_items: usize,
-        /// Number of test users (default: 10,000, or 40,000 for Netflix; a tenth of the users
-        /// on small data).
-        #[option(group = "Data")]
-        pub test_users: usize,
-        /// Validation (calibration) users held out of the fit and never served: `auto` or N
-        /// (default: the protocol's — as many as test users for MovieLens and Netflix, none for
-        /// synthetic small data and LightGCN files). `auto` on record data: as many as test
-        /// users. On LightGCN files it holds N validation and N test users (or --test-users)
-        /// out of the fit; `auto` takes a fifth of the users, at most 3,000 per group
-        /// (docs/utility.md, "Protocols").
+        /// Share of the users that are test users (default 0.1). Each user is a test,
+        /// validation or training user by a keyed hash of their own id and the split seed, so
+        /// one user never moves another between groups; the group sizes vary with the data
+        /// (docs/privacy-report.md, "Populations").
+        #[option(value_name = "SHARE", group = "Data")]
+        pub test_users: f64,
+        /// Validation (calibration) users held out of the fit and never served: `auto` or a
+        /// share of the users in [0, 1) (default: the protocol's — the test users' share for
+        /// MovieLens and Netflix, none for synthetic small data and LightGCN files). `auto` on
+        /// record data: the test users' share. On LightGCN files a share holds that share of the
+        /// users with a test item out as validation users and as many as test users (or
+        /// --test-users); `auto` is 0.1 (docs/utility.md, "Protocols").
         #[option(group = "Data")]
         pub validation_users: ValidationUsers,
         /// Seed of the train/test split (which users are test and validation users, and which

@@ -451,6 +451,7 @@ pub fn load_lightgcn_with(
         heldout_rows: Some(select_rows(&test_m, &g.fit)),
         item_ids: (0..n_items).map(|i| i.to_string()).collect(),
         test_user_ids: g.test.iter().map(|u| u.to_string()).collect(),
+        split_rule: g.rule.clone(),
     };
     ds.validate()?;
     Ok(ds)
@@ -497,6 +498,7 @@ fn load_lightgcn_paper(dir: &Path, name: &str) -> Result<Dataset> {
         heldout_rows: None,
         item_ids: (0..n_items).map(|i| i.to_string()).collect(),
         test_user_ids: test_users.iter().map(|u| u.to_string()).collect(),
+        split_rule: super::split::SplitRule::files(),
     };
     ds.validate()?;
     Ok(ds)

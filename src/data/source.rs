@@ -72,8 +72,9 @@ pub struct LoadOptions {
     pub min_rating: Option<Option<f32>>,
     /// Keep users with at least this many distinct items (protocol: 5).
     pub min_user_items: Option<usize>,
-    /// Number of test users (and as many validation users where the protocol has them).
-    pub test_users: Option<usize>,
+    /// Share of the users that are test users (and the validation users' share where the
+    /// protocol has them), each user drawn by a keyed hash of their id.
+    pub test_users: Option<f64>,
     /// Validation (calibration) users held out of the fit and never served (docs/utility.md,
     /// "Protocols"). `None` keeps the protocol's: as many as test users for MovieLens and Netflix,
     /// none for synthetic small data and for LightGCN files (the paper's protocol, every user's

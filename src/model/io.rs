@@ -1,7 +1,8 @@
 //! Model files. A model directory holds
 //!
 //! * `model.json` — format version, recsel version, method and hyperparameters, the item id map,
-//!   the fingerprint of the training data, and the size and CRC-32 of every weight file;
+//!   a random release identifier (never a hash of the data: docs/privacy-report.md, "What a
+//!   release holds"), and the size and CRC-32 of every weight file;
 //! * SANSA: `w.npz` and `w_r.npz`, the two factors as scipy CSR matrices, so that Python reads them
 //!   with `scipy.sparse.load_npz` and scores `(x @ W.T) @ W_r`;
 //! * EASE: `b.npy` (dense `B`, row-major); most-popular: `popularity.npy`.
@@ -44,8 +45,13 @@ pub struct ModelMeta {
     pub params: ModelParams,
     /// Dataset name.
     pub dataset: String,
-    /// Fingerprint of the training data (hex of [`Dataset::fingerprint`](crate::data::Dataset::fingerprint)).
-    pub data_fingerprint: String,
+    /// A random identifier of this saved model and its release ([`new_release_id`]): drawn from
+    /// the operating system's randomness, never from the data, so two fits on neighbouring data
+    /// sets cannot be told apart by it. Empty in artifacts written before it existed; those
+    /// carried a `data_fingerprint` (a hash of the training data), which is ignored on reading
+    /// and never written again.
+    #[serde(default)]
+    pub release_id: String,
     /// Number of items.
     pub n_items: usize,
     /// Original id of each item column.
@@ -299,17 +305,29 @@ pub fn read_csr_npz(path: &Path, bytes: &[u8]) -> Result<SparseWeights> {
 // ---------------------------------------------------------------------------------------------
 // Save / load
 
+/// A fresh release identifier: 128 bits from the operating system's randomness, in hex. It names
+/// one saved model and the release written beside it (the ledger keys batches by it); it says
+/// nothing about the data.
+pub fn new_release_id() -> Result<String> {
+    use rand::{RngCore as _, SeedableRng as _};
+    let mut rng = rand_chacha::ChaCha20Rng::try_from_os_rng().map_err(|e| {
+        Error::Invalid(format!(
+            "cannot read OS entropy for the release identifier: {e}"
+        ))
+    })?;
+    Ok(format!("{:016x}{:016x}", rng.next_u64(), rng.next_u64()))
+}
+
 /// Saves a model into directory `dir` (created if needed), its training data treated as public
-/// (no `training_privacy` entry).
+/// (no `training_privacy` entry), under a fresh [`new_release_id`].
 pub fn save(
     dir: &Path,
     model: &Model,
     params: &ModelParams,
     dataset: &str,
-    fingerprint: u64,
     item_ids: &[String],
 ) -> Result<()> {
-    save_with_training_privacy(dir, model, params, dataset, fingerprint, item_ids, None)
+    save_with_training_privacy(dir, model, params, dataset, item_ids, None)
 }
 
 /// [`save`] with the training users' privacy entry of a DP fit (`None`: the training data are
@@ -319,10 +337,10 @@ pub fn save_with_training_privacy(
     model: &Model,
     params: &ModelParams,
     dataset: &str,
-    fingerprint: u64,
     item_ids: &[String],
     training_privacy: Option<crate::privacy::PopulationPrivacy>,
 ) -> Result<()> {
+    let release_id = new_release_id()?;
     std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
     let files: Vec<(&str, Vec<u8>)> = match model {
         Model::Sansa(m) => vec![("w.npz", csr_npz(m.w())?), ("w_r.npz", csr_npz(m.w_r())?)],
@@ -343,7 +361,7 @@ pub fn save_with_training_privacy(
         recsel_version: env!("CARGO_PKG_VERSION").to_string(),
         params: *params,
         dataset: dataset.to_string(),
-        data_fingerprint: format!("{fingerprint:016x}"),
+        release_id,
         n_items: model.n_items(),
         item_ids: item_ids.to_vec(),
         files: entries,
@@ -354,8 +372,10 @@ pub fn save_with_training_privacy(
     write_atomic(&dir.join("model.json"), &json)
 }
 
-/// Loads a model directory. With `expect_fingerprint`, a model fitted on other data is an error.
-pub fn load(dir: &Path, expect_fingerprint: Option<u64>) -> Result<(Model, ModelMeta)> {
+/// Loads a model directory. A model directory records nothing about its training data beyond
+/// its item ids, so whether it was fitted on some data is the caller's to check (by the item
+/// ids, or or by a fingerprint the caller keeps beside it, as the experiment runner's model cache does).
+pub fn load(dir: &Path) -> Result<(Model, ModelMeta)> {
     let meta_path = dir.join("model.json");
     let text = std::fs::read(&meta_path).map_err(|e| Error::io(&meta_path, e))?;
     let meta: ModelMeta = serde_json::from_slice(&text).map_err(|e| corrupt(&meta_path, e))?;
@@ -365,16 +385,6 @@ pub fn load(dir: &Path, expect_fingerprint: Option<u64>) -> Result<(Model, Model
             meta_path.display(),
             meta.format_version
         )));
-    }
-    if let Some(fp) = expect_fingerprint {
-        let want = format!("{fp:016x}");
-        if meta.data_fingerprint != want {
-            return Err(Error::Invalid(format!(
-                "{}: model was fitted on different data (fingerprint {}, this data {want})",
-                meta_path.display(),
-                meta.data_fingerprint
-            )));
-        }
     }
     if meta.item_ids.len() != meta.n_items {
         return Err(corrupt(

@@ -66,6 +66,52 @@ pub struct PrivacyReport {
     pub totals: Vec<Total>,
     /// Each part that is not differentially private, in words.
     pub not_private: Vec<String>,
+    /// The inputs the release declares public (split seed and shares, counts released exactly,
+    /// hyperparameters); empty in reports written before they were listed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub public_inputs: Vec<String>,
+    /// Who is in which population, the unit of each, and what a person in two populations pays
+    /// ([`population_rules`]); empty in reports written before they were stated.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub populations: Vec<String>,
+}
+
+/// The populations' rule in words: how users are assigned (`split`, the release's recorded
+/// rule), the unit of each population's guarantee, that each guarantee holds for its own
+/// population, and what a person in two of them pays — the sum, in one unit. A replacement is a
+/// removal followed by an addition, so a guarantee of ε under adding or removing one user is one
+/// of at most 2ε under replacing one (group privacy for two changes); the converse does not
+/// hold (an exact count is 0-DP under replacement and not DP under addition), so the common
+/// unit is replacement (docs/privacy-report.md, "Populations").
+pub fn population_rules(
+    split: Option<&str>,
+    calibration: &str,
+    calibration_users: u64,
+) -> Vec<String> {
+    vec![
+        format!(
+            "rule: {}",
+            split.unwrap_or("not recorded in this release (written before the rule was)")
+        ),
+        "training users: fitted on; unit: one user added or removed (their whole row, capped \
+         where the part says so)"
+            .into(),
+        format!(
+            "calibration users ({calibration}, {calibration_users} of them): held out of the \
+             fit, never served; unit: one user replaced (their whole history and held-out items)"
+        ),
+        "test users: held out of the fit and evaluated on; nothing of them is in the release"
+            .into(),
+        "served users: whoever sends a history; unit: the history of one request".into(),
+        "each guarantee holds for its own population, given the rule above; guarantees are not \
+         summed across populations"
+            .into(),
+        "a person in two populations (a training user today, calibrated on or served by another \
+         release) pays the sum, in one unit: in replacement units, 2 x the training total (an \
+         (eps, delta) guarantee under adding or removing one user is (2 eps, (1 + e^eps) delta) \
+         under replacing one) + the calibration total + what each served request spends"
+            .into(),
+    ]
 }
 
 /// The training users' entry when `model.json` has none: the weights are an exact function of
@@ -94,6 +140,8 @@ impl PrivacyReport {
             parts,
             totals: Vec::new(),
             not_private: Vec::new(),
+            public_inputs: Vec::new(),
+            populations: Vec::new(),
         };
         r.finish();
         r
@@ -261,6 +309,18 @@ fn guarantee(epsilon: Option<f64>, delta: f64) -> String {
 impl fmt::Display for PrivacyReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "privacy report")?;
+        if !self.public_inputs.is_empty() {
+            writeln!(f, "  public inputs (declared; no guarantee covers them):")?;
+            for s in &self.public_inputs {
+                writeln!(f, "    - {s}")?;
+            }
+        }
+        if !self.populations.is_empty() {
+            writeln!(f, "  populations:")?;
+            for s in &self.populations {
+                writeln!(f, "    - {s}")?;
+            }
+        }
         let mut last = None;
         for p in &self.parts {
             let q = &p.privacy;
@@ -288,6 +348,25 @@ impl fmt::Display for PrivacyReport {
                 t.population,
                 guarantee(t.epsilon, t.delta),
                 t.composition
+            )?;
+        }
+        let eps_delta = |pop: Population| {
+            self.total(pop)
+                .and_then(|t| t.epsilon.map(|e| (e, t.delta)))
+        };
+        if let (false, Some((et, dt)), Some((ec, dc))) = (
+            self.populations.is_empty(),
+            eps_delta(Population::Training),
+            eps_delta(Population::Calibration),
+        ) {
+            // Group privacy for two changes: (ε, δ) under add/remove is (2ε, (1 + e^ε)δ) under
+            // replacement.
+            writeln!(
+                f,
+                "    {:<22} {:<16} a person in both, in replacement units: 2 x {et} + {ec} \
+                 (training delta x (1 + e^eps))",
+                "training + calibration",
+                guarantee(Some(2.0 * et + ec), (1.0 + et.exp()) * dt + dc)
             )?;
         }
         if self.not_private.is_empty() {

@@ -198,14 +198,16 @@ impl Recommender {
     /// mechanism [`tuning::TUNED`] serves the tuned row of `dir/tuning.json` for `cfg`'s ε.
     pub fn load(dir: &Path, cfg: &RecommendConfig) -> Result<Self> {
         let mut release = Release::read(dir)?;
-        let fp = u64::from_str_radix(&release.manifest.data_fingerprint, 16).map_err(|_| {
-            Error::Invalid(format!(
-                "{}: data_fingerprint '{}' is not hexadecimal",
+        let (model, meta) = model::io::load(dir)?;
+        if meta.release_id != release.manifest.release_id {
+            return Err(Error::Invalid(format!(
+                "{}: release id '{}' is not the model's ('{}'): the release was written for \
+                 another model",
                 dir.join(release::MANIFEST).display(),
-                release.manifest.data_fingerprint
-            ))
-        })?;
-        let (model, meta) = model::io::load(dir, Some(fp))?;
+                release.manifest.release_id,
+                meta.release_id
+            )));
+        }
         if meta.item_ids != release.manifest.item_ids {
             return Err(Error::Invalid(format!(
                 "{}: the release's item ids differ from the model's",
@@ -738,14 +740,7 @@ pub fn example_release(dir: &Path) -> Result<crate::data::Dataset> {
     let data = example_data()?;
     let params = model::ModelParams::new(model::Method::Exact, 200.0, 0.01)?;
     let (m, _) = model::fit(&data.train, &params, &|_| {})?;
-    model::io::save(
-        dir,
-        &m,
-        &params,
-        data.name(),
-        data.fingerprint(),
-        &data.item_ids,
-    )?;
+    model::io::save(dir, &m, &params, data.name(), &data.item_ids)?;
     let cfg = crate::scoring::SensitivityConfig::default();
     // Exact (leaky) statistics: the tests that read this release compare its arrays with the
     // data's exact percentiles and counts.

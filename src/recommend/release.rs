@@ -83,8 +83,11 @@ pub struct ReleaseManifest {
     pub recsel_version: String,
     /// Data set the model was fitted on.
     pub dataset: String,
-    /// Fingerprint of the training data (as in `model.json`).
-    pub data_fingerprint: String,
+    /// The random identifier of the model this release was written for (as in `model.json`:
+    /// [`crate::model::io::new_release_id`]), never a hash of the data. Empty in releases
+    /// written before it existed; their `data_fingerprint` field is ignored on reading.
+    #[serde(default)]
+    pub release_id: String,
     /// The model's hyperparameters.
     pub model_params: ModelParams,
     /// `model.json` with its size and CRC-32: the model this release was calibrated for.
@@ -100,6 +103,10 @@ pub struct ReleaseManifest {
     /// How the clip ranges and counts were made; absent before version 4 (exact statistics).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub statistics: Option<Statistics>,
+    /// How the users were put in training, calibration and test (the split's public inputs and
+    /// rule); absent in releases written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub split: Option<crate::data::SplitRule>,
 }
 
 impl ReleaseManifest {
@@ -219,7 +226,7 @@ pub fn calibrate(
         format_version: RELEASE_VERSION,
         recsel_version: env!("CARGO_PKG_VERSION").into(),
         dataset: data.name().into(),
-        data_fingerprint: format!("{:016x}", data.fingerprint()),
+        release_id: String::new(),
         model_params: *params,
         model_file: FileEntry {
             name: "model.json".into(),
@@ -237,6 +244,7 @@ pub fn calibrate(
         },
         files: Vec::new(),
         statistics: Some(statistics),
+        split: Some(data.split_rule.clone()),
     };
     Ok(Release {
         manifest,
@@ -318,6 +326,40 @@ impl Release {
         Ok(())
     }
 
+    /// The inputs this release declares public: what it was built from that no guarantee
+    /// covers because it is not anyone's data (docs/privacy-report.md, "Public inputs").
+    pub fn public_inputs(&self) -> Vec<String> {
+        let m = &self.manifest;
+        let mut out = Vec::new();
+        match &m.split {
+            Some(s) => {
+                out.push(format!(
+                "the split: seed {}, test share {}, validation share {} (each user's group by a \
+                 keyed hash of their own id)",
+                s.seed.map_or_else(|| "none (the files' own split)".into(), |x| x.to_string()),
+                s.test_share.map_or_else(|| "-".into(), |x| x.to_string()),
+                s.validation_share.map_or_else(|| "-".into(), |x| x.to_string()),
+            ))
+            }
+            None => out.push("the split: not recorded in this release".into()),
+        }
+        out.push(format!(
+            "the number of {} users the release was calibrated on, {}: released exactly in \
+             release.json (and tuning.json), so declared public; the calibration users' \
+             guarantees are under replacement of one user, which keeps it",
+            m.calibration.population, m.calibration.users
+        ));
+        out.push(format!(
+            "the model's hyperparameters ({:?}, l2 {}, density {}) and the statistics' settings",
+            m.model_params.method, m.model_params.l2, m.model_params.density
+        ));
+        out.push(
+            "the release identifier: random (the operating system's), not derived from the data"
+                .into(),
+        );
+        out
+    }
+
     /// The release-time privacy report: the training users' entry of `model.json` (`training`;
     /// `None`: treated as public) and the entries of the statistics.
     pub fn report_of(&self, training: Option<&crate::privacy::PopulationPrivacy>) -> PrivacyReport {
@@ -337,6 +379,12 @@ impl Release {
         for p in parts {
             r = r.with(&p.part, p.privacy);
         }
+        r.public_inputs = self.public_inputs();
+        r.populations = crate::privacy::report::population_rules(
+            self.manifest.split.as_ref().map(|s| s.rule.as_str()),
+            &self.manifest.calibration.population,
+            self.manifest.calibration.users,
+        );
         r
     }
 
@@ -348,6 +396,7 @@ impl Release {
         let bytes = std::fs::read(&model_json).map_err(|e| Error::io(&model_json, e))?;
         let meta: crate::model::io::ModelMeta =
             serde_json::from_slice(&bytes).map_err(|e| corrupt(&model_json, e))?;
+        self.manifest.release_id = meta.release_id.clone();
         self.manifest.model_file = FileEntry {
             name: "model.json".into(),
             bytes: bytes.len() as u64,

@@ -300,16 +300,30 @@ pub fn source_fingerprint(data: &Dataset, params: &ModelParams) -> String {
     format!("{h:016x}")
 }
 
-/// The model saved in `dir` if it was fitted on `data` with `params`, else a fresh fit, saved
-/// there. `log` receives one line per decision and fitting stage.
+/// Name of the cache key the runner keeps beside its model: a fingerprint of the data it was
+/// fitted on. It is the runner's own working file, checked and rewritten here only; a model
+/// directory written by `recsel fit --out` (a release) has none (docs/privacy-report.md).
+pub const CACHE_KEY: &str = "data.fingerprint";
+
+/// The model saved in `dir` if it was fitted on `data` (its [`CACHE_KEY`] says so) with
+/// `params`, else a fresh fit, saved there. `log` receives one line per decision and fitting
+/// stage.
 pub fn model_for(
     dir: &Path,
     data: &Dataset,
     params: &ModelParams,
     log: &dyn Fn(&str),
 ) -> Result<Model> {
+    let want = format!("{:016x}", data.fingerprint());
+    let key = dir.join(CACHE_KEY);
     if dir.join("model.json").exists() {
-        match model::io::load(dir, Some(data.fingerprint())) {
+        let same_data = std::fs::read_to_string(&key).is_ok_and(|k| k.trim() == want);
+        match model::io::load(dir) {
+            Ok(_) if !same_data => log(&format!(
+                "the model in {} was fitted on other data (or has no {CACHE_KEY}); fitting a \
+                 new one",
+                dir.display()
+            )),
             Ok((m, meta)) if meta.params == *params => {
                 log(&format!("using the saved model in {}", dir.display()));
                 return Ok(m);
@@ -328,13 +342,7 @@ pub fn model_for(
     }
     let (m, report) = model::fit(&data.train, params, &|s| log(&format!("fit: {s} …")))?;
     log(&format!("fitted in {:.1} s", report.total_seconds()));
-    model::io::save(
-        dir,
-        &m,
-        params,
-        data.name(),
-        data.fingerprint(),
-        &data.item_ids,
-    )?;
+    model::io::save(dir, &m, params, data.name(), &data.item_ids)?;
+    crate::io::write_atomic(&key, want.as_bytes())?;
     Ok(m)
 }

@@ -162,6 +162,11 @@ option_table! {
         /// published seed makes the noise reproducible, so it is never written to tuning.json).
         #[option(value_name = "SEED", group = "Private tuning")]
         pub private_seed: u64,
+        /// With --private: the secure path, exact discrete Laplace noise and an exact stopping
+        /// law from an OS-seeded generator instead of floating-point noise (random-stopping
+        /// only; no --private-seed; docs/secure.md).
+        #[option(group = "Private tuning")]
+        pub secure: bool = false,
     }
 }
 
@@ -206,6 +211,13 @@ impl TuneOptions {
     pub fn config(&self) -> Result<TuneConfig> {
         refuse_renamed_seed(self.seed)?;
         let private = match self.private() {
+            false if self.secure() => {
+                return Err(Error::Invalid(
+                    "secure (--secure) is the secure path of private tuning: give it with \
+                     private (--private)"
+                        .into(),
+                ))
+            }
             false => None,
             true => {
                 let p = private::PrivateTuneParams {
@@ -216,6 +228,7 @@ impl TuneOptions {
                     percentile: self.private_percentile(),
                     samples: self.private_samples(),
                     seed: self.private_seed,
+                    secure: self.secure(),
                     ..Default::default()
                 };
                 p.check()?;
@@ -342,8 +355,10 @@ pub fn release_load_options(src: &DataSource, mut opts: LoadOptions) -> LoadOpti
 }
 
 /// The data of the release in `model` loaded with `data`'s options and `seed` (on LightGCN
-/// files with users held out, as `recsel fit --out` loads them), checked against the release's
-/// fingerprint: a tuning or a table is only made for the data the model was fitted on.
+/// files with users held out, as `recsel fit --out` loads them), checked against the release as
+/// far as a release allows: its item ids must be the data's. A release stores no hash of its
+/// training data (docs/privacy-report.md, "What a release holds"), so data with the same items
+/// but other users cannot be told apart: give the data options and seed `recsel fit` was given.
 pub fn release_data(
     model: &Path,
     data: &DataOptions,
@@ -354,14 +369,14 @@ pub fn release_data(
     let ds = load_dataset_with(&src, seed, &opts)
         .map_err(|e| Error::Invalid(format!("loading the data: {e}")))?;
     let release = crate::recommend::release::Release::read(model)?;
-    let fp = format!("{:016x}", ds.fingerprint());
-    if fp != release.manifest.data_fingerprint {
+    if ds.item_ids != release.manifest.item_ids {
         return Err(Error::Invalid(format!(
-            "the model in {} was fitted on other data (fingerprint {}, this data {fp}): give \
-             the data options and seed that `recsel fit` was given (on LightGCN files also the \
-             same validation users)",
+            "the model in {} was fitted on other data ({} items, this data {}, or other item \
+             ids): give the data options and seed that `recsel fit` was given (on LightGCN files \
+             also the same validation users)",
             model.display(),
-            release.manifest.data_fingerprint
+            release.manifest.n_items,
+            ds.item_ids.len()
         )));
     }
     Ok((ds, release))
@@ -392,7 +407,7 @@ impl TuneOptions {
         let (data, release) = release_data(dir, &self.data, seed)?;
         let cal = calibration(&data, seed)?;
         drop(data);
-        let (model, _) = crate::model::io::load(dir, None)?;
+        let (model, _) = crate::model::io::load(dir)?;
         log(&format!("tuning on {} calibration users", cal.rows()));
         let mut tuning = tune(&model, &release, &cal, &cfg, progress)?;
         tuning.write(dir)?;
@@ -439,7 +454,7 @@ impl EvaluateOptions {
                     ));
                     None
                 };
-                let (model, _) = crate::model::io::load(dir, None)?;
+                let (model, _) = crate::model::io::load(dir)?;
                 let m = measure(
                     &model,
                     &release,

@@ -149,9 +149,11 @@ pub struct PrivateRow {
     pub noisy_hit: Option<f64>,
     /// Configurations the selection chose among.
     pub candidates: usize,
-    /// Runs of the scoring algorithm made.
-    pub runs: u64,
-    /// The threshold the search found (threshold rule).
+    /// The threshold the search found (threshold rule; the sparse vector's own release). The
+    /// number of runs of the scoring algorithm (and, for the threshold rule, which run reached
+    /// the threshold) is never written: the selection's guarantee covers its choice, not how
+    /// many runs it took (docs/private-candidates.md, "Private tuning"). Files that carried a
+    /// `runs` field still read, the field ignored.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub threshold: Option<f64>,
 }

@@ -497,11 +497,7 @@ pub fn tune(
     let mut rows = Vec::new();
     // Per ε: krr's best pool and prior, with its per-user calibration hits.
     let mut krr_best: Vec<Option<(CandidatePolicy, Prior, Vec<f64>)>> = Vec::new();
-    let mut rng = cfg.private.as_ref().map(|p| {
-        p.seed
-            .map_or_else(crate::rng::Streams::from_entropy, crate::rng::Streams::new)
-            .stream(crate::rng::name_id("private-tuning"), 0, 0, 0)
-    });
+    let mut rng = private.as_ref().map(|p| p.rng()).transpose()?;
     for (ei, &eps) in epsilons.iter().enumerate() {
         if let (Some(pt), Some(rng)) = (&private, rng.as_mut()) {
             // Every configuration at this ε with its exact calibration sum: the fixed item, then

@@ -23,6 +23,19 @@
 //! One selection is made per tuned ε, each on the same calibration users, so the tuning's total
 //! guarantee for them is the basic composition of the selections' statements
 //! ([`PrivateTuner::total`]).
+//!
+//! Only the choice is released, with its own noisy score (the theorems cover the released run's
+//! pair of candidate and score: seed 004, §3) and, for the threshold rule, the threshold the
+//! sparse vector found. The number of runs is not: given K = k, the best of k runs costs up to
+//! kε₀, and the threshold rule's index of the first run above the threshold leaks the same way.
+//!
+//! Under `secure` (random stopping only) the selection runs on the secure path
+//! (docs/secure.md): the budget K from the exact Geometric sampler of an OS-seeded generator, and
+//! each run's noise exact discrete Laplace on the 2^−20 grid of the score,
+//! `Q_c = ⌊S_c·2^20⌋ + Z`, `P(Z = z) ∝ exp(−|z|·ε₀′/2^20)` with ε₀′ ≤ ε₀ the ε₀ rounded down
+//! onto the 2^−32 grid. Two sums within 1 of each other have grid values within 2^20 units
+//! (floors of reals within an integer of each other), so each run is ε₀′-DP and the selection's
+//! statement with ε₀ holds.
 
 use serde::{Deserialize, Serialize};
 
@@ -32,7 +45,7 @@ use crate::mechanisms::private_candidates::{
     PrivateSelection, SelectionParams, Statement, Stopping,
 };
 use crate::privacy::{Population, PopulationPrivacy};
-use crate::rng::Rng;
+use crate::rng::{Rng, SecureRng};
 use crate::scoring::{CandidatePolicy, Prior};
 
 use super::{PrivateRow, TunedRow};
@@ -118,6 +131,9 @@ pub struct PrivateTuneParams {
     /// `tuning.json` (a published seed makes the noise reproducible).
     #[serde(skip)]
     pub seed: Option<u64>,
+    /// The secure path (module docs): exact noise from an OS-seeded generator, no seed.
+    #[serde(default)]
+    pub secure: bool,
 }
 
 impl Default for PrivateTuneParams {
@@ -133,6 +149,7 @@ impl Default for PrivateTuneParams {
             smoothing: DEFAULT_SMOOTHING,
             threshold_step: DEFAULT_THRESHOLD_STEP,
             seed: None,
+            secure: false,
         }
     }
 }
@@ -159,22 +176,52 @@ impl std::fmt::Debug for PrivateTuner {
     }
 }
 
-/// What one private selection released.
+/// What one private selection released: the choice, its noisy score and the search's threshold.
+/// The number of runs stays inside [`PrivateTuner::select`] (module docs).
 #[derive(Debug, Clone, PartialEq)]
 pub struct PrivateChoice {
     /// The configuration chosen (its index in the candidate list), `None` for ⊥.
     pub index: Option<usize>,
     /// Its released noisy calibration hit@1 (part of the release; NaN for ⊥).
     pub noisy_hit: f64,
-    /// Runs of Q made (for the threshold rule: the search's m plus the selection's runs).
-    pub runs: u64,
     /// The threshold the search found (threshold rule).
     pub threshold: Option<f64>,
+}
+
+/// The generator of a private tuning's noise: seeded streams, or the secure path's OS-seeded
+/// generator.
+pub enum TuneRng {
+    /// Seeded (or entropy-seeded) ChaCha8 streams and floating-point Laplace noise.
+    Fast(Rng),
+    /// An OS-seeded ChaCha20 generator and exact noise (module docs).
+    Secure(SecureRng),
+}
+
+impl std::fmt::Debug for TuneRng {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            TuneRng::Fast(_) => "TuneRng::Fast",
+            TuneRng::Secure(_) => "TuneRng::Secure",
+        })
+    }
 }
 
 impl PrivateTuneParams {
     /// Validates every parameter once; errors name the bad value.
     pub fn check(&self) -> Result<PrivateTuner> {
+        if self.secure && self.rule != PrivateRule::RandomStopping {
+            return Err(Error::Invalid(format!(
+                "the secure path of private tuning runs random stopping only, not '{}'",
+                self.rule.name()
+            )));
+        }
+        if self.secure && self.seed.is_some() {
+            return Err(Error::Invalid(
+                "the secure path of private tuning takes no seed (its noise comes from the \
+                 operating system)"
+                    .into(),
+            ));
+        }
         let stopping = Stopping::Geometric { gamma: self.gamma };
         let selector = match self.rule {
             PrivateRule::RandomStopping => {
@@ -220,12 +267,30 @@ impl PrivateTuner {
         &self.params
     }
 
-    /// The guarantee of one selection (one tuned ε), as the primitive states it.
+    /// The guarantee of one selection (one tuned ε), as the primitive states it (on the secure
+    /// path, for the stopping law as its exact sampler represents it).
     pub fn statement(&self) -> Statement {
         match &self.selector {
+            Selector::Stopping(s) if self.params.secure => {
+                s.secure().map_or_else(|_| s.guarantee(), |x| x.guarantee())
+            }
             Selector::Stopping(s) => s.guarantee(),
             Selector::Threshold { selection, .. } => selection.guarantee(),
         }
+    }
+
+    /// The generator of this tuner's noise: the secure path's OS-seeded generator, or streams
+    /// from the seed (from the operating system's entropy without one).
+    pub fn rng(&self) -> Result<TuneRng> {
+        if self.params.secure {
+            return Ok(TuneRng::Secure(SecureRng::from_os()?));
+        }
+        Ok(TuneRng::Fast(
+            self.params
+                .seed
+                .map_or_else(crate::rng::Streams::from_entropy, crate::rng::Streams::new)
+                .stream(crate::rng::name_id("private-tuning"), 0, 0, 0),
+        ))
     }
 
     /// The guarantee of `selections` selections on the same users: basic composition of
@@ -265,13 +330,21 @@ impl PrivateTuner {
             delta,
             mechanism: format!(
                 "private tuning: each configuration's calibration hit@1 sum + Laplace(1/eps0), \
-                 eps0 = {}; {rule}; {selections} selection(s), one per tuned eps, composed",
-                self.params.eps0
+                 eps0 = {}; {rule}; {selections} selection(s), one per tuned eps, composed; \
+                 {}",
+                self.params.eps0,
+                if self.params.secure {
+                    "secure path: exact discrete Laplace on a 2^-20 grid, OS-seeded generator"
+                } else {
+                    "floating-point Laplace noise (fast path)"
+                }
             ),
             note: format!(
-                "per selection ({}, {}) by {}; covers what `recsel tune` reads, given the \
-                 release (its clip range is computed from the same users and is reported \
-                 separately)",
+                "per selection ({}, {}) by {}; the release is the choice and its noisy score (no \
+                 run count); covers what `recsel tune` reads, given the release. The release's \
+                 own parts are reported separately: with private statistics its clip ranges \
+                 come from the model alone and its counts from the training users; with exact \
+                 statistics the clip ranges are these users' exact percentiles (not DP)",
                 s.epsilon, s.delta, s.source
             ),
         }
@@ -299,7 +372,6 @@ impl PrivateTuner {
                 PrivateChoice {
                     index,
                     noisy_hit,
-                    runs: out.runs,
                     threshold: None,
                 }
             }
@@ -312,28 +384,86 @@ impl PrivateTuner {
                 PrivateChoice {
                     index,
                     noisy_hit,
-                    runs: out.search.runs + out.outcome.runs,
                     threshold: out.search.threshold,
                 }
             }
         })
+    }
+
+    /// [`PrivateTuner::select`] on the secure path (module docs): random stopping only.
+    pub fn select_secure(
+        &self,
+        sums: &[f64],
+        users: usize,
+        rng: &mut SecureRng,
+    ) -> Result<PrivateChoice> {
+        use crate::stats::exact::discrete_laplace;
+        let Selector::Stopping(s) = &self.selector else {
+            return Err(Error::Invalid(
+                "the secure path of private tuning runs random stopping only".into(),
+            ));
+        };
+        if sums.is_empty() || users == 0 {
+            return Err(Error::Invalid(format!(
+                "private tuning needs candidates and calibration users, got {} and {users}",
+                sums.len()
+            )));
+        }
+        const UNIT_BITS: i32 = 20;
+        let unit = 2f64.powi(UNIT_BITS);
+        // Q_c = ⌊S_c·2^20⌋: exact (a power-of-two scaling of a float), S_c ≤ users < 2^40.
+        let q: Vec<i128> = sums.iter().map(|&x| (x * unit).floor() as i128).collect();
+        // Rate ε₀′/2^20 per unit as s/t: s = ε₀′·2^32, t = 2^20·2^32.
+        let eps = crate::mechanisms::secure::SecureEpsilon::new(self.params.eps0)?;
+        let (s_num, t) = (u128::from(eps.num), 1u128 << (UNIT_BITS + 32));
+        let k = sums.len() as u64;
+        let out = s.run_secure(
+            |r| {
+                let c = r.below(k) as usize;
+                (c, (q[c] + discrete_laplace(r, s_num, t)) as f64)
+            },
+            rng,
+        )?;
+        let n = users as f64;
+        let (index, noisy_hit) = out
+            .best
+            .map_or((None, f64::NAN), |(c, v)| (Some(c), v / unit / n));
+        Ok(PrivateChoice {
+            index,
+            noisy_hit,
+            threshold: None,
+        })
+    }
+
+    /// [`PrivateTuner::select`] or [`PrivateTuner::select_secure`], as `rng` is.
+    pub fn select_with(
+        &self,
+        sums: &[f64],
+        users: usize,
+        rng: &mut TuneRng,
+    ) -> Result<PrivateChoice> {
+        match rng {
+            TuneRng::Fast(r) => self.select(sums, users, r),
+            TuneRng::Secure(r) => self.select_secure(sums, users, r),
+        }
     }
 }
 
 /// The tuned row at `epsilon` chosen privately among `candidates` (pool, prior, exact
 /// calibration sum over `users` users; the first is the most popular item, served 0-DP, and
 /// what ⊥ serves). Only released values enter the row: the choice, its noisy calibration hit@1,
-/// the noise's standard deviation, the number of runs.
+/// the noise's standard deviation (from ε₀ and the number of calibration users, a declared
+/// public count: docs/privacy-report.md); never the number of runs.
 pub(super) fn row(
     tuner: &PrivateTuner,
     epsilon: f64,
     candidates: &[(CandidatePolicy, Prior, f64)],
     users: usize,
     margin: f64,
-    rng: &mut Rng,
+    rng: &mut TuneRng,
 ) -> Result<TunedRow> {
     let sums: Vec<f64> = candidates.iter().map(|c| c.2).collect();
-    let choice = tuner.select(&sums, users, rng)?;
+    let choice = tuner.select_with(&sums, users, rng)?;
     let index = choice.index.unwrap_or(0);
     let (pool, prior, _) = candidates[index].clone();
     let krr = index > 0;
@@ -341,18 +471,16 @@ pub(super) fn row(
     let noise_sd = std::f64::consts::SQRT_2 / (users as f64 * tuner.params.eps0);
     let reason = match choice.index {
         Some(_) => format!(
-            "chosen by {} among {} configurations ({} runs); released noisy calibration hit@1 \
-             {:.4} (noise s.d. {noise_sd:.4})",
+            "chosen by {} among {} configurations; released noisy calibration hit@1 {:.4} \
+             (noise s.d. {noise_sd:.4})",
             tuner.params.rule.name(),
             candidates.len(),
-            choice.runs,
             choice.noisy_hit
         ),
         None => format!(
-            "the {} selection released no configuration (⊥, {} runs): the most popular item, \
-             which does not depend on the calibration users",
-            tuner.params.rule.name(),
-            choice.runs
+            "the {} selection released no configuration (⊥): the most popular item, which does \
+             not depend on the calibration users",
+            tuner.params.rule.name()
         ),
     };
     Ok(TunedRow {
@@ -379,7 +507,6 @@ pub(super) fn row(
         private: Some(PrivateRow {
             noisy_hit: choice.index.map(|_| choice.noisy_hit),
             candidates: candidates.len(),
-            runs: choice.runs,
             threshold: choice.threshold,
         }),
     })
