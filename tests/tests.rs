@@ -30,6 +30,7 @@ mod duff;
 mod em_bound;
 mod end_to_end;
 mod errors;
+mod fail_closed;
 mod figures;
 mod gem_property;
 mod laws;

@@ -410,8 +410,11 @@ pub struct Balance {
     pub budget: Units,
     /// Spent in the window.
     pub spent: Units,
-    /// `budget − spent`.
+    /// `budget − spent`, or 0 when the window is closed (`closed_by`).
     pub remaining: Units,
+    /// The start of a later window this user was charged in, if there is one: the window is
+    /// closed (a charge into it is refused as a clock that went backwards), so nothing remains.
+    pub closed_by: Option<Timestamp>,
 }
 
 /// A batch run of `recsel recommend --ledger`: its request ids are `<run id>/<user>`, so every
@@ -498,6 +501,17 @@ pub trait Ledger: Send + Sync + fmt::Debug {
 
     /// One empty durable write, to learn whether commits succeed again after failures.
     fn probe(&self) -> Result<()>;
+
+    /// The time of the newest event stored, if any (for [`check_clock`]).
+    fn newest_event_time(&self) -> Result<Option<Timestamp>> {
+        Ok(None)
+    }
+
+    /// The ledger's own clock when it has one apart from this process's: a database server's,
+    /// which every replica shares (for [`check_clock`]).
+    fn server_time(&self) -> Result<Option<Timestamp>> {
+        Ok(None)
+    }
 }
 
 /// The administrative half of a ledger: its event log, read (for `recsel ledger show` and the
@@ -653,6 +667,7 @@ pub fn open_for_charging(
         }
         l.integrity()?;
         l.verify()?;
+        check_clock(&*l, Timestamp::now())?;
         return Ok(l);
     }
     if !create {
@@ -673,9 +688,92 @@ pub fn open_for_charging(
     match location {
         // Replicas started together with --create-ledger: one creates the tables (under the
         // set-up's advisory lock), the others find them and open them with the same settings.
-        Location::Postgres(_) => location.connect(Some(settings)),
+        Location::Postgres(_) => {
+            let l = location.connect(Some(settings))?;
+            check_clock(&*l, Timestamp::now())?;
+            Ok(l)
+        }
         Location::Sqlite(_) => location.create(settings),
     }
+}
+
+/// Removes a ledger that a charging command has just created ([`open_for_charging`] with
+/// `create`) when the command then refuses to start: an SQLite file and its write-ahead files,
+/// only while it holds no event. A PostgreSQL ledger is left in its database (its tables are
+/// the operator's to drop). The ledger is closed first.
+pub fn discard_new(ledger: Arc<dyn Ledger>) -> Result<()> {
+    if !ledger.log().users()?.is_empty() {
+        return Err(LedgerError::Invalid(format!(
+            "{}: not removed: it holds events",
+            ledger.location()
+        )));
+    }
+    let Some(path) = ledger.location().strip_prefix("sqlite:").map(PathBuf::from) else {
+        return Ok(());
+    };
+    drop(ledger);
+    for suffix in ["", "-wal", "-shm"] {
+        let mut p = path.clone().into_os_string();
+        p.push(suffix);
+        match std::fs::remove_file(&p) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                return Err(LedgerError::Invalid(format!(
+                    "removing {}: {e}",
+                    Path::new(&p).display()
+                )))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// How far this process's clock may be from the ledger's before a charging command refuses to
+/// start (docs/ledger.md, "Clocks"): NTP keeps hosts within milliseconds, so five minutes only
+/// trips on a clock that is wrong.
+pub const CLOCK_TOLERANCE: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// Checks this process's clock `now` against the ledger's before it charges (docs/ledger.md,
+/// "Clocks"): it may be at most [`CLOCK_TOLERANCE`] from a database server's clock (which every
+/// replica shares), and at most that much behind the newest event stored. A clock ahead charges
+/// users into windows that have not begun, and every replica with a right clock then refuses
+/// them as "the clock went backwards"; a clock behind the newest event refuses them itself.
+pub fn check_clock(ledger: &dyn Ledger, now: Timestamp) -> Result<()> {
+    let tolerance = CLOCK_TOLERANCE.as_millis() as i64;
+    let secs = |ms: i64| format!("{:.1} s", ms as f64 / 1000.0);
+    if let Some(server) = ledger.server_time()? {
+        let skew = now.0.saturating_sub(server.0);
+        if skew.abs() > tolerance {
+            return Err(LedgerError::Invalid(format!(
+                "{}: this machine's clock ({now}) is {} {} the ledger database's clock \
+                 ({server}); the tolerance is {}. A replica whose clock is off charges users \
+                 into the wrong windows, and the other replicas then refuse those users (\"the \
+                 clock went backwards\"). Fix the clock (NTP) and start again (docs/ledger.md, \
+                 \"Clocks\")",
+                ledger.location(),
+                secs(skew.abs()),
+                if skew > 0 { "ahead of" } else { "behind" },
+                secs(tolerance)
+            )));
+        }
+    }
+    if let Some(newest) = ledger.newest_event_time()? {
+        let behind = newest.0.saturating_sub(now.0);
+        if behind > tolerance {
+            return Err(LedgerError::Invalid(format!(
+                "{}: the ledger's newest event is at {newest}, {} ahead of this machine's clock \
+                 ({now}); the tolerance is {}. Either this clock is behind, or a process with a \
+                 clock running ahead charged the ledger; users charged in later windows would \
+                 be refused here (\"the clock went backwards\"). Fix the clock (NTP) and start \
+                 again (docs/ledger.md, \"Clocks\")",
+                ledger.location(),
+                secs(behind),
+                secs(tolerance)
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// What [`migrate`] did: the ledger, its schema version before and after, and how many events it

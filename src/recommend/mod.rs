@@ -47,6 +47,7 @@ pub mod ledgered;
 pub mod options;
 pub mod privacy;
 pub mod release;
+pub mod signature;
 pub mod statistics;
 pub mod worth;
 

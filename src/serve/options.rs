@@ -31,9 +31,10 @@ option_table! {
         /// cannot choose them).
         #[flatten]
         pub serving: ServingOptions,
-        /// The privacy ledger: a file (the embedded SQLite store, created if missing) or a
-        /// postgres:// URL (a ledger shared by several replicas), the budget and its window,
-        /// and the fallback of an exhausted user (none: 429 with Retry-After).
+        /// The privacy ledger: a file (the embedded SQLite store) or a postgres:// URL (a ledger
+        /// shared by several replicas), the budget and its window (an existing ledger keeps
+        /// its own; --create-ledger creates a missing one with them), and the fallback of an
+        /// exhausted user (none: 429 with Retry-After).
         #[flatten]
         pub ledger: LedgerOptions,
         /// Address to listen on (port 0: a free port, printed at start-up).
@@ -226,8 +227,10 @@ impl ServeOptions {
     pub fn config(&self) -> Result<RecommendConfig, ServeError> {
         self.ledger.check(true)?;
         self.limits.check()?;
+        // No budget: an existing ledger's own (creating one without a budget is refused
+        // where it is created).
         match self.ledger.budget()? {
-            None => return Err(ServeError::Options("budget (--budget) is required".into())),
+            None => {}
             Some(b) if b == Units::ZERO => {
                 return Err(ServeError::Options(format!(
                     "budget (--budget) is {}: no recommendation could ever be answered; give \

@@ -68,24 +68,53 @@ impl Service {
     /// pool and the ledger's commit thread. Blocking; seconds for a large model.
     pub fn load(opts: &ServeOptions, metrics: Arc<Metrics>) -> Result<Self, ServeError> {
         let cfg = opts.config()?;
-        let budget = opts.ledger.budget()?.expect("config() requires a budget");
         SecureRng::from_os()?; // fail now, not in a worker, if the OS has no entropy
         let rec = Recommender::load(opts.serving.model_dir()?, &cfg)?;
         let fallback = opts.ledger.fallback().column(&rec)?;
+        let spec = opts
+            .ledger
+            .ledger
+            .as_deref()
+            .expect("config() requires a ledger");
+        let existed = ledger::Location::parse(spec).exists()?;
         let ledger = ledger::open_for_charging(
-            opts.ledger
-                .ledger
-                .as_deref()
-                .expect("config() requires a ledger"),
-            Some(budget),
-            Some(opts.period()?),
+            spec,
+            opts.ledger.budget()?,
+            opts.ledger.period()?,
             opts.ledger.create_ledger(),
         )?;
+        let started = Self::start(opts, rec, fallback, Arc::clone(&ledger), metrics);
+        if started.is_err() && !existed {
+            // A refused start leaves no ledger behind that it created (nothing was charged).
+            if let Err(e) = ledger::discard_new(ledger) {
+                eprintln!("recsel serve: {e}");
+            }
+        }
+        started
+    }
+
+    /// The rest of [`Service::load`] once the ledger is open.
+    fn start(
+        opts: &ServeOptions,
+        rec: Recommender,
+        fallback: Option<u32>,
+        ledger: Arc<dyn Ledger>,
+        metrics: Arc<Metrics>,
+    ) -> Result<Self, ServeError> {
         let committer = Arc::new(GroupCommitter::new(
             Arc::clone(&ledger),
             opts.limits.max_group(),
         ));
         let lr = LedgeredRecommender::new(Arc::new(rec), committer, fallback)?;
+        let budget = ledger.settings().budget;
+        if lr.charge() > budget {
+            return Err(ServeError::Options(format!(
+                "each recommendation charges {} eps, more than the budget of {budget} eps per \
+                 user and window: no recommendation could ever be answered; raise --budget or \
+                 lower --eps",
+                lr.charge()
+            )));
+        }
         let threads = opts.threads.unwrap_or_else(|| {
             std::thread::available_parallelism()
                 .map(|n| n.get())
@@ -377,6 +406,7 @@ impl Service {
         let s = self.ledger.settings();
         json!({
             "manifest": rec.release().manifest,
+            "signature": rec.release().signature.to_string(),
             "serving": {
                 "mechanism": self.mechanism(),
                 "epsilon": self.charge().as_epsilon(),
