@@ -504,6 +504,14 @@ impl Tuning {
         if t.rows.is_empty() || t.rows.windows(2).any(|w| w[0].epsilon >= w[1].epsilon) {
             return Err(bad("rows must be non-empty with ascending eps".into()));
         }
+        // The clip ranges are percentile pairs: the check `recsel tune` made when it took them.
+        for (k, &(lo, hi)) in t.clip_ranges.iter().enumerate() {
+            crate::scoring::SensitivityConfig::new(lo, hi, 1.0).map_err(|_| {
+                bad(format!(
+                    "clip_ranges[{k}] = [{lo:?}, {hi:?}]: need percentiles 0 <= lo < hi <= 100"
+                ))
+            })?;
+        }
         for m in &t.mechanisms {
             if m.clip.is_some_and(|c| !t.clip_ranges.contains(&c)) {
                 return Err(bad(format!(
@@ -511,12 +519,6 @@ impl Tuning {
                     m.mechanism, m.epsilon, m.clip
                 )));
             }
-        }
-        // The clip ranges are percentile pairs: the check `recsel tune` made when it took them.
-        for (k, &(lo, hi)) in t.clip_ranges.iter().enumerate() {
-            crate::scoring::SensitivityConfig::new(lo, hi, 1.0).map_err(|e| {
-                bad(format!("clip_ranges[{k}] = ({lo}, {hi}): {e}"))
-            })?;
         }
         if !t.clip_ranges.is_empty() && t.bounds_file.is_none() {
             return Err(bad(format!("clip ranges without {BOUNDS}")));
