@@ -55,7 +55,9 @@ fn tamper_tuning_npz(dir: &Path, name: &str, edit: &dyn Fn(&mut Vec<f64>)) {
     let mut found = false;
     for (n, a) in entries.iter_mut() {
         if n.strip_suffix(".npy").unwrap_or(n) == name {
-            let NpyArray::F64(v) = a else { panic!("{name}") };
+            let NpyArray::F64(v) = a else {
+                panic!("{name}")
+            };
             edit(v);
             found = true;
         }
@@ -68,8 +70,7 @@ fn tamper_tuning_npz(dir: &Path, name: &str, edit: &dyn Fn(&mut Vec<f64>)) {
     let out = write_npz(&npy).unwrap();
     std::fs::write(&path, &out).unwrap();
     let tpath = dir.join("tuning.json");
-    let mut t: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(&tpath).unwrap()).unwrap();
+    let mut t: serde_json::Value = serde_json::from_slice(&std::fs::read(&tpath).unwrap()).unwrap();
     t["bounds_file"]["bytes"] = serde_json::json!(out.len());
     t["bounds_file"]["crc32"] = serde_json::json!(crc32(&out));
     std::fs::write(&tpath, serde_json::to_vec_pretty(&t).unwrap()).unwrap();
@@ -101,7 +102,16 @@ fn recommend_mgem(dir: &Path, key: Option<&Path>) -> Output {
     let h = history(dir);
     run(
         &[
-            "recommend", "--model", d, "--mech", "mgem", "--eps", "1", "--secure", "--history", &h,
+            "recommend",
+            "--model",
+            d,
+            "--mech",
+            "mgem",
+            "--eps",
+            "1",
+            "--secure",
+            "--history",
+            &h,
         ],
         key,
     )
@@ -191,7 +201,11 @@ fn a_tampered_tuned_bound_is_refused_by_every_reader_naming_the_file_and_field()
         }
         assert!(!cli.status.success(), "{case}: recommend served it");
         for w in want {
-            assert!(stderr(&cli).contains(w), "{case}: recommend: {}", stderr(&cli));
+            assert!(
+                stderr(&cli).contains(w),
+                "{case}: recommend: {}",
+                stderr(&cli)
+            );
         }
         #[cfg(feature = "serve")]
         {
@@ -210,8 +224,7 @@ fn a_tampered_tuned_bound_is_refused_by_every_reader_naming_the_file_and_field()
     // tuning.json: a clip range that is not a pair of percentiles.
     let dir = tuned_copy(&tmp.path().join("json"));
     let tpath = dir.join("tuning.json");
-    let mut t: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(&tpath).unwrap()).unwrap();
+    let mut t: serde_json::Value = serde_json::from_slice(&std::fs::read(&tpath).unwrap()).unwrap();
     t["clip_ranges"][0] = serde_json::json!([1.0, 1e300]);
     std::fs::write(&tpath, serde_json::to_vec_pretty(&t).unwrap()).unwrap();
     let err = Tuning::read(&dir).unwrap_err().to_string();
@@ -242,8 +255,7 @@ fn write_key(dir: &Path, key: &str) -> PathBuf {
 fn forge_privacy(dir: &Path, text: &str) {
     std::fs::write(dir.join("privacy.json"), text).unwrap();
     let mpath = dir.join("release.json");
-    let mut m: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(&mpath).unwrap()).unwrap();
+    let mut m: serde_json::Value = serde_json::from_slice(&std::fs::read(&mpath).unwrap()).unwrap();
     for f in m["files"].as_array_mut().unwrap() {
         if f["name"] == "privacy.json" {
             f["bytes"] = serde_json::json!(text.len());
@@ -268,14 +280,22 @@ fn a_forged_privacy_report_is_refused_with_the_release_key_and_called_unsigned_w
     let d = dir.to_str().unwrap();
     let unsigned = run(&["privacy", "--model", d], Some(&key));
     assert!(!unsigned.status.success());
-    assert!(stderr(&unsigned).contains("no release.sig"), "{}", stderr(&unsigned));
+    assert!(
+        stderr(&unsigned).contains("no release.sig"),
+        "{}",
+        stderr(&unsigned)
+    );
     sign(&dir, &key);
     let ok = run(&["privacy", "--model", d], Some(&key));
     assert!(ok.status.success(), "{}", stderr(&ok));
     let out = String::from_utf8_lossy(&ok.stdout);
     assert!(out.contains("release signature: verified"), "{out}");
     let wrong = run(&["privacy", "--model", d], Some(&other));
-    assert!(stderr(&wrong).contains("HMAC does not match"), "{}", stderr(&wrong));
+    assert!(
+        stderr(&wrong).contains("HMAC does not match"),
+        "{}",
+        stderr(&wrong)
+    );
 
     let report = std::fs::read_to_string(dir.join("privacy.json")).unwrap();
     let forged = report.replacen("\"epsilon\": null", "\"epsilon\": 2.0", 1);
@@ -330,7 +350,12 @@ fn fit_with_the_release_key_signs_the_release() {
     let sig: signature::Signature =
         serde_json::from_slice(&std::fs::read(dir.join("release.sig")).unwrap()).unwrap();
     let names: Vec<&str> = sig.files.iter().map(|f| f.name.as_str()).collect();
-    for n in ["model.json", "release.json", "calibration.npz", "privacy.json"] {
+    for n in [
+        "model.json",
+        "release.json",
+        "calibration.npz",
+        "privacy.json",
+    ] {
         assert!(names.contains(&n), "{names:?}");
     }
     let ok = run(&["privacy", "--model", d], Some(&key));
@@ -388,7 +413,11 @@ fn a_ledger_truncated_or_stripped_while_open_refuses_every_charge_after() {
             .charge(&[request("u", "r9", now)])
             .unwrap_err()
             .to_string();
-        let want = if case == "truncated" { "shrank" } else { "lost events" };
+        let want = if case == "truncated" {
+            "shrank"
+        } else {
+            "lost events"
+        };
         assert!(e.contains(want), "{case}: {e}");
         let h = l.health().unwrap_err().to_string();
         assert!(h.contains(want), "{case}: health: {h}");
@@ -428,7 +457,10 @@ fn a_clock_far_from_the_ledgers_is_refused_at_start_and_the_balance_agrees() {
     let e = ledger::open_for_charging(spec, None, None, false)
         .unwrap_err()
         .to_string();
-    assert!(e.contains("ahead of this machine's clock") && e.contains("300.0 s"), "{e}");
+    assert!(
+        e.contains("ahead of this machine's clock") && e.contains("300.0 s"),
+        "{e}"
+    );
     // Within the tolerance it starts.
     let near = tmp.path().join("near.db");
     let l = ledger::create(near.to_str().unwrap(), Units::charge("5").unwrap(), None).unwrap();
@@ -453,17 +485,37 @@ fn a_sealed_export_imported_without_its_key_warns() {
     let k = key.to_str().unwrap();
     let e = export.to_str().unwrap();
     let o = run(
-        &["ledger", "export", "--ledger", s, "--out", e, "--hmac-key-file", k],
+        &[
+            "ledger",
+            "export",
+            "--ledger",
+            s,
+            "--out",
+            e,
+            "--hmac-key-file",
+            k,
+        ],
         None,
     );
     assert!(o.status.success(), "{}", stderr(&o));
     let plain = tmp.path().join("plain.db");
     let o = run(
-        &["ledger", "import", "--ledger", plain.to_str().unwrap(), "--from", e],
+        &[
+            "ledger",
+            "import",
+            "--ledger",
+            plain.to_str().unwrap(),
+            "--from",
+            e,
+        ],
         None,
     );
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(stderr(&o).contains("warning") && stderr(&o).contains("HMAC"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("warning") && stderr(&o).contains("HMAC"),
+        "{}",
+        stderr(&o)
+    );
     let keyed = tmp.path().join("keyed.db");
     let o = run(
         &[
@@ -495,7 +547,9 @@ fn a_ledger_truncated_under_a_running_server_stops_every_answer() {
     let path = tmp.path().join("ledger.db");
     let spec = path.to_str().unwrap();
     let init = run(
-        &["ledger", "init", "--ledger", spec, "--budget", "100", "--period", "day"],
+        &[
+            "ledger", "init", "--ledger", spec, "--budget", "100", "--period", "day",
+        ],
         None,
     );
     assert!(init.status.success(), "{}", stderr(&init));
@@ -530,7 +584,12 @@ fn a_ledger_truncated_under_a_running_server_stops_every_answer() {
         .unwrap();
     for i in 0..5 {
         let r = s.post("/v1/recommend", None, &good("u1", &format!("after-{i}")));
-        assert!(r.status >= 500, "answered after the truncation: {} {}", r.status, r.body);
+        assert!(
+            r.status >= 500,
+            "answered after the truncation: {} {}",
+            r.status,
+            r.body
+        );
         let v: serde_json::Value = serde_json::from_str(&r.body).unwrap_or_default();
         assert!(v.get("item").is_none(), "{}", r.body);
         eprintln!("after-{i}: {} {}", r.status, r.body);
@@ -539,7 +598,11 @@ fn a_ledger_truncated_under_a_running_server_stops_every_answer() {
     eprintln!("/readyz: {} {}", ready.status, ready.body);
     assert_eq!(ready.status, 503, "{}", ready.body);
     assert!(ready.body.contains("shrank"), "{}", ready.body);
-    assert!(s.log_contains("recsel ledger: NOT READY"), "{}", s.log.lock().unwrap());
+    assert!(
+        s.log_contains("recsel ledger: NOT READY"),
+        "{}",
+        s.log.lock().unwrap()
+    );
     let log = s.log.lock().unwrap().clone();
     eprintln!(
         "{}",

@@ -144,8 +144,9 @@ pub const MIN_KEY_BYTES: usize = 16;
 /// `path` without surrounding whitespace, at least [`MIN_KEY_BYTES`]. A key is only ever read
 /// from a file, never taken on a command line (where `ps` and shell histories show it).
 pub fn read_key_file(path: &std::path::Path) -> Result<Vec<u8>> {
-    let bytes = std::fs::read(path)
-        .map_err(|e| LedgerError::Invalid(format!("reading the key file {}: {e}", path.display())))?;
+    let bytes = std::fs::read(path).map_err(|e| {
+        LedgerError::Invalid(format!("reading the key file {}: {e}", path.display()))
+    })?;
     let key = bytes.trim_ascii().to_vec();
     if key.len() < MIN_KEY_BYTES {
         return Err(LedgerError::Invalid(format!(

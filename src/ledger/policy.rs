@@ -256,9 +256,7 @@ impl<S: Store> Ledger for S {
         let spent = self.spent(user, window.start)?;
         // The charge's clock rule (`decide`): a later window charged closes this one, so
         // nothing remains in it, whatever its total.
-        let closed_by = self
-            .latest_window_read(user)?
-            .filter(|l| window.start < *l);
+        let closed_by = self.latest_window_read(user)?.filter(|l| window.start < *l);
         Ok(Balance {
             window,
             budget: s.budget,

@@ -573,9 +573,11 @@ impl Store for PostgresLedger {
             return Err(TxError::fatal(why));
         }
         body(&mut tx)?;
-        let after: i64 = tx
-            .0
-            .query_one("SELECT coalesce(max(seq), 0)::BIGINT FROM recsel_events", &[])?
+        let after: i64 =
+            tx.0.query_one(
+                "SELECT coalesce(max(seq), 0)::BIGINT FROM recsel_events",
+                &[],
+            )?
             .get(0);
         tx.0.commit()?; // durable (synchronous_commit = on) before anyone sees the outcomes
         *seen = (*seen).max(after);

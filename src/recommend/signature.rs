@@ -108,9 +108,9 @@ pub fn key_from_env() -> Result<Option<Vec<u8>>> {
     match std::env::var_os(KEY_ENV) {
         None => Ok(None),
         Some(p) if p.is_empty() => Ok(None),
-        Some(p) => Ok(Some(read_key_file(Path::new(&p)).map_err(|e| {
-            Error::Invalid(format!("{KEY_ENV}: {e}"))
-        })?)),
+        Some(p) => Ok(Some(
+            read_key_file(Path::new(&p)).map_err(|e| Error::Invalid(format!("{KEY_ENV}: {e}")))?,
+        )),
     }
 }
 
@@ -208,8 +208,8 @@ pub fn verify(dir: &Path, key: &[u8], names: &[String]) -> Result<Status> {
         }
         Err(e) => return Err(Error::io(&path, e)),
     };
-    let sig: Signature = serde_json::from_slice(&bytes)
-        .map_err(|e| refuse(format!("{}: {e}", path.display())))?;
+    let sig: Signature =
+        serde_json::from_slice(&bytes).map_err(|e| refuse(format!("{}: {e}", path.display())))?;
     if sig.format != FORMAT || sig.format_version != VERSION {
         return Err(refuse(format!(
             "{}: format '{}' version {} (this recsel reads '{FORMAT}' version {VERSION})",
