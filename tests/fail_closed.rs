@@ -646,3 +646,52 @@ fn a_refused_start_removes_the_ledger_it_created() {
     let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();
     assert!(left.is_empty(), "left behind: {left:?}");
 }
+
+/// A PostgreSQL ledger stripped of its newest events, or dropped and created again, under an
+/// open ledger: the next charge fails, the failure sticks and `health()` reports it. Without
+/// PostgreSQL the test fails under CI and prints SKIPPED otherwise.
+#[cfg(all(feature = "serve", feature = "postgres"))]
+#[test]
+fn a_postgres_ledger_emptied_or_recreated_while_open_refuses_every_charge_after() {
+    let test = "a_postgres_ledger_emptied_or_recreated_while_open_refuses_every_charge_after";
+    let Some(pg) = crate::serve_postgres::Pg::start(test) else {
+        return;
+    };
+    let now = Timestamp::now();
+    for (db, edit, want) in [
+        (
+            "stripped",
+            "DELETE FROM recsel_events WHERE seq >= 2; \
+             UPDATE recsel_windows SET spent = 1000000000",
+            "lost events",
+        ),
+        (
+            "recreated",
+            "DROP TABLE recsel_meta, recsel_events, recsel_windows, recsel_runs",
+            "identity row",
+        ),
+    ] {
+        pg.create_db(db);
+        let url = pg.url(db);
+        drop(ledger::create(&url, Units::charge("100").unwrap(), None).unwrap());
+        let l = ledger::open_for_charging(&url, None, None, false).unwrap();
+        for i in 0..3 {
+            let o = l.charge(&[request("u", &format!("r{i}"), now)]).unwrap();
+            assert!(matches!(o[0], Outcome::Charged { .. }), "{o:?}");
+        }
+        let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+        c.batch_execute(edit).unwrap();
+        if db == "recreated" {
+            // A new ledger at the same URL: tables and a `created` row of its own.
+            std::thread::sleep(std::time::Duration::from_millis(5));
+            drop(ledger::create(&url, Units::charge("100").unwrap(), None).unwrap());
+        }
+        let e = l
+            .charge(&[request("u", "r9", now)])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(want), "{db}: {e}");
+        assert!(l.health().unwrap_err().to_string().contains(want));
+        assert!(l.charge(&[request("u", "r10", now)]).is_err());
+    }
+}
