@@ -26,6 +26,7 @@ mod bounds;
 mod cli;
 mod data;
 mod docs;
+mod dp_training;
 mod duff;
 mod em_bound;
 mod end_to_end;

@@ -20,6 +20,22 @@ pub use crate::recommend::options::Fallback;
 
 use super::ServeError;
 
+/// What [`ServeOptions`] resolve to, every option checked: the recommender's configuration and
+/// the ledger with its budget and period.
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    /// The recommender's configuration (the secure path).
+    pub recommend: RecommendConfig,
+    /// The ledger's location (an SQLite file or a PostgreSQL URL).
+    pub ledger: String,
+    /// The budget per user and period (more than zero), for a ledger being created; `None`:
+    /// an existing ledger's own.
+    pub budget: Option<Units>,
+    /// The budget's window, for a ledger being created (none unless given); `None`: an
+    /// existing ledger's own.
+    pub period: Option<Period>,
+}
+
 /// Where the service listens unless told otherwise: loopback only.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
 
@@ -222,15 +238,16 @@ impl ServeOptions {
         crate::options::overlay(self, over).map_err(|e| ServeError::Options(e.to_string()))
     }
 
-    /// The recommender's configuration (always the secure path); errors name a missing or bad
-    /// option.
-    pub fn config(&self) -> Result<RecommendConfig, ServeError> {
+    /// Every option checked once and resolved (the recommender always on the secure path):
+    /// [`run`](super::run) resolves them before it binds, and [`Service::load`](super::service::Service::load)
+    /// reads only the result. Errors name a missing or bad option.
+    pub fn config(&self) -> Result<ServeConfig, ServeError> {
         self.ledger.check(true)?;
         self.limits.check()?;
         // No budget: an existing ledger's own (creating one without a budget is refused
         // where it is created).
-        match self.ledger.budget()? {
-            None => {}
+        let budget = match self.ledger.budget()? {
+            None => None,
             Some(b) if b == Units::ZERO => {
                 return Err(ServeError::Options(format!(
                     "budget (--budget) is {}: no recommendation could ever be answered; give \
@@ -238,11 +255,21 @@ impl ServeOptions {
                     self.ledger.budget.as_deref().unwrap_or("0")
                 )))
             }
-            Some(_) => {}
-        }
-        Ok(self
-            .serving
-            .config(&self.params, &Registry::builtin(), NoiseMode::Secure)?)
+            Some(b) => Some(b),
+        };
+        let recommend =
+            self.serving
+                .config(&self.params, &Registry::builtin(), NoiseMode::Secure)?;
+        Ok(ServeConfig {
+            recommend,
+            ledger: self
+                .ledger
+                .ledger
+                .clone()
+                .ok_or_else(|| ServeError::Options("ledger (--ledger) is required".into()))?,
+            budget,
+            period: self.ledger.period()?,
+        })
     }
 
     /// The budget's window (none unless given).
