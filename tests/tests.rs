@@ -32,6 +32,7 @@ mod em_bound;
 mod end_to_end;
 mod errors;
 mod exact_statements;
+mod fail_closed;
 mod figures;
 mod gem_property;
 mod laws;

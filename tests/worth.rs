@@ -22,7 +22,7 @@ use recsel::scoring::{CandidatePolicy, Prior};
 const MECHS: &str = "em,mgem";
 
 /// Synthetic data fitted with validation users (`auto`) and tuned, once per test process.
-fn model() -> &'static Path {
+pub(crate) fn model() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
         let t = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR"))

@@ -26,7 +26,12 @@ use super::common::Flags;
   recsel fit --dataset synthetic --method exact --l2 200 --density 0.01
   recsel fit --format lightgcn --path ../shared/data/ml-1m-implicit --method ease --l2 200 --json
   recsel fit --dataset ml20m --data-dir data --method exact --l2 600 --density 0.005 --out models/ml20m
-  recsel fit --format csv --path my.csv --user-col user --item-col item --method icf --l2 20 --density 0.0005")]
+  recsel fit --format csv --path my.csv --user-col user --item-col item --method icf --l2 20 --density 0.0005
+  RECSEL_RELEASE_KEY_FILE=release.key recsel fit --dataset synthetic --out models/synth   # signed
+
+With RECSEL_RELEASE_KEY_FILE naming a key file, --out also writes release.sig, the HMAC-SHA256
+of every release file's SHA-256; readers given the same variable refuse a release that does
+not match. Without it the release's CRC-32s detect accidents, not edits (docs/deployment.md).")]
 pub struct Args {
     #[command(flatten)]
     data: Flags<DataOptions>,

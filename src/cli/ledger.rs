@@ -199,6 +199,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 .with_context(|| format!("opening {}", from.display()))?;
             let verified =
                 export::read_sealed(&mut BufReader::new(file), &from.display().to_string(), seal)?;
+            if verified.unchecked_hmac {
+                eprintln!(
+                    "[ledger] warning: {} was sealed with an HMAC key (hmac_sha256 in its \
+                     trailer), and it is imported without one: only its SHA-256 was checked, \
+                     which anyone who edits the file can recompute. Import with \
+                     --hmac-key-file to check the seal",
+                    from.display()
+                );
+            }
             let l = ledger::open(&ledger.to_string_lossy(), verified.settings)?;
             let s = export::import(&*l, &verified)?;
             eprintln!(
@@ -228,15 +237,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The operator's HMAC key: the file's bytes without surrounding whitespace, at least 16.
+/// The operator's HMAC key ([`export::read_key_file`]).
 fn read_key(path: &std::path::Path) -> anyhow::Result<Vec<u8>> {
-    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-    let key = bytes.trim_ascii().to_vec();
-    anyhow::ensure!(
-        key.len() >= 16,
-        "{}: an HMAC key needs at least 16 bytes, found {}",
-        path.display(),
-        key.len()
-    );
-    Ok(key)
+    Ok(export::read_key_file(path)?)
 }

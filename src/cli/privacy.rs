@@ -28,11 +28,16 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let report = recsel::recommend::release_privacy_report(&args.model)
         .with_context(|| format!("reading the release in {}", args.model.display()))?;
+    let signature = recsel::recommend::Release::read(&args.model)
+        .with_context(|| format!("reading the release in {}", args.model.display()))?
+        .signature;
     let mut out = std::io::stdout().lock();
     if args.json {
         writeln!(out, "{}", report.to_json())?;
+        eprintln!("{signature}");
     } else {
         writeln!(out, "{report}")?;
+        writeln!(out, "{signature}")?;
     }
     Ok(ExitCode::SUCCESS)
 }

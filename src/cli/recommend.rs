@@ -86,6 +86,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .noise
         .seed_or(|| super::common::seed_or_entropy(None))?;
     eprintln!("{}", rec.privacy_statement());
+    eprintln!("{}", rec.release().signature);
     eprintln!("{}", rec.worth().text());
     if !options.charges_a_ledger() {
         show_report(&rec.privacy_report(), args.privacy_json.as_deref())?;

@@ -21,7 +21,11 @@ use super::common::Flags;
   curl -s localhost:8080/v1/recommend -H 'Content-Type: application/json' -d '{\"user\": \"u1\", \"history\": [\"3\", \"17\"], \"request_id\": \"r1\"}'
 
 Endpoints: POST /v1/recommend, POST /v1/recommend/batch, GET /v1/users/{user}/budget,
-GET /v1/model, GET /metrics, GET /healthz, GET /readyz (docs/serving.md).")]
+GET /v1/model, GET /metrics, GET /healthz, GET /readyz (docs/serving.md).
+
+--budget and --period create a ledger (--create-ledger); an existing ledger keeps its own.
+With RECSEL_RELEASE_KEY_FILE naming a key file, only a release signed with that key is served
+(docs/deployment.md, \"Signed releases\").")]
 pub struct Args {
     /// Options as a TOML file (the keys of the options below, with _ for -, `mechanism` for
     /// --mech and `epsilon` for --eps; docs/serving.md); flags given as well override it.

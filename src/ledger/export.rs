@@ -137,6 +137,50 @@ fn unhex(text: &str) -> Option<Vec<u8>> {
         .collect()
 }
 
+/// The least bytes an operator key holds.
+pub const MIN_KEY_BYTES: usize = 16;
+
+/// An operator key (the ledger export's HMAC key, the release key): the bytes of the file at
+/// `path` without surrounding whitespace, at least [`MIN_KEY_BYTES`]. A key is only ever read
+/// from a file, never taken on a command line (where `ps` and shell histories show it).
+pub fn read_key_file(path: &std::path::Path) -> Result<Vec<u8>> {
+    let bytes = std::fs::read(path).map_err(|e| {
+        LedgerError::Invalid(format!("reading the key file {}: {e}", path.display()))
+    })?;
+    let key = bytes.trim_ascii().to_vec();
+    if key.len() < MIN_KEY_BYTES {
+        return Err(LedgerError::Invalid(format!(
+            "{}: a key needs at least {MIN_KEY_BYTES} bytes, found {}",
+            path.display(),
+            key.len()
+        )));
+    }
+    Ok(key)
+}
+
+/// The HMAC-SHA256 of `data` under `key`, as 64 hex digits: how an export's trailer and a
+/// release's signature are sealed.
+pub fn hmac_sha256_hex(key: &[u8], data: &[u8]) -> Result<String> {
+    let mut mac = Hmac::<Sha256>::new_from_slice(key)
+        .map_err(|e| LedgerError::Invalid(format!("the HMAC key: {e}")))?;
+    mac.update(data);
+    Ok(hex(&mac.finalize().into_bytes()))
+}
+
+/// Whether `given` (hex) is the HMAC-SHA256 of `data` under `key` (compared in constant time).
+pub fn hmac_sha256_matches(key: &[u8], data: &[u8], given: &str) -> bool {
+    let (Ok(mut mac), Some(given)) = (Hmac::<Sha256>::new_from_slice(key), unhex(given)) else {
+        return false;
+    };
+    mac.update(data);
+    mac.verify_slice(&given).is_ok()
+}
+
+/// The SHA-256 of `data`, as 64 hex digits.
+pub fn sha256_hex(data: &[u8]) -> String {
+    hex(&Sha256::digest(data))
+}
+
 /// What an export or an import covered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Summary {
@@ -219,6 +263,9 @@ pub struct Verified {
     pub events: Vec<Event>,
     /// Counts.
     pub summary: Summary,
+    /// Whether the trailer carries an HMAC that was not checked (read without a key): the
+    /// export was sealed by an operator, and only its checksum vouches for it now.
+    pub unchecked_hmac: bool,
 }
 
 /// Reads and verifies an export; `source` names it in errors.
@@ -274,7 +321,7 @@ pub fn read_sealed(input: &mut dyn BufRead, source: &str, seal: Seal<'_>) -> Res
     let mut windows: std::collections::HashMap<(String, i64), Units> = Default::default();
     let mut total = Units::ZERO;
     let mut last_seq = 0u64;
-    loop {
+    let unchecked_hmac = loop {
         let (i, text) = next()?.ok_or_else(|| LedgerError::Import {
             context: source.into(),
             message: "no trailer line: the export is cut short".into(),
@@ -298,7 +345,7 @@ pub fn read_sealed(input: &mut dyn BufRead, source: &str, seal: Seal<'_>) -> Res
                 return Err(bad(j, "lines after the trailer".into()));
             }
             check_seal(&t, header.version, digests, seal).map_err(|m| bad(i, m))?;
-            break;
+            break seal.key.is_none() && t.hmac_sha256.is_some();
         }
         digests.line(&text);
         let l: Line = serde_json::from_str(&text).map_err(|e| bad(i, format!("bad event: {e}")))?;
@@ -394,7 +441,7 @@ pub fn read_sealed(input: &mut dyn BufRead, source: &str, seal: Seal<'_>) -> Res
             answer: l.answer,
             request_hash,
         });
-    }
+    };
     let summary = Summary {
         events: events.len() as u64,
         units: total,
@@ -403,6 +450,7 @@ pub fn read_sealed(input: &mut dyn BufRead, source: &str, seal: Seal<'_>) -> Res
         settings,
         events,
         summary,
+        unchecked_hmac,
     })
 }
 

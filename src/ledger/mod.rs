@@ -44,7 +44,7 @@ pub use group::{CommitStats, GroupCommitter};
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresLedger;
 pub use sqlite::SqliteLedger;
-pub use time::{Period, Timestamp, Window};
+pub use time::{check_clock, Period, Timestamp, Window, CLOCK_TOLERANCE};
 pub use units::Units;
 
 /// Errors of the ledger. A refused request is not an error (it is an [`Outcome`]); these are
@@ -410,8 +410,11 @@ pub struct Balance {
     pub budget: Units,
     /// Spent in the window.
     pub spent: Units,
-    /// `budget − spent`.
+    /// `budget − spent`, or 0 when the window is closed (`closed_by`).
     pub remaining: Units,
+    /// The start of a later window this user was charged in, if there is one: the window is
+    /// closed (a charge into it is refused as a clock that went backwards), so nothing remains.
+    pub closed_by: Option<Timestamp>,
 }
 
 /// A batch run of `recsel recommend --ledger`: its request ids are `<run id>/<user>`, so every
@@ -498,6 +501,17 @@ pub trait Ledger: Send + Sync + fmt::Debug {
 
     /// One empty durable write, to learn whether commits succeed again after failures.
     fn probe(&self) -> Result<()>;
+
+    /// The time of the newest event stored, if any (for [`check_clock`]).
+    fn newest_event_time(&self) -> Result<Option<Timestamp>> {
+        Ok(None)
+    }
+
+    /// The ledger's own clock when it has one apart from this process's: a database server's,
+    /// which every replica shares (for [`check_clock`]).
+    fn server_time(&self) -> Result<Option<Timestamp>> {
+        Ok(None)
+    }
 }
 
 /// The administrative half of a ledger: its event log, read (for `recsel ledger show` and the
@@ -653,6 +667,7 @@ pub fn open_for_charging(
         }
         l.integrity()?;
         l.verify()?;
+        check_clock(&*l, Timestamp::now())?;
         return Ok(l);
     }
     if !create {
@@ -673,9 +688,45 @@ pub fn open_for_charging(
     match location {
         // Replicas started together with --create-ledger: one creates the tables (under the
         // set-up's advisory lock), the others find them and open them with the same settings.
-        Location::Postgres(_) => location.connect(Some(settings)),
+        Location::Postgres(_) => {
+            let l = location.connect(Some(settings))?;
+            check_clock(&*l, Timestamp::now())?;
+            Ok(l)
+        }
         Location::Sqlite(_) => location.create(settings),
     }
+}
+
+/// Removes a ledger that a charging command has just created ([`open_for_charging`] with
+/// `create`) when the command then refuses to start: an SQLite file and its write-ahead files,
+/// only while it holds no event. A PostgreSQL ledger is left in its database (its tables are
+/// the operator's to drop). The ledger is closed first.
+pub fn discard_new(ledger: Arc<dyn Ledger>) -> Result<()> {
+    if !ledger.log().users()?.is_empty() {
+        return Err(LedgerError::Invalid(format!(
+            "{}: not removed: it holds events",
+            ledger.location()
+        )));
+    }
+    let Some(path) = ledger.location().strip_prefix("sqlite:").map(PathBuf::from) else {
+        return Ok(());
+    };
+    drop(ledger);
+    for suffix in ["", "-wal", "-shm"] {
+        let mut p = path.clone().into_os_string();
+        p.push(suffix);
+        match std::fs::remove_file(&p) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                return Err(LedgerError::Invalid(format!(
+                    "removing {}: {e}",
+                    Path::new(&p).display()
+                )))
+            }
+        }
+    }
+    Ok(())
 }
 
 /// What [`migrate`] did: the ledger, its schema version before and after, and how many events it

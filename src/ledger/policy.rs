@@ -254,12 +254,27 @@ impl<S: Store> Ledger for S {
         let s = Store::settings(self);
         let window = s.period.window(at);
         let spent = self.spent(user, window.start)?;
+        // The charge's clock rule (`decide`): a later window charged closes this one, so
+        // nothing remains in it, whatever its total.
+        let closed_by = self.latest_window_read(user)?.filter(|l| window.start < *l);
         Ok(Balance {
             window,
             budget: s.budget,
             spent,
-            remaining: s.budget.saturating_sub(spent),
+            remaining: match closed_by {
+                Some(_) => Units::ZERO,
+                None => s.budget.saturating_sub(spent),
+            },
+            closed_by,
         })
+    }
+
+    fn newest_event_time(&self) -> Result<Option<Timestamp>> {
+        Store::newest_event_time(self)
+    }
+
+    fn server_time(&self) -> Result<Option<Timestamp>> {
+        Store::server_time(self)
     }
 
     fn verify(&self) -> Result<usize> {

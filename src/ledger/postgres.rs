@@ -47,7 +47,20 @@ pub struct PostgresLedger {
     settings: Settings,
     writer: Mutex<Client>,
     reader: Mutex<Client>,
+    /// The ledger's identity row (`meta` key `created`, written once when the ledger is
+    /// created) as it was at connection: every commit checks it is still there, unchanged (a
+    /// ledger dropped and created again, or another database behind the URL, fails closed).
+    identity: String,
+    /// The newest event number this process saw committed: it only grows, whoever commits.
+    max_seq: Mutex<i64>,
+    /// The first failed check, which sticks (docs/ledger.md, "A ledger changed under a running
+    /// process").
+    broken: std::sync::OnceLock<String>,
 }
+
+/// The identity row and the newest event number, read in one statement.
+const IDENTITY: &str = "SELECT (SELECT value FROM recsel_meta WHERE key = 'created'), \
+     (SELECT coalesce(max(seq), 0)::BIGINT FROM recsel_events)";
 
 impl std::fmt::Debug for PostgresLedger {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -156,11 +169,20 @@ impl PostgresLedger {
         let mut writer = connect(url, &location)?;
         let settings = setup(&mut writer, &location, create, new_only)?;
         let reader = connect(url, &location)?;
+        let row = writer
+            .query_one(IDENTITY, &[])
+            .map_err(|e| store_err(&location, e))?;
+        let identity: Option<String> = row.get(0);
+        let identity = identity
+            .ok_or_else(|| store_err(&location, "the ledger's meta has no 'created' row"))?;
         Ok(PostgresLedger {
             location,
             settings,
             writer: Mutex::new(writer),
             reader: Mutex::new(reader),
+            identity,
+            max_seq: Mutex::new(row.get(1)),
+            broken: std::sync::OnceLock::new(),
         })
     }
 
@@ -518,10 +540,47 @@ impl Store for PostgresLedger {
     }
 
     fn transact(&self, body: &mut dyn FnMut(&mut dyn StoreTx) -> TxResult<()>) -> TxResult<()> {
+        if let Some(why) = self.broken.get() {
+            return Err(TxError::fatal(why));
+        }
         let mut c = lock(&self.writer);
         let mut tx = Tx(c.transaction()?);
+        let mut seen = self.max_seq.lock().unwrap_or_else(|e| e.into_inner());
+        let row = tx.0.query_one(IDENTITY, &[])?;
+        let identity: Option<String> = row.get(0);
+        let now: i64 = row.get(1);
+        let broken = if identity.as_deref() != Some(self.identity.as_str()) {
+            Some(format!(
+                "{}: the ledger's identity row (meta 'created' = {}) is now {:?}: the ledger was \
+                 dropped and created again, or the URL names another database; nothing is \
+                 charged or answered from now on",
+                self.location, self.identity, identity
+            ))
+        } else if now < *seen {
+            Some(format!(
+                "{}: the ledger lost events while this process had it open (its newest event \
+                 was number {}, now {now}): rows were deleted, so nothing is charged or \
+                 answered from now on",
+                self.location, *seen
+            ))
+        } else {
+            None
+        };
+        if let Some(why) = broken {
+            if self.broken.set(why.clone()).is_ok() {
+                eprintln!("recsel ledger: NOT READY: {why}");
+            }
+            return Err(TxError::fatal(why));
+        }
         body(&mut tx)?;
+        let after: i64 =
+            tx.0.query_one(
+                "SELECT coalesce(max(seq), 0)::BIGINT FROM recsel_events",
+                &[],
+            )?
+            .get(0);
         tx.0.commit()?; // durable (synchronous_commit = on) before anyone sees the outcomes
+        *seen = (*seen).max(after);
         Ok(())
     }
 
@@ -534,6 +593,37 @@ impl Store for PostgresLedger {
             .map_err(self.err())?;
         row.map_or(Ok(Units::ZERO), |r| units(r.get(0)))
             .map_err(|e| store_err(&self.location, e.message))
+    }
+
+    fn latest_window_read(&self, user: &str) -> Result<Option<Timestamp>> {
+        let start: Option<i64> = lock(&self.reader)
+            .query_one(
+                "SELECT max(window_start) FROM recsel_windows WHERE user_id = $1",
+                &[&user],
+            )
+            .map_err(self.err())?
+            .get(0);
+        Ok(start.map(Timestamp))
+    }
+
+    fn newest_event_time(&self) -> Result<Option<Timestamp>> {
+        let t: Option<i64> = lock(&self.reader)
+            .query_one("SELECT max(time_ms) FROM recsel_events", &[])
+            .map_err(self.err())?
+            .get(0);
+        Ok(t.map(Timestamp))
+    }
+
+    fn server_time(&self) -> Result<Option<Timestamp>> {
+        // The database server's clock, which every replica shares.
+        let ms: i64 = lock(&self.reader)
+            .query_one(
+                "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::BIGINT",
+                &[],
+            )
+            .map_err(self.err())?
+            .get(0);
+        Ok(Some(Timestamp(ms)))
     }
 
     fn windows(&self) -> Result<(Vec<WindowTotal>, u64)> {
@@ -569,8 +659,12 @@ impl Store for PostgresLedger {
 
     fn health(&self) -> Result<()> {
         // The database is named by its URL, not by a file that can be unlinked under us; a
-        // server that is gone fails the next commit.
-        Ok(())
+        // server that is gone, or a ledger replaced or emptied, fails the next commit, and
+        // that failure sticks here.
+        match self.broken.get() {
+            Some(why) => Err(store_err(&self.location, why)),
+            None => Ok(()),
+        }
     }
 
     fn integrity(&self) -> Result<()> {

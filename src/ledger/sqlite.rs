@@ -73,7 +73,24 @@ pub struct SqliteLedger {
     /// The device and inode of the file when it was opened: every commit checks that the path
     /// still names it (a ledger deleted or replaced while in use fails closed).
     identity: Option<(u64, u64)>,
+    /// What the file was like at the last commit, checked at the next (docs/ledger.md, "A
+    /// ledger changed under a running process").
+    watch: Mutex<Watch>,
+    /// The first failed check, which sticks: once the file was replaced, truncated, shrunk or
+    /// lost events, nothing is charged or read from it again by this process (a restart runs
+    /// the full checks of `open_for_charging`).
+    broken: std::sync::OnceLock<String>,
 }
+
+/// The file's size and newest event at the last commit this process saw.
+#[derive(Debug, Default)]
+struct Watch {
+    size: u64,
+    max_seq: i64,
+}
+
+/// The 16 bytes every SQLite database file starts with.
+const SQLITE_HEADER: &[u8; 16] = b"SQLite format 3\0";
 
 /// The device and inode of the file at `path` now (`None` where the platform has none).
 fn file_id(path: &Path) -> std::io::Result<Option<(u64, u64)>> {
@@ -88,6 +105,11 @@ fn file_id(path: &Path) -> std::io::Result<Option<(u64, u64)>> {
         let _ = m;
         Ok(None)
     }
+}
+
+/// The largest event number stored (0 for none): it only grows, whoever commits.
+fn max_seq(conn: &Connection) -> rusqlite::Result<i64> {
+    conn.query_row("SELECT coalesce(max(seq), 0) FROM events", [], |r| r.get(0))
 }
 
 fn lock(m: &Mutex<Connection>) -> MutexGuard<'_, Connection> {
@@ -197,13 +219,71 @@ impl SqliteLedger {
     fn with(path: &Path, writer: Connection, settings: Settings) -> Result<Self> {
         let reader = Self::configure(path)?;
         let identity = file_id(path).map_err(|e| Self::store_err(path, e))?;
+        let size = std::fs::metadata(path)
+            .map_err(|e| Self::store_err(path, e))?
+            .len();
+        let max_seq = max_seq(&writer).map_err(|e| Self::store_err(path, e))?;
         Ok(SqliteLedger {
             path: path.to_path_buf(),
             settings,
             writer: Mutex::new(writer),
             reader: Mutex::new(reader),
             identity,
+            watch: Mutex::new(Watch { size, max_seq }),
+            broken: std::sync::OnceLock::new(),
         })
+    }
+
+    /// The checks of the file made at every commit and by [`Store::health`]: the path still
+    /// names the file opened, the file is no smaller than at the last commit (SQLite never
+    /// shrinks a database file without VACUUM, which recsel does not run) and still starts with
+    /// SQLite's header. A failure is logged once and sticks.
+    fn check_file(&self, watch: &Watch) -> std::result::Result<(), String> {
+        if let Some(why) = self.broken.get() {
+            return Err(why.clone());
+        }
+        let found = self.same_file().and_then(|()| {
+            let size = std::fs::metadata(&self.path)
+                .map_err(|e| format!("reading {}: {e}", self.path.display()))?
+                .len();
+            if size < watch.size {
+                return Err(format!(
+                    "the ledger file {} shrank from {} to {size} bytes while this process had it \
+                     open (truncated, or overwritten with an older copy): the charges it held \
+                     are gone from it, so nothing is charged or answered from now on. Restart \
+                     only after restoring the ledger (docs/ledger.md, \"A ledger changed under \
+                     a running process\")",
+                    self.path.display(),
+                    watch.size
+                ));
+            }
+            if size == 0 {
+                // Not checkpointed yet: everything is in the write-ahead log.
+                return Ok(());
+            }
+            let mut head = [0u8; 16];
+            let read = std::fs::File::open(&self.path)
+                .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head));
+            if read.is_err() || &head != SQLITE_HEADER {
+                return Err(format!(
+                    "the ledger file {} no longer starts with SQLite's header (overwritten in \
+                     place?): nothing is charged or answered from now on",
+                    self.path.display()
+                ));
+            }
+            Ok(())
+        });
+        if let Err(why) = &found {
+            self.mark_broken(why.clone());
+        }
+        found
+    }
+
+    /// Records the first failed check, and says so on stderr once.
+    fn mark_broken(&self, why: String) {
+        if self.broken.set(why.clone()).is_ok() {
+            eprintln!("recsel ledger: NOT READY: {why}");
+        }
     }
 
     /// Whether the path still names the file this ledger opened.
@@ -382,6 +462,9 @@ impl SqliteLedger {
     }
 
     fn read<T>(&self, f: impl FnOnce(&Connection) -> TxResult<T>) -> Result<T> {
+        if let Some(why) = self.broken.get() {
+            return Err(Self::store_err(&self.path, why));
+        }
         f(&lock(&self.reader)).map_err(|e| Self::store_err(&self.path, e.message))
     }
 }
@@ -535,10 +618,29 @@ impl Store for SqliteLedger {
     fn transact(&self, body: &mut dyn FnMut(&mut dyn StoreTx) -> TxResult<()>) -> TxResult<()> {
         let mut conn = lock(&self.writer);
         let mut tx = Tx(conn.transaction_with_behavior(TransactionBehavior::Immediate)?);
-        // Under the write lock: the file at the path is still the one open here.
-        self.same_file().map_err(TxError::fatal)?;
+        let mut watch = self.watch.lock().unwrap_or_else(|e| e.into_inner());
+        // Under the write lock: the file at the path is still the one open here, whole, and no
+        // event this process saw committed is gone.
+        self.check_file(&watch).map_err(TxError::fatal)?;
+        let before = max_seq(&tx.0)?;
+        if before < watch.max_seq {
+            let why = format!(
+                "the ledger {} lost events while this process had it open (its newest event was \
+                 number {}, now {before}): rows were deleted, so nothing is charged or answered \
+                 from now on (docs/ledger.md, \"A ledger changed under a running process\")",
+                self.path.display(),
+                watch.max_seq
+            );
+            self.mark_broken(why.clone());
+            return Err(TxError::fatal(why));
+        }
         body(&mut tx)?;
+        let after = max_seq(&tx.0)?;
         tx.0.commit()?; // durable (WAL fsync) before anyone sees the outcomes
+        watch.max_seq = after;
+        if let Ok(m) = std::fs::metadata(&self.path) {
+            watch.size = watch.size.max(m.len());
+        }
         Ok(())
     }
 
@@ -549,6 +651,23 @@ impl Store for SqliteLedger {
                 .query_row(params![user, window.0], |r| r.get::<_, i64>(0))
                 .optional()?;
             n.map_or(Ok(Units::ZERO), units)
+        })
+    }
+
+    fn latest_window_read(&self, user: &str) -> Result<Option<Timestamp>> {
+        self.read(|conn| {
+            let start: Option<i64> = conn
+                .prepare_cached("SELECT max(window_start) FROM windows WHERE user = ?1")?
+                .query_row([user], |r| r.get(0))?;
+            Ok(start.map(Timestamp))
+        })
+    }
+
+    fn newest_event_time(&self) -> Result<Option<Timestamp>> {
+        self.read(|conn| {
+            let t: Option<i64> =
+                conn.query_row("SELECT max(time_ms) FROM events", [], |r| r.get(0))?;
+            Ok(t.map(Timestamp))
         })
     }
 
@@ -580,7 +699,9 @@ impl Store for SqliteLedger {
     }
 
     fn health(&self) -> Result<()> {
-        self.same_file().map_err(|m| Self::store_err(&self.path, m))
+        let watch = self.watch.lock().unwrap_or_else(|e| e.into_inner());
+        self.check_file(&watch)
+            .map_err(|m| Self::store_err(&self.path, m))
     }
 
     fn integrity(&self) -> Result<()> {

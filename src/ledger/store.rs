@@ -332,6 +332,18 @@ pub trait Store: LedgerLog + Send + Sync + std::fmt::Debug {
     /// window) pairs with charges but no stored total.
     fn windows(&self) -> Result<(Vec<WindowTotal>, u64)>;
 
+    /// The start of the user's latest window with a stored total, read outside any write
+    /// transaction (what the charge policy's clock rule reads inside one).
+    fn latest_window_read(&self, user: &str) -> Result<Option<Timestamp>>;
+
+    /// The time of the newest event stored (the largest request time), if any.
+    fn newest_event_time(&self) -> Result<Option<Timestamp>>;
+
+    /// The store's own clock, when it has one apart from this process's (a database server).
+    fn server_time(&self) -> Result<Option<Timestamp>> {
+        Ok(None)
+    }
+
     /// Whether the store is still the one opened (see [`Ledger::health`](super::Ledger::health)).
     fn health(&self) -> Result<()>;
 

@@ -235,6 +235,53 @@ fn days_in_month(y: i64, m: u32) -> u32 {
     (days_from_civil(ny, nm, 1) - days_from_civil(y, m, 1)) as u32
 }
 
+/// How far this process's clock may be from the ledger's before a charging command refuses to
+/// start (docs/ledger.md, "Clocks"): NTP keeps hosts within milliseconds, so five minutes only
+/// trips on a clock that is wrong.
+pub const CLOCK_TOLERANCE: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// Checks this process's clock `now` against the ledger's before it charges (docs/ledger.md,
+/// "Clocks"): it may be at most [`CLOCK_TOLERANCE`] from a database server's clock (which every
+/// replica shares), and at most that much behind the newest event stored. A clock ahead charges
+/// users into windows that have not begun, and every replica with a right clock then refuses
+/// them as "the clock went backwards"; a clock behind the newest event refuses them itself.
+pub fn check_clock(ledger: &dyn super::Ledger, now: Timestamp) -> super::Result<()> {
+    let tolerance = CLOCK_TOLERANCE.as_millis() as i64;
+    let secs = |ms: i64| format!("{:.1} s", ms as f64 / 1000.0);
+    if let Some(server) = ledger.server_time()? {
+        let skew = now.0.saturating_sub(server.0);
+        if skew.abs() > tolerance {
+            return Err(LedgerError::Invalid(format!(
+                "{}: this machine's clock ({now}) is {} {} the ledger database's clock \
+                 ({server}); the tolerance is {}. A replica whose clock is off charges users \
+                 into the wrong windows, and the other replicas then refuse those users (\"the \
+                 clock went backwards\"). Fix the clock (NTP) and start again (docs/ledger.md, \
+                 \"Clocks\")",
+                ledger.location(),
+                secs(skew.abs()),
+                if skew > 0 { "ahead of" } else { "behind" },
+                secs(tolerance)
+            )));
+        }
+    }
+    if let Some(newest) = ledger.newest_event_time()? {
+        let behind = newest.0.saturating_sub(now.0);
+        if behind > tolerance {
+            return Err(LedgerError::Invalid(format!(
+                "{}: the ledger's newest event is at {newest}, {} ahead of this machine's clock \
+                 ({now}); the tolerance is {}. Either this clock is behind, or a process with a \
+                 clock running ahead charged the ledger; users charged in later windows would \
+                 be refused here (\"the clock went backwards\"). Fix the clock (NTP) and start \
+                 again (docs/ledger.md, \"Clocks\")",
+                ledger.location(),
+                secs(behind),
+                secs(tolerance)
+            )));
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

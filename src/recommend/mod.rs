@@ -46,6 +46,7 @@ pub mod input;
 pub mod ledgered;
 pub mod options;
 pub mod release;
+pub mod signature;
 pub mod statistics;
 pub mod worth;
 

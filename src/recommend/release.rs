@@ -25,7 +25,9 @@
 //!
 //! Both are written atomically, the arrays first and the manifest last, so a crash never leaves a
 //! directory that looks complete; the manifest records the CRC-32 of `model.json` and of the
-//! arrays, so a release cannot be served with a model it was not calibrated for.
+//! arrays, so a release cannot be served with a model it was not calibrated for. A CRC detects
+//! accidents, not edits: with a release key the release is also signed and checked
+//! ([`super::signature`]).
 
 use std::path::Path;
 
@@ -131,6 +133,8 @@ pub struct Release {
     pub heldout: Option<Vec<u64>>,
     /// The release-time privacy report (`privacy.json`); `None` before version 4.
     pub privacy: Option<PrivacyReport>,
+    /// Whether the release was checked against the release key ([`super::signature`]).
+    pub signature: super::signature::Status,
 }
 
 /// The calibration users of `data`: its validation users if it has any, else its training users;
@@ -252,6 +256,7 @@ pub fn calibrate(
         popularity: Some(popularity),
         heldout,
         privacy: None,
+        signature: super::signature::Status::Unsigned,
     })
 }
 
@@ -442,7 +447,18 @@ impl Release {
         ];
         let json = serde_json::to_vec_pretty(&self.manifest)
             .map_err(|e| Error::Invalid(format!("serialising {MANIFEST}: {e}")))?;
-        write_atomic(&dir.join(MANIFEST), &json)
+        write_atomic(&dir.join(MANIFEST), &json)?;
+        self.signature = super::signature::sign_if_keyed(dir, &Self::signed_files(dir)?)?;
+        Ok(())
+    }
+
+    /// The files of the release in `dir` that its signature covers ([`super::signature`]):
+    /// `model.json` and the weight files it lists, and [`MANIFEST`] and the files it lists.
+    pub fn signed_files(dir: &Path) -> Result<Vec<String>> {
+        let mut names = vec!["model.json".to_string(), MANIFEST.to_string()];
+        names.extend(super::signature::listed_files(&dir.join("model.json"))?);
+        names.extend(super::signature::listed_files(&dir.join(MANIFEST))?);
+        Ok(names)
     }
 
     /// Reads and checks the release in the model directory `dir`: format and version, the
@@ -463,6 +479,9 @@ impl Release {
                 Error::io(&path, e)
             }
         })?;
+        // With the release key, every file is checked against its signature before any is
+        // trusted (docs/deployment.md, "Signed releases").
+        let signature = super::signature::check(dir, &Self::signed_files(dir)?)?;
         let manifest: ReleaseManifest =
             serde_json::from_slice(&text).map_err(|e| corrupt(&path, e))?;
         if manifest.format != FORMAT
@@ -602,6 +621,7 @@ impl Release {
             popularity,
             heldout,
             privacy,
+            signature,
         })
     }
 }

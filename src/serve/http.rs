@@ -186,6 +186,7 @@ async fn budget(State(st): Shared, user: Result<Path<String>, PathRejection>) ->
                 "period": st.ready().map(|s| s.ledger().settings().period.name()).ok(),
                 "window_start": (b.window.start.0 != i64::MIN).then(|| b.window.start.to_string()),
                 "window_end": b.window.end.map(|t| t.to_string()),
+                "closed_by": b.closed_by.map(|t| t.to_string()),
             }),
         ),
         Err(e) => error_response(&e),
@@ -559,19 +560,6 @@ fn stop_signal() -> Result<impl std::future::Future<Output = ()>, ServeError> {
     })
 }
 
-/// `svc` if it can ever answer: one recommendation's charge within the budget.
-fn answerable(svc: Service) -> Result<Service, ServeError> {
-    let budget = svc.ledger().settings().budget;
-    if svc.charge() > budget {
-        return Err(ServeError::Options(format!(
-            "each recommendation charges {} eps, more than the budget of {budget} eps per user \
-             and window: no recommendation could ever be answered; raise --budget or lower --eps",
-            svc.charge()
-        )));
-    }
-    Ok(svc)
-}
-
 /// The host names requests may name: `--allowed-hosts` if given; else, without an API key, the
 /// listen address and localhost (and the loopback addresses when listening on every
 /// interface); else any (`None`).
@@ -663,17 +651,21 @@ pub fn run(opts: ServeOptions) -> Result<Served, ServeError> {
         let listener =
             tokio::net::TcpListener::from_std(std_listener).map_err(io("the socket".into()))?;
         let stop = stop_signal()?;
-        eprintln!("recsel serve: listening on http://{bound}");
+        // Health answers from now on; "listening on" waits until requests can be answered.
+        eprintln!(
+            "recsel serve: bound to http://{bound}; loading the model and the ledger (/readyz \
+             answers 503 until ready)"
+        );
         let (fail_tx, fail_rx) = tokio::sync::oneshot::channel::<ServeError>();
         let loader = {
             let st = Arc::clone(&st);
             tokio::task::spawn_blocking(move || {
                 let t = Instant::now();
-                match Service::load(&st.opts, &config, Arc::clone(&st.metrics)).and_then(answerable)
-                {
+                match Service::load(&st.opts, &config, Arc::clone(&st.metrics)) {
                     Ok(svc) => {
                         eprintln!("{}", svc.recommender().privacy_statement());
                         eprintln!("{}", svc.privacy_report());
+                        eprintln!("recsel serve: {}", svc.recommender().release().signature);
                         eprintln!("recsel serve: {}", svc.recommender().worth().text());
                         eprintln!(
                             "recsel serve: ledger {}: {}; each recommendation charges {} eps; \
@@ -692,6 +684,7 @@ pub fn run(opts: ServeOptions) -> Result<Served, ServeError> {
                         }
                         let _ = st.service.set(Arc::new(svc));
                         eprintln!("recsel serve: ready in {:.2} s", t.elapsed().as_secs_f64());
+                        eprintln!("recsel serve: listening on http://{bound}");
                     }
                     Err(e) => {
                         *st.status.lock().unwrap_or_else(|e| e.into_inner()) =

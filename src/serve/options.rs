@@ -28,10 +28,12 @@ pub struct ServeConfig {
     pub recommend: RecommendConfig,
     /// The ledger's location (an SQLite file or a PostgreSQL URL).
     pub ledger: String,
-    /// The budget per user and period (more than zero).
-    pub budget: Units,
-    /// The budget's window.
-    pub period: Period,
+    /// The budget per user and period (more than zero), for a ledger being created; `None`:
+    /// an existing ledger's own.
+    pub budget: Option<Units>,
+    /// The budget's window, for a ledger being created (none unless given); `None`: an
+    /// existing ledger's own.
+    pub period: Option<Period>,
 }
 
 /// Where the service listens unless told otherwise: loopback only.
@@ -45,9 +47,10 @@ option_table! {
         /// cannot choose them).
         #[flatten]
         pub serving: ServingOptions,
-        /// The privacy ledger: a file (the embedded SQLite store, created if missing) or a
-        /// postgres:// URL (a ledger shared by several replicas), the budget and its window,
-        /// and the fallback of an exhausted user (none: 429 with Retry-After).
+        /// The privacy ledger: a file (the embedded SQLite store) or a postgres:// URL (a ledger
+        /// shared by several replicas), the budget and its window (an existing ledger keeps
+        /// its own; --create-ledger creates a missing one with them), and the fallback of an
+        /// exhausted user (none: 429 with Retry-After).
         #[flatten]
         pub ledger: LedgerOptions,
         /// Address to listen on (port 0: a free port, printed at start-up).
@@ -241,8 +244,10 @@ impl ServeOptions {
     pub fn config(&self) -> Result<ServeConfig, ServeError> {
         self.ledger.check(true)?;
         self.limits.check()?;
+        // No budget: an existing ledger's own (creating one without a budget is refused
+        // where it is created).
         let budget = match self.ledger.budget()? {
-            None => return Err(ServeError::Options("budget (--budget) is required".into())),
+            None => None,
             Some(b) if b == Units::ZERO => {
                 return Err(ServeError::Options(format!(
                     "budget (--budget) is {}: no recommendation could ever be answered; give \
@@ -250,7 +255,7 @@ impl ServeOptions {
                     self.ledger.budget.as_deref().unwrap_or("0")
                 )))
             }
-            Some(b) => b,
+            Some(b) => Some(b),
         };
         let recommend =
             self.serving
@@ -263,7 +268,7 @@ impl ServeOptions {
                 .clone()
                 .ok_or_else(|| ServeError::Options("ledger (--ledger) is required".into()))?,
             budget,
-            period: self.period()?,
+            period: self.ledger.period()?,
         })
     }
 

@@ -75,17 +75,46 @@ impl Service {
         SecureRng::from_os()?; // fail now, not in a worker, if the OS has no entropy
         let rec = Recommender::load(opts.serving.model_dir()?, &config.recommend)?;
         let fallback = opts.ledger.fallback().column(&rec)?;
+        let spec = config.ledger.as_str();
+        let existed = ledger::Location::parse(spec).exists()?;
         let ledger = ledger::open_for_charging(
-            &config.ledger,
-            Some(config.budget),
-            Some(config.period),
+            spec,
+            config.budget,
+            config.period,
             opts.ledger.create_ledger(),
         )?;
+        let started = Self::start(opts, rec, fallback, Arc::clone(&ledger), metrics);
+        if started.is_err() && !existed {
+            // A refused start leaves no ledger behind that it created (nothing was charged).
+            if let Err(e) = ledger::discard_new(ledger) {
+                eprintln!("recsel serve: {e}");
+            }
+        }
+        started
+    }
+
+    /// The rest of [`Service::load`] once the ledger is open.
+    fn start(
+        opts: &ServeOptions,
+        rec: Recommender,
+        fallback: Option<u32>,
+        ledger: Arc<dyn Ledger>,
+        metrics: Arc<Metrics>,
+    ) -> Result<Self, ServeError> {
         let committer = Arc::new(GroupCommitter::new(
             Arc::clone(&ledger),
             opts.limits.max_group(),
         ));
         let lr = LedgeredRecommender::new(Arc::new(rec), committer, fallback)?;
+        let budget = ledger.settings().budget;
+        if lr.charge() > budget {
+            return Err(ServeError::Options(format!(
+                "each recommendation charges {} eps, more than the budget of {budget} eps per \
+                 user and window: no recommendation could ever be answered; raise --budget or \
+                 lower --eps",
+                lr.charge()
+            )));
+        }
         let threads = opts.threads.unwrap_or_else(|| {
             std::thread::available_parallelism()
                 .map(|n| n.get())
@@ -377,6 +406,7 @@ impl Service {
         let s = self.ledger.settings();
         json!({
             "manifest": rec.release().manifest,
+            "signature": rec.release().signature.to_string(),
             "serving": {
                 "mechanism": self.mechanism(),
                 "epsilon": self.charge().as_epsilon(),

@@ -137,7 +137,7 @@ pub struct Server {
 }
 
 impl Server {
-    /// Starts `recsel serve` with `args` on 127.0.0.1, a free port, and returns once it listens
+    /// Starts `recsel serve` with `args` on 127.0.0.1, a free port, and returns once it is bound
     /// (not necessarily ready).
     pub fn start(args: &[String]) -> Server {
         Self::start_command(Command::new(env!("CARGO_BIN_EXE_recsel")), args)
@@ -174,11 +174,10 @@ impl Server {
                 );
             }
             log.lock().unwrap().push_str(&line);
-            if let Some(a) = line
-                .trim()
-                .strip_prefix("recsel serve: listening on http://")
-            {
-                break a.parse().unwrap();
+            // The address is printed once bound ("bound to"), before the model and the ledger
+            // are loaded; "listening on" follows only once ready.
+            if let Some(a) = line.trim().strip_prefix("recsel serve: bound to http://") {
+                break a.split(';').next().unwrap().parse().unwrap();
             }
         };
         let sink = Arc::clone(&log);

@@ -18,7 +18,7 @@ use crate::rng::NoiseMode;
 use crate::scoring::{CandidatePolicy, Prior, Sensitivities};
 
 use super::{TuneConfig, BOUNDS, FORMAT, TUNED, TUNING, TUNING_VERSION};
-use crate::recommend::release::MANIFEST;
+use crate::recommend::release::{check_bounds, MANIFEST};
 use crate::recommend::RecommendConfig;
 
 /// A mean over calibration users and its standard error.
@@ -387,23 +387,29 @@ impl Tuning {
         let lower = take(format!("lower-{i}"))?;
         let upper = take(format!("upper-{i}"))?;
         let delta = take(format!("delta-{i}"))?;
-        let bad = lower.len() != upper.len()
-            || lower.len() != delta.len()
-            || lower
-                .iter()
-                .zip(&upper)
-                .any(|(l, u)| l.partial_cmp(u).is_none_or(|o| o.is_gt()))
-            || delta
-                .iter()
-                .any(|d| d.partial_cmp(&0.0).is_none_or(|o| o.is_le()));
-        if bad {
+        let range = format!("clip range {},{}", clip.0, clip.1);
+        if lower.len() != upper.len() || lower.len() != delta.len() {
             return Err(Error::Invalid(format!(
-                "{}: the bounds of clip range {},{} are not lower <= upper and delta > 0 over \
-                 equally many items",
+                "tuning file {}: {range}: lower-{i}, upper-{i} and delta-{i} have {}, {} and {} \
+                 values (need one per item)",
                 path.display(),
-                clip.0,
-                clip.1
+                lower.len(),
+                upper.len(),
+                delta.len()
             )));
+        }
+        // The release's one check of a clip range and its sensitivity: a tuned bound is served
+        // exactly like the release's, so it must pass the same test. `recsel tune` writes the
+        // spread, or the default floor for a spread of 0.
+        let floor = crate::scoring::SensitivityConfig::default().floor;
+        for j in 0..lower.len() {
+            check_bounds(lower[j], upper[j], delta[j], floor).map_err(|why| {
+                Error::Invalid(format!(
+                    "tuning file {}: {range}, arrays lower-{i}/upper-{i}/delta-{i}, item {j}: \
+                     {why}",
+                    path.display()
+                ))
+            })?;
         }
         let counts = vec![0; lower.len()];
         Ok(Sensitivities {
@@ -443,7 +449,22 @@ impl Tuning {
         }
         let json = serde_json::to_vec_pretty(self)
             .map_err(|e| Error::Invalid(format!("serialising {TUNING}: {e}")))?;
-        write_atomic(&dir.join(TUNING), &json)
+        write_atomic(&dir.join(TUNING), &json)?;
+        // With the release key, the signature now covers the tuning files too.
+        let mut names = crate::recommend::Release::signed_files(dir)?;
+        names.extend(Self::signed_files(dir));
+        crate::recommend::signature::sign_if_keyed(dir, &names)?;
+        Ok(())
+    }
+
+    /// The tuning's files in `dir` that the release's signature covers: [`TUNING`], and
+    /// [`BOUNDS`] when present.
+    pub fn signed_files(dir: &Path) -> Vec<String> {
+        let mut names = vec![TUNING.to_string()];
+        if dir.join(BOUNDS).exists() {
+            names.push(BOUNDS.to_string());
+        }
+        names
     }
 
     /// Reads `tuning.json` from `dir` and checks it belongs to the release there. Errors name
@@ -462,6 +483,9 @@ impl Tuning {
                 Error::io(&path, e)
             }
         })?;
+        // With the release key, the tuning files are checked against the release's signature
+        // before they are trusted (docs/deployment.md, "Signed releases").
+        crate::recommend::signature::check(dir, &Self::signed_files(dir))?;
         let bad = |m: String| Error::Invalid(format!("tuning file {}: {m}", path.display()));
         let t: Tuning = serde_json::from_slice(&bytes).map_err(|e| bad(e.to_string()))?;
         if t.format != FORMAT || !(1..=TUNING_VERSION).contains(&t.format_version) {
@@ -481,6 +505,14 @@ impl Tuning {
         }
         if t.rows.is_empty() || t.rows.windows(2).any(|w| w[0].epsilon >= w[1].epsilon) {
             return Err(bad("rows must be non-empty with ascending eps".into()));
+        }
+        // The clip ranges are percentile pairs: the check `recsel tune` made when it took them.
+        for (k, &(lo, hi)) in t.clip_ranges.iter().enumerate() {
+            crate::scoring::SensitivityConfig::new(lo, hi, 1.0).map_err(|_| {
+                bad(format!(
+                    "clip_ranges[{k}] = [{lo:?}, {hi:?}]: need percentiles 0 <= lo < hi <= 100"
+                ))
+            })?;
         }
         for m in &t.mechanisms {
             if m.clip.is_some_and(|c| !t.clip_ranges.contains(&c)) {
