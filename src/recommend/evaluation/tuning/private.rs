@@ -370,6 +370,8 @@ pub(super) fn row(
         },
         calibration_se: noise_sd,
         fixed_hit: None,
+        free_option: None,
+        free_hit: None,
         best_pool: pool,
         best_prior: prior,
         best_no_prior_hit: None,
@@ -383,6 +385,8 @@ pub(super) fn row(
             candidates: candidates.len(),
             runs: choice.runs,
             threshold: choice.threshold,
+            gain: None,
+            estimate_epsilon: None,
         }),
     })
 }
