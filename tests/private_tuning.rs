@@ -300,12 +300,22 @@ fn tuning_json_records_the_calibration_users_privacy_for_both_tuners() {
             t.privacy.note
         );
         let split = t.estimation.clone().unwrap();
-        assert!(out.contains("margin rule") && out.contains("parallel composition"), "{out}");
+        assert!(
+            out.contains("margin rule") && out.contains("parallel composition"),
+            "{out}"
+        );
         for r in &t.rows {
             let p = r.private.as_ref().unwrap();
             assert_eq!(p.estimate_epsilon, Some(eps_est), "{rule}");
             assert!(r.free_option.is_some() && r.free_hit.is_some(), "{rule}");
-            assert!(r.reason.contains(&format!("on {} other calibration users", split.estimation_users)), "{}", r.reason);
+            assert!(
+                r.reason.contains(&format!(
+                    "on {} other calibration users",
+                    split.estimation_users
+                )),
+                "{}",
+                r.reason
+            );
             // Served as tuned only when the noisy gain clears the margin; else the free option.
             let g = p.gain.unwrap();
             if r.mechanism == "krr" {

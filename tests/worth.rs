@@ -354,7 +354,10 @@ fn the_estimate_is_made_on_users_the_choice_did_not_read() {
     let tuning = Tuning::read(dir).unwrap();
     let n = tuning.calibration.users as usize;
     let (sel, est) = parts(n);
-    let split = tuning.estimation.clone().expect("the estimation split is recorded");
+    let split = tuning
+        .estimation
+        .clone()
+        .expect("the estimation split is recorded");
     assert_eq!(split.selection_users as usize, sel.len());
     assert_eq!(split.estimation_users as usize, est.len());
     assert!(sel.iter().all(|u| !est.contains(u)) && sel.len() + est.len() == n);
@@ -415,8 +418,12 @@ fn the_best_free_option_is_the_baseline_and_a_row_below_it_is_named() {
     let (cal, mut release, model) = fixture();
     let n_items = model.n_items();
     let pop = release.popularity.clone().unwrap();
-    let top = (0..n_items).max_by_key(|&j| (pop[j], std::cmp::Reverse(j))).unwrap() as u32;
-    let x = (0..n_items as u32).find(|&j| j != top && pop[j as usize] > 0).unwrap();
+    let top = (0..n_items)
+        .max_by_key(|&j| (pop[j], std::cmp::Reverse(j)))
+        .unwrap() as u32;
+    let x = (0..n_items as u32)
+        .find(|&j| j != top && pop[j as usize] > 0)
+        .unwrap();
     let mut counts = vec![0u64; n_items];
     counts[x as usize] = 10;
     release.heldout = Some(counts);
@@ -500,6 +507,13 @@ fn the_estimate_free_of_selection_is_honest_where_the_best_of_many_is_not() {
         let other = Estimate::of(&on(&est, &hits[best_on(&sel, &hits)]));
         held_out += usize::from(fails(other));
     }
-    assert!(optimistic >= 18, "the best of many passed {} of {reps}", reps - optimistic);
-    assert!(held_out <= 4, "the held-out estimate failed {held_out} of {reps}");
+    assert!(
+        optimistic >= 18,
+        "the best of many passed {} of {reps}",
+        reps - optimistic
+    );
+    assert!(
+        held_out <= 4,
+        "the held-out estimate failed {held_out} of {reps}"
+    );
 }

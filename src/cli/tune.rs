@@ -93,7 +93,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         writeln!(
             out,
             "{:>6}  {:<36} {:>17}  {:>6}  {:>7}  {:>17}  {:<10} {:>17}",
-            "eps", "serves", "noisy sel. hit@1", "runs", "configs", "held-out hit@1", "free",
+            "eps",
+            "serves",
+            "noisy sel. hit@1",
+            "runs",
+            "configs",
+            "held-out hit@1",
+            "free",
             "free hit@1"
         )?;
         for r in &tuning.rows {
@@ -112,7 +118,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 r.free_option
                     .as_ref()
                     .map_or_else(|| "-".to_string(), |f| f.to_string()),
-                r.free_hit.map_or_else(|| "-".to_string(), |f| f.to_string())
+                r.free_hit
+                    .map_or_else(|| "-".to_string(), |f| f.to_string())
             )?;
         }
         writeln!(

@@ -179,9 +179,7 @@ fn describe(
 
 /// The best free option of `t`, as a candidate policy (before version 5: `popular:1`).
 fn free_policy(t: &Tuning) -> CandidatePolicy {
-    t.free_option
-        .clone()
-        .unwrap_or(CandidatePolicy::Popular(1))
+    t.free_option.clone().unwrap_or(CandidatePolicy::Popular(1))
 }
 
 /// The free baseline of `t`: its recorded estimate, or the first row's mean without an s.e.

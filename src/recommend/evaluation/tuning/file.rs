@@ -289,7 +289,11 @@ impl TunedChoice {
                 r.calibration_hit,
                 r.calibration_se,
                 num(r.fixed_hit),
-                free_text(r.free_option.as_ref().unwrap_or(&CandidatePolicy::Popular(1)))
+                free_text(
+                    r.free_option
+                        .as_ref()
+                        .unwrap_or(&CandidatePolicy::Popular(1))
+                )
             ),
             Some(r) => format!(
                 "tuned ({TUNING}): {} at eps {} (the largest tuned eps <= {}): no pool beat it \

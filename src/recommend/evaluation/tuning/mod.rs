@@ -516,7 +516,8 @@ pub fn tune(
             .map_or_else(crate::rng::Streams::from_entropy, crate::rng::Streams::new)
             .stream(crate::rng::name_id("private-tuning"), 0, 0, 0)
     });
-    let sum_on = |rows: &[usize], v: &dyn Fn(usize) -> f64| -> f64 { rows.iter().map(|&u| v(u)).sum() };
+    let sum_on =
+        |rows: &[usize], v: &dyn Fn(usize) -> f64| -> f64 { rows.iter().map(|&u| v(u)).sum() };
     for (ei, &eps) in epsilons.iter().enumerate() {
         if let (Some(pt), Some(rng)) = (&private, rng.as_mut()) {
             // Every configuration at this ε with its exact sums on the selection and the

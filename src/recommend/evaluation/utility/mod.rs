@@ -18,8 +18,8 @@ use crate::mechanisms::{self, Guarantee, MechParams, Mechanism, Problem};
 use crate::model::Model;
 use crate::rng::{name_id, Streams};
 
-use super::tuning::grid::{self, config_id, hit_of, pool_problem, tune_grid, MechGrid};
 use super::tuning::estimate::{on, parts};
+use super::tuning::grid::{self, config_id, hit_of, pool_problem, tune_grid, MechGrid};
 use super::tuning::{krr_hit, map_scored, tune, Estimate, TuneConfig, Tuning};
 use crate::recommend::release::Release;
 
@@ -491,7 +491,9 @@ pub fn measure(
             })
         })
         .collect();
-    let grid_cal = |gi: usize, e: usize, c: usize| Some(Estimate::of(&on(&est, &g.calibration_hits(gi, e, c))));
+    let grid_cal = |gi: usize, e: usize, c: usize| {
+        Some(Estimate::of(&on(&est, &g.calibration_hits(gi, e, c))))
+    };
     rows.push(RowSpec {
         label: "non-private top-1 of the model (eps = inf, NOT private)".into(),
         kind: RowKind::NotPrivate,

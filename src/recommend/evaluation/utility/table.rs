@@ -87,8 +87,10 @@ pub fn table(parts: Vec<Measured>) -> Result<UtilityTable> {
                 let (fm, fse) = mean_se(&to_free);
                 // Each split's estimate on its own calibration users, pooled as independent
                 // means of equal weight.
-                let cal: Vec<Estimate> =
-                    parts.iter().filter_map(|p| p.rows[r].calibration[e]).collect();
+                let cal: Vec<Estimate> = parts
+                    .iter()
+                    .filter_map(|p| p.rows[r].calibration[e])
+                    .collect();
                 let calibration = (!cal.is_empty()).then(|| {
                     let k = cal.len() as f64;
                     Estimate {
