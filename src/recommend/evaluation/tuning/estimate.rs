@@ -14,8 +14,9 @@
 //!
 //! The private tuner makes the same cut: its selection reads the selection part only, and a
 //! Laplace estimate of the chosen configuration and of every free option reads the estimation
-//! part only ([`private_estimate`]). The parts are disjoint and fixed by row, so the two compose
-//! in parallel for a replaced calibration user ([`private_privacy`]).
+//! part only ([`private_estimate`]). The cut is by row position, which a replaced user can shift
+//! (rows in another order), so the two are accounted by basic composition: their ε add
+//! ([`private_privacy`]).
 
 use serde::{Deserialize, Serialize};
 
@@ -185,10 +186,10 @@ pub fn private_estimate(
     }
 }
 
-/// The calibration users' entry of a private tuning of `selections` ε: the selections read the
-/// selection part only and the held-out estimates (ε of one selection each) the estimation part
-/// only, so a replaced calibration user pays one of the two per tuned ε (parallel composition
-/// over the fixed parts), and the total is the selections' own.
+/// The calibration users' entry of a private tuning of `selections` ε: the selections and the
+/// held-out estimates (ε of one selection each) add by basic composition — the cut is by row
+/// position, which a replaced user can shift, so parallel composition over the two parts is not
+/// claimed.
 pub fn private_privacy(
     tuner: &PrivateTuner,
     selections: usize,
@@ -196,6 +197,7 @@ pub fn private_privacy(
 ) -> PopulationPrivacy {
     let mut p = tuner.privacy(selections);
     let s = tuner.statement();
+    p.epsilon = p.epsilon.map(|e| e + selections as f64 * s.epsilon);
     p.mechanism = format!(
         "{}; margin rule: the free options (popular:1, heldout:1) are candidates whose scores \
          carry the same noise, and the chosen configuration and every free option are then \
@@ -205,9 +207,9 @@ pub fn private_privacy(
         p.mechanism, s.epsilon
     );
     p.note = format!(
-        "{}; the selections read the {} selection users only and the estimates the {} \
-         estimation users only (a fixed cut by row): parallel composition, so each calibration \
-         user pays {selections} x {} (the selections' or the estimates'), not both",
+        "{}; the selections read the {} selection users and the estimates the {} estimation \
+         users (a cut by row position, which a replaced user can shift): basic composition, the \
+         selections' eps plus {selections} x {} for the estimates",
         p.note, split.selection_users, split.estimation_users, s.epsilon
     );
     p

@@ -448,6 +448,7 @@ pub fn tune(
     let (nw, ne, nn) = (weights.len(), epsilons.len(), sizes.len());
     let slot = |si: usize, wi: usize, ei: usize, ni: usize| ((si * nw + wi) * ne + ei) * nn + ni;
     // Per user: (c, a) per (source, weight, ε, size), and whether each free option is held out.
+    #[allow(clippy::type_complexity)]
     let stats: Vec<(Vec<(f64, f64)>, Vec<f64>)> = map_scored(
         model,
         &cal.history,
