@@ -4,7 +4,10 @@
 //! item to show. The folders follow the path a record travels (docs/ARCHITECTURE.md):
 //!
 //! * [`data`] — loaders, preprocessing, splits and synthetic interactions (docs/protocol.md, steps 1–3);
-//! * [`model`] — EASE and SANSA (docs/sansa.md), model files; [`eval`] — Recall and nDCG (docs/protocol.md, step 4);
+//! * [`privacy`] — privacy accounting: populations, the privacy report, the zCDP ↔ (ε, δ)
+//!   conversion, the Gaussian calibration and the contribution weight (docs/privacy-report.md);
+//! * [`model`] — EASE and SANSA (docs/sansa.md), DP training (docs/training-privacy.md), model
+//!   files; [`eval`] — Recall and nDCG (docs/protocol.md, step 4);
 //! * [`scoring`] — per-item sensitivities without the score matrix, candidates (docs/protocol.md, steps 5–7);
 //! * [`mechanisms`] — every selection mechanism of docs/mechanisms.md behind one trait and one registry;
 //! * [`experiments`] — synthetic scenarios, two-candidate grids, the real-data runner, pipelines;
@@ -39,6 +42,7 @@ pub mod ledger;
 pub mod mechanisms;
 pub mod model;
 pub mod options;
+pub mod privacy;
 pub mod recommend;
 pub mod report;
 pub mod rng;

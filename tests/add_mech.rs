@@ -4,6 +4,8 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
+use crate::util::{stdout, succeeded};
+
 const COMMON: [&str; 12] = [
     "select",
     "--dataset",
@@ -29,11 +31,6 @@ fn select(extra: &[&str], out: &Path) -> Output {
         .unwrap()
 }
 
-fn ok(o: &Output) -> String {
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
 fn read(p: &Path) -> String {
     std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
@@ -46,17 +43,17 @@ fn added_mechanisms_equal_a_full_run_and_paired_differences_are_reported() {
         dir.path().join("full"),
         dir.path().join("o"),
     );
-    ok(&select(&["--mech", "rnm,random"], &a));
-    let printed = ok(&select(
+    succeeded(select(&["--mech", "rnm,random"], &a));
+    let printed = stdout(&succeeded(select(
         &["--mech", "rnm,random", "--add-mech", "krr,mgem"],
         &a,
-    ));
-    ok(&select(&["--mech", "rnm,random,krr,mgem"], &full));
+    )));
+    succeeded(select(&["--mech", "rnm,random,krr,mgem"], &full));
     for f in ["mse.csv", "users.csv", "items.csv", "chunks/manifest.json"] {
         assert_eq!(read(&a.join(f)), read(&full.join(f)), "{f} differs");
     }
     // Power: the same mechanisms in another order give another per-user table.
-    ok(&select(&["--mech", "rnm,random,mgem,krr"], &other));
+    succeeded(select(&["--mech", "rnm,random,mgem,krr"], &other));
     assert_ne!(read(&a.join("users.csv")), read(&other.join("users.csv")));
 
     // Paired differences: recomputed here from the per-user table.
@@ -96,7 +93,7 @@ fn added_mechanisms_equal_a_full_run_and_paired_differences_are_reported() {
 fn add_mech_refuses_what_it_cannot_add_to() {
     let dir = tempfile::tempdir().unwrap();
     let a = dir.path().join("a");
-    ok(&select(&["--mech", "rnm,random"], &a));
+    succeeded(select(&["--mech", "rnm,random"], &a));
     let err = |o: Output| {
         assert!(!o.status.success());
         String::from_utf8_lossy(&o.stderr).into_owned()

@@ -12,7 +12,7 @@ const LAYERS: &[&[&str]] = &[
     &["error"],
     &["io", "options", "rng", "simd", "hugepages"],
     &["stats"],
-    &["data"],
+    &["data", "privacy"],
     &["mechanisms", "model"],
     &["scoring", "eval", "ledger", "statistic"],
     &["experiments", "recommend"],

@@ -7,12 +7,13 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Barrier, Mutex};
 
-use recsel::ledger::composition::{zcdp_epsilon, zcdp_rho, Accountant};
+use recsel::ledger::composition::{bounded_range_rho, Accountant};
 use recsel::ledger::{
     self, export, Answer, ChargeRequest, Event, GroupCommitter, Ledger, LedgerLog, Outcome, Period,
     Rejection, RequestHash, Settings, SqliteLedger, Timestamp, Units,
 };
 use recsel::mechanisms::{self, MechParams};
+use recsel::privacy::zcdp_epsilon;
 
 fn settings(budget: &str, period: Period) -> Settings {
     Settings {
@@ -733,7 +734,7 @@ fn only_bounded_range_mechanisms_get_the_zcdp_accountant() {
     let mut refused = Vec::new();
     for spec in mechanisms::REGISTRY {
         let m = spec.build(&params).unwrap();
-        match zcdp_rho(&*m, 0.5) {
+        match bounded_range_rho(&*m, 0.5) {
             Ok(rho) => {
                 assert_eq!(spec.name, "em", "{} claims bounded range", spec.name);
                 assert_eq!(rho, 0.5 * 0.5 / 8.0);
@@ -759,7 +760,14 @@ fn only_bounded_range_mechanisms_get_the_zcdp_accountant() {
     let rho = acc.zcdp().unwrap();
     assert!((rho - 100.0 * 0.25 / 8.0).abs() < 1e-12);
     let eps = acc.best_epsilon(1e-6).unwrap();
-    assert!((eps - zcdp_epsilon(rho, 1e-6).unwrap()).abs() < 1e-12 && eps < 50.0);
+    assert!((eps - zcdp_epsilon(rho, 1e-6)).abs() < 1e-12 && eps < 50.0);
+    // The one conversion is the tighter one: below the classical ρ + 2√(ρ ln 1/δ); the numbers
+    // of docs/ledger.md ("Composition").
+    assert!(eps < rho + 2.0 * (rho * 1e6f64.ln()).sqrt());
+    assert!((15.32..15.34).contains(&eps), "{eps}");
+    let thousand = zcdp_epsilon(1000.0 * 0.01 / 8.0, 1e-6);
+    assert!((8.84..8.86).contains(&thousand), "{thousand}");
+    assert!(acc.best_epsilon(0.0).is_err() && acc.best_epsilon(1.0).is_err());
     acc.add(&*pf, half).unwrap();
     assert!(acc.zcdp().is_err());
     assert_eq!(acc.best_epsilon(1e-6).unwrap(), 50.5);

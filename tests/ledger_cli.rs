@@ -10,18 +10,10 @@ use std::time::Instant;
 use rand::{Rng, SeedableRng};
 use recsel::ledger::{Answer, Ledger, LedgerLog, SqliteLedger, Units};
 
+use crate::util::ok;
+
 fn recsel() -> Command {
     Command::new(env!("CARGO_BIN_EXE_recsel"))
-}
-
-fn ok(args: &[&str]) -> std::process::Output {
-    let o = recsel().args(args).output().unwrap();
-    assert!(
-        o.status.success(),
-        "recsel {args:?} failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    o
 }
 
 /// Rows of a `recommend --ledger` CSV: (user, request_id, status, item).

@@ -2,18 +2,8 @@
 //! `history-top:N` stays the default; `all`, `popular:N` and `pool:FILE` keep the user's own
 //! items, and the tables then report how often the pick was already the user's.
 
-use crate::util::recsel;
+use crate::util::{recsel, succeeded};
 use std::path::Path;
-use std::process::Output;
-
-fn ok(o: Output) -> Output {
-    assert!(
-        o.status.success(),
-        "recsel failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    o
-}
 
 /// Column `name` of a CSV file, as text.
 fn column(path: &Path, name: &str) -> Vec<String> {
@@ -56,7 +46,7 @@ fn select_runs_each_candidate_policy() {
         let mut a = base.to_vec();
         a.extend_from_slice(extra);
         a.extend_from_slice(&["--out", dir]);
-        ok(recsel(&a))
+        succeeded(recsel(&a))
     };
     let all = out("all");
     let o = run(&["--candidates", "all"], &all);
@@ -75,7 +65,7 @@ fn select_runs_each_candidate_policy() {
     let toml = std::fs::read_to_string(Path::new(&all).join("config.toml")).unwrap();
     assert!(toml.contains("candidates = \"all\""), "{toml}");
     let again = out("again");
-    ok(recsel(&[
+    succeeded(recsel(&[
         "run",
         Path::new(&all).join("config.toml").to_str().unwrap(),
         "--out",

@@ -419,7 +419,14 @@ fn serve_takes_a_prior() {
     let info = s.get("/v1/model", None);
     assert_eq!(info.status, 200, "{}", info.body);
     assert!(
-        info.body.contains("public prior 'popularity:2'") && info.body.contains("user-level"),
+        info.body.contains("public prior 'popularity:2'"),
+        "{}",
+        info.body
+    );
+    // The guarantee itself, not a substring that "NOT user-level" would also contain.
+    let v: serde_json::Value = serde_json::from_str(&info.body).unwrap();
+    assert_eq!(
+        v["serving"]["guarantee"], "user-level eps-DP per recommendation",
         "{}",
         info.body
     );

@@ -5,12 +5,13 @@
 //! the privacy entry of `tuning.json` for both tuners.
 
 use recsel::audit::direction_bound;
+use recsel::privacy::Population;
 use recsel::recommend::tuning::private::{PrivateRule, PrivateTuneParams, PrivateTuner};
 use recsel::recommend::tuning::Tuning;
 use recsel::rng::Streams;
 
 use crate::laws::{integrate, p_value, rs_exact, Noise, Stopping};
-use crate::util::{recsel, ALPHA};
+use crate::util::{fit_synthetic, recsel, ALPHA};
 
 /// Calibration sums of five configurations over `USERS` calibration users.
 const SUMS: [f64; 5] = [10.0, 12.0, 13.0, 14.0, 16.0];
@@ -227,15 +228,7 @@ fn tuning_json_records_the_calibration_users_privacy_for_both_tuners() {
         );
         String::from_utf8_lossy(&o.stdout).into_owned()
     };
-    run(&[
-        "fit",
-        "--dataset",
-        "synthetic",
-        "--validation-users",
-        "300",
-        "--out",
-        d,
-    ]);
+    fit_synthetic(&dir, &["--validation-users", "300"]);
     let data = ["--dataset", "synthetic", "--validation-users", "300"];
     let mut args = vec!["tune", "--model", d, "--eps", "1,2", "--mech", "none"];
     args.extend(data);
@@ -246,7 +239,7 @@ fn tuning_json_records_the_calibration_users_privacy_for_both_tuners() {
     );
     let t = Tuning::read(&dir).unwrap();
     assert!(!t.privacy.is_private());
-    assert_eq!(t.privacy.population, "calibration users");
+    assert_eq!(t.privacy.population, Population::Calibration);
     assert!(t
         .rows
         .iter()
@@ -282,7 +275,7 @@ fn tuning_json_records_the_calibration_users_privacy_for_both_tuners() {
         let eps = eps + 2.0 * tuner.statement().epsilon;
         assert_eq!(t.privacy.epsilon, Some(eps), "{rule}");
         assert_eq!(t.privacy.delta, delta, "{rule}");
-        assert_eq!(t.privacy.population, "calibration users");
+        assert_eq!(t.privacy.population, Population::Calibration);
         assert!(t.privacy.unit.contains("one calibration user"));
         // The margin rule's held-out estimate is accounted for (basic composition with the
         // selections), and each row records the estimate's eps.

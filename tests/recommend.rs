@@ -2,22 +2,12 @@
 //! release artifact, recommend for a users file.
 
 use std::path::Path;
-use std::process::Output;
 
-use crate::util::recsel;
+use crate::util::{fit_synthetic, recsel, succeeded, SYNTHETIC_MODEL};
 use recsel::mechanisms::MechParams;
 use recsel::recommend::{RecommendConfig, Recommender};
 use recsel::rng::NoiseMode;
 use recsel::scoring::CandidatePolicy;
-
-fn ok(o: Output) -> Output {
-    assert!(
-        o.status.success(),
-        "recsel failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    o
-}
 
 /// (user, item) rows of a recommendations CSV, header checked.
 fn read_recs(path: &Path) -> Vec<(String, String)> {
@@ -47,19 +37,7 @@ fn recommend_serves_one_private_item_per_user_from_its_candidates() {
     let tmp = tempfile::tempdir().unwrap();
     let model = tmp.path().join("model");
     let m = model.to_str().unwrap();
-    ok(recsel(&[
-        "fit",
-        "--dataset",
-        "synthetic",
-        "--method",
-        "exact",
-        "--l2",
-        "200",
-        "--density",
-        "0.01",
-        "--out",
-        m,
-    ]));
+    fit_synthetic(&model, SYNTHETIC_MODEL);
     for f in ["model.json", "release.json", "calibration.npz"] {
         assert!(model.join(f).exists(), "fit --out wrote no {f}");
     }
@@ -89,7 +67,7 @@ fn recommend_serves_one_private_item_per_user_from_its_candidates() {
     let top = format!("history-top:{TOP}");
     let run = |users: &Path, seed: &str, out: &str| -> std::path::PathBuf {
         let out = tmp.path().join(out);
-        let o = ok(recsel(&[
+        let o = succeeded(recsel(&[
             "recommend",
             "--model",
             m,
@@ -168,7 +146,7 @@ fn recommend_serves_one_private_item_per_user_from_its_candidates() {
     assert!(rec.n_items() > 10 * TOP);
     // Parquet output of the secure path: items still from the candidates.
     let out = tmp.path().join("s.parquet");
-    ok(recsel(&[
+    succeeded(recsel(&[
         "recommend",
         "--model",
         m,
@@ -219,7 +197,7 @@ fn recommend_serves_one_private_item_per_user_from_its_candidates() {
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("only 49-DP at 50 candidates"), "{err}");
-    let o = ok(one(
+    let o = succeeded(one(
         "rnmh-laplace",
         &["--candidates", "popular:50", "--allow-non-private"],
     ));
@@ -235,7 +213,7 @@ fn recommend_serves_one_private_item_per_user_from_its_candidates() {
     assert!(err.contains("is not protected"), "{err}");
     // The default, every item a candidate (and the public lists): user-level.
     for extra in [&[][..], &["--candidates", "popular:100"][..]] {
-        let o = ok(one("mgem", extra));
+        let o = succeeded(one("mgem", extra));
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(
             err.contains("user-level 1-DP per recommendation (mgem)")
@@ -304,7 +282,7 @@ fn recommend_names_bad_input() {
     fails(&["--users", jls], &["u.jsonl line 2", "no \"items\""]);
     // The good line alone works, on stdout as CSV.
     std::fs::write(&jl, "{\"user\": \"a\", \"items\": [1, 2]}\n").unwrap();
-    let o = ok(run(&["--users", jls]));
+    let o = succeeded(run(&["--users", jls]));
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(out.starts_with("user,item\na,"), "{out}");
     // A model file changed after the release was written.
@@ -663,7 +641,7 @@ fn a_release_whose_sensitivities_do_not_bound_its_clip_range_is_refused_naming_t
         .collect();
         if case == "untouched" {
             assert!(lib.is_ok(), "{:?}", lib.err());
-            ok(cli);
+            succeeded(cli);
             continue;
         }
         let want = ["item 0", &format!("'{id0}'"), "delta"];
@@ -731,6 +709,6 @@ fn recommend_with_a_ledger_refuses_a_seed() {
     assert!(!o.status.success(), "{err}");
     assert!(err.contains("--seed") && err.contains("--secure"), "{err}");
     assert!(!ledger.exists(), "the ledger was created by a refused run");
-    let o = ok(recsel(&base));
+    let o = succeeded(recsel(&base));
     assert!(!String::from_utf8_lossy(&o.stdout).trim().is_empty());
 }

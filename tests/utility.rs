@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::util::{assert_audit_consistent, assert_audit_flags, recsel};
+use crate::util::{assert_audit_consistent, assert_audit_flags, ok, recsel, stdout};
 use recsel::data::heldout::held_out_groups;
 use recsel::data::{
     calibration_users, load_dataset_with, DataSource, Format, LoadOptions, ValidationUsers,
@@ -13,16 +13,6 @@ use recsel::data::{
 use recsel::recommend::tuning::{krr_hit, tuned_config, Tuning};
 use recsel::recommend::Recommender;
 use recsel::rng::NoiseMode;
-
-fn ok(args: &[&str]) -> String {
-    let o = recsel(args);
-    assert!(
-        o.status.success(),
-        "recsel {args:?} failed:\n{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
 
 type Rows = BTreeMap<u32, Vec<u32>>;
 
@@ -419,7 +409,7 @@ fn evaluate_and_select_show_the_baselines() {
     eval.extend(data);
     eval.extend(["--mech", "em,mgem", "--eps", "0.5,2", "--trials", "2"]);
     eval.extend(["--out", out.to_str().unwrap()]);
-    let text = ok(&eval);
+    let text = stdout(&ok(&eval));
     for want in [
         "popular: the most popular training item",
         "popular-sampled",
@@ -486,7 +476,7 @@ fn evaluate_and_select_show_the_baselines() {
     ]);
     let plain = tmp.path().join("utility-no-prior");
     eval.extend(["--out", plain.to_str().unwrap()]);
-    let t: serde_json::Value = serde_json::from_str(&ok(&eval)).unwrap();
+    let t: serde_json::Value = serde_json::from_str(&stdout(&ok(&eval))).unwrap();
     assert_eq!(
         t["rows"].as_array().unwrap().len(),
         4 + heldout(&t) + 1 + 2 + 1,
@@ -507,7 +497,7 @@ fn evaluate_and_select_show_the_baselines() {
         "--seed",
         "1",
     ]);
-    assert!(!rec.trim().is_empty());
+    assert!(!stdout(&rec).trim().is_empty());
     // A release written again after tuning: the tuning no longer belongs to it.
     let manifest = m.join("release.json");
     let mut text = std::fs::read_to_string(&manifest).unwrap();
@@ -524,7 +514,7 @@ fn evaluate_and_select_show_the_baselines() {
     ]);
     assert!(String::from_utf8_lossy(&o.stderr).contains("made for another release"));
 
-    let sel = ok(&[
+    let sel = stdout(&ok(&[
         "select",
         "--dataset",
         "synthetic",
@@ -538,7 +528,7 @@ fn evaluate_and_select_show_the_baselines() {
         "1",
         "--out",
         tmp.path().join("select").to_str().unwrap(),
-    ]);
+    ]));
     for want in [
         "hit@1, free ",
         "\npopular                  0 ",

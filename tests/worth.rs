@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use crate::util::recsel;
+use crate::util::{fit_synthetic, ok};
 use recsel::data::{calibration_users, DataOptions, HeldOutRows};
 use recsel::mechanisms::MechParams;
 use recsel::options::OptionTable;
@@ -23,16 +23,6 @@ use recsel::scoring::{CandidatePolicy, Prior};
 /// Mechanisms tuned here: one exact (em), one simulated (mgem).
 const MECHS: &str = "em,mgem";
 
-fn ok(args: &[&str]) -> std::process::Output {
-    let o = recsel(args);
-    assert!(
-        o.status.success(),
-        "recsel {args:?} failed:\n{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    o
-}
-
 /// Synthetic data fitted with validation users (`auto`) and tuned, once per test process.
 fn model() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
@@ -42,15 +32,7 @@ fn model() -> &'static Path {
             .keep();
         let dir = t.join("model");
         let d = dir.to_str().unwrap();
-        ok(&[
-            "fit",
-            "--dataset",
-            "synthetic",
-            "--validation-users",
-            "auto",
-            "--out",
-            d,
-        ]);
+        fit_synthetic(&dir, &["--validation-users", "auto"]);
         ok(&[
             "tune",
             "--model",

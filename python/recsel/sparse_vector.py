@@ -26,7 +26,9 @@ class SparseVector:
     Without ``samples`` the percentile of each query is known exactly (Algorithm 3, pure
     ``epsilon``-DP): ask with :meth:`test_percentile`. With ``samples`` = m, each query runs m
     times and its percentile is estimated (Algorithm 4, (epsilon, delta)-DP with the ``slack``
-    eta of the coupling): ask with :meth:`test` (``fn(seed) -> score`` and the query's threshold
+    eta of the coupling and the ``smoothing`` c of the estimate ``ln((S + c)/(m - S + c))``,
+    ``None`` for the library's default 2 sqrt(m), which keeps delta at most 1e-6 for ten queries
+    at the usual (m, eta); see docs/sparse-vector.md): ask with :meth:`test` (``fn(seed) -> score`` and the query's threshold
     tau) or :meth:`test_count`. A query is "above" when ``P(score >= tau)`` reaches
     ``percentile``.
 
@@ -50,6 +52,7 @@ class SparseVector:
         *,
         samples: Optional[int] = None,
         slack: float = 0.5,
+        smoothing: Optional[float] = None,
         delta0: float = 0.0,
         seed: Optional[int] = None,
     ) -> None:
@@ -62,6 +65,7 @@ class SparseVector:
             int(max_queries),
             None if samples is None else int(samples),
             float(slack),
+            None if smoothing is None else float(smoothing),
             float(delta0),
             _seed(seed),
         )
@@ -125,12 +129,15 @@ def search_threshold(
     epsilon: float,
     samples: int,
     slack: float = 0.5,
+    smoothing: Optional[float] = None,
     delta0: float = 0.0,
     seed: Optional[int] = None,
 ) -> ThresholdSearch:
     """Algorithm 5 (Theorem 4.6): the first threshold of the strictly decreasing ``grid`` at
     which the percentile of ``fn``'s score reaches ``percentile``, tested by the estimated sparse
-    vector on ``samples`` runs of ``fn(seed) -> score`` (an (eps0, delta0)-DP algorithm).
+    vector on ``samples`` runs of ``fn(seed) -> score`` (an (eps0, delta0)-DP algorithm), with
+    slack ``slack`` and smoothing ``smoothing`` (``None``: the library's default) as in
+    :class:`SparseVector`.
 
     Example::
 
@@ -143,7 +150,8 @@ def search_threshold(
 
     t, i, runs, g = _native.search_threshold(
         fn, [float(x) for x in grid], float(eps0), float(percentile), float(epsilon),
-        int(samples), float(slack), float(delta0), _seed(seed),
+        int(samples), float(slack), None if smoothing is None else float(smoothing),
+        float(delta0), _seed(seed),
     )
     return ThresholdSearch(t, i, runs, Guarantee(*g))
 
@@ -172,6 +180,7 @@ def select_unknown_threshold(
     epsilon: float,
     samples: int,
     slack: float = 0.5,
+    smoothing: Optional[float] = None,
     max_runs: Optional[int] = None,
     delta0: float = 0.0,
     seed: Optional[int] = None,
@@ -185,7 +194,9 @@ def select_unknown_threshold(
 
     c, s, t, runs, g = _native.select_unknown_threshold(
         fn, [float(x) for x in grid], float(gamma), float(eps0), float(percentile),
-        float(epsilon), int(samples), float(slack), None if max_runs is None else int(max_runs),
+        float(epsilon), int(samples), float(slack),
+        None if smoothing is None else float(smoothing),
+        None if max_runs is None else int(max_runs),
         float(delta0), _seed(seed),
     )
     return UnknownThresholdSelection(c, s, t, runs, Guarantee(*g))

@@ -10,8 +10,8 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
 use recsel::data::Csr;
 use recsel::model::options::TrainingPrivacyOptions;
-use recsel::model::privacy::PopulationPrivacy;
 use recsel::model::{self, Model, ModelParams};
+use recsel::privacy::PopulationPrivacy;
 use recsel::scoring::ModelScorer;
 
 use crate::convert::{err, fill, invalid, option_dicts, reduce_with, slice, R};

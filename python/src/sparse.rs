@@ -36,7 +36,9 @@ fn statement(py: Python<'_>, s: &Statement) -> R<Py<PyTuple>> {
 }
 
 /// The sparse vector of the keyword arguments: the exact oracle without `samples`, the
-/// estimated one (m = `samples` runs per query, slack η) with it.
+/// estimated one (m = `samples` runs per query, slack η, smoothing c or the library's default)
+/// with it.
+#[allow(clippy::too_many_arguments)]
 fn sparse_vector(
     eps0: f64,
     percentile: f64,
@@ -44,11 +46,25 @@ fn sparse_vector(
     max_queries: u64,
     samples: Option<u64>,
     slack: f64,
+    smoothing: Option<f64>,
     delta0: f64,
 ) -> R<SparseVector> {
     let params = match samples {
-        None => SvtParams::exact(eps0, percentile, epsilon, max_queries),
-        Some(m) => SvtParams::estimated(eps0, percentile, epsilon, max_queries, m, slack),
+        None => {
+            if smoothing.is_some() {
+                return Err(invalid(
+                    "smoothing applies to estimated percentiles: pass samples too".to_string(),
+                ));
+            }
+            SvtParams::exact(eps0, percentile, epsilon, max_queries)
+        }
+        Some(m) => {
+            let p = SvtParams::estimated(eps0, percentile, epsilon, max_queries, m, slack);
+            match smoothing {
+                Some(c) => p.with_smoothing(c),
+                None => p,
+            }
+        }
     };
     params.with_delta0(delta0).check().map_err(err)
 }
@@ -99,7 +115,7 @@ pub struct PySparseVector {
 impl PySparseVector {
     #[new]
     #[pyo3(signature = (eps0, percentile, epsilon, max_queries, samples=None, slack=0.5,
-                        delta0=0.0, seed=0))]
+                        smoothing=None, delta0=0.0, seed=0))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         eps0: f64,
@@ -108,6 +124,7 @@ impl PySparseVector {
         max_queries: u64,
         samples: Option<u64>,
         slack: f64,
+        smoothing: Option<f64>,
         delta0: f64,
         seed: u64,
     ) -> R<Self> {
@@ -118,6 +135,7 @@ impl PySparseVector {
             max_queries,
             samples,
             slack,
+            smoothing,
             delta0,
         )?;
         let mut rng = generator(seed);
@@ -191,7 +209,8 @@ impl PySparseVector {
 /// the target, on m = `samples` runs of `fn_(seed) -> score`. Returns `(threshold, index, runs,
 /// (epsilon, delta, source))`, threshold and index `None` for ⊥.
 #[pyfunction]
-#[pyo3(signature = (fn_, grid, eps0, percentile, epsilon, samples, slack=0.5, delta0=0.0, seed=0))]
+#[pyo3(signature = (fn_, grid, eps0, percentile, epsilon, samples, slack=0.5, smoothing=None,
+                    delta0=0.0, seed=0))]
 #[allow(clippy::too_many_arguments)]
 pub fn search_threshold<'py>(
     py: Python<'py>,
@@ -202,6 +221,7 @@ pub fn search_threshold<'py>(
     epsilon: f64,
     samples: u64,
     slack: f64,
+    smoothing: Option<f64>,
     delta0: f64,
     seed: u64,
 ) -> R<Bound<'py, PyTuple>> {
@@ -213,6 +233,7 @@ pub fn search_threshold<'py>(
         grid.len().max(1) as u64,
         Some(samples),
         slack,
+        smoothing,
         delta0,
     )?;
     let failed = RefCell::new(None);
@@ -239,7 +260,7 @@ pub fn search_threshold<'py>(
 /// candidate and score `None` for ⊥.
 #[pyfunction]
 #[pyo3(signature = (fn_, grid, gamma, eps0, percentile, epsilon, samples, slack=0.5,
-                    max_runs=None, delta0=0.0, seed=0))]
+                    smoothing=None, max_runs=None, delta0=0.0, seed=0))]
 #[allow(clippy::too_many_arguments)]
 pub fn select_unknown_threshold<'py>(
     py: Python<'py>,
@@ -251,6 +272,7 @@ pub fn select_unknown_threshold<'py>(
     epsilon: f64,
     samples: u64,
     slack: f64,
+    smoothing: Option<f64>,
     max_runs: Option<u64>,
     delta0: f64,
     seed: u64,
@@ -263,6 +285,7 @@ pub fn select_unknown_threshold<'py>(
         grid.len().max(1) as u64,
         Some(samples),
         slack,
+        smoothing,
         delta0,
     )?;
     let sel = UnknownThreshold::new(svt, gamma, max_runs).map_err(err)?;

@@ -114,3 +114,35 @@ def test_the_margin_mechanism_is_a_registry_mechanism(run_cli):
     assert py.tolist() == cli["counts"]
     m = next(m for m in recsel.mechanisms() if m["name"] == "rs-margin")
     assert m["private"] is True and "delta" in m["guarantee"]
+
+
+def test_the_smoothing_is_settable_and_its_default_keeps_delta_small():
+    # Algorithm 4's default smoothing c = 2 sqrt(m) (the library's): delta of ten queries at
+    # eps0 = 0.5, m = 200, eta = 0.5 is at most 1e-6; c = 1 gives about 0.10 (power).
+    default = recsel.SparseVector(0.5, 0.5, 3.0, 10, samples=200, slack=0.5, seed=1)
+    explicit = recsel.SparseVector(0.5, 0.5, 3.0, 10, samples=200, slack=0.5,
+                                   smoothing=2 * math.sqrt(200), seed=1)
+    one = recsel.SparseVector(0.5, 0.5, 3.0, 10, samples=200, slack=0.5, smoothing=1.0, seed=1)
+    assert default.guarantee.delta <= 1e-6
+    assert default.guarantee == explicit.guarantee
+    assert one.guarantee.delta > 0.05, one.guarantee
+    with pytest.raises(recsel.RecselError, match="smoothing"):
+        recsel.SparseVector(0.5, 0.5, 3.0, 10, samples=200, smoothing=0.0)
+    with pytest.raises(recsel.RecselError, match="samples"):
+        recsel.SparseVector(0.5, 0.5, 3.0, 10, smoothing=1.0)
+
+    def score(seed):
+        return 1.0 + np.random.default_rng(seed).laplace(scale=1 / 0.5)
+
+    grid = [6.0, 4.0, 2.0, 0.0, -2.0]
+    args = dict(eps0=0.5, percentile=0.5, epsilon=2.0, samples=200, seed=3)
+    s = recsel.search_threshold(score, grid, **args)
+    s1 = recsel.search_threshold(score, grid, smoothing=1.0, **args)
+    assert s.guarantee.delta < s1.guarantee.delta
+
+    def run(seed):
+        return 0, score(seed)
+
+    u = recsel.select_unknown_threshold(run, grid, gamma=0.1, **args)
+    u1 = recsel.select_unknown_threshold(run, grid, gamma=0.1, smoothing=1.0, **args)
+    assert u.guarantee.delta < u1.guarantee.delta

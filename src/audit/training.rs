@@ -26,7 +26,8 @@ use statrs::distribution::{ContinuousCDF, Normal};
 
 use crate::data::Csr;
 use crate::error::{Error, Result};
-use crate::model::dp::{clean_gram, GramMechanism, GramNoise, NoiseSource};
+use crate::model::dp::{clean_gram, GramMechanism, GramNoise};
+use crate::privacy::NoiseSource;
 use crate::rng::mix64;
 use crate::stats::hypothesis::{chi_square_gof, clopper_pearson_lower, clopper_pearson_upper};
 

@@ -185,7 +185,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
 /// Prints the privacy report on stderr and, with `json`, writes it there as JSON.
 pub fn show_report(
-    report: &recsel::recommend::PrivacyReport,
+    report: &recsel::privacy::report::PrivacyReport,
     json: Option<&std::path::Path>,
 ) -> anyhow::Result<()> {
     eprintln!("{report}");

@@ -6,20 +6,22 @@
 //! **A tighter accountant** exists only where a proof is written down: the exponential mechanism
 //! is ε-bounded-range (its log-likelihood ratios between neighbours span an interval of width at
 //! most ε; Durfee & Rogers 2019), and an ε-bounded-range mechanism is ε²/8-zCDP (Cesar & Rogers
-//! 2021). zCDP composes by adding ρ, and ρ-zCDP
-//! implies (ρ + 2√(ρ ln(1/δ)), δ)-DP for every δ > 0 (Bun & Steinke 2016, Proposition 1.3).
+//! 2021). zCDP composes by adding ρ, and ρ-zCDP implies (ε, δ)-DP for every δ > 0 with the ε of
+//! the crate's one conversion, [`zcdp_epsilon`] (Canonne, Kamath & Steinke 2020, Prop. 12; never
+//! more than the classical ρ + 2√(ρ ln(1/δ)) of Bun & Steinke 2016, Proposition 1.3).
 //! Permute-and-flip, report-noisy-max with exponential noise (the same distribution), randomised
 //! response, random stopping and the GEM family are not known to be bounded-range with their ε;
-//! [`zcdp_rho`] and [`Accountant::zcdp`] refuse them (a mechanism declares the property through
+//! [`bounded_range_rho`] and [`Accountant::zcdp`] refuse them (a mechanism declares the property through
 //! [`Mechanism::bounded_range`]).
 
 use crate::mechanisms::Mechanism;
+use crate::privacy::zcdp_epsilon;
 
 use super::{LedgerError, Result, Units};
 
 /// ρ of the zCDP guarantee of `mech` run at `epsilon`: `ε²/8` for a mechanism that is
 /// ε-bounded-range, an error naming the mechanism otherwise.
-pub fn zcdp_rho(mech: &dyn Mechanism, epsilon: f64) -> Result<f64> {
+pub fn bounded_range_rho(mech: &dyn Mechanism, epsilon: f64) -> Result<f64> {
     if !mech.bounded_range() {
         return Err(LedgerError::Invalid(format!(
             "mechanism '{}' is not known to be bounded-range, so no zCDP bound tighter than its \
@@ -33,16 +35,6 @@ pub fn zcdp_rho(mech: &dyn Mechanism, epsilon: f64) -> Result<f64> {
         )));
     }
     Ok(epsilon * epsilon / 8.0)
-}
-
-/// The ε of (ε, δ)-DP implied by ρ-zCDP: `ρ + 2√(ρ ln(1/δ))` (Bun & Steinke 2016, Prop. 1.3).
-pub fn zcdp_epsilon(rho: f64, delta: f64) -> Result<f64> {
-    if !(delta > 0.0 && delta < 1.0 && rho.is_finite() && rho >= 0.0) {
-        return Err(LedgerError::Invalid(format!(
-            "need rho >= 0 and 0 < delta < 1, got rho = {rho}, delta = {delta}"
-        )));
-    }
-    Ok(rho + 2.0 * (rho * (1.0 / delta).ln()).sqrt())
 }
 
 /// A running account of one user's answers under both rules.
@@ -63,7 +55,7 @@ impl Accountant {
     /// Records one answer of `mech` at `epsilon` (the ε the ledger charged).
     pub fn add(&mut self, mech: &dyn Mechanism, epsilon: Units) -> Result<()> {
         self.basic = self.basic.checked_add(epsilon)?;
-        match zcdp_rho(mech, epsilon.as_epsilon()) {
+        match bounded_range_rho(mech, epsilon.as_epsilon()) {
             Ok(rho) => self.rho += rho,
             Err(_) => {
                 self.not_bounded_range.get_or_insert(mech.name());
@@ -96,11 +88,17 @@ impl Accountant {
     }
 
     /// The smaller of the basic total and the zCDP-implied ε at `delta` (the basic total alone
-    /// when zCDP does not apply). The basic total is pure ε-DP; the zCDP one is (ε, δ)-DP.
+    /// when zCDP does not apply). The basic total is pure ε-DP; the zCDP one is (ε, δ)-DP, by
+    /// [`zcdp_epsilon`].
     pub fn best_epsilon(&self, delta: f64) -> Result<f64> {
+        if !(delta > 0.0 && delta < 1.0) {
+            return Err(LedgerError::Invalid(format!(
+                "need 0 < delta < 1, got delta = {delta}"
+            )));
+        }
         let basic = self.basic.as_epsilon();
         match self.zcdp() {
-            Ok(rho) => Ok(zcdp_epsilon(rho, delta)?.min(basic)),
+            Ok(rho) => Ok(zcdp_epsilon(rho, delta).min(basic)),
             Err(_) => Ok(basic),
         }
     }

@@ -196,6 +196,20 @@ impl Guarantee {
     pub fn is_private(&self) -> bool {
         !matches!(self, Guarantee::NotPrivate)
     }
+
+    /// Refuses this guarantee of `mechanism` in a run that needs pure ε-DP (`run` names the run
+    /// and why) if it is only (ε, δ)-DP ([`Guarantee::Approx`]): its rows or answers would read
+    /// as ε-DP beside the others, and a budget of pure ε cannot pay for its δ.
+    pub fn refuse_approximate(&self, mechanism: &str, run: &str) -> Result<()> {
+        match self {
+            Guarantee::Approx { .. } => Err(Error::Invalid(format!(
+                "mechanism '{mechanism}' is {self}, not eps-DP: {run} needs pure eps-DP \
+                 mechanisms (e.g. mgem, gem, cgem, rnm, or rs-hard for a hard stop with a pure \
+                 guarantee)"
+            ))),
+            _ => Ok(()),
+        }
+    }
 }
 
 impl fmt::Display for Guarantee {

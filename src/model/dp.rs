@@ -18,7 +18,8 @@
 //!   σ² on the integer counts is ρ-zCDP with the same ρ (Canonne–Kamath–Steinke 2020, Thm 14);
 //!   weighted, the integer sums `S·G` (weights on the grid 1/S, S = 2^14) get the discrete
 //!   Gaussian of variance parameter (Sσ)² before the division by S: sensitivity SΔ, same ρ.
-//!   (ε, δ) comes from ρ by [`zcdp_epsilon`], the one conversion of the crate.
+//!   (ε, δ) comes from ρ by [`zcdp_epsilon`], the one conversion of the crate; σ from Δ and ρ,
+//!   its secure grid and the noise source are [`Gaussian`] and [`NoiseSource`] (`privacy`).
 //! * **Positive definiteness**: the noise matrix N has ‖N‖ ≤ σ(2√n + 2√ln(10⁹)) except with
 //!   probability 10⁻⁹ ([`pd_floor`]), so `XᵀX + N + λI` with λ at least that floor is positive
 //!   definite: λ is raised to the floor when it is smaller (the floor depends on σ and the
@@ -31,15 +32,15 @@ use rayon::prelude::*;
 use std::borrow::Cow;
 
 use super::gram::{gram_dense, gram_dense_weighted, DenseGramEdit, ItemUsers};
-use super::privacy::PopulationPrivacy;
 use super::{ease, sansa, DenseScalar, FitReport, Method, Model, ModelParams, UmrConfig};
 use crate::data::Csr;
 use crate::error::{Error, Result};
+use crate::privacy::{
+    contribution_weight, max_zcdp_rho, variance_on_grid, zcdp_epsilon, Gaussian, NoiseSource,
+    Population, PopulationPrivacy, SIGMA2_DEN,
+};
 use crate::rng::{mix64, name_id, SecureRng, Streams};
 use crate::stats::exact::discrete_gaussian;
-
-/// The secure path's variance parameter σ² is a rational `num / 2^10`, rounded up.
-const SIGMA2_DEN: u128 = 1 << 10;
 
 /// The per-user weights are multiples of 1/S, S = 2^`WEIGHT_BITS`: the weighted Gram matrix
 /// times S is an integer matrix (the secure path's noise is added to it), its sums exact in f64
@@ -85,22 +86,10 @@ impl ContributionBound {
 /// The integer weight W (the user's row counts W/S, S = 2^[`WEIGHT_BITS`]) of a user with `n`
 /// interactions under the cap C: the largest W ≤ S with `(W/S)² · n(n+1)/2 ≤ C(C+1)/2`, i.e.
 /// `⌊S · min(1, Δ/√(n(n+1)/2))⌋` computed on integers, so the user moves the upper triangle by
-/// `(W/S)·√(n(n+1)/2) ≤ Δ` exactly (no rounding can push it over).
+/// `(W/S)·√(n(n+1)/2) ≤ Δ` exactly (no rounding can push it over): [`contribution_weight`].
 pub fn user_weight(n: usize, cap: usize) -> u16 {
-    if n <= cap {
-        return WEIGHT_SCALE as u16;
-    }
-    let (n, c, s) = (n as u128, cap as u128, u128::from(WEIGHT_SCALE));
-    let (lhs, rhs) = (n * (n + 1), s * s * c * (c + 1));
-    let fits = |w: u128| w * w * lhs <= rhs;
-    let mut w = ((rhs as f64 / lhs as f64).sqrt() as u128).min(s);
-    while w > 0 && !fits(w) {
-        w -= 1;
-    }
-    while w < s && fits(w + 1) {
-        w += 1;
-    }
-    w as u16
+    let (n, c) = (n as u128, cap as u128);
+    contribution_weight(WEIGHT_SCALE, n * (n + 1), c * (c + 1)) as u16
 }
 
 /// [`user_weight`] of every row of `x`.
@@ -115,67 +104,6 @@ pub fn user_weights(x: &Csr, cap: usize) -> Vec<u16> {
 
 /// Failure probability of the positive-definiteness bound of [`pd_floor`].
 const PD_FAILURE: f64 = 1e-9;
-
-/// `ln δ(ε)` of ρ-zCDP by the conversion of Canonne, Kamath and Steinke (2020, Prop. 12):
-/// `δ = inf_{α>1} exp((α−1)(αρ−ε)) / (α−1) · (1 − 1/α)^α`. The infimum is found on a grid of
-/// `ln(α−1)` refined by golden-section search (the exponent is smooth and unimodal in α).
-fn log_delta_of(rho: f64, epsilon: f64) -> f64 {
-    let f = |x: f64| {
-        let a = 1.0 + x.exp();
-        (a - 1.0) * (a * rho - epsilon) - (a - 1.0).ln() + a * (1.0 - 1.0 / a).ln()
-    };
-    let (lo, hi, steps) = (-25.0f64, 25.0f64, 500);
-    let h = (hi - lo) / steps as f64;
-    let best = (0..=steps)
-        .map(|k| lo + k as f64 * h)
-        .min_by(|a, b| f(*a).total_cmp(&f(*b)))
-        .unwrap_or(0.0);
-    let (mut a, mut b) = (best - h, best + h);
-    let g = (5f64.sqrt() - 1.0) / 2.0;
-    for _ in 0..80 {
-        let (c, d) = (b - g * (b - a), a + g * (b - a));
-        if f(c) < f(d) {
-            b = d;
-        } else {
-            a = c;
-        }
-    }
-    f(best).min(f((a + b) / 2.0)).min(0.0)
-}
-
-/// ε of ρ-zCDP at δ: the smallest ε whose δ(ε) by the Canonne–Kamath–Steinke conversion is at
-/// most δ (never more than the classical `ρ + 2√(ρ ln(1/δ))`, which bounds the search). This is
-/// the one place the crate turns zCDP into (ε, δ).
-pub fn zcdp_epsilon(rho: f64, delta: f64) -> f64 {
-    if rho <= 0.0 {
-        return 0.0;
-    }
-    let target = delta.ln();
-    let (mut lo, mut hi) = (0.0f64, rho + 2.0 * (rho * (1.0 / delta).ln()).sqrt());
-    for _ in 0..100 {
-        let mid = 0.5 * (lo + hi);
-        if log_delta_of(rho, mid) <= target {
-            hi = mid;
-        } else {
-            lo = mid;
-        }
-    }
-    hi
-}
-
-/// The largest ρ whose [`zcdp_epsilon`] at δ is at most ε (bisection, rounded down).
-pub fn zcdp_rho(epsilon: f64, delta: f64) -> f64 {
-    let (mut lo, mut hi) = (0.0f64, epsilon);
-    for _ in 0..100 {
-        let mid = 0.5 * (lo + hi);
-        if zcdp_epsilon(mid, delta) <= epsilon {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
-    }
-    lo
-}
 
 /// L2 sensitivity of the upper triangle (diagonal included) of `XᵀX` for binary X under adding
 /// or removing one user with at most `cap` items: `sqrt(C(C+1)/2)`.
@@ -232,15 +160,6 @@ pub fn cap_rows(x: &Csr, cap: usize, seed: u64) -> Csr {
     Csr::new((x.rows(), x.cols()), indptr, indices, data)
 }
 
-/// Where the noise's randomness comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NoiseSource {
-    /// The operating system's entropy (a release; nothing recorded can reproduce the noise).
-    Os,
-    /// A seed — **predictable, never for a release**: tests and audits.
-    InsecureSeed(u64),
-}
-
 /// The Gaussian mechanism on the Gram matrix: its calibration and its noise.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct GramMechanism {
@@ -268,8 +187,8 @@ pub struct GramMechanism {
 impl GramMechanism {
     /// The mechanism for (ε, δ)-DP with the contribution of `cap` interactions per user (the
     /// default [`ContributionBound`]; [`GramMechanism::with_bound`] changes it): ρ =
-    /// [`zcdp_rho`], σ = Δ/√(2ρ). On the secure path σ² is rounded up onto the 2^−10 grid and ρ
-    /// recomputed from it (never above the requested one).
+    /// [`max_zcdp_rho`], σ = Δ/√(2ρ). On the secure path σ² is rounded up onto the 2^−10 grid and
+    /// ρ recomputed from it (never above the requested one): [`Gaussian::calibrate`].
     pub fn new(
         epsilon: f64,
         delta: f64,
@@ -302,16 +221,16 @@ impl GramMechanism {
             // Fail here, not inside the parallel fill, when the OS has no entropy.
             SecureRng::from_os()?;
         }
-        let sens = gram_sensitivity(cap);
-        let rho = zcdp_rho(epsilon, delta);
-        let sigma = sens / (2.0 * rho).sqrt();
-        let (sigma, rho, sigma2_num) = if secure {
-            let num = ((sigma * sigma) * SIGMA2_DEN as f64).ceil() as u128;
-            let s2 = num as f64 / SIGMA2_DEN as f64;
-            (s2.sqrt(), sens * sens / (2.0 * s2), num)
-        } else {
-            (sigma, rho, 0)
-        };
+        let Gaussian {
+            sigma,
+            rho,
+            sigma2_num,
+        } = Gaussian::calibrate(
+            gram_sensitivity(cap),
+            max_zcdp_rho(epsilon, delta),
+            secure,
+            1.0,
+        );
         Ok(GramMechanism {
             cap,
             bound: ContributionBound::DEFAULT,
@@ -351,7 +270,7 @@ impl GramMechanism {
     /// deliberately mis-calibrated release.
     pub fn with_sigma_scaled(self, factor: f64) -> Self {
         let sigma = self.sigma * factor;
-        let num = ((sigma * sigma) * SIGMA2_DEN as f64).ceil() as u128;
+        let num = variance_on_grid(sigma * sigma);
         let sens = gram_sensitivity(self.cap);
         GramMechanism {
             sigma,
@@ -397,7 +316,7 @@ impl GramMechanism {
             ),
         };
         PopulationPrivacy {
-            population: "training users".to_string(),
+            population: Population::Training,
             unit,
             epsilon: Some(self.epsilon()),
             delta: self.delta,
@@ -435,11 +354,10 @@ pub struct GramNoise {
 impl GramNoise {
     /// One draw's noise; `GramNoise::apply` adds it.
     pub fn new(mech: GramMechanism) -> Self {
-        let seed = match mech.source {
-            NoiseSource::Os => rand::random::<u64>(),
-            NoiseSource::InsecureSeed(s) => s,
-        };
-        GramNoise { mech, seed }
+        GramNoise {
+            mech,
+            seed: mech.source.fast_seed(),
+        }
     }
 }
 
@@ -450,14 +368,10 @@ impl GramNoise {
     fn each_noise<V>(&self, j: usize, col: &mut [V], scaled: bool, add: impl Fn(&mut V, f64)) {
         let m_ = &self.mech;
         if m_.secure {
-            let mut rng = match m_.source {
-                NoiseSource::Os => {
-                    SecureRng::from_os().expect("OS entropy (checked when the mechanism was made)")
-                }
-                NoiseSource::InsecureSeed(s) => {
-                    SecureRng::from_seed_insecure(mix64(s ^ mix64(j as u64 + 1)))
-                }
-            };
+            let mut rng = m_
+                .source
+                .secure_rng(|s| mix64(s ^ mix64(j as u64 + 1)))
+                .expect("OS entropy (checked when the mechanism was made)");
             // (Sσ)² = S² · num / 2^10 = num · 2^(2·WEIGHT_BITS − 10), an integer.
             let (num, den) = if scaled {
                 (m_.sigma2_num << (2 * WEIGHT_BITS - 10), 1)
@@ -699,54 +613,8 @@ pub fn fit_private(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use statrs::distribution::{ContinuousCDF, Normal};
 
     use crate::data::csr_from_rows as csr;
-
-    /// The exact (ε, δ) curve of the Gaussian mechanism with μ = Δ/σ (Balle–Wang 2018): every
-    /// valid conversion of its ρ = μ²/2 gives at least this ε.
-    fn gaussian_epsilon(mu: f64, delta: f64) -> f64 {
-        let phi = Normal::new(0.0, 1.0).unwrap();
-        let d = |e: f64| phi.cdf(-e / mu + mu / 2.0) - e.exp() * phi.cdf(-e / mu - mu / 2.0);
-        let (mut lo, mut hi) = (0.0, 100.0);
-        for _ in 0..100 {
-            let m = 0.5 * (lo + hi);
-            if d(m) > delta {
-                lo = m
-            } else {
-                hi = m
-            }
-        }
-        hi
-    }
-
-    /// The conversion lies between the exact Gaussian curve (below it would be unsound) and the
-    /// classical ρ + 2√(ρ ln 1/δ); ρ of (ε, δ) inverts it.
-    #[test]
-    fn zcdp_conversion_is_sound_and_tighter_than_the_classical_one() {
-        for &(rho, delta) in &[
-            (0.01, 1e-8),
-            (0.1, 1e-5),
-            (0.5, 1e-6),
-            (2.0, 1e-10),
-            (8.0, 1e-6),
-        ] {
-            let e = zcdp_epsilon(rho, delta);
-            let classical = rho + 2.0 * (rho * (1.0f64 / delta).ln()).sqrt();
-            let exact = gaussian_epsilon((2.0f64 * rho).sqrt(), delta);
-            assert!(e <= classical, "ρ={rho}: {e} > classical {classical}");
-            assert!(e >= exact, "ρ={rho}: {e} below the Gaussian curve {exact}");
-            assert!(
-                e < 0.97 * classical,
-                "ρ={rho}: {e} not tighter than {classical}"
-            );
-            let r = zcdp_rho(e, delta);
-            assert!(
-                (r - rho).abs() < 1e-6 * rho.max(1.0),
-                "ρ={rho}: inverted to {r}"
-            );
-        }
-    }
 
     /// The kept items are a subset of at most C of the row's, chosen by the row's own items: a
     /// user's choice does not move when other users come or go.
@@ -951,7 +819,7 @@ mod tests {
             assert_eq!(f.l2_used, 2.0 * pd_floor(mech.sigma, 60));
             assert!(f.l2_used > 10.0);
             let p = &f.privacy;
-            assert_eq!(p.population, "training users");
+            assert_eq!(p.population, Population::Training);
             assert!((p.epsilon.unwrap() - 8.0).abs() < 1e-6);
             assert_eq!(p.delta, 1e-8);
             match bound {

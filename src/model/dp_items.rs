@@ -7,7 +7,7 @@
 //!   `w(d) = ⌊M·√(min(1, C/d))⌋` (M = [`COUNT_SCALE`], C = `--dp-cap`) to the count of each of
 //!   their items; the released count is the sum over users divided by M, plus noise. Every user's
 //!   items count, whatever their number: a long history is down-weighted instead of sampled.
-//! * **Sensitivity of stage 1** (add/remove one user; [`user_weight`], [`count_sensitivity`]).
+//! * **Sensitivity of stage 1** (add/remove one user; [`count_weight`], [`count_sensitivity`]).
 //!   The user changes exactly the d counts of their items, each by `w(d)`, so the L2 distance of
 //!   the two integer count vectors is `√d · w(d)`. If d ≤ C, `w(d) = M` and `√d·M ≤ √C·M`. If
 //!   d > C, `w(d)` is the largest integer with `w² · d ≤ M² · C` (computed exactly on integers),
@@ -31,13 +31,15 @@
 use rand_distr::{Distribution, StandardNormal};
 use rayon::prelude::*;
 
-use super::dp::{fit_private, zcdp_epsilon, GramMechanism, NoiseSource, PrivateFit};
+use super::dp::{fit_private, GramMechanism, PrivateFit};
 use super::sansa::{Sansa, SparseWeights};
 use super::{Ease, Method, Model, ModelParams};
 use crate::data::Csr;
 use crate::error::{Error, Result};
-use crate::rng::{name_id, SecureRng, Streams};
-use crate::stats::exact::discrete_gaussian;
+use crate::privacy::{
+    contribution_weight, discrete_gaussian_on_grid, zcdp_epsilon, Gaussian, PopulationPrivacy,
+};
+use crate::rng::{name_id, Streams};
 
 /// The integer scale of the stage-1 weights: a user's weight per item is a multiple of 1/M.
 /// 256 keeps the rounding loss of the weight below 1/256 of an interaction and every count far
@@ -50,26 +52,11 @@ pub const COUNT_SCALE: u64 = 256;
 /// (docs/training-privacy.md, "Large catalogues").
 pub const DEFAULT_SHARE: f64 = 0.1;
 
-/// The secure path's variance parameter is a rational `num / 2^10`, rounded up.
-const SIGMA2_DEN: u128 = 1 << 10;
-
 /// The stage-1 weight of each item of a user with `d` items under the contribution bound `cap`,
 /// in units of 1/[`COUNT_SCALE`]: `M` when d ≤ C, else the largest integer w with
-/// `w²·d ≤ M²·C`, so that the user's vector has L2 norm `√d·w ≤ M√C`.
-pub fn user_weight(d: usize, cap: usize) -> u64 {
-    let m = COUNT_SCALE;
-    if d <= cap {
-        return m;
-    }
-    let (d, bound) = (d as u128, (m * m) as u128 * cap as u128);
-    let mut w = (bound as f64 / d as f64).sqrt() as u128;
-    while w > 0 && w * w * d > bound {
-        w -= 1;
-    }
-    while (w + 1) * (w + 1) * d <= bound {
-        w += 1;
-    }
-    w as u64
+/// `w²·d ≤ M²·C`, so that the user's vector has L2 norm `√d·w ≤ M√C`: [`contribution_weight`].
+pub fn count_weight(d: usize, cap: usize) -> u64 {
+    contribution_weight(COUNT_SCALE, d as u128, cap as u128)
 }
 
 /// L2 sensitivity of the released counts (in interactions, the integer vector divided by
@@ -87,7 +74,7 @@ pub fn weighted_counts(x: &Csr, cap: usize) -> Vec<u64> {
     let mut counts = vec![0u64; x.cols()];
     for u in 0..x.rows() {
         let items = &idx[ptr[u]..ptr[u + 1]];
-        let w = user_weight(items.len(), cap);
+        let w = count_weight(items.len(), cap);
         for &j in items {
             counts[j as usize] += w;
         }
@@ -134,18 +121,18 @@ impl ItemSetMechanism {
             });
         }
         let cap = total.cap;
-        let sens = count_sensitivity(cap);
-        let rho1 = share * total.rho;
-        let sigma = sens / (2.0 * rho1).sqrt();
-        let m = COUNT_SCALE as f64;
-        let (sigma, rho, sigma2_num) = if total.secure {
-            // Integer units: variance M²σ², rounded up onto the grid; ρ from the rounded value.
-            let num = ((m * m * sigma * sigma) * SIGMA2_DEN as f64).ceil() as u128;
-            let s2 = num as f64 / SIGMA2_DEN as f64 / (m * m);
-            (s2.sqrt(), sens * sens / (2.0 * s2), num)
-        } else {
-            (sigma, rho1, 0)
-        };
+        // Integer units on the secure path: variance M²σ², rounded up onto the grid; ρ from the
+        // rounded value.
+        let Gaussian {
+            sigma,
+            rho,
+            sigma2_num,
+        } = Gaussian::calibrate(
+            count_sensitivity(cap),
+            share * total.rho,
+            total.secure,
+            COUNT_SCALE as f64,
+        );
         Ok(ItemSetMechanism {
             items,
             share,
@@ -172,23 +159,17 @@ impl ItemSetMechanism {
         let counts = weighted_counts(x, self.cap);
         let m = COUNT_SCALE as f64;
         if self.gram.secure {
-            let mut rng = match self.gram.source {
-                NoiseSource::Os => SecureRng::from_os()?,
-                NoiseSource::InsecureSeed(s) => SecureRng::from_seed_insecure(s ^ 0x6974_656d),
-            };
+            let mut rng = self.gram.source.secure_rng(|s| s ^ 0x6974_656d)?;
             Ok(counts
                 .iter()
                 .map(|&c| {
-                    let z = discrete_gaussian(&mut rng, self.sigma2_num, SIGMA2_DEN);
+                    let z = discrete_gaussian_on_grid(&mut rng, self.sigma2_num);
                     (c as i128 + z) as f64 / m
                 })
                 .collect())
         } else {
-            let seed = match self.gram.source {
-                NoiseSource::Os => rand::random::<u64>(),
-                NoiseSource::InsecureSeed(s) => s,
-            };
-            let mut rng = Streams::new(seed).stream(name_id("dp-items"), 0, 0, 0);
+            let mut rng =
+                Streams::new(self.gram.source.fast_seed()).stream(name_id("dp-items"), 0, 0, 0);
             Ok(counts
                 .iter()
                 .map(|&c| {
@@ -391,17 +372,13 @@ pub fn fit_private_with_items(
 impl ItemSetMechanism {
     /// The training users' entry of the whole fit from stage 2's (`gram`, as [`fit_private`]
     /// states it for the restricted matrix): ε of the summed ρ, both stages named.
-    pub fn privacy(
-        &self,
-        gram: super::privacy::PopulationPrivacy,
-        n: usize,
-    ) -> super::privacy::PopulationPrivacy {
+    pub fn privacy(&self, gram: PopulationPrivacy, n: usize) -> PopulationPrivacy {
         let noise = if self.gram.secure {
             "exact discrete Gaussian"
         } else {
             "Gaussian"
         };
-        super::privacy::PopulationPrivacy {
+        PopulationPrivacy {
             epsilon: Some(self.epsilon()),
             mechanism: format!(
                 "two stages, zCDP ρ={:.6} = {:.6} + {:.6}, ε from ρ by Canonne–Kamath–Steinke: \
@@ -432,6 +409,7 @@ mod tests {
     use super::*;
 
     use crate::data::csr_from_rows as csr;
+    use crate::privacy::NoiseSource;
 
     /// Adding one user moves the integer count vector by exactly √d·w(d) in L2, never more than
     /// M√C, with equality at d = C; at every d ≥ C the bound is nearly reached (the weight is
@@ -454,7 +432,7 @@ mod tests {
                 .map(|(&a, &b)| (b as f64 - a as f64).powi(2))
                 .sum();
             let dist = sq.sqrt() / m;
-            let w = user_weight(d, cap) as f64;
+            let w = count_weight(d, cap) as f64;
             assert!((dist - (d as f64).sqrt() * w / m).abs() < 1e-12, "d={d}");
             assert!(dist <= count_sensitivity(cap) + 1e-12, "d={d}: {dist}");
             if d == cap {
@@ -472,7 +450,7 @@ mod tests {
         }
         // Exact on integers where a float square root is inexact: w² · d ≤ M² C < (w+1)² · d.
         for (d, cap) in [(3usize, 2usize), (1_000_003, 20), (49, 1), (65_536 * 3, 3)] {
-            let w = user_weight(d, cap) as u128;
+            let w = count_weight(d, cap) as u128;
             let bound = (COUNT_SCALE as u128).pow(2) * cap as u128;
             assert!(w * w * d as u128 <= bound && (w + 1) * (w + 1) * d as u128 > bound);
         }
@@ -509,7 +487,7 @@ mod tests {
                 assert!((c * c / (2.0 * s.sigma * s.sigma) - s.rho).abs() < 1e-9 * s.rho);
                 let p = s.privacy(total.privacy(100.0), 1000);
                 assert_eq!(p.epsilon, Some(s.epsilon()));
-                assert_eq!(p.population, "training users");
+                assert_eq!(p.population, crate::privacy::Population::Training);
             }
         }
         let total = GramMechanism::new(1.0, 1e-8, 20, false, NoiseSource::InsecureSeed(1)).unwrap();

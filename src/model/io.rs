@@ -55,7 +55,7 @@ pub struct ModelMeta {
     /// The training users' privacy when the model was fitted with differential privacy; absent
     /// when the training data were treated as public.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub training_privacy: Option<super::privacy::PopulationPrivacy>,
+    pub training_privacy: Option<crate::privacy::PopulationPrivacy>,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -321,7 +321,7 @@ pub fn save_with_training_privacy(
     dataset: &str,
     fingerprint: u64,
     item_ids: &[String],
-    training_privacy: Option<super::privacy::PopulationPrivacy>,
+    training_privacy: Option<crate::privacy::PopulationPrivacy>,
 ) -> Result<()> {
     std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
     let files: Vec<(&str, Vec<u8>)> = match model {

@@ -10,7 +10,6 @@ pub mod gram;
 pub mod io;
 pub mod options;
 pub mod ordering;
-pub mod privacy;
 pub mod sansa;
 pub mod sparse;
 pub mod umr;

@@ -4,11 +4,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::privacy::PopulationPrivacy;
 use super::{FitReport, Method, Model, ModelParams, Precision};
 use crate::data::{Csr, Descriptor};
 use crate::error::Result;
 use crate::options::option_table;
+use crate::privacy::PopulationPrivacy;
 
 option_table! {
     /// The model options.
@@ -160,7 +160,7 @@ impl TrainingPrivacyOptions {
             self.dp_delta(),
             self.dp_cap(),
             self.dp_secure(),
-            super::dp::NoiseSource::Os,
+            crate::privacy::NoiseSource::Os,
         )
         .and_then(|m| m.with_shift(self.dp_shift()))
         .and_then(|m| Ok(m.with_bound(super::dp::ContributionBound::parse(&self.dp_bound())?)))

@@ -2,11 +2,11 @@
 //! ([`Scope`]), the few words every answer of the service carries, and the privacy statement for
 //! people. The CLI, the service, Python and the end-to-end audit ask here.
 
-use super::privacy::{PrivacyReport, SERVED};
 use super::release::Statistics;
 use super::Recommender;
 use crate::mechanisms::Guarantee;
-use crate::model::privacy::PopulationPrivacy;
+use crate::privacy::report::PrivacyReport;
+use crate::privacy::{Population, PopulationPrivacy};
 use crate::scoring::{CandidateList, ResolvedPrior};
 
 /// What one recommendation of a [`Recommender`] protects ([`Recommender::scope`]).
@@ -174,7 +174,7 @@ impl Recommender {
     pub fn serving_privacy(&self) -> PopulationPrivacy {
         match (self.epsilon, self.scope()) {
             (Some(e), Scope::UserLevel) => PopulationPrivacy {
-                population: SERVED.into(),
+                population: Population::Served,
                 unit: "user's whole history, per recommendation".into(),
                 epsilon: Some(e),
                 delta: 0.0,
@@ -186,7 +186,7 @@ impl Recommender {
                 ),
                 note: String::new(),
             },
-            _ => PopulationPrivacy::public(SERVED, &self.guarantee()),
+            _ => PopulationPrivacy::public(Population::Served, &self.guarantee()),
         }
     }
 
@@ -212,7 +212,7 @@ impl Recommender {
         self.privacy_report().with(
             "ledger period",
             PopulationPrivacy {
-                population: SERVED.into(),
+                population: Population::Served,
                 unit,
                 epsilon: Some(budget),
                 delta: 0.0,

@@ -45,7 +45,6 @@ pub mod evaluation;
 pub mod input;
 pub mod ledgered;
 pub mod options;
-pub mod privacy;
 pub mod release;
 pub mod statistics;
 pub mod worth;
@@ -61,6 +60,8 @@ use crate::data::Fnv64;
 use crate::error::{Error, Result};
 use crate::mechanisms::{self, Guarantee, MechParams, Mechanism, Problem, Selector};
 use crate::model::{self, Model, Scratch};
+use crate::privacy::report::{tuning_public, PrivacyReport};
+use crate::privacy::{Population, PopulationPrivacy};
 use crate::rng::{name_id, Draws, NoiseMode, SecureRng, Streams};
 use crate::scoring::{
     top_candidates, CandidateList, CandidatePolicy, Candidates, Prior, ResolvedPrior,
@@ -69,7 +70,6 @@ use crate::scoring::{
 pub use block::{ScoredBlock, MIN_BLOCK};
 pub use claim::Scope;
 pub use options::RecommendOptions;
-pub use privacy::PrivacyReport;
 pub use release::{calibrate, Release, ReleaseManifest};
 pub use worth::{Standing, Worth};
 
@@ -233,8 +233,8 @@ impl Recommender {
         if let Some((lo, hi)) = exact_clip {
             report = report.with(
                 "tuned clip range",
-                crate::model::privacy::PopulationPrivacy::public(
-                    privacy::CALIBRATION,
+                PopulationPrivacy::public(
+                    Population::Calibration,
                     &format!(
                         "the served clip range p{lo}/p{hi} is a pair of exact percentiles of the \
                          calibration users' scores, chosen by `recsel tune` ({})",
@@ -313,14 +313,11 @@ impl Recommender {
             NoiseMode::Secure => Some(mech.secure_epsilon()?),
             NoiseMode::Fast => guarantee.epsilon_for(k),
         };
-        if let Guarantee::Approx { .. } = guarantee {
-            // Serving charges pure ε per recommendation (and the privacy statement says ε-DP).
-            return Err(Error::Invalid(format!(
-                "mechanism '{}' is {guarantee}, not eps-DP: recommend serves only pure eps-DP \
-                 mechanisms (e.g. mgem, gem, cgem, rnm, rs-hard)",
-                cfg.mechanism
-            )));
-        }
+        // Serving charges pure ε per recommendation (and the privacy statement says ε-DP).
+        guarantee.refuse_approximate(
+            &cfg.mechanism,
+            "recommend (it charges pure eps per recommendation)",
+        )?;
         let pure = matches!(guarantee, Guarantee::Pure { .. });
         if !pure && !cfg.allow_non_private {
             return Err(Error::Invalid(format!(
@@ -729,7 +726,7 @@ fn with_tuning_of(report: PrivacyReport, dir: &Path) -> Result<PrivacyReport> {
     let privacy = match v.get("privacy") {
         Some(p) if !p.is_null() => serde_json::from_value(p.clone())
             .map_err(|e| Error::Invalid(format!("{}: field privacy: {e}", path.display())))?,
-        _ => privacy::tuning_public(),
+        _ => tuning_public(),
     };
     Ok(report.with("tuning", privacy))
 }

@@ -38,9 +38,9 @@ use crate::model::io::{crc32, npy_bytes, parse_npy, read_npz, write_npz, FileEnt
 use crate::model::{Model, ModelParams};
 use crate::scoring::{item_sensitivities, ModelScorer, Sensitivities, SensitivityConfig};
 
-use super::privacy::{self, Part, PrivacyReport, PRIVACY};
 pub use super::statistics::Statistics;
 use super::statistics::{capped_counts, model_bounds, private_counts};
+use crate::privacy::report::{training_public, Part, PrivacyReport, PRIVACY};
 
 /// Version of the release layout (2: `popularity` in the arrays; 3: `heldout` may be; 4:
 /// `statistics` in the manifest and `privacy.json`).
@@ -320,13 +320,10 @@ impl Release {
 
     /// The release-time privacy report: the training users' entry of `model.json` (`training`;
     /// `None`: treated as public) and the entries of the statistics.
-    pub fn report_of(
-        &self,
-        training: Option<&crate::model::privacy::PopulationPrivacy>,
-    ) -> PrivacyReport {
+    pub fn report_of(&self, training: Option<&crate::privacy::PopulationPrivacy>) -> PrivacyReport {
         let mut parts = vec![Part {
             part: "model weights".into(),
-            privacy: training.cloned().unwrap_or_else(privacy::training_public),
+            privacy: training.cloned().unwrap_or_else(training_public),
         }];
         let legacy = self.manifest.statistics.is_none();
         for (part, p) in self

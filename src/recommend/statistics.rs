@@ -35,8 +35,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::data::Csr;
 use crate::error::{Error, Result};
-use crate::model::privacy::PopulationPrivacy;
 use crate::model::{Model, Scratch, SCORE_LANES};
+use crate::privacy::{Population, PopulationPrivacy};
 use crate::rng::SecureRng;
 use crate::scoring::Sensitivities;
 use crate::stats::exact::discrete_laplace;
@@ -98,7 +98,7 @@ impl Statistics {
                 out.push((
                     "clip ranges".to_string(),
                     PopulationPrivacy {
-                        population: "calibration users".into(),
+                        population: Population::Calibration,
                         unit: "user".into(),
                         epsilon: Some(0.0),
                         delta: 0.0,
@@ -111,7 +111,7 @@ impl Statistics {
                     },
                 ));
                 let count = |what: &str| PopulationPrivacy {
-                    population: "training users".into(),
+                    population: Population::Training,
                     unit: format!("user (at most {count_cap} items counted)"),
                     epsilon: Some(*count_epsilon),
                     delta: 0.0,
@@ -125,7 +125,7 @@ impl Statistics {
                     out.push((
                         "popularity counts".into(),
                         PopulationPrivacy {
-                            population: "training users".into(),
+                            population: Population::Training,
                             unit: "user".into(),
                             epsilon: Some(0.0),
                             delta: 0.0,
@@ -153,14 +153,14 @@ impl Statistics {
                 out.push((
                     "clip ranges".into(),
                     PopulationPrivacy::public(
-                        "calibration users",
+                        Population::Calibration,
                         &format!("{why}per-item percentiles of their scores, calibration users not protected"),
                     ),
                 ));
                 out.push((
                     "popularity counts".into(),
                     PopulationPrivacy::public(
-                        "training users",
+                        Population::Training,
                         &format!("{why}exact per-item training counts"),
                     ),
                 ));
@@ -168,7 +168,7 @@ impl Statistics {
                     out.push((
                         "held-out counts".into(),
                         PopulationPrivacy::public(
-                            "training users",
+                            Population::Training,
                             &format!("{why}exact per-item held-out counts"),
                         ),
                     ));

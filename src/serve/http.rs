@@ -601,7 +601,7 @@ fn allowed_hosts(opts: &ServeOptions, bound: SocketAddr, keyed: bool) -> Option<
 /// stops accepting, finishes the requests in flight (closing the connections still open after
 /// `shutdown_timeout`), lets the ledger commit what is queued, and returns what it served. Blocking; prints its banner and its address on stderr.
 pub fn run(opts: ServeOptions) -> Result<Served, ServeError> {
-    opts.limits.check()?;
+    let config = opts.config()?;
     let api_key = opts.api_key_file.as_deref().map(read_api_key).transpose()?;
     let listen = opts.listen();
     let addr: SocketAddr = listen.parse().map_err(|_| {
@@ -669,7 +669,8 @@ pub fn run(opts: ServeOptions) -> Result<Served, ServeError> {
             let st = Arc::clone(&st);
             tokio::task::spawn_blocking(move || {
                 let t = Instant::now();
-                match Service::load(&st.opts, Arc::clone(&st.metrics)).and_then(answerable) {
+                match Service::load(&st.opts, &config, Arc::clone(&st.metrics)).and_then(answerable)
+                {
                     Ok(svc) => {
                         eprintln!("{}", svc.recommender().privacy_statement());
                         eprintln!("{}", svc.privacy_report());

@@ -28,7 +28,7 @@ pub mod options;
 pub mod service;
 
 pub use http::{run, Served};
-pub use options::{Fallback, LimitOptions, ServeOptions};
+pub use options::{Fallback, LimitOptions, ServeConfig, ServeOptions};
 
 use crate::ledger::LedgerError;
 

@@ -20,6 +20,20 @@ pub use crate::recommend::options::Fallback;
 
 use super::ServeError;
 
+/// What [`ServeOptions`] resolve to, every option checked: the recommender's configuration and
+/// the ledger with its budget and period.
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    /// The recommender's configuration (the secure path).
+    pub recommend: RecommendConfig,
+    /// The ledger's location (an SQLite file or a PostgreSQL URL).
+    pub ledger: String,
+    /// The budget per user and period (more than zero).
+    pub budget: Units,
+    /// The budget's window.
+    pub period: Period,
+}
+
 /// Where the service listens unless told otherwise: loopback only.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
 
@@ -221,12 +235,13 @@ impl ServeOptions {
         crate::options::overlay(self, over).map_err(|e| ServeError::Options(e.to_string()))
     }
 
-    /// The recommender's configuration (always the secure path); errors name a missing or bad
-    /// option.
-    pub fn config(&self) -> Result<RecommendConfig, ServeError> {
+    /// Every option checked once and resolved (the recommender always on the secure path):
+    /// [`run`](super::run) resolves them before it binds, and [`Service::load`](super::service::Service::load)
+    /// reads only the result. Errors name a missing or bad option.
+    pub fn config(&self) -> Result<ServeConfig, ServeError> {
         self.ledger.check(true)?;
         self.limits.check()?;
-        match self.ledger.budget()? {
+        let budget = match self.ledger.budget()? {
             None => return Err(ServeError::Options("budget (--budget) is required".into())),
             Some(b) if b == Units::ZERO => {
                 return Err(ServeError::Options(format!(
@@ -235,11 +250,21 @@ impl ServeOptions {
                     self.ledger.budget.as_deref().unwrap_or("0")
                 )))
             }
-            Some(_) => {}
-        }
-        Ok(self
-            .serving
-            .config(&self.params, &Registry::builtin(), NoiseMode::Secure)?)
+            Some(b) => b,
+        };
+        let recommend =
+            self.serving
+                .config(&self.params, &Registry::builtin(), NoiseMode::Secure)?;
+        Ok(ServeConfig {
+            recommend,
+            ledger: self
+                .ledger
+                .ledger
+                .clone()
+                .ok_or_else(|| ServeError::Options("ledger (--ledger) is required".into()))?,
+            budget,
+            period: self.period()?,
+        })
     }
 
     /// The budget's window (none unless given).

@@ -15,7 +15,7 @@ use crate::recommend::{RecScratch, Recommender, ScoredBlock};
 use crate::rng::{Draws, NoiseMode, SecureRng, Streams};
 
 use super::metrics::Metrics;
-use super::options::ServeOptions;
+use super::options::{ServeConfig, ServeOptions};
 use super::ServeError;
 use crate::scoring::CandidatePolicy;
 
@@ -66,19 +66,19 @@ impl std::fmt::Debug for Service {
 impl Service {
     /// Loads the model and its release, opens (or creates) the ledger and starts the worker
     /// pool and the ledger's commit thread. Blocking; seconds for a large model.
-    pub fn load(opts: &ServeOptions, metrics: Arc<Metrics>) -> Result<Self, ServeError> {
-        let cfg = opts.config()?;
-        let budget = opts.ledger.budget()?.expect("config() requires a budget");
+    /// `config` is what `opts` resolve to ([`ServeOptions::config`]).
+    pub fn load(
+        opts: &ServeOptions,
+        config: &ServeConfig,
+        metrics: Arc<Metrics>,
+    ) -> Result<Self, ServeError> {
         SecureRng::from_os()?; // fail now, not in a worker, if the OS has no entropy
-        let rec = Recommender::load(opts.serving.model_dir()?, &cfg)?;
+        let rec = Recommender::load(opts.serving.model_dir()?, &config.recommend)?;
         let fallback = opts.ledger.fallback().column(&rec)?;
         let ledger = ledger::open_for_charging(
-            opts.ledger
-                .ledger
-                .as_deref()
-                .expect("config() requires a ledger"),
-            Some(budget),
-            Some(opts.period()?),
+            &config.ledger,
+            Some(config.budget),
+            Some(config.period),
             opts.ledger.create_ledger(),
         )?;
         let committer = Arc::new(GroupCommitter::new(
@@ -366,7 +366,7 @@ impl Service {
 
     /// The release's privacy report with the served users per request and per ledger period
     /// (the start-up log prints it, `GET /v1/model` shows it).
-    pub fn privacy_report(&self) -> crate::recommend::PrivacyReport {
+    pub fn privacy_report(&self) -> crate::privacy::report::PrivacyReport {
         self.recommender()
             .privacy_report_with_ledger(&self.ledger.settings())
     }

@@ -317,6 +317,46 @@ pub fn recsel(args: &[&str]) -> std::process::Output {
         .expect("run recsel")
 }
 
+/// `o`, after asserting that the run succeeded (the failure names its stderr).
+pub fn succeeded(o: std::process::Output) -> std::process::Output {
+    assert!(
+        o.status.success(),
+        "recsel failed:\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    o
+}
+
+/// Runs the recsel binary with `args` and asserts that it succeeded (the failure names the
+/// arguments and the stderr).
+pub fn ok(args: &[&str]) -> std::process::Output {
+    let o = recsel(args);
+    assert!(
+        o.status.success(),
+        "recsel {args:?} failed:\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    o
+}
+
+/// The standard output of a run, as text.
+pub fn stdout(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// The model options of the small synthetic example release: SANSA (`exact`), λ = 200, density
+/// 0.01.
+pub const SYNTHETIC_MODEL: &[&str] = &["--method", "exact", "--l2", "200", "--density", "0.01"];
+
+/// A model directory with its release: `recsel fit --dataset synthetic EXTRA --out DIR`,
+/// asserted to succeed.
+pub fn fit_synthetic(dir: &std::path::Path, extra: &[&str]) -> std::process::Output {
+    let mut a = vec!["fit", "--dataset", "synthetic"];
+    a.extend_from_slice(extra);
+    a.extend(["--out", dir.to_str().unwrap()]);
+    ok(&a)
+}
+
 /// The served users of a split: its test users, as (user id, item columns of the history).
 pub fn test_users(data: &recsel::data::Dataset) -> Vec<(String, Vec<u32>)> {
     (0..data.test_input.rows())

@@ -153,18 +153,11 @@ pub const RS_HARD_EPS0: MechanismSpec = MechanismSpec {
 };
 
 /// Refuses a run that needs pure ε-DP (`run` names it in the message) if one of `specs` built
-/// with `params` claims only (ε, δ)-DP ([`Guarantee::Approx`], `rs-hard-delta`): its rows would
-/// read as ε-DP beside the others, and a budget of pure ε cannot pay for its δ.
+/// with `params` claims only (ε, δ)-DP (`rs-hard-delta`): [`Guarantee::refuse_approximate`].
 pub fn refuse_approximate(specs: &[&MechanismSpec], params: &MechParams, run: &str) -> Result<()> {
     for spec in specs {
         if let Ok(m) = spec.build(params) {
-            if let g @ Guarantee::Approx { .. } = m.guarantee() {
-                return Err(Error::Invalid(format!(
-                    "mechanism '{}' is {g}, not eps-DP: {run} needs pure eps-DP mechanisms \
-                     (use rs-hard for a hard stop with a pure guarantee)",
-                    spec.name
-                )));
-            }
+            m.guarantee().refuse_approximate(spec.name, run)?;
         }
     }
     Ok(())

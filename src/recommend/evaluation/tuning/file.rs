@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 use crate::io::write_atomic;
 use crate::mechanisms::{check_epsilon, MechParams};
 use crate::model::io::{crc32, npy_bytes, parse_npy, read_npz, write_npz, FileEntry, NpyArray};
-use crate::model::privacy::PopulationPrivacy;
+use crate::privacy::PopulationPrivacy;
 use crate::rng::NoiseMode;
 use crate::scoring::{CandidatePolicy, Prior, Sensitivities};
 

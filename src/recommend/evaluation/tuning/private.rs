@@ -31,15 +31,13 @@ use crate::mechanisms::private_candidates::sparse_vector::{SvtParams, UnknownThr
 use crate::mechanisms::private_candidates::{
     PrivateSelection, SelectionParams, Statement, Stopping,
 };
-use crate::model::privacy::PopulationPrivacy;
+use crate::privacy::{Population, PopulationPrivacy};
 use crate::rng::Rng;
 use crate::scoring::{CandidatePolicy, Prior};
 
 use super::{PrivateRow, TunedRow};
 use crate::stats::distributions::laplace1;
 
-/// The population the tuner reads.
-pub const POPULATION: &str = "calibration users";
 /// Default ε₀ of one candidate's calibration score.
 pub const DEFAULT_EPS0: f64 = 0.1;
 /// Default stopping probability γ (about 1/γ runs of Q).
@@ -259,7 +257,7 @@ impl PrivateTuner {
             ),
         };
         PopulationPrivacy {
-            population: POPULATION.into(),
+            population: Population::Calibration,
             unit: "one calibration user replaced (their whole history and held-out items); the \
                    number of calibration users is public"
                 .into(),
@@ -398,7 +396,7 @@ fn default_smoothing() -> f64 {
 /// The calibration users' entry of a tuning chosen without privacy.
 pub fn public_privacy() -> PopulationPrivacy {
     PopulationPrivacy::public(
-        POPULATION,
+        Population::Calibration,
         "the serving configuration was chosen non-privately on their scores",
     )
 }
@@ -413,7 +411,7 @@ mod tests {
         assert_eq!(t.statement().epsilon, 3.0 * DEFAULT_EPS0);
         assert_eq!(t.total(2), (0.6000000000000001, 0.0));
         let p = t.privacy(2);
-        assert!(p.is_private() && p.population == POPULATION);
+        assert!(p.is_private() && p.population == Population::Calibration);
         let th = PrivateTuneParams {
             rule: PrivateRule::Threshold,
             ..Default::default()

@@ -5,7 +5,7 @@
 //!
 //! `recsel fit --out` writes the release-time report as `privacy.json` (its size and CRC-32 are in
 //! `release.json`, so an edited report is refused at load); at load the tuning entry of
-//! `tuning.json` is added, and a [`Recommender`](super::Recommender) adds what each served
+//! `tuning.json` is added, and a `recommend::Recommender` adds what each served
 //! recommendation and each ledger period guarantee. `recsel privacy`, `recsel recommend`,
 //! `recsel serve` (start-up and `GET /v1/model`) and Python all print this one value.
 //!
@@ -19,8 +19,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use super::{Population, PopulationPrivacy};
 use crate::error::{Error, Result};
-use crate::model::privacy::PopulationPrivacy;
 
 /// The report's file name in a model directory.
 pub const PRIVACY: &str = "privacy.json";
@@ -28,13 +28,6 @@ pub const PRIVACY: &str = "privacy.json";
 pub const FORMAT: &str = "recsel-privacy";
 /// The report's layout version.
 pub const VERSION: u32 = 1;
-
-/// The training users.
-pub const TRAINING: &str = "training users";
-/// The calibration (and tuning) users.
-pub const CALIBRATION: &str = "calibration users";
-/// The served users.
-pub const SERVED: &str = "served users";
 
 /// One part of a release and the privacy of the population it touches.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -51,7 +44,7 @@ pub struct Part {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Total {
     /// The population.
-    pub population: String,
+    pub population: Population,
     /// Sum of the parts' ε; `None` when some part is not DP (the population is not protected).
     pub epsilon: Option<f64>,
     /// Sum of the parts' δ.
@@ -79,7 +72,7 @@ pub struct PrivacyReport {
 /// their data.
 pub fn training_public() -> PopulationPrivacy {
     PopulationPrivacy::public(
-        TRAINING,
+        Population::Training,
         "training data treated as public (the model is fitted without DP)",
     )
 }
@@ -87,7 +80,7 @@ pub fn training_public() -> PopulationPrivacy {
 /// The tuning entry when `tuning.json` records none: chosen without DP.
 pub fn tuning_public() -> PopulationPrivacy {
     PopulationPrivacy::public(
-        CALIBRATION,
+        Population::Calibration,
         "tuning chosen non-privately on calibration users",
     )
 }
@@ -114,13 +107,7 @@ impl PrivacyReport {
             part: part.into(),
             privacy,
         });
-        let rank = |p: &Part| match p.privacy.population.as_str() {
-            TRAINING => 0,
-            CALIBRATION => 1,
-            SERVED => 2,
-            _ => 3,
-        };
-        self.parts.sort_by_key(rank);
+        self.parts.sort_by_key(|p| p.privacy.population);
         self.finish();
         self
     }
@@ -138,10 +125,10 @@ impl PrivacyReport {
                 )
             })
             .collect();
-        let mut populations: Vec<&str> = Vec::new();
+        let mut populations: Vec<Population> = Vec::new();
         for p in &self.parts {
-            if !populations.contains(&p.privacy.population.as_str()) {
-                populations.push(&p.privacy.population);
+            if !populations.contains(&p.privacy.population) {
+                populations.push(p.privacy.population);
             }
         }
         self.totals = populations
@@ -158,12 +145,12 @@ impl PrivacyReport {
     }
 
     /// The total of `population`, if it has parts.
-    pub fn total(&self, population: &str) -> Option<&Total> {
+    pub fn total(&self, population: Population) -> Option<&Total> {
         self.totals.iter().find(|t| t.population == population)
     }
 
     /// Reads `privacy.json` of `dir` (callers check its checksum through
-    /// [`Release::read`](super::Release::read), which does).
+    /// `recommend::Release::read`, which does).
     pub fn read(dir: &Path) -> Result<Self> {
         let path = dir.join(PRIVACY);
         let text = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
@@ -189,24 +176,24 @@ impl PrivacyReport {
 /// The served users: per request and per ledger period are two views of one guarantee, the
 /// period's budget being the composition of its requests; the total is the period's when a
 /// ledger charges, else per request (n recommendations spend n times ε).
-fn total(population: &str, parts: &[&Part]) -> Total {
+fn total(population: Population, parts: &[&Part]) -> Total {
     let open: Vec<&str> = parts
         .iter()
         .filter(|p| !p.privacy.is_private())
         .map(|p| p.part.as_str())
         .collect();
-    if population == SERVED {
+    if population == Population::Served {
         let period = parts.iter().find(|p| p.part == "ledger period");
         let request = parts.iter().find(|p| p.part == "each recommendation");
         return match (period, request) {
             (_, Some(r)) if !r.privacy.is_private() => Total {
-                population: population.into(),
+                population,
                 epsilon: None,
                 delta: 0.0,
                 composition: format!("not protected: {}", r.privacy.mechanism),
             },
             (Some(p), _) => Total {
-                population: population.into(),
+                population,
                 epsilon: p.privacy.epsilon,
                 delta: p.privacy.delta,
                 composition: format!(
@@ -216,7 +203,7 @@ fn total(population: &str, parts: &[&Part]) -> Total {
                 ),
             },
             (None, Some(r)) => Total {
-                population: population.into(),
+                population,
                 epsilon: r.privacy.epsilon,
                 delta: r.privacy.delta,
                 composition: "per recommendation; no ledger: n recommendations from one \
@@ -224,7 +211,7 @@ fn total(population: &str, parts: &[&Part]) -> Total {
                     .into(),
             },
             (None, None) => Total {
-                population: population.into(),
+                population,
                 epsilon: None,
                 delta: 0.0,
                 composition: "no serving entry".into(),
@@ -233,7 +220,7 @@ fn total(population: &str, parts: &[&Part]) -> Total {
     }
     if !open.is_empty() {
         return Total {
-            population: population.into(),
+            population,
             epsilon: None,
             delta: 0.0,
             composition: format!("not protected: {} not DP", open.join(", ")),
@@ -242,7 +229,7 @@ fn total(population: &str, parts: &[&Part]) -> Total {
     let eps: f64 = parts.iter().filter_map(|p| p.privacy.epsilon).sum();
     let delta: f64 = parts.iter().map(|p| p.privacy.delta).sum();
     Total {
-        population: population.into(),
+        population,
         epsilon: Some(eps),
         delta,
         composition: format!(
@@ -274,12 +261,12 @@ fn guarantee(epsilon: Option<f64>, delta: f64) -> String {
 impl fmt::Display for PrivacyReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "privacy report")?;
-        let mut last = "";
+        let mut last = None;
         for p in &self.parts {
             let q = &p.privacy;
-            if q.population != last {
+            if Some(q.population) != last {
                 writeln!(f, "  {}:", q.population)?;
-                last = &q.population;
+                last = Some(q.population);
             }
             writeln!(
                 f,
@@ -319,9 +306,9 @@ impl fmt::Display for PrivacyReport {
 mod tests {
     use super::*;
 
-    fn dp(pop: &str, e: f64, d: f64) -> PopulationPrivacy {
+    fn dp(pop: Population, e: f64, d: f64) -> PopulationPrivacy {
         PopulationPrivacy {
-            population: pop.into(),
+            population: pop,
             unit: "user".into(),
             epsilon: Some(e),
             delta: d,
@@ -333,23 +320,24 @@ mod tests {
     #[test]
     fn totals_add_within_a_population_and_never_across() {
         let r = PrivacyReport::new(vec![])
-            .with("model weights", dp(TRAINING, 2.0, 1e-8))
-            .with("popularity counts", dp(TRAINING, 1.0, 0.0))
-            .with("clip ranges", dp(CALIBRATION, 0.0, 0.0))
-            .with("tuning", dp(CALIBRATION, 0.5, 0.0));
-        let t = r.total(TRAINING).unwrap();
+            .with("model weights", dp(Population::Training, 2.0, 1e-8))
+            .with("popularity counts", dp(Population::Training, 1.0, 0.0))
+            .with("clip ranges", dp(Population::Calibration, 0.0, 0.0))
+            .with("tuning", dp(Population::Calibration, 0.5, 0.0));
+        let t = r.total(Population::Training).unwrap();
         assert_eq!((t.epsilon, t.delta), (Some(3.0), 1e-8));
-        assert_eq!(r.total(CALIBRATION).unwrap().epsilon, Some(0.5));
+        assert_eq!(r.total(Population::Calibration).unwrap().epsilon, Some(0.5));
         assert!(r.not_private.is_empty());
         // A public part makes its population unprotected, and only that one.
         let r = r.with("tuning", tuning_public());
         // The text rounds ε up, never down.
-        let shown = PrivacyReport::new(vec![]).with("m", dp(TRAINING, 7.999_979_6, 1e-6));
+        let shown =
+            PrivacyReport::new(vec![]).with("m", dp(Population::Training, 7.999_979_6, 1e-6));
         assert!(shown.to_string().contains("(8, 1e-6)-DP"), "{shown}");
-        let shown = PrivacyReport::new(vec![]).with("m", dp(TRAINING, 1.000_01, 0.0));
+        let shown = PrivacyReport::new(vec![]).with("m", dp(Population::Training, 1.000_01, 0.0));
         assert!(shown.to_string().contains("1.0001-DP"), "{shown}");
-        assert_eq!(r.total(CALIBRATION).unwrap().epsilon, None);
-        assert_eq!(r.total(TRAINING).unwrap().epsilon, Some(3.0));
+        assert_eq!(r.total(Population::Calibration).unwrap().epsilon, None);
+        assert_eq!(r.total(Population::Training).unwrap().epsilon, Some(3.0));
         assert_eq!(r.not_private.len(), 1);
         assert!(r.to_string().contains("chosen non-privately"));
         let back: PrivacyReport = serde_json::from_str(&r.to_json()).unwrap();

@@ -1,16 +1,17 @@
 //! What a release says about one population it learned from or serves: the unit of privacy, the
 //! guarantee (or that there is none) and the mechanism that gives it. The training entry lives in
-//! `model.json` ([`ModelMeta::training_privacy`](super::io::ModelMeta)); the calibration, tuning and
-//! serving entries are added by the layers that own them, and the release's privacy report lists
-//! them all.
+//! `model.json` (`ModelMeta::training_privacy`); the calibration, tuning and serving entries are
+//! added by the layers that own them, and the release's privacy report lists them all.
 
 use serde::{Deserialize, Serialize};
+
+use super::Population;
 
 /// One population's privacy, as recorded in a release.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PopulationPrivacy {
-    /// Who: `training users`, `calibration users`, `tuning users`, `served users`.
-    pub population: String,
+    /// Who.
+    pub population: Population,
     /// The unit a neighbouring data set differs by, e.g. `user (at most 20 interactions kept)`
     /// or `request`.
     pub unit: String,
@@ -28,9 +29,9 @@ pub struct PopulationPrivacy {
 
 impl PopulationPrivacy {
     /// A population whose data were used without any differential privacy.
-    pub fn public(population: &str, what: &str) -> Self {
+    pub fn public(population: Population, what: &str) -> Self {
         PopulationPrivacy {
-            population: population.to_string(),
+            population,
             unit: "none".to_string(),
             epsilon: None,
             delta: 0.0,
