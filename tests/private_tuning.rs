@@ -311,10 +311,54 @@ fn tuning_json_records_the_calibration_users_privacy_for_both_tuners() {
         .check()
         .unwrap();
         let (eps, delta) = tuner.total(2);
+        // The selections plus the margin rule's held-out estimates (one selection's eps each).
+        let eps = eps + 2.0 * tuner.statement().epsilon;
         assert_eq!(t.privacy.epsilon, Some(eps), "{rule}");
         assert_eq!(t.privacy.delta, delta, "{rule}");
         assert_eq!(t.privacy.population, Population::Calibration);
         assert!(t.privacy.unit.contains("one calibration user"));
+        // The margin rule's held-out estimate is accounted for (basic composition with the
+        // selections), and each row records the estimate's eps.
+        let eps_est = tuner.statement().epsilon;
+        assert!(
+            t.privacy.mechanism.contains("margin rule")
+                && t.privacy
+                    .mechanism
+                    .contains(&format!("eps_est = {eps_est} per tuned eps")),
+            "{}",
+            t.privacy.mechanism
+        );
+        assert!(
+            t.privacy.note.contains("basic composition"),
+            "{}",
+            t.privacy.note
+        );
+        let split = t.estimation.clone().unwrap();
+        assert!(
+            out.contains("margin rule") && out.contains("basic composition"),
+            "{out}"
+        );
+        for r in &t.rows {
+            let p = r.private.as_ref().unwrap();
+            assert_eq!(p.estimate_epsilon, Some(eps_est), "{rule}");
+            assert!(r.free_option.is_some() && r.free_hit.is_some(), "{rule}");
+            assert!(
+                r.reason.contains(&format!(
+                    "on {} other calibration users",
+                    split.estimation_users
+                )),
+                "{}",
+                r.reason
+            );
+            // Served as tuned only when the noisy gain clears the margin; else the free option.
+            let g = p.gain.unwrap();
+            if r.mechanism == "krr" {
+                assert!(g.mean > r.margin * g.se, "{}", r.reason);
+            } else {
+                assert_eq!(Some(&r.candidates), r.free_option.as_ref());
+                assert_eq!(r.spends, 0.0);
+            }
+        }
         assert!(
             out.contains(&format!(
                 "privacy of the calibration users: ({eps}, {delta})-DP"

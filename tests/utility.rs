@@ -435,7 +435,27 @@ fn evaluate_and_select_show_the_baselines() {
     assert_eq!(t["users"], 513);
     // Baselines and top-1, tuned krr, per mechanism every item / tuned / tuned with a prior, krr
     // over every item.
-    assert_eq!(t["rows"].as_array().unwrap().len(), 4 + 1 + 3 * 2 + 1);
+    // The most held-out item is a baseline when the release carries held-out counts.
+    let heldout = |t: &serde_json::Value| {
+        usize::from(
+            t["rows"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|r| r["mechanism"] == "heldout"),
+        )
+    };
+    assert_eq!(
+        t["rows"].as_array().unwrap().len(),
+        4 + heldout(&t) + 1 + 3 * 2 + 1
+    );
+    // Every served row carries its calibration estimate beside its test hit@1.
+    for r in t["rows"].as_array().unwrap() {
+        let served = r["tuned"] == true && r["kind"] == "private";
+        for c in r["cells"].as_array().unwrap() {
+            assert_eq!(c["calibration"].is_object(), served, "{r}");
+        }
+    }
     // A model directory has its model: the per-fold model options are an error, not ignored.
     let mut bad = vec!["evaluate", "--model", ms, "--l2", "50"];
     bad.extend(data);
@@ -461,7 +481,11 @@ fn evaluate_and_select_show_the_baselines() {
     let plain = tmp.path().join("utility-no-prior");
     eval.extend(["--out", plain.to_str().unwrap()]);
     let t: serde_json::Value = serde_json::from_str(&stdout(&ok(&eval))).unwrap();
-    assert_eq!(t["rows"].as_array().unwrap().len(), 4 + 1 + 2 + 1, "{t}");
+    assert_eq!(
+        t["rows"].as_array().unwrap().len(),
+        4 + heldout(&t) + 1 + 2 + 1,
+        "{t}"
+    );
 
     let mut tune = vec!["tune", "--model", ms, "--mech", "em"];
     tune.extend(data);

@@ -1,8 +1,9 @@
 //! What a served configuration is worth (docs/utility.md): `recsel tune` records each registry
 //! mechanism's tuned row; `recommend --mech M` serves exactly the configuration `recsel
 //! evaluate` measures as M's tuned row (same calibration users, same seed); an explicit
-//! configuration is served as given and called untuned; a configuration below the free
-//! baseline is flagged with a better one named, and the tuned configuration is not.
+//! configuration is served as given and called untuned; a configuration that does not beat the
+//! best free option by the margin is flagged with that option named, and the tuned configuration
+//! is not. Every estimate is made on calibration users the choice did not read.
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -11,7 +12,8 @@ use crate::util::{fit_synthetic, ok};
 use recsel::data::{calibration_users, DataOptions, HeldOutRows};
 use recsel::mechanisms::MechParams;
 use recsel::options::OptionTable;
-use recsel::recommend::tuning::Tuning;
+use recsel::recommend::tuning::estimate::{beats, best_on, on, parts};
+use recsel::recommend::tuning::{tune, Estimate, Tuning};
 use recsel::recommend::utility::{measure, table, UtilityConfig};
 use recsel::recommend::utility_options::release_data;
 use recsel::recommend::{RecommendConfig, Recommender, Standing};
@@ -69,7 +71,7 @@ fn evaluate_text(r: &recsel::recommend::tuning::MechRow) -> String {
 fn recommend_serves_the_row_evaluate_measures_as_tuned() {
     let dir = model();
     let tuning = Tuning::read(dir).unwrap();
-    assert_eq!(tuning.format_version, 4);
+    assert_eq!(tuning.format_version, 5);
     assert!(!tuning.privacy.is_private());
     let eps = &tuning.config.epsilons;
     for m in ["em", "mgem"] {
@@ -221,6 +223,10 @@ fn a_configuration_below_the_free_item_is_flagged_and_the_tuned_one_is_not() {
         "{line}"
     );
     assert!(line.contains("better: "), "{line}");
+    assert!(
+        line.contains("does not beat the best free option, showing everyone the"),
+        "{line}"
+    );
     // The tuned configuration never serves below the free item (the tuner's margin) and says
     // what it is worth without a warning; so does each row the tuner found not below it.
     for &e in &tuning.config.epsilons {
@@ -236,7 +242,13 @@ fn a_configuration_below_the_free_item_is_flagged_and_the_tuned_one_is_not() {
                 .unwrap()
                 .worth()
                 .clone();
-            assert_eq!(w.below_free, r.gain.below(2.0), "{}", w.text());
+            assert_eq!(
+                w.below_free,
+                !beats(&r.gain, tuning.config.margin),
+                "{}",
+                w.text()
+            );
+            assert_eq!(w.text().starts_with("WARNING: "), w.below_free);
         }
     }
     // Without tuning.json: not measured, not tuned.
@@ -271,7 +283,14 @@ fn a_tuning_of_version_2_still_reads_and_serves_named_mechanisms_untuned() {
     let mut v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     let o = v.as_object_mut().unwrap();
-    for k in ["free", "mechanisms", "clip_ranges", "bounds_file"] {
+    for k in [
+        "free",
+        "free_option",
+        "estimation",
+        "mechanisms",
+        "clip_ranges",
+        "bounds_file",
+    ] {
         o.remove(k);
     }
     o.insert("format_version".into(), 2.into());
@@ -288,4 +307,195 @@ fn a_tuning_of_version_2_still_reads_and_serves_named_mechanisms_untuned() {
         .worth()
         .clone();
     assert!(w.hit.is_some(), "{}", w.text());
+}
+
+/// The data options the fixture was fitted and tuned with, its calibration users, release and
+/// model.
+fn fixture() -> (
+    HeldOutRows,
+    recsel::recommend::release::Release,
+    recsel::model::Model,
+) {
+    let dir = model();
+    let mut data = DataOptions::default();
+    data.set("dataset", "synthetic").unwrap();
+    data.set("validation_users", "auto").unwrap();
+    let (ds, release) = release_data(dir, &data, 42).unwrap();
+    let cal = calibration_users(&ds, 42).unwrap();
+    let (model, _) = recsel::model::io::load(dir, None).unwrap();
+    (cal, release, model)
+}
+
+/// The calibration users are cut by row: every choice reads the selection rows only and every
+/// estimate the estimation rows only. Replacing what the estimation users held out leaves every
+/// choice as it was (krr's best pool and prior, each mechanism's pool, clip range and prior, the
+/// best free option) and moves the estimates.
+#[test]
+fn the_estimate_is_made_on_users_the_choice_did_not_read() {
+    let dir = model();
+    let tuning = Tuning::read(dir).unwrap();
+    let n = tuning.calibration.users as usize;
+    let (sel, est) = parts(n);
+    let split = tuning
+        .estimation
+        .clone()
+        .expect("the estimation split is recorded");
+    assert_eq!(split.selection_users as usize, sel.len());
+    assert_eq!(split.estimation_users as usize, est.len());
+    assert!(sel.iter().all(|u| !est.contains(u)) && sel.len() + est.len() == n);
+    let (cal, release, model) = fixture();
+    assert_eq!(cal.rows(), n);
+    let t = tune(&model, &release, &cal, &tuning.config, &|_| {}).unwrap();
+    let choices = |t: &Tuning| {
+        t.rows
+            .iter()
+            .map(|r| (r.mechanism.clone(), r.candidates.clone(), r.prior.clone()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(choices(&t), choices(&tuning), "the tuning is reproducible");
+    // Every estimation user now holds out one item that no one shows (the least popular).
+    let pop = release.popularity.as_deref().unwrap();
+    let rare = (0..pop.len()).min_by_key(|&j| pop[j]).unwrap() as u32;
+    let rows: Vec<Vec<u32>> = (0..n)
+        .map(|u| {
+            if est.contains(&u) {
+                vec![rare]
+            } else {
+                recsel::data::row_items(&cal.heldout, u).to_vec()
+            }
+        })
+        .collect();
+    let changed = HeldOutRows {
+        heldout: recsel::data::csr_from_rows(&rows, model.n_items()),
+        ..cal.clone()
+    };
+    let t2 = tune(&model, &release, &changed, &tuning.config, &|_| {}).unwrap();
+    assert_eq!(t2.free_option, t.free_option);
+    for (a, b) in t.rows.iter().zip(&t2.rows) {
+        assert_eq!((&a.best_pool, &a.best_prior), (&b.best_pool, &b.best_prior));
+    }
+    assert!(!t.mechanisms.is_empty());
+    for (a, b) in t.mechanisms.iter().zip(&t2.mechanisms) {
+        assert_eq!(
+            (&a.candidates, a.clip, &a.prior),
+            (&b.candidates, b.clip, &b.prior),
+            "{} at eps {}",
+            a.mechanism,
+            a.epsilon
+        );
+    }
+    // The estimates are the estimation users': the free option now never hits there.
+    assert_eq!(t2.free.unwrap().mean, 0.0);
+    assert!(t.free.unwrap().mean > 0.0);
+}
+
+/// The baseline is the best free option: where the calibration users all hold out one item that
+/// the release's held-out counts rank first and popularity does not, `heldout:1` is the free
+/// option, every row falls back to it at 0 eps, and a named mechanism's row is served with a
+/// WARNING naming it.
+#[test]
+fn the_best_free_option_is_the_baseline_and_a_row_below_it_is_named() {
+    let dir = model();
+    let tuning = Tuning::read(dir).unwrap();
+    let (cal, mut release, model) = fixture();
+    let n_items = model.n_items();
+    let pop = release.popularity.clone().unwrap();
+    let top = (0..n_items)
+        .max_by_key(|&j| (pop[j], std::cmp::Reverse(j)))
+        .unwrap() as u32;
+    let x = (0..n_items as u32)
+        .find(|&j| j != top && pop[j as usize] > 0)
+        .unwrap();
+    let mut counts = vec![0u64; n_items];
+    counts[x as usize] = 10;
+    release.heldout = Some(counts);
+    let rows: Vec<Vec<u32>> = (0..cal.rows()).map(|_| vec![x]).collect();
+    let cal = HeldOutRows {
+        heldout: recsel::data::csr_from_rows(&rows, n_items),
+        ..cal
+    };
+    let mut t = tune(&model, &release, &cal, &tuning.config, &|_| {}).unwrap();
+    assert_eq!(t.free_option, Some(CandidatePolicy::Heldout(1)));
+    assert_eq!(t.free, Some(Estimate { mean: 1.0, se: 0.0 }));
+    for r in &t.rows {
+        assert_eq!(
+            (r.mechanism.as_str(), &r.candidates, r.spends),
+            ("random", &CandidatePolicy::Heldout(1), 0.0),
+            "{}",
+            r.reason
+        );
+    }
+    // Served from a model directory with this tuning.
+    let tmp = tempfile::tempdir().unwrap();
+    for f in std::fs::read_dir(dir).unwrap() {
+        let f = f.unwrap().path();
+        std::fs::copy(&f, tmp.path().join(f.file_name().unwrap())).unwrap();
+    }
+    t.write(tmp.path()).unwrap();
+    let w = Recommender::load(tmp.path(), &config("em", 1.0))
+        .unwrap()
+        .worth()
+        .clone();
+    assert!(w.below_free);
+    let text = w.text();
+    assert!(
+        text.starts_with("WARNING: em over")
+            && text.contains("does not beat the best free option, showing everyone the item the fitted users held out most (heldout:1")
+            && text.contains("--mech random --candidates heldout:1"),
+        "{text}"
+    );
+    // The tuned configuration serves that option at 0 eps (the release on disk has no held-out
+    // counts, so serving it from there is refused; the choice itself names it).
+    let choice = t.choice(1.0).unwrap();
+    assert_eq!(
+        (choice.mechanism.as_str(), &choice.candidates),
+        ("random", &CandidatePolicy::Heldout(1))
+    );
+    assert!(
+        choice
+            .describe()
+            .contains("showing everyone the item the fitted users held out most"),
+        "{}",
+        choice.describe()
+    );
+}
+
+/// The honesty check (the printed estimate within 2 s.e. of the true hit rate) on a constructed
+/// case: 200 configurations that are all equally good (each user a hit with probability 0.1,
+/// independently). The best of them measured on the users it was chosen on fails the check in
+/// almost every repetition (the winner's curse of the maximum of 200 means); chosen on the
+/// selection part and measured on the estimation part, it passes as an unbiased mean does.
+#[test]
+fn the_estimate_free_of_selection_is_honest_where_the_best_of_many_is_not() {
+    use rand::Rng as _;
+    const USERS: usize = 2_000;
+    let streams = recsel::rng::Streams::new(7);
+    let (mut optimistic, mut held_out) = (0, 0);
+    let reps: usize = 20;
+    for rep in 0..reps {
+        let mut rng = streams.stream(0, 0, rep as u64, 0);
+        let hits: Vec<Vec<f64>> = (0..200)
+            .map(|_| {
+                (0..USERS)
+                    .map(|_| f64::from(u8::from(rng.random::<f64>() < 0.1)))
+                    .collect()
+            })
+            .collect();
+        let fails = |e: Estimate| (e.mean - 0.1).abs() > 2.0 * e.se;
+        let all: Vec<usize> = (0..USERS).collect();
+        let same = Estimate::of(&hits[best_on(&all, &hits)]);
+        optimistic += usize::from(fails(same));
+        let (sel, est) = parts(USERS);
+        let other = Estimate::of(&on(&est, &hits[best_on(&sel, &hits)]));
+        held_out += usize::from(fails(other));
+    }
+    assert!(
+        optimistic >= 18,
+        "the best of many passed {} of {reps}",
+        reps - optimistic
+    );
+    assert!(
+        held_out <= 4,
+        "the held-out estimate failed {held_out} of {reps}"
+    );
 }

@@ -186,7 +186,7 @@ class Recommender:
     public prior ``prior`` if one is given (every prior: docs/priors.md), select one with the
     mechanism.
     ``mech="tuned"`` serves what ``recsel tune`` chose for ``eps`` (the folder's ``tuning.json``):
-    krr over a public pool at the largest tuned ε ≤ ``eps``, or the most popular item (0-DP).
+    krr over a public pool at the largest tuned ε ≤ ``eps``, or the best free option (0-DP).
     A named mechanism serves its own tuned row of ``tuning.json`` for ``eps`` (pool, clip range,
     prior) unless ``candidates``, ``clip_range`` or ``prior`` is given. ``worth`` says what the
     served configuration is worth on the calibration users beside the free baseline; a

@@ -91,17 +91,18 @@ impl PyRecommender {
         self.rec.privacy_statement()
     }
 
-    /// What the served configuration is worth on the calibration users beside the free baseline
-    /// (the most popular item), from the folder's `tuning.json`, or "not measured": the line
+    /// What the served configuration is worth on the calibration users beside the best free
+    /// option (the most popular or the most held-out item), both estimated on calibration users
+    /// the tuning did not choose on, from the folder's `tuning.json`, or "not measured": the line
     /// `recsel recommend` prints. It starts with `WARNING:` (and constructing the Recommender
-    /// warned) when the configuration is below the free baseline by more than 2 paired s.e.
+    /// warned) when the configuration does not beat that option by the tuning's margin.
     #[getter]
     fn worth(&self) -> String {
         self.rec.worth().text()
     }
 
-    /// Whether the served configuration is below the free baseline on the calibration users by
-    /// more than 2 paired s.e. (`worth` names a better one).
+    /// Whether the served configuration does not beat the best free option by the tuning's
+    /// margin (paired s.e.) on the calibration users (`worth` names that option).
     #[getter]
     fn worth_below_free(&self) -> bool {
         self.rec.worth().below_free

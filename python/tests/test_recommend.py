@@ -168,9 +168,9 @@ def test_tuned_recommender_serves_what_recsel_tune_chose(run_cli, tmp_path):
     with open(out) as f:
         cli = {u: i for u, i in list(csv.reader(f))[1:]}
     assert rec.recommend(users, seed=4) == [cli[u] for u, _ in users]
-    # Below the smallest tuned eps: the most popular item to everyone, 0-DP.
+    # Below the smallest tuned eps: the best free option to everyone, 0-DP.
     low = recsel.Recommender(str(model), "tuned", 0.01)
-    assert low.candidates == "popular:1" and low.epsilon == 0.0
+    assert low.candidates == tuning.get("free_option", "popular:1") and low.epsilon == 0.0
     assert len(set(low.recommend(users, seed=1))) == 1
     # The tuning chooses the candidates.
     with pytest.raises(recsel.RecselError, match="tuning chooses the candidates"):
@@ -180,7 +180,7 @@ def test_tuned_recommender_serves_what_recsel_tune_chose(run_cli, tmp_path):
     assert rec.worth.startswith("worth: ") and "[tuned]" in rec.worth
     em = [r for r in tuning["mechanisms"] if r["mechanism"] == "em" and r["epsilon"] == 1.0][0]
     assert recsel.Recommender(str(model), "em", 1.0).candidates == em["candidates"]
-    with pytest.warns(UserWarning, match="worth less than showing everyone"):
+    with pytest.warns(UserWarning, match="does not beat the best free option, showing everyone"):
         low = recsel.Recommender(str(model), "em", 0.1, candidates="all")
     assert low.worth_below_free and "[untuned]" in low.worth
 

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use recsel::mechanisms::Registry;
 use recsel::recommend::utility_options::EvaluateOptions;
-use recsel::report::utility::{choices, markdown, summary, write_utility};
+use recsel::report::utility::{choices, markdown, served, summary, write_utility};
 
 use super::common::Flags;
 
@@ -67,10 +67,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         write!(
             so,
-            "{}\n{}\n{}",
+            "{}\n{}\n{}\n{}",
             markdown(&table),
             summary(&table),
-            choices(&table)
+            choices(&table),
+            served(&table)
         )?;
         writeln!(
             so,

@@ -29,11 +29,13 @@ use super::common::{progress, Flags};
   recsel recommend --model models/synth --eps 2 --users users.csv --secure   # tuned (recsel tune)
 
 Without --mech, the row of DIR/tuning.json (`recsel tune`) for the largest tuned eps <= --eps is
-served: krr over its public pool (with its public prior, if it has one), or the most popular
-item (0-DP). A named mechanism serves its own tuned row of tuning.json for --eps (pool, clip
-range, prior) unless --candidates, --clip-range or --prior is given. The line after the privacy
-statement says what the served configuration is worth on the calibration users beside the free
-baseline (the most popular item), and warns when it is below it.
+served: krr over its public pool (with its public prior, if it has one), or the best free option
+(the most popular or the most held-out item, 0-DP). A named mechanism serves its own tuned row
+of tuning.json for --eps (pool, clip range, prior) unless --candidates, --clip-range or --prior
+is given. The line after the privacy
+statement says what the served configuration is worth on the calibration users beside the best
+free option, both estimated on calibration users the tuning did not choose on, and warns, naming
+that option, when it does not beat it by the tuning's margin.
 
 A users file has the columns user,item (csv or parquet; one row per interaction) or one
 {\"user\": ..., \"items\": [...]} object per line (jsonl).")]

@@ -12,8 +12,9 @@ use recsel::scoring::Prior;
 use super::common::Flags;
 
 /// Choose, per ε, krr over a public pool (and a public popularity prior for its argmax) or the
-/// most popular item, and each ε-DP registry mechanism's own pool, clip range and prior, on
-/// calibration users only.
+/// best free option (the most popular or the most held-out item, 0 ε), and each ε-DP registry
+/// mechanism's own pool, clip range and prior, on half of the calibration users; estimate every
+/// choice on the other half.
 ///
 /// Reads the data the model was fitted on (the same options and --seed as `recsel fit`), takes
 /// its validation users — held out of the fit, never served — and writes DIR/tuning.json, which
@@ -84,38 +85,56 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 with_prior(r.candidates.to_string(), &r.prior)
             )
         } else {
-            "popular:1 (0-DP)".into()
+            format!("{} (free, 0 eps)", r.candidates)
         }
     };
+    writeln!(out, "estimates: {}", tuning.estimated())?;
     if tuning.privacy.is_private() {
         writeln!(
             out,
-            "{:>6}  {:<36} {:>17}  {:>7}",
-            "eps", "serves", "noisy cal. hit@1", "configs"
+            "{:>6}  {:<36} {:>17}  {:>7}  {:>17}  {:<10} {:>17}",
+            "eps",
+            "serves",
+            "noisy sel. hit@1",
+            "configs",
+            "held-out hit@1",
+            "free",
+            "free hit@1"
         )?;
         for r in &tuning.rows {
             let p = r.private.as_ref();
             writeln!(
                 out,
-                "{:>6}  {:<36} {:>17}  {:>7}",
+                "{:>6}  {:<36} {:>17}  {:>7}  {:>8.4} ± {:.4}  {:<10} {:>17}",
                 r.epsilon,
                 serves(r),
-                p.and_then(|p| p.noisy_hit).map_or_else(
-                    || "⊥".to_string(),
-                    |h| format!("{h:.4} ± {:.4}", r.calibration_se)
-                ),
-                p.map_or(0, |p| p.candidates)
+                p.and_then(|p| p.noisy_hit)
+                    .map_or_else(|| "⊥".to_string(), |h| format!("{h:.4}")),
+                p.map_or(0, |p| p.candidates),
+                r.calibration_hit,
+                r.calibration_se,
+                r.free_option
+                    .as_ref()
+                    .map_or_else(|| "-".to_string(), |f| f.to_string()),
+                r.free_hit
+                    .map_or_else(|| "-".to_string(), |f| f.to_string())
             )?;
         }
         writeln!(
             out,
-            "noisy cal. hit@1: the released score of the choice ± the noise's standard deviation"
+            "noisy sel. hit@1: the selection's released score on the selection users (the best of \
+             many noisy runs: optimistic); held-out hit@1: the served configuration's noisy \
+             estimate on the estimation users ± the noise's s.d.; free: the best free option by \
+             its noisy estimate there"
         )?;
+        for r in &tuning.rows {
+            writeln!(out, "eps {}: {}", r.epsilon, r.reason)?;
+        }
     } else {
         writeln!(
             out,
             "{:>6}  {:<36} {:>17}  {:>7}  {:<26} {:>17}  {:>7}",
-            "eps", "serves", "cal. hit@1", "fixed", "best pool", "gain over fixed", "no prior"
+            "eps", "serves", "cal. hit@1", "free", "best pool", "gain over free", "no prior"
         )?;
         for r in &tuning.rows {
             writeln!(
@@ -138,7 +157,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             out,
             "each mechanism's tuned row (served by `recommend --mech M --eps E` for a tuned E) \
              and its untuned configuration (every item, the release's clip range), calibration \
-             hit@1; free: the most popular item, {}",
+             hit@1 on the estimation users; free: {}, {}",
+            tuning
+                .free_option
+                .as_ref()
+                .map_or_else(|| "popular:1".to_string(), |f| f.to_string()),
             tuning
                 .free
                 .map_or_else(|| "?".to_string(), |f| f.to_string())
@@ -152,6 +175,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             let flag = |g: &recsel::recommend::tuning::Estimate| {
                 if g.below(recsel::recommend::worth::WORTH_MARGIN) {
                     " <free"
+                } else if !recsel::recommend::tuning::estimate::beats(g, tuning.config.margin) {
+                    " ~free"
                 } else {
                     ""
                 }
@@ -168,7 +193,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 flag(&m.untuned_gain)
             )?;
         }
-        writeln!(out, "<free: below the free item by more than 2 paired s.e.")?;
+        writeln!(
+            out,
+            "<free: below the free option by more than 2 paired s.e.; ~free: not above it by the \
+             margin ({} s.e.): `recommend --mech M` serves it with a WARNING",
+            tuning.config.margin
+        )?;
     }
     let p = &tuning.privacy;
     match p.epsilon {

@@ -30,7 +30,7 @@ option_table! {
         /// Mechanism (`recsel mechanisms`); one that is not ε-DP needs --allow-non-private.
         /// Default: `tuned`, the row of DIR/tuning.json (`recsel tune`) for the largest tuned ε
         /// not above --eps: krr over its public pool (with its public prior, if it has one), or
-        /// the most popular item (0-DP). A named mechanism serves its own tuned row of
+        /// the best free option (the most popular or the most held-out item, 0-DP). A named mechanism serves its own tuned row of
         /// tuning.json for --eps (pool, clip range, prior) unless --candidates, --clip-range or
         /// --prior is given.
         #[option(flag = "mech", value_name = "MECH", group = "Selection")]

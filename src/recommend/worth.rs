@@ -1,25 +1,30 @@
 //! What the served configuration is worth (docs/utility.md, "What a served configuration is
-//! worth"): its hit@1 on the calibration users beside the free baseline's (showing everyone
-//! the most popular training item), read from `tuning.json`, and which configuration a
-//! recommender serves for a named mechanism — its tuned row by default, or what was given.
+//! worth"): its hit@1 on the calibration users beside the best free option's (showing everyone
+//! the most popular training item or the item the fitted users held out most, whichever the
+//! tuning chose), both estimated on calibration users the tuning's choice did not read, read
+//! from `tuning.json`; and which configuration a recommender serves for a named mechanism — its
+//! tuned row by default, or what was given.
 //!
 //! The fact is decided once here; `recsel recommend`, `recsel serve` and the Python
-//! `Recommender` only print [`Worth::text`]. A configuration below the free baseline by more
-//! than [`WORTH_MARGIN`] paired standard errors is flagged, and a better one is named.
+//! `Recommender` only print [`Worth::text`]. A configuration that does not beat the best free
+//! option by the tuning's margin (paired standard errors) is flagged with a WARNING naming that
+//! option, and a better configuration is named.
 
 use std::path::Path;
 
 use serde::Serialize;
 
 use super::evaluation::tuning::{
-    self, same_epsilon, Estimate, MechRow, TunedChoice, Tuning, TUNED, TUNING,
+    self, estimate, same_epsilon, Estimate, MechRow, TunedChoice, Tuning, TUNED, TUNING,
 };
 use super::release::Release;
 use super::RecommendConfig;
 use crate::error::{Error, Result};
 use crate::scoring::{CandidatePolicy, Prior, Sensitivities};
 
-/// Paired standard errors below the free baseline at which a configuration is flagged.
+/// Paired standard errors below the free baseline at which a row of `recsel tune`'s table is
+/// marked `<free` (clearly below it; a served configuration is flagged unless it beats the
+/// free option by the tuning's margin).
 pub const WORTH_MARGIN: f64 = 2.0;
 
 /// How the served configuration came about.
@@ -56,13 +61,20 @@ pub struct Worth {
     pub standing: Standing,
     /// Its calibration hit@1 (`None`: not measured).
     pub hit: Option<Estimate>,
-    /// The free baseline's calibration hit@1 (`None`: no `tuning.json`).
+    /// The best free option's calibration hit@1 (`None`: no `tuning.json`).
     pub free: Option<Estimate>,
+    /// The best free option, for people (`None`: no `tuning.json`).
+    pub free_option: Option<String>,
+    /// How the estimates were made (which calibration users chose and which estimated).
+    pub estimated: Option<String>,
+    /// The margin, in paired standard errors, a configuration must beat the free option by.
+    pub margin: Option<f64>,
     /// The paired difference of the two (`None`: not measured).
     pub gain: Option<Estimate>,
     /// Calibration users they were measured on.
     pub calibration_users: Option<u64>,
-    /// Whether it is below the free baseline by more than [`WORTH_MARGIN`] paired s.e.
+    /// Whether it fails to beat the best free option by the margin (never for the free option
+    /// itself).
     pub below_free: bool,
     /// A better configuration when it is below (another row of `tuning.json`, or the free item).
     pub better: Option<String>,
@@ -71,43 +83,42 @@ pub struct Worth {
 }
 
 impl Worth {
-    /// One line for people; it starts with `WARNING:` when the configuration is below the free
-    /// baseline.
+    /// One line for people; it starts with `WARNING:` when the configuration does not beat the
+    /// best free option by the margin.
     pub fn text(&self) -> String {
         let what = format!("{} [{}]", self.configuration, self.standing.name());
         let free = self
             .free
             .map(|f| format!("{}", Shown(f)))
             .unwrap_or_else(|| "?".into());
+        let option = self.free_option.as_deref().unwrap_or("the free option");
+        let margin = self.margin.unwrap_or(WORTH_MARGIN);
+        let how = self.estimated.as_deref().unwrap_or("?");
         match (self.hit, self.gain) {
             (Some(h), Some(g)) if self.below_free => format!(
-                "WARNING: {what} is worth less than showing everyone the most popular item: \
-                 calibration hit@1 {} against {free} for the free item (paired difference {}, \
-                 more than {WORTH_MARGIN} s.e. below, on {} calibration users); better: {}",
+                "WARNING: {what} does not beat the best free option, {option}, by {margin} \
+                 paired s.e.: calibration hit@1 {} against {free} (paired difference {}; {how}); \
+                 better: {}",
                 Shown(h),
                 Shown(g),
-                self.users(),
-                self.better
-                    .as_deref()
-                    .unwrap_or("the most popular item to everyone (0-DP)")
+                self.better.as_deref().unwrap_or(option)
+            ),
+            (Some(h), Some(g)) if g.mean == 0.0 && g.se == 0.0 => format!(
+                "worth: {what}: calibration hit@1 {}: the best free option, which no pool beat by \
+                 {margin} paired s.e. ({how})",
+                Shown(h)
             ),
             (Some(h), Some(g)) => format!(
-                "worth: {what}: calibration hit@1 {} against {free} for showing everyone the \
-                 most popular item (free; paired difference {}, on {} calibration users)",
+                "worth: {what}: calibration hit@1 {} against {free} for the best free option, \
+                 {option} (paired difference {}, more than {margin} s.e.; {how})",
                 Shown(h),
-                Shown(g),
-                self.users()
+                Shown(g)
             ),
             _ => format!(
                 "worth: {what}: calibration hit@1 not measured ({})",
                 self.note.as_deref().unwrap_or("no measurement")
             ),
         }
-    }
-
-    fn users(&self) -> String {
-        self.calibration_users
-            .map_or_else(|| "?".into(), |n| n.to_string())
     }
 
     /// A configuration built in memory (no model directory, so no `tuning.json`).
@@ -117,6 +128,9 @@ impl Worth {
             standing: Standing::NotTuned,
             hit: None,
             free: None,
+            free_option: None,
+            estimated: None,
+            margin: None,
             gain: None,
             calibration_users: None,
             below_free: false,
@@ -163,6 +177,11 @@ fn describe(
     format!("{mechanism} over {candidates}, {clip}{prior}")
 }
 
+/// The best free option of `t`, as a candidate policy (before version 5: `popular:1`).
+fn free_policy(t: &Tuning) -> CandidatePolicy {
+    t.free_option.clone().unwrap_or(CandidatePolicy::Popular(1))
+}
+
 /// The free baseline of `t`: its recorded estimate, or the first row's mean without an s.e.
 fn free_of(t: &Tuning) -> Estimate {
     t.free.unwrap_or_else(|| Estimate {
@@ -171,38 +190,59 @@ fn free_of(t: &Tuning) -> Estimate {
     })
 }
 
-/// What the tuned configuration (`tuned`) of `choice` is worth.
-fn tuned_worth(t: &Tuning, choice: &TunedChoice) -> (String, Estimate, Estimate) {
-    let free = free_of(t);
-    match &choice.row {
+/// What the tuned configuration (`tuned`) of `choice` is worth: its description, estimate,
+/// gain over the best free option, that option and its estimate (a row of a private tuning
+/// carries its own, noisy).
+fn tuned_worth(t: &Tuning, choice: &TunedChoice) -> (String, Estimate, Estimate, String, Estimate) {
+    let row = choice.row.as_ref();
+    let policy = row
+        .and_then(|r| r.free_option.clone())
+        .unwrap_or_else(|| free_policy(t));
+    let free = row.and_then(|r| r.free_hit).unwrap_or_else(|| free_of(t));
+    let option = estimate::free_name(&policy);
+    match row {
         Some(r) if r.mechanism == "krr" => (
             describe("krr", &r.candidates, None, &r.prior),
             Estimate {
                 mean: r.calibration_hit,
                 se: r.calibration_se,
             },
-            Estimate {
+            r.private.as_ref().and_then(|p| p.gain).unwrap_or(Estimate {
                 mean: r.best_pool_gain.unwrap_or(f64::NAN),
                 se: r.best_pool_gain_se.unwrap_or(f64::NAN),
-            },
-        ),
-        _ => (
-            "the most popular item to everyone (0-DP)".into(),
+            }),
+            option,
             free,
+        ),
+        Some(r) => (
+            estimate::free_name(&r.candidates),
+            Estimate {
+                mean: r.calibration_hit,
+                se: r.calibration_se,
+            },
             Estimate { mean: 0.0, se: 0.0 },
+            option,
+            free,
+        ),
+        None => (
+            estimate::free_name(&choice.candidates),
+            free_of(t),
+            Estimate { mean: 0.0, se: 0.0 },
+            option,
+            free,
         ),
     }
 }
 
-/// A configuration at `epsilon` that `t` measured not below the free baseline and above `hit`:
-/// the tuned configuration when it is (its estimate is exact and its choice had to clear a
-/// margin), else the mechanism row with the best calibration mean (simulated rows are optimistic:
-/// the best of many noisy estimates); else the free item.
+/// A configuration at `epsilon` that `t` measured beating the best free option by the margin
+/// and above `hit`: the tuned configuration when it is, else the mechanism row with the best
+/// estimate; else the free option itself and how to serve it.
 fn better(t: &Tuning, epsilon: f64, hit: f64) -> String {
+    let margin = t.config.margin;
     let mut options: Vec<(String, Estimate)> = Vec::new();
     if let Ok(choice) = t.choice(epsilon) {
-        let (what, h, g) = tuned_worth(t, &choice);
-        if !g.below(WORTH_MARGIN) && h.mean > hit {
+        let (what, h, g, _, _) = tuned_worth(t, &choice);
+        if estimate::beats(&g, margin) && h.mean > hit {
             return format!("--mech {TUNED} ({what}), calibration hit@1 {}", Shown(h));
         }
     }
@@ -211,7 +251,7 @@ fn better(t: &Tuning, epsilon: f64, hit: f64) -> String {
         .iter()
         .filter(|r| same_epsilon(r.epsilon, epsilon))
     {
-        if !r.gain.below(WORTH_MARGIN) {
+        if estimate::beats(&r.gain, margin) {
             options.push((
                 format!(
                     "--mech {} without --candidates/--clip-range/--prior ({})",
@@ -222,6 +262,7 @@ fn better(t: &Tuning, epsilon: f64, hit: f64) -> String {
             ));
         }
     }
+    let policy = free_policy(t);
     options
         .into_iter()
         .filter(|(_, h)| h.mean > hit)
@@ -229,14 +270,17 @@ fn better(t: &Tuning, epsilon: f64, hit: f64) -> String {
         .map(|(what, h)| format!("{what}, calibration hit@1 {}", Shown(h)))
         .unwrap_or_else(|| {
             format!(
-                "the most popular item to everyone (0-DP, calibration hit@1 {}; `--mech {TUNED}` \
-                 serves it where no pool beats it)",
+                "{} (calibration hit@1 {}; served by `--mech random --candidates {policy}`, and by \
+                 `--mech {TUNED}` where no pool beats it)",
+                estimate::free_name(&policy),
                 Shown(free_of(t))
             )
         })
 }
 
-/// The worth of a measured configuration.
+/// The worth of a measured configuration (`free_itself`: it is the free option, which is never
+/// flagged).
+#[allow(clippy::too_many_arguments)]
 fn measured(
     t: &Tuning,
     configuration: String,
@@ -244,19 +288,29 @@ fn measured(
     epsilon: f64,
     hit: Estimate,
     gain: Estimate,
+    free: (String, Estimate),
+    free_itself: bool,
 ) -> Worth {
-    let below_free = gain.below(WORTH_MARGIN);
+    let below_free = !free_itself && !estimate::beats(&gain, t.config.margin);
     Worth {
         configuration,
         standing,
         hit: Some(hit),
-        free: Some(free_of(t)),
+        free: Some(free.1),
+        free_option: Some(free.0),
+        estimated: Some(t.estimated()),
+        margin: Some(t.config.margin),
         gain: Some(gain),
         calibration_users: Some(t.calibration.users),
         below_free,
         better: below_free.then(|| better(t, epsilon, hit.mean)),
         note: None,
     }
+}
+
+/// The best free option of `t` for people, with its estimate.
+fn free_pair(t: &Tuning) -> (String, Estimate) {
+    (estimate::free_name(&free_policy(t)), free_of(t))
 }
 
 /// A clip range of `tuning.json` (its percentiles of the calibration users' scores) with its
@@ -287,8 +341,18 @@ pub(crate) fn resolve(
         }
         let (c, choice) = tuning::resolve(dir, cfg)?;
         let t = Tuning::read(dir)?;
-        let (what, hit, gain) = tuned_worth(&t, &choice);
-        let w = measured(&t, what, Standing::Tuned, cfg.params.epsilon, hit, gain);
+        let (what, hit, gain, option, free) = tuned_worth(&t, &choice);
+        let free_itself = choice.mechanism != "krr";
+        let w = measured(
+            &t,
+            what,
+            Standing::Tuned,
+            cfg.params.epsilon,
+            hit,
+            gain,
+            (option, free),
+            free_itself,
+        );
         return Ok((c, None, Some(choice), w));
     }
     let tuning = if dir.join(TUNING).exists() {
@@ -337,7 +401,16 @@ pub(crate) fn resolve(
                 .map(|c| t.bounds(dir, c).map(|b| (c, b)))
                 .transpose()?;
             let what = describe(&r.mechanism, &r.candidates, r.clip, &r.prior);
-            let w = measured(&t, what, Standing::Tuned, eps, r.hit, r.gain);
+            let w = measured(
+                &t,
+                what,
+                Standing::Tuned,
+                eps,
+                r.hit,
+                r.gain,
+                free_pair(&t),
+                false,
+            );
             return Ok((out, bounds, None, w));
         }
     }
@@ -350,7 +423,16 @@ pub(crate) fn resolve(
     let untuned_default =
         cfg.candidates == CandidatePolicy::All && clip.is_none() && cfg.prior.weight() == 0.0;
     let w = match &row {
-        Some(r) if same(r) => measured(&t, what, Standing::Untuned, eps, r.hit, r.gain),
+        Some(r) if same(r) => measured(
+            &t,
+            what,
+            Standing::Untuned,
+            eps,
+            r.hit,
+            r.gain,
+            free_pair(&t),
+            false,
+        ),
         Some(r) if untuned_default => measured(
             &t,
             what,
@@ -358,6 +440,8 @@ pub(crate) fn resolve(
             eps,
             r.untuned_hit,
             r.untuned_gain,
+            free_pair(&t),
+            false,
         ),
         _ => {
             let tuned_eps: Vec<String> = t
@@ -389,6 +473,9 @@ pub(crate) fn resolve(
                 }),
                 standing: Standing::Untuned,
                 free: Some(free_of(&t)),
+                free_option: Some(free_pair(&t).0),
+                estimated: Some(t.estimated()),
+                margin: Some(t.config.margin),
                 calibration_users: Some(t.calibration.users),
                 configuration: what,
                 ..Worth::in_memory(cfg)

@@ -142,6 +142,45 @@ pub fn choices(t: &UtilityTable) -> String {
     s
 }
 
+/// Per served row and ε, its calibration estimate (on calibration users its choice did not
+/// read) beside its hit@1 on the evaluated users, and a flag where that hit@1 is below the best
+/// free option's by more than 2 paired s.e.
+pub fn served(t: &UtilityTable) -> String {
+    let mut s = String::new();
+    let free = t
+        .rows
+        .iter()
+        .find(|r| r.mechanism == t.best_free)
+        .expect("the best free option is a row");
+    let _ = writeln!(
+        s,
+        "served rows: calibration estimate (users the choice did not read) beside test hit@1; \
+         best free option on the test users: {} ({:.4} ± {:.4})",
+        t.best_free, free.cells[0].hit, free.cells[0].se
+    );
+    for r in &t.rows {
+        for (c, e) in r.cells.iter().zip(&t.epsilons) {
+            let Some(cal) = c.calibration else { continue };
+            let _ = writeln!(
+                s,
+                "{} at eps {e}: calibration {cal} | test {:.4} ± {:.4}{}",
+                r.label,
+                c.hit,
+                c.se,
+                if c.below_free {
+                    format!(
+                        "  BELOW the best free option ({}) by more than 2 s.e.",
+                        t.best_free
+                    )
+                } else {
+                    String::new()
+                }
+            );
+        }
+    }
+    s
+}
+
 /// The frontier: hit@1 against ε (log x).
 pub fn frontier_png(path: &Path, title: &str, t: &UtilityTable) -> Result<()> {
     let (xlo, xhi) = t

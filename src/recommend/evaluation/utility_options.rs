@@ -120,7 +120,7 @@ option_table! {
         /// Pool sizes tried, comma separated (1 is the most popular item).
         #[option(value_name = "LIST", group = "Tuning")]
         pub pool_sizes: String = DEFAULT_POOL_SIZES.to_string(),
-        /// Paired standard errors of calibration gain a pool needs over the most popular item.
+        /// Paired standard errors of calibration gain a pool needs over the best free option.
         #[option(group = "Tuning")]
         pub margin: f64 = DEFAULT_MARGIN,
         /// Weights W of the public popularity prior (popularity:W) tried for krr's argmax,

@@ -65,13 +65,15 @@ pub struct MechRow {
     pub clip: Option<(f64, f64)>,
     /// The public prior added to the clipped scores.
     pub prior: Prior,
-    /// Calibration hit@1 of the tuned configuration.
+    /// Calibration hit@1 of the tuned configuration (from version 5 on the estimation part of
+    /// the calibration users, which its choice did not read).
     pub hit: Estimate,
-    /// Its paired difference to the most popular item on the calibration users.
+    /// Its paired difference to the best free option ([`Tuning::free_option`]; before version
+    /// 5 the most popular item) on the same users.
     pub gain: Estimate,
-    /// Calibration hit@1 of the untuned configuration.
+    /// Calibration hit@1 of the untuned configuration (the same users).
     pub untuned_hit: Estimate,
-    /// Its paired difference to the most popular item.
+    /// Its paired difference to the best free option.
     pub untuned_gain: Estimate,
 }
 
@@ -107,10 +109,19 @@ pub struct TunedRow {
     pub calibration_hit: f64,
     /// Standard error of `calibration_hit`.
     pub calibration_se: f64,
-    /// Mean calibration hit@1 of the fixed item (`popular:1`); absent from a private tuning
-    /// (an exact statistic of the calibration users).
+    /// Mean calibration hit@1 of the best free option (before version 5 the fixed item
+    /// `popular:1`, on the users it was chosen on); absent from a private tuning (an exact
+    /// statistic of the calibration users).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fixed_hit: Option<f64>,
+    /// The best free option this row was compared with (`popular:1` or `heldout:1`; from
+    /// version 5), and served when nothing beats it by the margin.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub free_option: Option<CandidatePolicy>,
+    /// Its hit@1 on the estimation part (a private tuning: its noisy held-out estimate, `se` the
+    /// noise's standard deviation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub free_hit: Option<Estimate>,
     /// The best pool of size ≥ 2 on the calibration users, whether chosen or not.
     pub best_pool: CandidatePolicy,
     /// The prior of that best pool.
@@ -123,7 +134,9 @@ pub struct TunedRow {
     /// Its mean calibration hit@1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub best_pool_hit: Option<f64>,
-    /// Its paired gain over the fixed item (mean over calibration users), and the standard error.
+    /// Its paired gain over the best free option on the estimation part (before version 5: over
+    /// the fixed item, on the users it was chosen on), and the standard error; in a private
+    /// tuning the chosen configuration's noisy held-out gain.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub best_pool_gain: Option<f64>,
     /// Standard error of `best_pool_gain`.
@@ -156,6 +169,13 @@ pub struct PrivateRow {
     /// `runs` field still read, the field ignored.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub threshold: Option<f64>,
+    /// The served configuration's noisy held-out gain over the best free option on the
+    /// estimation users (`se`: the noise and a bound on the sampling error; from version 5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gain: Option<Estimate>,
+    /// ε of that held-out estimate on the estimation users (from version 5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimate_epsilon: Option<f64>,
 }
 
 /// Who the tuning was computed on.
@@ -186,10 +206,19 @@ pub struct Tuning {
     pub config: TuneConfig,
     /// One row per ε, ascending.
     pub rows: Vec<TunedRow>,
-    /// The free baseline on the calibration users: hit@1 of showing everyone the most popular
-    /// training item (from version 3).
+    /// The free baseline on the calibration users: hit@1 of the best free option (from version
+    /// 5 on the estimation part; versions 3 and 4: the most popular training item on every
+    /// calibration user).
     #[serde(default)]
     pub free: Option<Estimate>,
+    /// The best free option the release offers, chosen on the selection part (from version 5;
+    /// before it, `popular:1`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub free_option: Option<CandidatePolicy>,
+    /// How the calibration users were cut into a part that chooses and a part that estimates
+    /// (from version 5; before it every estimate is on the users the choice was made on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimation: Option<super::estimate::EstimationSplit>,
     /// Each registry mechanism's tuned configuration per ε (from version 3).
     #[serde(default)]
     pub mechanisms: Vec<MechRow>,
@@ -243,7 +272,7 @@ impl TunedChoice {
                         }
                     )
                 } else {
-                    "the most popular item to everyone (0-DP)".to_string()
+                    free_text(&r.candidates)
                 },
                 r.epsilon,
                 self.requested,
@@ -251,7 +280,7 @@ impl TunedChoice {
             ),
             Some(r) if r.mechanism == "krr" => format!(
                 "tuned ({TUNING}): krr over '{}'{} at eps {} (the largest tuned eps <= {}); \
-                 calibration hit@1 {:.4} ± {:.4} against {} for the most popular item",
+                 calibration hit@1 {:.4} ± {:.4} against {} for {}",
                 r.candidates,
                 match r.prior {
                     Prior::None => String::new(),
@@ -261,12 +290,17 @@ impl TunedChoice {
                 self.requested,
                 r.calibration_hit,
                 r.calibration_se,
-                num(r.fixed_hit)
+                num(r.fixed_hit),
+                free_text(
+                    r.free_option
+                        .as_ref()
+                        .unwrap_or(&CandidatePolicy::Popular(1))
+                )
             ),
             Some(r) => format!(
-                "tuned ({TUNING}): the most popular item to everyone (0-DP) at eps {} (the \
-                 largest tuned eps <= {}): no pool beat it by {} s.e. on the calibration users \
-                 (best '{}': gain {} ± {})",
+                "tuned ({TUNING}): {} at eps {} (the largest tuned eps <= {}): no pool beat it \
+                 by {} s.e. on the calibration users (best '{}': gain {} ± {})",
+                free_text(&r.candidates),
                 r.epsilon,
                 self.requested,
                 r.margin,
@@ -275,15 +309,35 @@ impl TunedChoice {
                 num(r.best_pool_gain_se)
             ),
             None => format!(
-                "tuned ({TUNING}): the most popular item to everyone (0-DP): eps {} is below \
-                 the smallest tuned eps",
+                "tuned ({TUNING}): {}: eps {} is below the smallest tuned eps",
+                free_text(&self.candidates),
                 self.requested
             ),
         }
     }
 }
 
+/// A free option served by a tuned row, for people.
+fn free_text(policy: &CandidatePolicy) -> String {
+    super::estimate::free_name(policy)
+}
+
 impl Tuning {
+    /// How its estimates were made, for people.
+    pub fn estimated(&self) -> String {
+        match &self.estimation {
+            Some(e) => format!(
+                "chosen on {} calibration users, estimated on {} others ({})",
+                e.selection_users, e.estimation_users, e.rule
+            ),
+            None => format!(
+                "measured on the {} calibration users it was chosen on (optimistic: the best of \
+                 many; tuned before the estimation split, run `recsel tune` again)",
+                self.calibration.users
+            ),
+        }
+    }
+
     /// The row of the largest tuned ε not above `epsilon` (never spends more than asked), or
     /// the fixed item below the smallest.
     pub fn choice(&self, epsilon: f64) -> Result<TunedChoice> {
@@ -316,7 +370,10 @@ impl Tuning {
                 row: None,
                 mechanism: "random".into(),
                 epsilon,
-                candidates: CandidatePolicy::Popular(1),
+                candidates: self
+                    .free_option
+                    .clone()
+                    .unwrap_or(CandidatePolicy::Popular(1)),
                 prior: Prior::None,
             },
         })

@@ -19,6 +19,7 @@ use crate::scoring::{
     item_sensitivities, ModelScorer, Prior, ResolvedPrior, Sensitivities, SensitivityConfig,
 };
 
+use super::estimate::selection_user;
 use super::{krr_hit, map_scored, popularity_log_mass, prior_weight_grid};
 
 /// The `popular:N` pool sizes tried by default.
@@ -217,8 +218,9 @@ impl GridTuning {
 
 /// Tunes each mechanism of `mechs` (per mechanism, one instance per ε of `epsilons`) over `grid`
 /// on the calibration users `cal` only: every configuration's hit@1 per user, and per mechanism
-/// and ε the best calibration mean (ties: the first, i.e. the smaller pool, the wider clip
-/// range, no prior or the smaller weight). `popularity` ranks the pools. `progress` receives
+/// and ε the best mean on the selection part of them ([`selection_user`]; the other part
+/// estimates the choice) (ties: the first, i.e. the smaller pool, the wider clip range, no prior
+/// or the smaller weight). `popularity` ranks the pools. `progress` receives
 /// users done.
 pub fn tune_grid(
     model: &Model,
@@ -330,7 +332,13 @@ pub fn tune_grid(
                     .map(|e| {
                         let mut best = (0, f64::NEG_INFINITY);
                         for c in (0..n_cfg).filter(|c| with || c % nw == 0) {
-                            let v = out.hits.iter().map(|h| h[slot(m, e, c)]).sum::<f64>();
+                            let v = out
+                                .hits
+                                .iter()
+                                .enumerate()
+                                .filter(|(u, _)| selection_user(*u))
+                                .map(|(_, h)| h[slot(m, e, c)])
+                                .sum::<f64>();
                             if v > best.1 {
                                 best = (c, v);
                             }

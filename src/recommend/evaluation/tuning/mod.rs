@@ -34,6 +34,7 @@ use crate::scoring::{CandidatePolicy, ModelScorer, Prior, UserScorer};
 
 use crate::recommend::release::{Release, MANIFEST};
 
+pub mod estimate;
 mod file;
 pub mod grid;
 pub mod private;
@@ -52,9 +53,11 @@ pub const FORMAT: &str = "recsel-tuning";
 pub const BOUNDS: &str = "tuning.npz";
 /// Version of the tuning layout (2: a row may carry a prior; 3: each registry mechanism's tuned
 /// row, the free baseline's standard error and the clip bounds in `tuning.npz`; 4: the
-/// calibration users' privacy entry, and private rows without exact calibration statistics).
-/// Older files are read as they are: rows without a prior, no mechanism rows, not private.
-pub const TUNING_VERSION: u32 = 4;
+/// calibration users' privacy entry, and private rows without exact calibration statistics; 5:
+/// the best free option, and every estimate on calibration users the choice did not read).
+/// Older files are read as they are: rows without a prior, no mechanism rows, not private,
+/// estimates on the users the choice was made on.
+pub const TUNING_VERSION: u32 = 5;
 /// The ε grid tuned by default.
 pub const DEFAULT_EPSILONS: [f64; 6] = [0.1, 0.5, 1.0, 2.0, 4.0, 8.0];
 /// The pool sizes tried by default (1 is the fixed item).
@@ -419,7 +422,8 @@ pub fn tune(
         .iter()
         .map(|s| ranking(s.counts(release).expect("kept above"), max))
         .collect();
-    let fixed_item = ranking(popularity, 1)[0];
+    let free_opts = estimate::free_options(release);
+    let (sel, est) = estimate::parts(cal.rows());
     let sens = &release.sens;
     let mut epsilons = cfg.epsilons.clone();
     epsilons.sort_by(f64::total_cmp);
@@ -443,8 +447,9 @@ pub fn tune(
         .collect();
     let (nw, ne, nn) = (weights.len(), epsilons.len(), sizes.len());
     let slot = |si: usize, wi: usize, ei: usize, ni: usize| ((si * nw + wi) * ne + ei) * nn + ni;
-    // Per user: (c, a) per (source, weight, ε, size), and whether the fixed item is held out.
-    let stats: Vec<(Vec<(f64, f64)>, f64)> = map_scored(
+    // Per user: (c, a) per (source, weight, ε, size), and whether each free option is held out.
+    #[allow(clippy::type_complexity)]
+    let stats: Vec<(Vec<(f64, f64)>, Vec<f64>)> = map_scored(
         model,
         &cal.history,
         &|u, s| {
@@ -480,13 +485,22 @@ pub fn tune(
                     }
                 }
             }
-            let fixed = f64::from(u8::from(targets.binary_search(&fixed_item).is_ok()));
-            (out, fixed)
+            let free: Vec<f64> = free_opts
+                .iter()
+                .map(|(_, j)| f64::from(u8::from(targets.binary_search(j).is_ok())))
+                .collect();
+            (out, free)
         },
         progress,
     );
-    let fixed: Vec<f64> = stats.iter().map(|s| s.1).collect();
-    let (fixed_hit, _) = mean_se(&fixed);
+    // Per free option, its per-user hits; the best of them chosen on the selection part.
+    let free_hits: Vec<Vec<f64>> = (0..free_opts.len())
+        .map(|o| stats.iter().map(|s| s.1[o]).collect())
+        .collect();
+    let best_free = estimate::best_on(&sel, &free_hits);
+    let free_policy = free_opts[best_free].0.clone();
+    let free = &free_hits[best_free];
+    let free_est = Estimate::of(&estimate::on(&est, free));
     let prior_of = |wi: usize| {
         if wi == 0 {
             Prior::None
@@ -495,38 +509,52 @@ pub fn tune(
         }
     };
     let mut rows = Vec::new();
-    // Per ε: krr's best pool and prior, with its per-user calibration hits.
+    // Per ε: krr's best pool and prior (chosen on the selection part), with its per-user
+    // calibration hits.
     let mut krr_best: Vec<Option<(CandidatePolicy, Prior, Vec<f64>)>> = Vec::new();
     let mut rng = private.as_ref().map(|p| p.rng()).transpose()?;
+    let sum_on =
+        |rows: &[usize], v: &dyn Fn(usize) -> f64| -> f64 { rows.iter().map(|&u| v(u)).sum() };
     for (ei, &eps) in epsilons.iter().enumerate() {
         if let (Some(pt), Some(rng)) = (&private, rng.as_mut()) {
-            // Every configuration at this ε with its exact calibration sum: the fixed item, then
-            // krr over each pool of two or more items with each prior.
-            let mut cands = vec![(
-                CandidatePolicy::Popular(1),
-                Prior::None,
-                fixed.iter().sum::<f64>(),
-            )];
+            // Every configuration at this ε with its exact sums on the selection and the
+            // estimation part: the free options (served 0-DP), then krr over each pool of two
+            // or more items with each prior.
+            let mut cands: Vec<(CandidatePolicy, Prior, f64)> = Vec::new();
+            let mut est_sums: Vec<f64> = Vec::new();
+            for (o, (policy, _)) in free_opts.iter().enumerate() {
+                let v = |u: usize| free_hits[o][u];
+                cands.push((policy.clone(), Prior::None, sum_on(&sel, &v)));
+                est_sums.push(sum_on(&est, &v));
+            }
             for (si, source) in sources.iter().enumerate() {
                 for wi in 0..nw {
                     for (ni, &n) in sizes.iter().enumerate().filter(|p| *p.1 >= 2) {
                         let idx = slot(si, wi, ei, ni);
-                        let sum = stats
-                            .iter()
-                            .map(|(v, _)| krr_hit(v[idx].0, v[idx].1, n, eps))
-                            .sum();
-                        cands.push((source.policy(n), prior_of(wi), sum));
+                        let v = |u: usize| krr_hit(stats[u].0[idx].0, stats[u].0[idx].1, n, eps);
+                        cands.push((source.policy(n), prior_of(wi), sum_on(&sel, &v)));
+                        est_sums.push(sum_on(&est, &v));
                     }
                 }
             }
-            rows.push(private::row(pt, eps, &cands, cal.rows(), cfg.margin, rng)?);
+            let row = private::row(pt, eps, &cands, sel.len(), cfg.margin, rng)?;
+            rows.push(private_margin(
+                row,
+                &cands,
+                &est_sums,
+                free_opts.len(),
+                est.len(),
+                pt.statement().epsilon,
+                cfg.margin,
+                rng,
+            ));
             continue;
         }
-        // The best (pool of size >= 2, prior) by calibration mean (ties: the first source, no
-        // prior or the smaller weight, the smaller pool), with its per-user hits; and the best
-        // calibration mean without a prior.
+        // The best (pool of size >= 2, prior) by mean on the selection part (ties: the first
+        // source, no prior or the smaller weight, the smaller pool), with its per-user hits; and
+        // the best without a prior.
         let mut best: Option<(usize, usize, usize, f64, Vec<f64>)> = None;
-        let mut best_no_prior = f64::NEG_INFINITY;
+        let mut best_no_prior: Option<(f64, Vec<f64>)> = None;
         for si in 0..sources.len() {
             for wi in 0..nw {
                 for (ni, &n) in sizes.iter().enumerate() {
@@ -538,9 +566,9 @@ pub fn tune(
                         .iter()
                         .map(|(v, _)| krr_hit(v[idx].0, v[idx].1, n, eps))
                         .collect();
-                    let (m, _) = mean_se(&hits);
-                    if wi == 0 {
-                        best_no_prior = best_no_prior.max(m);
+                    let m = Estimate::of(&estimate::on(&sel, &hits)).mean;
+                    if wi == 0 && best_no_prior.as_ref().is_none_or(|b| m > b.0) {
+                        best_no_prior = Some((m, hits.clone()));
                     }
                     if best.as_ref().is_none_or(|b| m > b.3) {
                         best = Some((si, wi, n, m, hits));
@@ -548,36 +576,47 @@ pub fn tune(
                 }
             }
         }
-        let fixed_policy = CandidatePolicy::Popular(1);
+        let (fm, fse) = (free_est.mean, free_est.se);
         let row = match best {
-            Some((si, wi, n, m, hits)) => {
-                let diff: Vec<f64> = hits.iter().zip(&fixed).map(|(h, f)| h - f).collect();
-                let (gain, gain_se) = mean_se(&diff);
+            Some((si, wi, n, _, hits)) => {
+                // Everything reported is measured on the estimation part.
+                let diff: Vec<f64> = hits.iter().zip(free).map(|(h, f)| h - f).collect();
+                let g = Estimate::of(&estimate::on(&est, &diff));
                 let pool = sources[si].policy(n);
                 let prior = prior_of(wi);
-                let (hm, hse) = mean_se(&hits);
-                let (fm, fse) = mean_se(&fixed);
-                let wins = gain > cfg.margin * gain_se && gain > 0.0;
+                let h = Estimate::of(&estimate::on(&est, &hits));
+                let wins = estimate::beats(&g, cfg.margin);
                 krr_best.push(Some((pool.clone(), prior.clone(), hits.clone())));
                 TunedRow {
                     epsilon: eps,
                     mechanism: if wins { "krr" } else { "random" }.into(),
-                    candidates: if wins { pool.clone() } else { fixed_policy },
+                    candidates: if wins {
+                        pool.clone()
+                    } else {
+                        free_policy.clone()
+                    },
                     prior: if wins { prior.clone() } else { Prior::None },
                     spends: if wins { eps } else { 0.0 },
-                    calibration_hit: if wins { hm } else { fm },
-                    calibration_se: if wins { hse } else { fse },
-                    fixed_hit: Some(fixed_hit),
+                    calibration_hit: if wins { h.mean } else { fm },
+                    calibration_se: if wins { h.se } else { fse },
+                    fixed_hit: Some(fm),
+                    free_option: Some(free_policy.clone()),
+                    free_hit: Some(free_est),
                     best_pool: pool,
                     best_prior: prior,
-                    best_no_prior_hit: Some(best_no_prior),
-                    best_pool_hit: Some(m),
-                    best_pool_gain: Some(gain),
-                    best_pool_gain_se: Some(gain_se),
+                    best_no_prior_hit: best_no_prior
+                        .map(|b| Estimate::of(&estimate::on(&est, &b.1)).mean),
+                    best_pool_hit: Some(h.mean),
+                    best_pool_gain: Some(g.mean),
+                    best_pool_gain_se: Some(g.se),
                     margin: cfg.margin,
                     reason: format!(
-                        "the best pool's calibration gain {gain:+.4} ± {gain_se:.4} is {} {} \
-                         s.e. and positive",
+                        "chosen on {} calibration users; on {} others the best pool's gain over \
+                         {free_policy} is {:+.4} ± {:.4}, {} {} s.e. and positive",
+                        sel.len(),
+                        est.len(),
+                        g.mean,
+                        g.se,
                         if wins { "above" } else { "not above" },
                         cfg.margin
                     ),
@@ -586,17 +625,18 @@ pub fn tune(
             }
             None => {
                 krr_best.push(None);
-                let (fm, fse) = mean_se(&fixed);
                 TunedRow {
                     epsilon: eps,
                     mechanism: "random".into(),
-                    candidates: fixed_policy.clone(),
+                    candidates: free_policy.clone(),
                     prior: Prior::None,
                     spends: 0.0,
                     calibration_hit: fm,
                     calibration_se: fse,
-                    fixed_hit: Some(fixed_hit),
-                    best_pool: fixed_policy,
+                    fixed_hit: Some(fm),
+                    free_option: Some(free_policy.clone()),
+                    free_hit: Some(free_est),
+                    best_pool: free_policy.clone(),
                     best_prior: Prior::None,
                     best_no_prior_hit: Some(fm),
                     best_pool_hit: Some(fm),
@@ -611,11 +651,12 @@ pub fn tune(
         rows.push(row);
     }
     let mech_rows = tune_mechanisms(
-        model, release, cal, cfg, &epsilons, &fixed, &krr_best, progress,
+        model, release, cal, cfg, &epsilons, free, &est, &krr_best, progress,
     )?;
-    let privacy = private
-        .as_ref()
-        .map_or_else(private::public_privacy, |p| p.privacy(epsilons.len()));
+    let split = estimate::split(cal.rows());
+    let privacy = private.as_ref().map_or_else(private::public_privacy, |p| {
+        estimate::private_privacy(p, epsilons.len(), &split)
+    });
     Ok(Tuning {
         format: FORMAT.into(),
         format_version: TUNING_VERSION,
@@ -641,13 +682,76 @@ pub fn tune(
             private: cfg.private.clone(),
         },
         rows,
-        free: private.is_none().then(|| Estimate::of(&fixed)),
+        free: private.is_none().then_some(free_est),
+        free_option: private.is_none().then_some(free_policy),
+        estimation: Some(split),
         mechanisms: mech_rows.rows,
         clip_ranges: mech_rows.clip_ranges,
         bounds_file: None,
         bounds: mech_rows.bounds,
         privacy,
     })
+}
+
+/// The margin rule of a private tuning at one ε: `row` is what the private selection chose
+/// among `cands` on the selection part (the first `n_free` are the free options); the chosen
+/// configuration and every free option are estimated on the `users` estimation users from their
+/// exact sums `est_sums` with ε `eps_est` ([`estimate::private_estimate`]), and krr is served
+/// only when its noisy gain over the best free option exceeds `margin` standard errors, else
+/// that free option (0 ε). Only released values enter the row.
+#[allow(clippy::too_many_arguments)]
+fn private_margin(
+    mut row: TunedRow,
+    cands: &[(CandidatePolicy, Prior, f64)],
+    est_sums: &[f64],
+    n_free: usize,
+    users: usize,
+    eps_est: f64,
+    margin: f64,
+    rng: &mut crate::rng::Rng,
+) -> TunedRow {
+    let chosen = cands
+        .iter()
+        .position(|c| c.0 == row.candidates && c.1 == row.prior)
+        .unwrap_or(0);
+    let free: Vec<usize> = (0..n_free).collect();
+    let e = estimate::private_estimate(est_sums, chosen, &free, users, eps_est, rng);
+    let noisy = |c: usize| e.released.iter().find(|r| r.0 == c).expect("released").1;
+    let wins = chosen >= n_free && estimate::beats(&e.gain, margin);
+    let free_policy = cands[e.best_free].0.clone();
+    let (h, f) = (noisy(chosen), noisy(e.best_free));
+    let selection = row.reason.clone();
+    row.mechanism = if wins { "krr" } else { "random" }.into();
+    if !wins {
+        row.candidates = free_policy.clone();
+        row.prior = Prior::None;
+    }
+    row.spends = if wins { row.epsilon } else { 0.0 };
+    (row.calibration_hit, row.calibration_se) = if wins { (h.mean, h.se) } else { (f.mean, f.se) };
+    row.free_option = Some(free_policy.clone());
+    row.free_hit = Some(f);
+    if let Some(p) = row.private.as_mut() {
+        p.gain = Some(if wins {
+            e.gain
+        } else {
+            Estimate { mean: 0.0, se: 0.0 }
+        });
+        p.estimate_epsilon = Some(e.epsilon);
+    }
+    row.reason = format!(
+        "{selection}; on {users} other calibration users (eps {eps_est}): noisy hit@1 {h} \
+         against {f} for {free_policy}, gain {:+.4} ± {:.4} (noise and sampling), {} {margin} \
+         s.e.: serves {}",
+        e.gain.mean,
+        e.gain.se,
+        if wins { "above" } else { "not above" },
+        if wins {
+            format!("krr over {}", row.candidates)
+        } else {
+            format!("{free_policy} (0 eps)")
+        }
+    );
+    row
 }
 
 /// The mechanism rows of a tuning and the clip bounds they name.
@@ -658,9 +762,10 @@ struct MechRows {
 }
 
 /// Each mechanism of `cfg.mechanisms` tuned over `cfg.grid` on the calibration users at each of
-/// `epsilons` ([`grid::tune_grid`]; krr takes its best pool and prior from `krr_best`), with
-/// what the tuned and the untuned configuration are worth against the most popular item, whose
-/// per-user calibration hits are `fixed`.
+/// `epsilons` ([`grid::tune_grid`], chosen on the selection part; krr takes its best pool and
+/// prior from `krr_best`), with what the tuned and the untuned configuration are worth against
+/// the best free option, whose per-user calibration hits are `free`, on the estimation part
+/// `est`.
 #[allow(clippy::too_many_arguments)]
 fn tune_mechanisms(
     model: &Model,
@@ -668,7 +773,8 @@ fn tune_mechanisms(
     cal: &HeldOutRows,
     cfg: &TuneConfig,
     epsilons: &[f64],
-    fixed: &[f64],
+    free: &[f64],
+    est: &[usize],
     krr_best: &[Option<(CandidatePolicy, Prior, Vec<f64>)>],
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<MechRows> {
@@ -723,10 +829,12 @@ fn tune_mechanisms(
     let all: Vec<&[Box<dyn crate::mechanisms::Mechanism>]> = mechs.iter().map(|m| &m[..]).collect();
     let untuned = grid::untuned_hits(model, &release.sens, cal, &all, &cfg.grid, progress);
     let ne = epsilons.len();
+    // Every estimate on the estimation part, which no choice read.
     let paired = |hits: &[f64]| {
-        let d: Vec<f64> = hits.iter().zip(fixed).map(|(h, f)| h - f).collect();
-        Estimate::of(&d)
+        let d: Vec<f64> = hits.iter().zip(free).map(|(h, f)| h - f).collect();
+        Estimate::of(&estimate::on(est, &d))
     };
+    let mean = |hits: &[f64]| Estimate::of(&estimate::on(est, hits));
     for (m, name) in names.iter().enumerate() {
         for (e, &eps) in epsilons.iter().enumerate() {
             let u: Vec<f64> = untuned.iter().map(|h| h[m * ne + e]).collect();
@@ -759,9 +867,9 @@ fn tune_mechanisms(
                 candidates,
                 clip,
                 prior,
-                hit: Estimate::of(&hits),
+                hit: mean(&hits),
                 gain: paired(&hits),
-                untuned_hit: Estimate::of(&u),
+                untuned_hit: mean(&u),
                 untuned_gain: paired(&u),
             });
         }

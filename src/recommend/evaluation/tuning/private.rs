@@ -496,6 +496,8 @@ pub(super) fn row(
         },
         calibration_se: noise_sd,
         fixed_hit: None,
+        free_option: None,
+        free_hit: None,
         best_pool: pool,
         best_prior: prior,
         best_no_prior_hit: None,
@@ -508,6 +510,8 @@ pub(super) fn row(
             noisy_hit: choice.index.map(|_| choice.noisy_hit),
             candidates: candidates.len(),
             threshold: choice.threshold,
+            gain: None,
+            estimate_epsilon: None,
         }),
     })
 }

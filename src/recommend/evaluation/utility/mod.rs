@@ -18,8 +18,9 @@ use crate::mechanisms::{self, Guarantee, MechParams, Mechanism, Problem};
 use crate::model::Model;
 use crate::rng::{name_id, Streams};
 
+use super::tuning::estimate::{on, parts};
 use super::tuning::grid::{self, config_id, hit_of, pool_problem, tune_grid, MechGrid};
-use super::tuning::{krr_hit, map_scored, tune, TuneConfig, Tuning};
+use super::tuning::{krr_hit, map_scored, tune, Estimate, TuneConfig, Tuning};
 use crate::recommend::release::Release;
 
 mod table;
@@ -112,6 +113,12 @@ pub struct Cell {
     pub vs_baseline: f64,
     /// Standard error of `vs_baseline`.
     pub vs_baseline_se: f64,
+    /// A served row's estimate on the calibration users its choice did not read (`tuning.json`'s
+    /// for the tuned row), to set beside `hit`; `None` for the other rows.
+    pub calibration: Option<Estimate>,
+    /// A served row whose hit@1 is below the best free option's by more than 2 paired s.e. on
+    /// the evaluated users.
+    pub below_free: bool,
 }
 
 /// One row of the table.
@@ -162,6 +169,9 @@ pub struct UtilityTable {
     pub calibration_users: usize,
     /// The best public baseline (by mean hit@1 on the evaluated users).
     pub best_baseline: String,
+    /// The best free option a release offers (`popular` or `heldout`, by mean hit@1 on the
+    /// evaluated users): what a served row is flagged against.
+    pub best_free: String,
     /// The hit rate of the best fixed item in-sample on the evaluated users (the limit's base; a
     /// bound, not a baseline).
     pub best_fixed_in_sample: f64,
@@ -273,6 +283,10 @@ pub fn measure(
 
     // The tuned serving configuration per ε: krr over its pool, or the fixed item.
     let fixed_item = super::tuning::ranking(pop, 1)[0];
+    let heldout_item = release
+        .heldout
+        .as_deref()
+        .map(|h| super::tuning::ranking(h, 1)[0]);
     // Per ε: what it serves, the pool (None: the fixed item), the ε it spends, and the public
     // prior's offsets over the pool (empty: no prior) — as `recommend` adds them.
     #[allow(clippy::type_complexity)]
@@ -410,6 +424,9 @@ pub fn measure(
                     }
                 }
             }
+            if let Some(j) = heldout_item {
+                out.push(hit(j));
+            }
             out
         },
         progress,
@@ -441,8 +458,42 @@ pub fn measure(
             exact: true,
             cols: vec![i; ne],
             configs: vec![String::new(); ne],
+            calibration: vec![None; ne],
         });
     }
+    if heldout_item.is_some() {
+        rows.push(RowSpec {
+            label: "heldout: the item the fitted users held out most, to everyone (the release's \
+                    public counts, 0-DP)"
+                .into(),
+            kind: RowKind::Baseline,
+            mechanism: "heldout".into(),
+            tuned: false,
+            prior: false,
+            exact: true,
+            cols: vec![4 + ne * per_eps; ne],
+            configs: vec![String::new(); ne],
+            calibration: vec![None; ne],
+        });
+    }
+    // A served row's estimate on the calibration users its choice did not read: the tuned row's
+    // from the tuning, each grid mechanism's on the estimation part.
+    let (_, est) = parts(cal.rows());
+    let tuned_cal: Vec<Option<Estimate>> = cfg
+        .epsilons
+        .iter()
+        .map(|&e| {
+            let ch = tuning.choice(e).ok()?;
+            let r = ch.row?;
+            Some(Estimate {
+                mean: r.calibration_hit,
+                se: r.calibration_se,
+            })
+        })
+        .collect();
+    let grid_cal = |gi: usize, e: usize, c: usize| {
+        Some(Estimate::of(&on(&est, &g.calibration_hits(gi, e, c))))
+    };
     rows.push(RowSpec {
         label: "non-private top-1 of the model (eps = inf, NOT private)".into(),
         kind: RowKind::NotPrivate,
@@ -452,6 +503,7 @@ pub fn measure(
         exact: true,
         cols: vec![3; ne],
         configs: vec![String::new(); ne],
+        calibration: vec![None; ne],
     });
     let at = |e: usize, k: usize| 4 + e * per_eps + k;
     rows.push(RowSpec {
@@ -464,6 +516,7 @@ pub fn measure(
         exact: true,
         cols: (0..ne).map(|e| at(e, 0)).collect(),
         configs: tuned.iter().map(|t| t.0.clone()).collect(),
+        calibration: tuned_cal,
     });
     for (gi, &m) in grid.iter().enumerate() {
         let name = &names[m];
@@ -476,6 +529,7 @@ pub fn measure(
             exact: name == "em",
             cols: (0..ne).map(|e| at(e, 3 + per_grid * gi)).collect(),
             configs: (0..ne).map(|e| g.describe(chosen[gi][e])).collect(),
+            calibration: (0..ne).map(|e| grid_cal(gi, e, chosen[gi][e])).collect(),
         });
         if with_priors {
             rows.push(RowSpec {
@@ -487,6 +541,9 @@ pub fn measure(
                 exact: name == "em",
                 cols: (0..ne).map(|e| at(e, 4 + per_grid * gi)).collect(),
                 configs: (0..ne).map(|e| g.describe(chosen_prior[gi][e])).collect(),
+                calibration: (0..ne)
+                    .map(|e| grid_cal(gi, e, chosen_prior[gi][e]))
+                    .collect(),
             });
         }
         rows.push(RowSpec {
@@ -498,6 +555,7 @@ pub fn measure(
             exact: name == "em",
             cols: (0..ne).map(|e| at(e, 2 + per_grid * gi)).collect(),
             configs: vec!["all".into(); ne],
+            calibration: vec![None; ne],
         });
     }
     rows.push(RowSpec {
@@ -509,6 +567,7 @@ pub fn measure(
         exact: true,
         cols: (0..ne).map(|e| at(e, 1)).collect(),
         configs: vec!["all".into(); ne],
+        calibration: vec![None; ne],
     });
     let mut counts = vec![0u64; n];
     for &j in eval.heldout.indices() {
@@ -535,6 +594,8 @@ struct RowSpec {
     exact: bool,
     cols: Vec<usize>,
     configs: Vec<String>,
+    /// A served row's calibration estimate per ε.
+    calibration: Vec<Option<Estimate>>,
 }
 
 /// One split's measurements ([`measure`]): per evaluated user, the hit@1 of every row at every

@@ -5,7 +5,7 @@
 use crate::error::{Error, Result};
 use crate::model::Model;
 
-use super::super::tuning::{mean_se, Tuning};
+use super::super::tuning::{mean_se, Estimate, Tuning};
 use super::{measure, Cell, Measured, RowKind, UtilityConfig, UtilityRow, UtilityTable, Verdict};
 use crate::data::HeldOutRows;
 use crate::recommend::release::Release;
@@ -52,26 +52,52 @@ pub fn table(parts: Vec<Measured>) -> Result<UtilityTable> {
             })
             .collect()
     };
-    let base_cols: Vec<Vec<f64>> = (0..3).map(|r| column(r, 0)).collect();
-    let best_b = (0..3)
-        .max_by(|&a, &b| {
-            mean_se(&base_cols[a])
-                .0
-                .total_cmp(&mean_se(&base_cols[b]).0)
-        })
-        .expect("three baselines");
+    let base: Vec<usize> = (0..first.rows.len())
+        .filter(|&r| first.rows[r].kind == RowKind::Baseline)
+        .collect();
+    let best_of = |rows: &[usize]| -> usize {
+        let mut best = (rows[0], f64::NEG_INFINITY);
+        for &r in rows {
+            let m = mean_se(&column(r, 0)).0;
+            if m > best.1 {
+                best = (r, m);
+            }
+        }
+        best.0
+    };
+    let best_b = best_of(&base);
+    // The free options a release offers: what a served row must not fall below.
+    let free: Vec<usize> = base
+        .iter()
+        .copied()
+        .filter(|&r| matches!(first.rows[r].mechanism.as_str(), "popular" | "heldout"))
+        .collect();
+    let best_f = best_of(&free);
+    let base_col = column(best_b, 0);
+    let free_col = column(best_f, 0);
     let mut rows = Vec::new();
     for (r, spec) in first.rows.iter().enumerate() {
         let cells = (0..ne)
             .map(|e| {
                 let v = column(r, e);
                 let (hit, se) = mean_se(&v);
-                let diff: Vec<f64> = v
-                    .iter()
-                    .zip(&base_cols[best_b])
-                    .map(|(a, b)| a - b)
-                    .collect();
+                let diff: Vec<f64> = v.iter().zip(&base_col).map(|(a, b)| a - b).collect();
                 let (dm, dse) = mean_se(&diff);
+                let to_free: Vec<f64> = v.iter().zip(&free_col).map(|(a, b)| a - b).collect();
+                let (fm, fse) = mean_se(&to_free);
+                // Each split's estimate on its own calibration users, pooled as independent
+                // means of equal weight.
+                let cal: Vec<Estimate> = parts
+                    .iter()
+                    .filter_map(|p| p.rows[r].calibration[e])
+                    .collect();
+                let calibration = (!cal.is_empty()).then(|| {
+                    let k = cal.len() as f64;
+                    Estimate {
+                        mean: cal.iter().map(|c| c.mean).sum::<f64>() / k,
+                        se: cal.iter().map(|c| c.se * c.se).sum::<f64>().sqrt() / k,
+                    }
+                });
                 let mut configs: Vec<&str> = Vec::new();
                 for p in &parts {
                     let c = p.rows[r].configs[e].as_str();
@@ -86,6 +112,8 @@ pub fn table(parts: Vec<Measured>) -> Result<UtilityTable> {
                     exact: spec.exact,
                     vs_baseline: dm,
                     vs_baseline_se: dse,
+                    below_free: calibration.is_some() && fm < 0.0 && fm < -2.0 * fse,
+                    calibration,
                 }
             })
             .collect();
@@ -140,6 +168,7 @@ pub fn table(parts: Vec<Measured>) -> Result<UtilityTable> {
         users,
         calibration_users: parts.iter().map(|p| p.calibration_users).sum(),
         best_baseline: first.rows[best_b].mechanism.clone(),
+        best_free: first.rows[best_f].mechanism.clone(),
         best_fixed_in_sample: bf,
         limit,
         rows,
