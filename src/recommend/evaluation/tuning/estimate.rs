@@ -1,6 +1,6 @@
 //! Estimates free of the tuner's selection (docs/utility.md, "What a tuned row is worth"): the
-//! calibration users are cut into two fixed parts by row — even rows choose, odd rows estimate —
-//! and every number `tuning.json` reports of a chosen row (its hit@1, the best free option's,
+//! calibration users are cut into two parts, each user by a keyed hash of that user's own row
+//! ([`selection_user`]) — one part chooses, the other estimates — and every number `tuning.json` reports of a chosen row (its hit@1, the best free option's,
 //! their paired difference) is measured on the part the choice never read. The best of many
 //! configurations measured on the users it was chosen on is optimistic (the winner's curse);
 //! on other users its mean is unbiased.
@@ -14,18 +14,20 @@
 //!
 //! The private tuner makes the same cut: its selection reads the selection part only, and a
 //! Laplace estimate of the chosen configuration and of every free option reads the estimation
-//! part only ([`private_estimate`]). The cut is by row position, which a replaced user can shift
-//! (rows in another order), so the two are accounted by basic composition: their ε add
+//! part only ([`private_estimate`]). A user's part depends on that user's own row only, so a
+//! neighbour moves each part's sums by at most one user's contribution; a changed user may move
+//! between the parts, so the two are accounted by basic composition: their ε add
 //! ([`private_privacy`]).
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::privacy::PopulationPrivacy;
-use crate::rng::Rng;
-use crate::scoring::CandidatePolicy;
-use crate::stats::distributions::laplace1;
+use crate::error::Result;
 
-use super::private::PrivateTuner;
+use crate::data::heldout::HeldOutRows;
+use crate::privacy::PopulationPrivacy;
+use crate::scoring::CandidatePolicy;
+
+use super::private::{noisy_sum, PrivateTuner, TuneRng};
 use super::Estimate;
 use crate::recommend::release::Release;
 
@@ -41,22 +43,50 @@ pub struct EstimationSplit {
 }
 
 /// The rule of [`selection_user`], for people.
-pub const RULE: &str = "calibration rows 0, 2, 4, ... choose; rows 1, 3, 5, ... estimate the \
-                        choice (a fixed cut by row, independent of the data)";
+pub const RULE: &str = "each calibration user chooses or estimates by a keyed hash of that user's \
+                        own row (history and held-out items) with a public constant: no user's \
+                        presence or data moves another between the parts; the part sizes vary \
+                        with the data and are published like the calibration count";
 
-/// Whether calibration row `u` is in the selection part (even rows); odd rows estimate.
-pub fn selection_user(u: usize) -> bool {
-    u % 2 == 0
+/// The public key of the cut: a constant, so the cut depends on nothing but each user's own row.
+const PART_SEED: u64 = 0x6573_7469_6d61_7465;
+
+/// Whether the calibration user whose own row is (`history`, `heldout`) is in the selection
+/// part: one bit of [`user_key`](crate::data::split::user_key) over that row alone.
+pub fn selection_user(history: &[u32], heldout: &[u32]) -> bool {
+    let mut own = Vec::with_capacity(4 * (history.len() + heldout.len()) + 4);
+    for &i in history {
+        own.extend_from_slice(&i.to_le_bytes());
+    }
+    own.extend_from_slice(&u32::MAX.to_le_bytes());
+    for &i in heldout {
+        own.extend_from_slice(&i.to_le_bytes());
+    }
+    crate::data::split::user_key(PART_SEED, b"estimation-part", &own) >> 63 == 0
 }
 
-/// The rows of the two parts of `n` calibration users: (selection, estimation).
-pub fn parts(n: usize) -> (Vec<usize>, Vec<usize>) {
-    (0..n).partition(|&u| selection_user(u))
+/// Per calibration row of `cal`, whether it is in the selection part ([`selection_user`]).
+pub fn selection_mask(cal: &HeldOutRows) -> Vec<bool> {
+    (0..cal.rows())
+        .map(|u| {
+            let (h, t) = (cal.history.outer_view(u), cal.heldout.outer_view(u));
+            selection_user(
+                h.as_ref().map_or(&[][..], |r| r.indices()),
+                t.as_ref().map_or(&[][..], |r| r.indices()),
+            )
+        })
+        .collect()
 }
 
-/// The split record of `n` calibration users.
-pub fn split(n: usize) -> EstimationSplit {
-    let (s, e) = parts(n);
+/// The rows of the two parts of the calibration users `cal`: (selection, estimation).
+pub fn parts(cal: &HeldOutRows) -> (Vec<usize>, Vec<usize>) {
+    let mask = selection_mask(cal);
+    (0..cal.rows()).partition(|&u| mask[u])
+}
+
+/// The split record of the calibration users `cal`.
+pub fn split(cal: &HeldOutRows) -> EstimationSplit {
+    let (s, e) = parts(cal);
     EstimationSplit {
         selection_users: s.len() as u64,
         estimation_users: e.len() as u64,
@@ -143,8 +173,8 @@ pub fn private_estimate(
     free: &[usize],
     users: usize,
     epsilon: f64,
-    rng: &mut Rng,
-) -> PrivateEstimate {
+    rng: &mut TuneRng,
+) -> Result<PrivateEstimate> {
     let mut ids = vec![chosen];
     for &f in free {
         if !ids.contains(&f) {
@@ -157,10 +187,10 @@ pub fn private_estimate(
     let released: Vec<(usize, Estimate)> = ids
         .iter()
         .map(|&c| {
-            let mean = (sums[c] + scale * laplace1(rng)) / n;
-            (c, Estimate { mean, se: sd })
+            let mean = noisy_sum(sums[c], 1.0 / scale, rng)? / n;
+            Ok((c, Estimate { mean, se: sd }))
         })
-        .collect();
+        .collect::<Result<_>>()?;
     let noisy = |c: usize| released.iter().find(|r| r.0 == c).expect("released").1;
     let (mut best_free, mut top) = (chosen, f64::NEG_INFINITY);
     for &f in free {
@@ -178,18 +208,18 @@ pub fn private_estimate(
             se: (2.0 * sd * sd + sampling * sampling).sqrt(),
         }
     };
-    PrivateEstimate {
+    Ok(PrivateEstimate {
         released,
         best_free,
         gain,
         epsilon,
-    }
+    })
 }
 
 /// The calibration users' entry of a private tuning of `selections` ε: the selections and the
-/// held-out estimates (ε of one selection each) add by basic composition — the cut is by row
-/// position, which a replaced user can shift, so parallel composition over the two parts is not
-/// claimed.
+/// held-out estimates (ε of one selection each) add by basic composition — each user's part is
+/// a function of that user's own row, but a changed user may move between the parts, so
+/// parallel composition over the two parts is not claimed.
 pub fn private_privacy(
     tuner: &PrivateTuner,
     selections: usize,
@@ -208,7 +238,8 @@ pub fn private_privacy(
     );
     p.note = format!(
         "{}; the selections read the {} selection users and the estimates the {} estimation \
-         users (a cut by row position, which a replaced user can shift): basic composition, the \
+         users (each user's part by a keyed hash of that user's own row, so no user moves \
+         another; a changed user may change parts): basic composition, the \
          selections' eps plus {selections} x {} for the estimates",
         p.note, split.selection_users, split.estimation_users, s.epsilon
     );
@@ -219,29 +250,64 @@ pub fn private_privacy(
 mod tests {
     use super::*;
 
+    fn rows(rows: &[(Vec<u32>, Vec<u32>)], n_items: usize) -> HeldOutRows {
+        let h: Vec<Vec<u32>> = rows.iter().map(|r| r.0.clone()).collect();
+        let t: Vec<Vec<u32>> = rows.iter().map(|r| r.1.clone()).collect();
+        HeldOutRows {
+            history: crate::data::csr_from_rows(&h, n_items),
+            heldout: crate::data::csr_from_rows(&t, n_items),
+            population: "validation",
+            split: String::new(),
+        }
+    }
+
     #[test]
-    fn the_parts_are_disjoint_and_cover_the_users() {
-        let (s, e) = parts(7);
-        assert_eq!(s, vec![0, 2, 4, 6]);
-        assert_eq!(e, vec![1, 3, 5]);
+    fn the_parts_are_disjoint_cover_the_users_and_are_each_users_own() {
+        let users: Vec<(Vec<u32>, Vec<u32>)> = (0..400u32)
+            .map(|u| ((0..1 + u % 7).map(|i| (u + 3 * i) % 50).collect(), vec![u % 50]))
+            .map(|(mut h, t): (Vec<u32>, Vec<u32>)| {
+                h.sort_unstable();
+                h.dedup();
+                (h, t)
+            })
+            .collect();
+        let cal = rows(&users, 50);
+        let (s, e) = parts(&cal);
+        assert_eq!(s.len() + e.len(), 400);
         assert!(s.iter().all(|u| !e.contains(u)));
-        let sp = split(7);
-        assert_eq!((sp.selection_users, sp.estimation_users), (4, 3));
+        // Both parts are about half.
+        assert!((150..250).contains(&s.len()), "{}", s.len());
+        let sp = split(&cal);
+        assert_eq!(sp.selection_users as usize, s.len());
+        // One user added at the front (and one removed) moves no other user between the parts.
+        let mask = selection_mask(&cal);
+        let mut more = vec![(vec![1, 2, 3], vec![4])];
+        more.extend(users.iter().cloned());
+        assert_eq!(&selection_mask(&rows(&more, 50))[1..], &mask[..]);
+        assert_eq!(selection_mask(&rows(&users[1..], 50)), mask[1..].to_vec());
+        // Power: a cut by row position (even rows choose) moves about half of them.
+        let by_position = |n: usize| (0..n).map(|u| u % 2 == 0).collect::<Vec<bool>>();
+        let moved = by_position(401)[1..]
+            .iter()
+            .zip(by_position(400))
+            .filter(|(a, b)| *a != b)
+            .count();
+        assert!(moved > 300, "{moved}");
     }
 
     #[test]
     fn the_private_estimate_names_the_best_free_option_and_carries_its_noise() {
-        let mut rng = crate::rng::Streams::new(3).stream(0, 0, 0, 0);
+        let mut rng = TuneRng::Fast(crate::rng::Streams::new(3).stream(0, 0, 0, 0));
         // Candidates: 0 popular:1 (100 of 1000), 1 heldout:1 (300), 2 krr (320): the gain of
         // krr over the best free option is small against a noise s.d. of √2·3/(1·1000).
-        let est = private_estimate(&[100.0, 300.0, 320.0], 2, &[0, 1], 1000, 1.0, &mut rng);
+        let est = private_estimate(&[100.0, 300.0, 320.0], 2, &[0, 1], 1000, 1.0, &mut rng).unwrap();
         assert_eq!(est.best_free, 1);
         assert_eq!(est.released.len(), 3);
         let sd = std::f64::consts::SQRT_2 * 3.0 / 1000.0;
         assert!((est.released[0].1.se - sd).abs() < 1e-12);
         assert!(est.gain.se > sd && !beats(&est.gain, 2.0));
         // A large gain clears it.
-        let est = private_estimate(&[100.0, 300.0, 600.0], 2, &[0, 1], 1000, 1.0, &mut rng);
+        let est = private_estimate(&[100.0, 300.0, 600.0], 2, &[0, 1], 1000, 1.0, &mut rng).unwrap();
         assert!(beats(&est.gain, 2.0), "{:?}", est.gain);
     }
 }

@@ -19,7 +19,7 @@ use crate::scoring::{
     item_sensitivities, ModelScorer, Prior, ResolvedPrior, Sensitivities, SensitivityConfig,
 };
 
-use super::estimate::selection_user;
+use super::estimate::selection_mask;
 use super::{krr_hit, map_scored, popularity_log_mass, prior_weight_grid};
 
 /// The `popular:N` pool sizes tried by default.
@@ -218,7 +218,7 @@ impl GridTuning {
 
 /// Tunes each mechanism of `mechs` (per mechanism, one instance per ε of `epsilons`) over `grid`
 /// on the calibration users `cal` only: every configuration's hit@1 per user, and per mechanism
-/// and ε the best mean on the selection part of them ([`selection_user`]; the other part
+/// and ε the best mean on the selection part of them ([`selection_mask`]; the other part
 /// estimates the choice) (ties: the first, i.e. the smaller pool, the wider clip range, no prior
 /// or the smaller weight). `popularity` ranks the pools. `progress` receives
 /// users done.
@@ -235,6 +235,7 @@ pub fn tune_grid(
     let weights = prior_weight_grid(&grid.prior_weights)?;
     let nw = weights.len();
     let ne = epsilons.len();
+    let in_selection = selection_mask(cal);
     let pools: Vec<(usize, Vec<u32>)> = grid
         .pools
         .iter()
@@ -336,7 +337,7 @@ pub fn tune_grid(
                                 .hits
                                 .iter()
                                 .enumerate()
-                                .filter(|(u, _)| selection_user(*u))
+                                .filter(|(u, _)| in_selection[*u])
                                 .map(|(_, h)| h[slot(m, e, c)])
                                 .sum::<f64>();
                             if v > best.1 {

@@ -423,7 +423,7 @@ pub fn tune(
         .map(|s| ranking(s.counts(release).expect("kept above"), max))
         .collect();
     let free_opts = estimate::free_options(release);
-    let (sel, est) = estimate::parts(cal.rows());
+    let (sel, est) = estimate::parts(cal);
     let sens = &release.sens;
     let mut epsilons = cfg.epsilons.clone();
     epsilons.sort_by(f64::total_cmp);
@@ -547,7 +547,7 @@ pub fn tune(
                 pt.statement().epsilon,
                 cfg.margin,
                 rng,
-            ));
+            )?);
             continue;
         }
         // The best (pool of size >= 2, prior) by mean on the selection part (ties: the first
@@ -653,7 +653,7 @@ pub fn tune(
     let mech_rows = tune_mechanisms(
         model, release, cal, cfg, &epsilons, free, &est, &krr_best, progress,
     )?;
-    let split = estimate::split(cal.rows());
+    let split = estimate::split(cal);
     let privacy = private.as_ref().map_or_else(private::public_privacy, |p| {
         estimate::private_privacy(p, epsilons.len(), &split)
     });
@@ -708,14 +708,14 @@ fn private_margin(
     users: usize,
     eps_est: f64,
     margin: f64,
-    rng: &mut crate::rng::Rng,
-) -> TunedRow {
+    rng: &mut private::TuneRng,
+) -> Result<TunedRow> {
     let chosen = cands
         .iter()
         .position(|c| c.0 == row.candidates && c.1 == row.prior)
         .unwrap_or(0);
     let free: Vec<usize> = (0..n_free).collect();
-    let e = estimate::private_estimate(est_sums, chosen, &free, users, eps_est, rng);
+    let e = estimate::private_estimate(est_sums, chosen, &free, users, eps_est, rng)?;
     let noisy = |c: usize| e.released.iter().find(|r| r.0 == c).expect("released").1;
     let wins = chosen >= n_free && estimate::beats(&e.gain, margin);
     let free_policy = cands[e.best_free].0.clone();
@@ -751,7 +751,7 @@ fn private_margin(
             format!("{free_policy} (0 eps)")
         }
     );
-    row
+    Ok(row)
 }
 
 /// The mechanism rows of a tuning and the clip bounds they name.

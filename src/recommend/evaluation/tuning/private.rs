@@ -449,6 +449,25 @@ impl PrivateTuner {
     }
 }
 
+/// `sum` (of sensitivity 1) plus Laplace noise of scale 1/`epsilon`: floating-point Laplace on
+/// the fast path; on the secure path the exact discrete Laplace on the 2^-20 grid of
+/// [`PrivateTuner::select_secure`] (the sum rounded down to the grid first, which keeps its
+/// sensitivity within one grid unit per unit of score), at ε′ ≤ ε on the 2^-32 grid.
+pub fn noisy_sum(sum: f64, epsilon: f64, rng: &mut TuneRng) -> Result<f64> {
+    match rng {
+        TuneRng::Fast(r) => Ok(sum + laplace1(r) / epsilon),
+        TuneRng::Secure(r) => {
+            use crate::stats::exact::discrete_laplace;
+            const UNIT_BITS: i32 = 20;
+            let unit = 2f64.powi(UNIT_BITS);
+            let q = (sum * unit).floor() as i128;
+            let eps = crate::mechanisms::secure::SecureEpsilon::new(epsilon)?;
+            let (s_num, t) = (u128::from(eps.num), 1u128 << (UNIT_BITS + 32));
+            Ok((q + discrete_laplace(r, s_num, t)) as f64 / unit)
+        }
+    }
+}
+
 /// The tuned row at `epsilon` chosen privately among `candidates` (pool, prior, exact
 /// calibration sum over `users` users; the first is the most popular item, served 0-DP, and
 /// what ⊥ serves). Only released values enter the row: the choice, its noisy calibration hit@1,
