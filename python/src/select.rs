@@ -72,6 +72,7 @@ impl SelectJob {
             fingerprint: data.fingerprint(),
             item_ids: data.item_ids.clone(),
             training_privacy: meta.training_privacy,
+            item_counts: None,
         };
         let users = UserRows {
             csr: Arc::new(data.test_input.clone()),

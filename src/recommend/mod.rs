@@ -45,6 +45,7 @@ pub mod evaluation;
 pub mod input;
 pub mod ledgered;
 pub mod options;
+pub mod publish;
 pub mod release;
 pub mod statistics;
 pub mod worth;
