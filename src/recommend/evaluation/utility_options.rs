@@ -9,9 +9,10 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::tuning::{
-    private, tune, PoolSource, TuneConfig, Tuning, DEFAULT_MARGIN, DEFAULT_PRIOR_WEIGHTS, TUNING,
+    private, tune, PoolSource, TuneConfig, Tuning, DEFAULT_EPSILONS, DEFAULT_MARGIN,
+    DEFAULT_POOL_SIZES, DEFAULT_PRIOR_WEIGHTS, TUNING,
 };
-use super::utility::{self, measure, table, UtilityConfig, UtilityTable};
+use super::utility::{measure, table, UtilityConfig, UtilityTable};
 use crate::data::{
     calibration_users, load_dataset_with, DataOptions, DataSource, Dataset, HeldOutRows,
     LoadOptions, ValidationUsers,
@@ -23,12 +24,6 @@ use crate::options::option_table;
 use crate::recommend::release::{calibrate, DEFAULT_CALIBRATION_USERS};
 use crate::recommend::statistics::Statistics;
 use crate::scoring::SensitivityConfig;
-
-/// The ε grid of `tune` and `evaluate` unless told otherwise.
-pub const DEFAULT_EPSILONS: [f64; 6] = [0.1, 0.5, 1.0, 2.0, 4.0, 8.0];
-/// The pool sizes `tune` tries unless told otherwise (1 is the most popular item). A new
-/// public knob of the tuned row (another ranking, a prior) extends [`TuneConfig`] beside them.
-pub const DEFAULT_POOL_SIZES: &str = "1,2,3,5,8,12,20,30,50,80,120,200,300,500,1000";
 
 option_table! {
     /// The options of `recsel tune` (docs/utility.md, "Tuning").
@@ -53,7 +48,7 @@ option_table! {
         pub sources: String = "popularity,heldout".to_string(),
         /// Pool sizes tried, comma separated (1 is the most popular item).
         #[option(value_name = "LIST", group = "Tuning")]
-        pub pool_sizes: String = DEFAULT_POOL_SIZES.to_string(),
+        pub pool_sizes: String = DEFAULT_POOL_SIZES.map(|n| n.to_string()).join(","),
         /// Paired standard errors of calibration gain a pool needs over the most popular item.
         #[option(group = "Tuning")]
         pub margin: f64 = DEFAULT_MARGIN,
@@ -218,7 +213,7 @@ option_table! {
         /// prior, comma separated: each gets a row tuned with the prior too (0 alone: no such
         /// rows).
         #[option(value_name = "LIST", group = "Evaluation")]
-        pub prior_weights: Vec<f64> = utility::DEFAULT_PRIOR_WEIGHTS.to_vec(),
+        pub prior_weights: Vec<f64> = super::tuning::grid::DEFAULT_MECHANISM_PRIOR_WEIGHTS.to_vec(),
         /// Selections per evaluated user for a simulated mechanism.
         #[option(group = "Evaluation")]
         pub trials: u32 = 10,
