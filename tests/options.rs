@@ -380,7 +380,8 @@ fn docs_cli_md_is_what_the_binary_prints() {
 #[test]
 fn utility_options_reach_every_front_end() {
     use recsel::data::DataOptions;
-    use recsel::recommend::utility_options::{EvaluateOptions, ReleaseOptions, TuneOptions};
+    use recsel::recommend::publish::ReleaseOptions;
+    use recsel::recommend::utility_options::{EvaluateOptions, TuneOptions};
     assert!(DataOptions::options()
         .iter()
         .any(|s| s.key == "validation_users"));
@@ -472,7 +473,8 @@ fn utility_options_reach_every_front_end() {
 fn every_table_resolves_through_its_declared_defaults() {
     use recsel::audit::{AuditOptions, EndToEndOptions};
     use recsel::data::DataOptions;
-    use recsel::recommend::utility_options::{EvaluateOptions, ReleaseOptions, TuneOptions};
+    use recsel::recommend::publish::ReleaseOptions;
+    use recsel::recommend::utility_options::{EvaluateOptions, TuneOptions};
     fn check<T>(name: &str)
     where
         T: OptionTable + Default + PartialEq + std::fmt::Debug + serde::Serialize,

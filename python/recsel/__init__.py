@@ -350,6 +350,28 @@ class Model:
         ``w.npz`` with ``scipy.sparse.load_npz``)."""
         self._native.save(str(path))
 
+    def save_release(self, path: str, train: Any, **options: Any) -> Dict[str, Any]:
+        """Writes a model directory with its release artifact — the files ``recsel fit --out``
+        writes, through the same library function — which ``recsel recommend``, ``recsel serve``
+        and :class:`Recommender` serve. ``train`` are the rows the model was fitted on (as given to
+        :meth:`fit`): the release's DP counts come from them (and, with
+        ``release_statistics="exact-leaky"``, its clip ranges). The keywords are ``recsel fit``'s
+        release options with ``_`` for ``-`` (``_native.release_options()``): ``count_epsilon``,
+        ``count_cap``, ``history_cap``, ``release_statistics``, ``clip_range``,
+        ``calibration_users``. Returns the release's privacy report as a dict
+        (docs/privacy-report.md).
+
+        Example::
+
+            >>> m = recsel.Model.fit(X, method="exact", l2=10.0)
+            >>> report = m.save_release("models/mine", X)
+            >>> [t["population"] for t in report["totals"]]
+            ['training users', 'calibration users']
+        """
+        rows = user_rows(train, self.n_items)
+        indptr, indices, (r, c) = rows.arrays()
+        return _json.loads(self._native.save_release(str(path), indptr, indices, r, c, **options))
+
     def score(self, users: Any) -> np.ndarray:
         """Scores of every item for each user row: a dense ``users x items`` float64 array.
 

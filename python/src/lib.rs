@@ -44,6 +44,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(partition::run_partition, m)?)?;
     m.add_function(wrap_pyfunction!(select::select_options, m)?)?;
     m.add_function(wrap_pyfunction!(model::training_privacy_options, m)?)?;
+    m.add_function(wrap_pyfunction!(model::release_options, m)?)?;
     m.add_function(wrap_pyfunction!(recommend::recommend_options, m)?)?;
     m.add_function(wrap_pyfunction!(candidates::select_private_candidates, m)?)?;
     m.add_function(wrap_pyfunction!(statistic::statistic_options, m)?)?;

@@ -12,6 +12,7 @@ use recsel::data::Csr;
 use recsel::model::options::TrainingPrivacyOptions;
 use recsel::model::{self, Model, ModelParams};
 use recsel::privacy::PopulationPrivacy;
+use recsel::recommend::publish::{write_release, Fitted, ReleaseOptions};
 use recsel::scoring::ModelScorer;
 
 use crate::convert::{err, fill, invalid, option_dicts, reduce_with, slice, R};
@@ -21,6 +22,13 @@ use crate::convert::{err, fill, invalid, option_dicts, reduce_with, slice, R};
 #[pyfunction]
 pub fn training_privacy_options(py: Python<'_>) -> R<Bound<'_, PyList>> {
     option_dicts::<TrainingPrivacyOptions>(py)
+}
+
+/// The options of `Model.save_release` (`recsel fit --out`'s release options, declared once in
+/// the library's `ReleaseOptions`), as dicts ([`option_dicts`]).
+#[pyfunction]
+pub fn release_options(py: Python<'_>) -> R<Bound<'_, PyList>> {
+    option_dicts::<ReleaseOptions>(py)
 }
 
 /// User rows (users × items, the items each user has) as a CSR matrix, from scipy's arrays.
@@ -200,6 +208,9 @@ pub(crate) struct PyModel {
     /// The training users' privacy of a DP fit (`None`: the training data are treated as
     /// public), as `model.json` records it.
     pub(crate) training_privacy: Option<PopulationPrivacy>,
+    /// A DP fit on an item set: every item's noisy count its first stage released, which a
+    /// release publishes as its popularity (not kept by `save`/`load`).
+    pub(crate) item_counts: Option<Vec<f64>>,
 }
 
 impl PyModel {
@@ -222,6 +233,7 @@ impl PyModel {
             dataset: meta.dataset,
             item_ids: meta.item_ids,
             training_privacy: meta.training_privacy,
+            item_counts: None,
         })
     }
 }
@@ -281,7 +293,54 @@ impl PyModel {
             dataset: "python".into(),
             item_ids,
             training_privacy: fitted.training_privacy,
+            item_counts: fitted.selection.map(|s| s.noisy_counts),
         })
+    }
+
+    /// Writes a model directory with its release — the files `recsel fit --out` writes, through
+    /// the same library function (`recommend::publish::write_release`) — so that `recsel
+    /// recommend`, `recsel serve` and `Recommender` serve it. `train` (scipy CSR arrays) are the
+    /// rows the model was fitted on: the release's counts come from them and, with exact
+    /// statistics, its clip ranges (there are no other users to calibrate on). `options` are the
+    /// release options ([`release_options`]). Returns the release's privacy report as JSON text.
+    #[pyo3(signature = (dir, indptr, indices, rows, cols, **options))]
+    #[allow(clippy::too_many_arguments)]
+    fn save_release(
+        &self,
+        py: Python<'_>,
+        dir: PathBuf,
+        indptr: PyReadonlyArray1<'_, i64>,
+        indices: PyReadonlyArray1<'_, i64>,
+        rows: usize,
+        cols: usize,
+        options: Option<&Bound<'_, PyDict>>,
+    ) -> R<String> {
+        let mut opts = ReleaseOptions::default();
+        fill(&mut opts, "release option", options)?;
+        let plan = opts.plan().map_err(err)?;
+        let train = csr_from(
+            slice(&indptr, "indptr")?,
+            slice(&indices, "indices")?,
+            rows,
+            cols,
+        )?;
+        let release = py
+            .detach(|| {
+                let data = recsel::data::Dataset::from_training_rows(
+                    &self.dataset,
+                    train,
+                    self.item_ids.clone(),
+                )?;
+                let fitted = Fitted {
+                    model: &self.model,
+                    params: &self.params,
+                    training_privacy: self.training_privacy.as_ref(),
+                    item_counts: self.item_counts.as_deref(),
+                };
+                write_release(&dir, fitted, &data, &plan, &|_| {})
+            })
+            .map_err(err)?;
+        Ok(release.privacy.map(|r| r.to_json()).unwrap_or_default())
     }
 
     /// Loads a model directory (`recsel fit --out DIR`, `Model.save`).

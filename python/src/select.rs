@@ -71,6 +71,7 @@ impl SelectJob {
             dataset: data.name().to_string(),
             item_ids: data.item_ids.clone(),
             training_privacy: meta.training_privacy,
+            item_counts: None,
         };
         let users = UserRows {
             csr: Arc::new(data.test_input.clone()),

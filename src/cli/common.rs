@@ -8,6 +8,20 @@ use indicatif::ProgressStyle;
 use recsel::options::{Kind, OptionSpec, OptionTable};
 use recsel::rng::Streams;
 
+/// Prints a release's privacy report on stderr and, with `json`, writes it there as JSON.
+pub fn show_report(
+    report: &recsel::privacy::report::PrivacyReport,
+    json: Option<&std::path::Path>,
+) -> anyhow::Result<()> {
+    use anyhow::Context;
+    eprintln!("{report}");
+    if let Some(path) = json {
+        recsel::io::write_atomic(path, report.to_json().as_bytes())
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
+}
+
 /// The option of every subcommand that draws plots.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct PlotArgs {

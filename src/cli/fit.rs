@@ -14,7 +14,9 @@ use recsel::model::{self, Method, ModelParams};
 use recsel::data::DataOptions;
 use recsel::model::options::TrainingPrivacyOptions;
 use recsel::model::ModelOptions;
-use recsel::recommend::utility_options::ReleaseOptions;
+use recsel::recommend::publish::{
+    hold_out_calibration_users, write_release, Fitted, ReleaseOptions,
+};
 
 use super::common::Flags;
 
@@ -89,27 +91,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let split_seed = args.data.0.split_seed();
     let src = args.data.0.source()?;
     let mut load_opts = args.data.0.load_options()?;
-    let sens_cfg = args.release.0.sensitivity()?;
-    if args.out.is_some() && src.is_lightgcn() {
-        // A release calibrates on users it never serves: on LightGCN files (where every user's
-        // train row is fitted on) that needs users held out of the fit.
-        use recsel::data::ValidationUsers;
-        match load_opts.validation_users {
-            None => {
-                load_opts.validation_users = Some(ValidationUsers::Auto);
-                eprintln!(
-                    "[fit] --out on LightGCN files: validation and test users held out of the fit \
-                     (--validation-users auto), so the release calibrates on users it neither \
-                     fits nor serves (docs/utility.md, \"Protocols\")"
-                );
-            }
-            Some(ValidationUsers::Share(x)) if x == 0.0 => anyhow::bail!(
-                "--out with --validation-users 0 on LightGCN files would calibrate the release \
-                 on users it serves (every user's train row is fitted on): give --validation-users \
-                 auto or a share"
-            ),
-            Some(_) => {}
-        }
+    let plan = args.release.0.plan()?;
+    if args.out.is_some() && hold_out_calibration_users(&src, &mut load_opts)? {
+        eprintln!(
+            "[fit] --out on LightGCN files: validation and test users held out of the fit \
+             (--validation-users auto), so the release calibrates on users it neither fits nor \
+             serves (docs/utility.md, \"Protocols\")"
+        );
     }
     let quiet = args.json;
     let progress = |stage: &str| eprintln!("[fit] {stage} …");
@@ -140,18 +128,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         data.test_input.rows()
     );
 
-    let recsel::model::options::TrainedModel {
-        model,
-        report,
-        training_privacy,
-        l2_used,
-        selection,
-    } = args
+    let trained = args
         .dp
         .0
         .fit(&data.train, &params, split_seed, &progress)
         .context("fitting the model")?;
-    if let Some(p) = &training_privacy {
+    let (model, report, training_privacy) =
+        (&trained.model, &trained.report, &trained.training_privacy);
+    if let Some(p) = training_privacy {
         eprintln!(
             "[fit] training privacy: {} {}: ε={:.4}, δ={:e}, {}; {}",
             p.population,
@@ -166,7 +150,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     eprintln!("[fit] fitted in {fit_s:.2} s");
     progress("evaluating");
     let t = Instant::now();
-    let metrics = evaluate(&model, &data);
+    let metrics = evaluate(model, &data);
     let eval_s = t.elapsed().as_secs_f64();
     let baseline = if args.baseline {
         let (pop, _) = model::fit(
@@ -179,48 +163,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         None
     };
     if let Some(dir) = &args.out {
-        progress("saving the model");
-        model::io::save_with_training_privacy(
-            dir,
-            &model,
-            &params,
-            data.name(),
-            &data.item_ids,
-            training_privacy.clone(),
-        )
-        .with_context(|| format!("saving the model to {}", dir.display()))?;
-        progress("calibrating the release artifact");
-        let mut release = recsel::recommend::calibrate(
-            &model,
-            &params,
-            &data,
-            args.release.0.calibration_users(),
-            &sens_cfg,
-            &args.release.0.statistics()?,
-            &|_| {},
-        )?;
-        if let Some(s) = &selection {
-            // The DP fit's item counts are the popularity the release publishes.
-            release.use_fit_popularity(&s.noisy_counts)?;
-        }
-        release
-            .write(dir)
-            .with_context(|| format!("writing the release artifact to {}", dir.display()))?;
-        let c = &release.manifest.calibration;
-        match release.manifest.statistics() {
-            recsel::recommend::release::Statistics::Private { history_cap, .. } => eprintln!(
-                "[fit] release artifact: clip ranges and Δ of {} items derived from the model \
-                 for histories of at most {history_cap} items (no calibration user read), \
-                 popularity and held-out counts with DP noise",
-                release.manifest.n_items
-            ),
-            recsel::recommend::release::Statistics::ExactLeaky => eprintln!(
-                "[fit] release artifact (LEAKY): exact p1, p99 and Δ of {} items on {} {} users \
-                 (not the test users) and exact counts: calibration and training users are not \
-                 protected",
-                release.manifest.n_items, c.users, c.population
-            ),
-        }
+        let release = write_release(dir, Fitted::of(&trained, &params), &data, &plan, &progress)
+            .with_context(|| format!("writing the model and its release to {}", dir.display()))?;
+        eprintln!("[fit] {}", release.summary());
         if let Some(report) = &release.privacy {
             eprintln!("{report}");
         }
@@ -234,10 +179,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         map.insert("dataset".into(), data.name().to_string().into());
         map.insert("method".into(), method.name().into());
         map.insert("l2".into(), params.l2.into());
-        map.insert("l2_used".into(), l2_used.into());
+        map.insert("l2_used".into(), trained.l2_used.into());
         map.insert(
             "training_privacy".into(),
-            serde_json::to_value(&training_privacy)?,
+            serde_json::to_value(training_privacy)?,
         );
         map.insert("density".into(), params.density.into());
         map.insert("split_seed".into(), split_seed.into());
@@ -277,7 +222,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             params.density,
             data.n_items()
         )?;
-        match &training_privacy {
+        match training_privacy {
             Some(p) => writeln!(
                 out,
                 "training privacy: {}, {}: ε = {:.4}, δ = {:e}; {}; {}",

@@ -12,7 +12,7 @@ use recsel::recommend::input::{read_users, FileFormat};
 use recsel::recommend::{picks_in_history, RecommendOptions, Recommender};
 use recsel::report::recommend::{recommendations_bytes, write_recommendations};
 
-use super::common::{progress, Flags};
+use super::common::{progress, show_report, Flags};
 
 /// Recommend one item per user with a private selection mechanism.
 ///
@@ -93,6 +93,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if !options.charges_a_ledger() {
         show_report(&rec.privacy_report(), args.privacy_json.as_deref())?;
     }
+    let out_format = FileFormat::for_output(args.out_format.as_deref(), args.out.as_deref())?;
     if options.charges_a_ledger() {
         let input = super::recommend_ledger::Inputs {
             cfg: &cfg,
@@ -100,17 +101,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             request_id: args.request_id.as_deref(),
             history: args.history.as_deref(),
             users: args.users.as_deref(),
-            format: args
-                .format
-                .as_deref()
-                .map(FileFormat::from_name)
-                .transpose()?,
+            format: args.format.as_deref(),
             out: args.out.as_deref(),
-            out_format: match (&args.out_format, &args.out) {
-                (Some(f), _) => FileFormat::from_name(f)?,
-                (None, Some(p)) => FileFormat::from_path(p).unwrap_or(FileFormat::Csv),
-                (None, None) => FileFormat::Csv,
-            },
+            out_format,
             seed,
             privacy_json: args.privacy_json.as_deref(),
         };
@@ -123,15 +116,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             vec![("history".into(), rec.history(ids).context("--history")?)]
         }
         (None, Some(path)) => {
-            let format = match &args.format {
-                Some(f) => FileFormat::from_name(f)?,
-                None => FileFormat::from_path(path).with_context(|| {
-                    format!(
-                        "cannot tell the format of {} from its extension; pass --format",
-                        path.display()
-                    )
-                })?,
-            };
+            let format = FileFormat::for_input(args.format.as_deref(), path)?;
             read_users(path, format, &|id| rec.item_index(id))?
         }
         (None, None) => anyhow::bail!("give --history or --users"),
@@ -159,11 +144,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .zip(&picks)
         .map(|((u, _), p)| (u.as_str(), p.map(|j| rec.item_id(j))))
         .collect();
-    let out_format = match (&args.out_format, &args.out) {
-        (Some(f), _) => FileFormat::from_name(f)?,
-        (None, Some(p)) => FileFormat::from_path(p).unwrap_or(FileFormat::Csv),
-        (None, None) => FileFormat::Csv,
-    };
     match &args.out {
         Some(path) => {
             write_recommendations(path, &rows, out_format)
@@ -182,17 +162,4 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// Prints the privacy report on stderr and, with `json`, writes it there as JSON.
-pub fn show_report(
-    report: &recsel::privacy::report::PrivacyReport,
-    json: Option<&std::path::Path>,
-) -> anyhow::Result<()> {
-    eprintln!("{report}");
-    if let Some(path) = json {
-        recsel::io::write_atomic(path, report.to_json().as_bytes())
-            .with_context(|| format!("writing {}", path.display()))?;
-    }
-    Ok(())
 }

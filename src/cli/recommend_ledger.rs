@@ -15,7 +15,7 @@ use recsel::recommend::options::LedgerOptions;
 use recsel::recommend::{RecommendConfig, RecommendOptions, Recommender};
 use recsel::report::ledger::{ledger_rows_bytes, row, write_ledger_rows, LedgerRow};
 
-use super::common::progress;
+use super::common::{progress, show_report};
 
 /// What `recommend` resolved before the ledger takes over.
 pub struct Inputs<'a> {
@@ -24,7 +24,8 @@ pub struct Inputs<'a> {
     pub request_id: Option<&'a str>,
     pub history: Option<&'a str>,
     pub users: Option<&'a Path>,
-    pub format: Option<FileFormat>,
+    /// `--format` of the users file, if given.
+    pub format: Option<&'a str>,
     pub out: Option<&'a Path>,
     pub out_format: FileFormat,
     pub seed: u64,
@@ -49,7 +50,7 @@ pub fn run(rec: Recommender, options: &RecommendOptions, input: Inputs<'_>) -> a
     let args = &options.ledger;
     let ledger = open(args)?;
     let settings = ledger.settings();
-    super::recommend::show_report(
+    show_report(
         &rec.privacy_report_with_ledger(&settings),
         input.privacy_json,
     )?;
@@ -119,15 +120,7 @@ pub fn run(rec: Recommender, options: &RecommendOptions, input: Inputs<'_>) -> a
             return emit(&[r], &input, true);
         }
         (None, Some(p)) => {
-            let format = match input.format {
-                Some(f) => f,
-                None => FileFormat::from_path(p).with_context(|| {
-                    format!(
-                        "cannot tell the format of {} from its extension; pass --format",
-                        p.display()
-                    )
-                })?,
-            };
+            let format = FileFormat::for_input(input.format, p)?;
             let bytes = std::fs::read(p).with_context(|| format!("reading {}", p.display()))?;
             (read_requests(p, format, &|id| rec.item_index(id))?, bytes)
         }

@@ -207,6 +207,34 @@ impl Dataset {
         &self.descriptor.name
     }
 
+    /// A data set of training rows alone — no test, validation or held-out users — named `name`:
+    /// the data of a front end that fits a model on its own rows and publishes it (Python's
+    /// `Model.save_release`), whose release then calibrates on the training users.
+    pub fn from_training_rows(name: &str, train: Csr, item_ids: Vec<String>) -> Result<Dataset> {
+        let n = train.cols();
+        let ds = Dataset {
+            descriptor: Descriptor::new(name, None, Protocol::Table),
+            train,
+            test_input: Csr::zero((0, n)),
+            test_target: Csr::zero((0, n)),
+            validation: Csr::zero((0, n)),
+            validation_target: Csr::zero((0, n)),
+            heldout_popularity: None,
+            heldout_rows: None,
+            item_ids,
+            test_user_ids: Vec::new(),
+            split_rule: split::SplitRule {
+                seed: None,
+                test_share: None,
+                validation_share: None,
+                rule: "the caller's own rows: every row is fitted on; no test or validation users"
+                    .into(),
+            },
+        };
+        ds.validate()?;
+        Ok(ds)
+    }
+
     /// Number of item columns.
     pub fn n_items(&self) -> usize {
         self.train.cols()

@@ -52,6 +52,30 @@ impl FileFormat {
         Self::from_name(&ext).ok()
     }
 
+    /// The format of an input file: `name` when given, else `path`'s extension (an error when
+    /// it names no format).
+    pub fn for_input(name: Option<&str>, path: &Path) -> Result<Self> {
+        match name {
+            Some(n) => Self::from_name(n),
+            None => Self::from_path(path).ok_or_else(|| {
+                Error::Invalid(format!(
+                    "cannot tell the format of {} from its extension; pass --format",
+                    path.display()
+                ))
+            }),
+        }
+    }
+
+    /// The format of an output: `name` when given, else `path`'s extension, else csv (also for
+    /// standard output).
+    pub fn for_output(name: Option<&str>, path: Option<&Path>) -> Result<Self> {
+        match (name, path) {
+            (Some(n), _) => Self::from_name(n),
+            (None, Some(p)) => Ok(Self::from_path(p).unwrap_or(FileFormat::Csv)),
+            (None, None) => Ok(FileFormat::Csv),
+        }
+    }
+
     /// The format's name.
     pub fn name(self) -> &'static str {
         match self {

@@ -45,6 +45,7 @@ pub mod evaluation;
 pub mod input;
 pub mod ledgered;
 pub mod options;
+pub mod publish;
 pub mod release;
 pub mod signature;
 pub mod statistics;

@@ -1,17 +1,18 @@
 //! The options of what a private recommendation is worth (docs/utility.md), declared once:
-//! [`ReleaseOptions`] (how `recsel fit --out` calibrates the release: how many calibration users,
-//! which clip range), [`TuneOptions`] (`recsel tune`) and [`EvaluateOptions`] (`recsel
-//! evaluate`). Each resolves into the library's configuration ([`TuneConfig`],
-//! [`UtilityConfig`]); the command line's flags and the tables' keys derive from them.
+//! [`TuneOptions`] (`recsel tune`) and [`EvaluateOptions`] (`recsel evaluate`); how `recsel fit
+//! --out` calibrates the release is `recommend::publish::ReleaseOptions`, beside the release.
+//! Each resolves into the library's configuration ([`TuneConfig`], [`UtilityConfig`]); the
+//! command line's flags and the tables' keys derive from them.
 
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
 use super::tuning::{
-    private, tune, PoolSource, TuneConfig, Tuning, DEFAULT_MARGIN, DEFAULT_PRIOR_WEIGHTS, TUNING,
+    private, tune, PoolSource, TuneConfig, Tuning, DEFAULT_EPSILONS, DEFAULT_MARGIN,
+    DEFAULT_POOL_SIZES, DEFAULT_PRIOR_WEIGHTS, TUNING,
 };
-use super::utility::{self, measure, table, UtilityConfig, UtilityTable};
+use super::utility::{measure, table, UtilityConfig, UtilityTable};
 use crate::data::{
     calibration_users, load_dataset_with, DataOptions, DataSource, Dataset, HeldOutRows,
     LoadOptions, ValidationUsers,
@@ -21,80 +22,8 @@ use crate::mechanisms::{MechValues, Registry};
 use crate::model::ModelOptions;
 use crate::options::option_table;
 use crate::recommend::release::{calibrate, DEFAULT_CALIBRATION_USERS};
-use crate::recommend::statistics::{
-    Statistics, DEFAULT_COUNT_CAP, DEFAULT_COUNT_EPSILON, DEFAULT_HISTORY_CAP, STATISTICS_CHOICES,
-};
+use crate::recommend::statistics::Statistics;
 use crate::scoring::SensitivityConfig;
-
-/// The ε grid of `tune` and `evaluate` unless told otherwise.
-pub const DEFAULT_EPSILONS: [f64; 6] = [0.1, 0.5, 1.0, 2.0, 4.0, 8.0];
-/// The pool sizes `tune` tries unless told otherwise (1 is the most popular item). A new
-/// public knob of the tuned row (another ranking, a prior) extends [`TuneConfig`] beside them.
-pub const DEFAULT_POOL_SIZES: &str = "1,2,3,5,8,12,20,30,50,80,120,200,300,500,1000";
-
-option_table! {
-    /// How a release artifact is calibrated (`recsel fit --out`; docs/deployment.md).
-    #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-    pub struct ReleaseOptions {
-        /// Calibration users of the release artifact at most: the validation users, or the
-        /// training users when the split has none — never the test users.
-        #[option(group = "Release")]
-        pub calibration_users: usize = DEFAULT_CALIBRATION_USERS,
-        /// Percentiles of the release's clip range, LO,HI (the paper's p1/p99 by default). A
-        /// narrower range shrinks each Δ_j at the cost of clipping more scores (docs/utility.md).
-        #[option(value_name = "LO,HI", group = "Release")]
-        pub clip_range: Vec<f64> = vec![1.0, 99.0],
-        /// How the release's statistics are made: private (no exact user statistic: clip
-        /// ranges derived from the model for histories of at most history_cap items, popularity
-        /// and held-out counts with discrete Laplace noise at count_epsilon) or exact-leaky
-        /// (exact percentiles of the calibration users' scores at clip_range and exact counts:
-        /// calibration and training users NOT protected, and every report says so).
-        #[option(value_name = "KIND", choices = STATISTICS_CHOICES, group = "Release")]
-        pub release_statistics: String = "private".to_string(),
-        /// The declared cap on history length the private clip ranges are derived for (a
-        /// longer history's scores are clipped to them).
-        #[option(group = "Release")]
-        pub history_cap: usize = DEFAULT_HISTORY_CAP,
-        /// Items of one user each private count counts (its L1 sensitivity).
-        #[option(group = "Release")]
-        pub count_cap: usize = DEFAULT_COUNT_CAP,
-        /// ε of each private count vector (popularity; held-out), per training user.
-        #[option(group = "Release")]
-        pub count_epsilon: f64 = DEFAULT_COUNT_EPSILON,
-    }
-}
-
-impl ReleaseOptions {
-    /// How the release's statistics are made; an error names a bad choice.
-    pub fn statistics(&self) -> Result<Statistics> {
-        match self.release_statistics().as_str() {
-            "private" => Ok(Statistics::Private {
-                history_cap: self.history_cap(),
-                count_cap: self.count_cap(),
-                count_epsilon: self.count_epsilon(),
-                popularity_from_fit: false,
-            }),
-            "exact-leaky" => Ok(Statistics::ExactLeaky),
-            other => Err(Error::UnknownName {
-                kind: "release statistics",
-                name: other.to_string(),
-                valid: STATISTICS_CHOICES.join(", "),
-            }),
-        }
-    }
-
-    /// The clip range as a sensitivity configuration; an error names a bad range.
-    pub fn sensitivity(&self) -> Result<SensitivityConfig> {
-        let r = self.clip_range();
-        let [lo, hi] = r[..] else {
-            return Err(Error::Invalid(format!(
-                "clip_range (--clip-range) takes two percentiles LO,HI, got {r:?}"
-            )));
-        };
-        SensitivityConfig::new(lo, hi, SensitivityConfig::default().floor)
-            .map_err(|e| Error::Invalid(format!("clip_range (--clip-range): {e}")))
-    }
-}
 
 option_table! {
     /// The options of `recsel tune` (docs/utility.md, "Tuning").
@@ -119,7 +48,7 @@ option_table! {
         pub sources: String = "popularity,heldout".to_string(),
         /// Pool sizes tried, comma separated (1 is the most popular item).
         #[option(value_name = "LIST", group = "Tuning")]
-        pub pool_sizes: String = DEFAULT_POOL_SIZES.to_string(),
+        pub pool_sizes: String = DEFAULT_POOL_SIZES.map(|n| n.to_string()).join(","),
         /// Paired standard errors of calibration gain a pool needs over the best free option.
         #[option(group = "Tuning")]
         pub margin: f64 = DEFAULT_MARGIN,
@@ -297,7 +226,7 @@ option_table! {
         /// prior, comma separated: each gets a row tuned with the prior too (0 alone: no such
         /// rows).
         #[option(value_name = "LIST", group = "Evaluation")]
-        pub prior_weights: Vec<f64> = utility::DEFAULT_PRIOR_WEIGHTS.to_vec(),
+        pub prior_weights: Vec<f64> = super::tuning::grid::DEFAULT_MECHANISM_PRIOR_WEIGHTS.to_vec(),
         /// Selections per evaluated user for a simulated mechanism.
         #[option(group = "Evaluation")]
         pub trials: u32 = 10,

@@ -26,8 +26,10 @@ use super::{krr_hit, map_scored, popularity_log_mass, prior_weight_grid};
 pub const DEFAULT_POOLS: [usize; 6] = [3, 10, 30, 100, 300, 1000];
 /// The clip ranges (percentiles of the calibration users' scores) tried by default.
 pub const DEFAULT_CLIPS: [(f64, f64); 4] = [(1.0, 99.0), (5.0, 95.0), (25.0, 99.0), (50.0, 99.0)];
-/// The weights W of the popularity prior tried beside no prior by default.
-pub const DEFAULT_PRIOR_WEIGHTS: [f64; 4] = [1.0, 4.0, 16.0, 64.0];
+/// The weights W of the popularity prior tried beside no prior for the registry mechanisms by
+/// default (`recsel evaluate --prior-weights`, and `recsel tune`'s grid); krr's argmax prior
+/// weights are the other grid, `tuning::DEFAULT_PRIOR_WEIGHTS`.
+pub const DEFAULT_MECHANISM_PRIOR_WEIGHTS: [f64; 4] = [1.0, 4.0, 16.0, 64.0];
 /// Selections per calibration user for a simulated mechanism, by default.
 pub const DEFAULT_TRIALS: u32 = 2;
 /// Seed of the simulations, by default.
@@ -53,7 +55,7 @@ impl Default for MechGrid {
         MechGrid {
             pools: DEFAULT_POOLS.to_vec(),
             clips: DEFAULT_CLIPS.to_vec(),
-            prior_weights: DEFAULT_PRIOR_WEIGHTS.to_vec(),
+            prior_weights: DEFAULT_MECHANISM_PRIOR_WEIGHTS.to_vec(),
             trials: DEFAULT_TRIALS,
             seed: DEFAULT_SEED,
         }

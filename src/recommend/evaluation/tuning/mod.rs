@@ -58,7 +58,7 @@ pub const BOUNDS: &str = "tuning.npz";
 /// Older files are read as they are: rows without a prior, no mechanism rows, not private,
 /// estimates on the users the choice was made on.
 pub const TUNING_VERSION: u32 = 5;
-/// The ε grid tuned by default.
+/// The ε grid of `recsel tune` and `recsel evaluate` by default.
 pub const DEFAULT_EPSILONS: [f64; 6] = [0.1, 0.5, 1.0, 2.0, 4.0, 8.0];
 /// The pool sizes tried by default (1 is the fixed item).
 pub const DEFAULT_POOL_SIZES: [usize; 15] =

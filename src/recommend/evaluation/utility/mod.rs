@@ -60,7 +60,7 @@ impl Default for UtilityConfig {
             params: MechParams::default(),
             pools: grid::DEFAULT_POOLS.to_vec(),
             clips: grid::DEFAULT_CLIPS.to_vec(),
-            prior_weights: DEFAULT_PRIOR_WEIGHTS.to_vec(),
+            prior_weights: super::tuning::grid::DEFAULT_MECHANISM_PRIOR_WEIGHTS.to_vec(),
             trials: 10,
             tune_trials: grid::DEFAULT_TRIALS,
             seed: grid::DEFAULT_SEED,
@@ -81,10 +81,6 @@ impl UtilityConfig {
         }
     }
 }
-
-/// The weights W of the popularity prior `recsel evaluate` tries for the registry mechanisms by
-/// default.
-pub use super::tuning::grid::DEFAULT_PRIOR_WEIGHTS;
 
 /// What a row is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
