@@ -20,7 +20,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::privacy::PopulationPrivacy;
+use crate::privacy::PopulationPrivacy;
 use crate::rng::Rng;
 use crate::scoring::CandidatePolicy;
 use crate::stats::distributions::laplace1;
