@@ -112,6 +112,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let t = Instant::now();
     progress("loading data");
     let data = load_dataset_with(&src, split_seed, &load_opts).context("loading the data")?;
+    let catalogue = load_opts.catalogue.is_some();
     let (params, line) = args.model.0.params(&data.descriptor)?;
     eprintln!("recsel: {line}");
     let method = params.method;
@@ -120,12 +121,18 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // netflix.py): no minimum count — an item survives iff some interaction kept by the rating >= 4
     // and users >= 5 filters mentions it, which the preprocessing here does too. Items that then
     // appear only in test users' rows have an empty training column: every model scores them 0.
-    let untrained = items_without_training(&data.train);
-    eprintln!(
-        "[fit] item filter (as SANSA): items without a kept interaction dropped; {} items kept, \
-         {untrained} of them never in a training row",
-        data.n_items()
-    );
+    if catalogue {
+        eprintln!(
+            "[fit] item universe: the declared catalogue's {} items (a public input)",
+            data.n_items()
+        );
+    } else {
+        eprintln!(
+            "[fit] item filter (as SANSA): items without a kept interaction dropped; {} items \
+             kept",
+            data.n_items()
+        );
+    }
     eprintln!(
         "[fit] {}: {} training users, {} items, {} training interactions, {} test users ({load_s:.2} s)",
         data.name(),
@@ -135,17 +142,29 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         data.test_input.rows()
     );
 
-    let recsel::model::options::TrainedModel {
-        model,
-        report,
-        training_privacy,
-        l2_used,
-        selection,
-    } = args
+    let (
+        data,
+        recsel::model::options::TrainedModel {
+            model,
+            report,
+            training_privacy,
+            l2_used,
+            selection,
+            item_universe,
+        },
+    ) = args
         .dp
         .0
-        .fit(&data.train, &params, split_seed, &progress)
+        .fit_dataset(data, &params, split_seed, catalogue, &progress)
         .context("fitting the model")?;
+    if let Some(u) = &item_universe {
+        eprintln!(
+            "[fit] item universe: {} items; {}",
+            data.n_items(),
+            u.mechanism
+        );
+    }
+    let untrained = items_without_training(&data.train);
     if let Some(p) = &training_privacy {
         eprintln!(
             "[fit] training privacy: {} {}: ε={:.4}, δ={:e}, {}; {}",
@@ -185,6 +204,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             training_privacy.clone(),
         )
         .with_context(|| format!("saving the model to {}", dir.display()))?;
+        if let Some(u) = &item_universe {
+            model::io::record_item_universe(dir, u.clone())
+                .with_context(|| format!("saving the model to {}", dir.display()))?;
+        }
         progress("calibrating the release artifact");
         let mut release = recsel::recommend::calibrate(
             &model,

@@ -14,6 +14,7 @@ pub mod privacy;
 pub mod sansa;
 pub mod sparse;
 pub mod umr;
+pub mod universe;
 
 use std::time::Instant;
 
