@@ -33,7 +33,8 @@ pub struct NoisyOutput {
     pub why: &'static str,
 }
 
-/// Every declared noisy output of a release: the one list the audit reads.
+/// Every declared noisy output of a release: the one list the audit reads (with
+/// [`TUNING_OUTPUTS`], the fields of each row of a private tuning).
 pub const NOISY_OUTPUTS: &[NoisyOutput] = &[
     NoisyOutput {
         file: "w.npz",
@@ -109,10 +110,24 @@ pub const NOISY_OUTPUTS: &[NoisyOutput] = &[
     },
     NoisyOutput {
         file: "tuning.json",
-        field: "rows",
-        part: "tuning",
-        why: "the private tuner's choices and the released scores",
+        field: "release_file",
+        part: "model weights",
+        why: "size and checksum of release.json, which holds noisy files' checksums",
     },
+];
+
+/// The private tuner's released outputs, per row of `tuning.json`: its choice and the chosen
+/// configuration's noisy score. Nothing else of a row (how many runs it made, the texts) is a
+/// declared output.
+const TUNING_OUTPUTS: &[&str] = &[
+    "candidates",
+    "prior",
+    "best_pool",
+    "best_prior",
+    "margin",
+    "clip",
+    "calibration_hit",
+    "private.noisy_hit",
 ];
 
 /// One field that differs between two releases.
@@ -144,17 +159,24 @@ impl std::fmt::Display for Difference {
     }
 }
 
-/// A value shown in a report: at most 120 characters.
-fn show(v: &str) -> String {
-    if v.chars().count() <= 120 {
-        v.to_string()
-    } else {
-        format!(
-            "{}… ({} chars)",
-            v.chars().take(117).collect::<String>(),
-            v.len()
-        )
+/// Two differing values as shown in a report: whole when short, else a window of each around
+/// their first difference, with their lengths.
+fn show_pair(a: &str, b: &str) -> (String, String) {
+    let (ca, cb): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    if ca.len() <= 120 && cb.len() <= 120 {
+        return (a.to_string(), b.to_string());
     }
+    let p = ca.iter().zip(&cb).take_while(|(x, y)| x == y).count();
+    let from = p.saturating_sub(40);
+    let window = |c: &[char]| {
+        let to = (p + 40).min(c.len());
+        format!(
+            "…{}… ({} chars, first difference at {p})",
+            c[from.min(c.len())..to].iter().collect::<String>(),
+            c.len()
+        )
+    };
+    (window(&ca), window(&cb))
 }
 
 /// The leaves of a JSON value: objects by key, arrays of objects or arrays by index, arrays of
@@ -211,6 +233,22 @@ fn private_parts(dir: &Path) -> Vec<String> {
 /// The declared noisy output covering `field` of `file`, given the parts that are DP in both
 /// releases.
 fn declared(file: &str, field: &str, private: &[String]) -> Option<NoisyOutput> {
+    if file == "tuning.json" && private.iter().any(|p| p == "tuning") {
+        if let Some(rest) = field.strip_prefix("rows[") {
+            let inner = rest.split_once("].").map_or("", |(_, f)| f);
+            if TUNING_OUTPUTS
+                .iter()
+                .any(|o| inner == *o || inner.starts_with(&format!("{o}.")))
+            {
+                return Some(NoisyOutput {
+                    file: "tuning.json",
+                    field: "rows",
+                    part: "tuning",
+                    why: "the private tuner's choice and the chosen configuration's noisy score",
+                });
+            }
+        }
+    }
     NOISY_OUTPUTS.iter().copied().find(|d| {
         d.file == file
             && private.iter().any(|p| p == d.part)
@@ -293,11 +331,12 @@ pub fn compare_releases(a: &Path, b: &Path) -> Result<Vec<Difference>> {
             let (u, v) = (x.get(k), y.get(k));
             if u != v {
                 let absent = "absent".to_string();
+                let (sa, sb) = show_pair(u.unwrap_or(&absent), v.unwrap_or(&absent));
                 diffs.push(Difference {
                     file: name.clone(),
                     field: k.clone(),
-                    a: show(u.unwrap_or(&absent)),
-                    b: show(v.unwrap_or(&absent)),
+                    a: sa,
+                    b: sb,
                     declared: declared(&name, k, &private),
                 });
             }

@@ -143,7 +143,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     );
 
     let (
-        data,
         recsel::model::options::TrainedModel {
             model,
             report,
@@ -152,19 +151,19 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             selection,
             item_universe,
         },
+        universe,
     ) = args
         .dp
         .0
-        .fit_dataset(data, &params, split_seed, catalogue, &progress)
+        .fit_dataset(&data, &params, split_seed, catalogue, &progress)
         .context("fitting the model")?;
     if let Some(u) = &item_universe {
         eprintln!(
             "[fit] item universe: {} items; {}",
-            data.n_items(),
+            model.n_items(),
             u.mechanism
         );
     }
-    let untrained = items_without_training(&data.train);
     if let Some(p) = &training_privacy {
         eprintln!(
             "[fit] training privacy: {} {}: ε={:.4}, δ={:e}, {}; {}",
@@ -180,7 +179,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     eprintln!("[fit] fitted in {fit_s:.2} s");
     progress("evaluating");
     let t = Instant::now();
-    let metrics = evaluate(&model, &data);
+    // Evaluated on the data's own items: a test item outside the released universe is a miss
+    // (the model, embedded into the data's columns, scores it 0).
+    let metrics = match &universe {
+        Some(u) => evaluate(
+            &model::dp_items::embed(model.clone(), u, data.n_items())?,
+            &data,
+        ),
+        None => evaluate(&model, &data),
+    };
     let eval_s = t.elapsed().as_secs_f64();
     let baseline = if args.baseline {
         let (pop, _) = model::fit(
@@ -192,6 +199,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         None
     };
+    // The release's data: the released universe's columns.
+    let data = match &universe {
+        Some(u) => data.keep_columns(u),
+        None => data,
+    };
+    let untrained = items_without_training(&data.train);
     if let Some(dir) = &args.out {
         progress("saving the model");
         model::io::save_with_training_privacy(

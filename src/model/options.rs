@@ -327,17 +327,19 @@ impl TrainingPrivacyOptions {
     /// Fits the model of `params` on the training users of `data` as [`TrainingPrivacyOptions::fit`]
     /// does, with the release's item universe decided here, once for every front end that
     /// loads a data set (docs/training-privacy.md, "The item universe"): `catalogue` when the
-    /// data set is on a declared catalogue (its columns are public: kept as they are); otherwise a DP fit releases its universe by partition selection and returns
-    /// `data` restricted to it, and a non-DP fit keeps the data's items and says they are
-    /// data-derived. The model's items are the returned data set's.
+    /// data set is on a declared catalogue (its columns are public: kept as they are);
+    /// otherwise a DP fit releases its universe by partition selection, and a non-DP fit keeps
+    /// the data's items and says they are data-derived. Returns the model and, when a universe was released, its columns of `data`
+    /// (ascending): the model's items are those, and the release's data is
+    /// `data.keep_columns(universe)` ([`crate::data::Dataset::keep_columns`]).
     pub fn fit_dataset(
         &self,
-        data: crate::data::Dataset,
+        data: &crate::data::Dataset,
         params: &ModelParams,
         cap_seed: u64,
         catalogue: bool,
         progress: &dyn Fn(&str),
-    ) -> Result<(crate::data::Dataset, TrainedModel)> {
+    ) -> Result<(TrainedModel, Option<Vec<u32>>)> {
         let item_set = self.item_set()?;
         let mech = self.mechanism()?;
         match (mech, catalogue) {
@@ -348,7 +350,7 @@ impl TrainingPrivacyOptions {
                 } else {
                     universe_data_derived()
                 });
-                Ok((data, t))
+                Ok((t, None))
             }
             (Some(_), false) => {
                 let delta = self.dp_delta();
@@ -374,11 +376,9 @@ impl TrainingPrivacyOptions {
                     progress,
                 )?;
                 let kept = u.universe.items.len();
-                let data = data.keep_columns(&u.universe.items);
                 let mut training_privacy = Some(u.fit.privacy);
                 mark_audit_seed(&mut training_privacy);
                 Ok((
-                    data,
                     TrainedModel {
                         model: u.fit.model,
                         report: u.fit.report,
@@ -387,6 +387,7 @@ impl TrainingPrivacyOptions {
                         selection: u.selection,
                         item_universe: Some(universe_partition(&u.partition, kept)),
                     },
+                    Some(u.universe.items),
                 ))
             }
         }

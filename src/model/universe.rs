@@ -302,7 +302,8 @@ pub fn fit_private_on_universe(
     let n = universe.items.len();
     if n == 0 {
         return Err(Error::Invalid(format!(
-            "no item passed the DP partition selection's threshold ({:.1} weighted users) at this              ε: give a public catalogue (--catalogue) or a larger --dp-epsilon",
+            "no item passed the DP partition selection's threshold ({:.1} weighted users) at this \
+             ε: give a public catalogue (--catalogue) or a larger --dp-epsilon",
             selection.threshold
         )));
     }
@@ -321,7 +322,9 @@ pub fn fit_private_on_universe(
         None => {
             if !super::dp_items::dense_fit_fits(params, n) {
                 return Err(Error::Invalid(format!(
-                    "the DP partition selection released {n} items, whose dense noisy Gram matrix                      does not fit in the available memory: give --dp-items K to fit on the K of                      them with the largest noisy counts (docs/training-privacy.md)"
+                    "the DP partition selection released {n} items, whose dense noisy Gram matrix \
+                     does not fit in the available memory: give --dp-items K to fit on the K of \
+                     them with the largest noisy counts (docs/training-privacy.md)"
                 )));
             }
             (
@@ -346,7 +349,9 @@ pub fn fit_private_on_universe(
         epsilon: Some(epsilon),
         delta: delta_total,
         mechanism: format!(
-            "two stages, δ_T-approximately ρ-zCDP with ρ={rho:.6} = {:.6} + {:.6} and              δ_T={:.2e}; (ε, δ) = (ε of ρ at δ′={:.2e} by Canonne–Kamath–Steinke, δ_T + δ′):              (1) {}{fitted}; (2) {}",
+            "two stages, δ_T-approximately ρ-zCDP with ρ={rho:.6} = {:.6} + {:.6} and \
+             δ_T={:.2e}; (ε, δ) = (ε of ρ at δ′={:.2e} by Canonne–Kamath–Steinke, δ_T + δ′): \
+             (1) {}{fitted}; (2) {}",
             selection.rho,
             gram.rho,
             selection.delta,
@@ -355,9 +360,9 @@ pub fn fit_private_on_universe(
             f.privacy.mechanism
         ),
         note: format!(
-            "item counts: {:.0}% of ρ; Gram matrix on the released items: {}",
-            100.0 * share,
-            f.privacy.note
+            "{}; the item counts that release the universe: {:.0}% of ρ",
+            f.privacy.note,
+            100.0 * share
         ),
         ..f.privacy
     };
