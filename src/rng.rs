@@ -44,6 +44,19 @@ pub fn child_seed(rng: &mut Rng) -> u64 {
     rand::RngCore::next_u64(rng) >> 1
 }
 
+/// The environment variable that seeds the noise of every DP release a process makes — the DP
+/// fit's, its item universe's and the release statistics' — **predictable, never for a
+/// release**: only the whole-release neighbour audit sets it (`recsel audit-release`), so that
+/// two releases on neighbouring data draw the same noise and differ only where the data moved
+/// them. A release made with it says so in its privacy report.
+pub const AUDIT_NOISE_SEED: &str = "RECSEL_AUDIT_NOISE_SEED";
+
+/// The seed of [`AUDIT_NOISE_SEED`] when it is set (a value that is not a u64 is ignored, so a
+/// typo falls back to OS noise, the safe side).
+pub fn audit_noise_seed() -> Option<u64> {
+    std::env::var(AUDIT_NOISE_SEED).ok()?.trim().parse().ok()
+}
+
 /// A family of independent random streams derived from one seed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Streams {

@@ -208,6 +208,8 @@ fn every_subcommand_has_help_with_an_example() {
         .skip_while(|l| !l.starts_with("Commands:"))
         .skip(1)
         .take_while(|l| l.starts_with("  "))
+        // A wrapped description continues on a line indented further.
+        .filter(|l| !l.starts_with("   "))
         .filter_map(|l| l.split_whitespace().next().map(str::to_string))
         .filter(|s| s != "help")
         .collect();

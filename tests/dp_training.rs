@@ -39,7 +39,7 @@ fn a_dp_fit_on_an_item_set_reports_both_stages_as_one_guarantee() {
     assert!((eps - 4.0).abs() < 1e-3, "{w}");
     let mech = w["mechanism"].as_str().unwrap();
     assert!(
-        mech.contains("two stages") && mech.contains("the top 150 of"),
+        mech.contains("two stages") && mech.contains("item universe by DP partition selection"),
         "{w}"
     );
     assert!(w["note"].as_str().unwrap().contains("20% of ρ"), "{w}");
@@ -77,6 +77,10 @@ fn a_dp_fit_on_an_item_set_reports_both_stages_as_one_guarantee() {
         serde_json::from_slice(&std::fs::read(dir.join("model.json")).unwrap()).unwrap();
     let n = meta["n_items"].as_u64().unwrap() as usize;
     assert!(n > 150, "{n}");
+    assert!(
+        mech.contains(&format!("the top 150 of its {n} items")),
+        "{w}"
+    );
     let (model, _) = recsel::model::io::load(&dir).unwrap();
     assert_eq!(model.n_items(), n);
     let mut scratch = recsel::model::Scratch::new(n);

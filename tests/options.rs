@@ -170,6 +170,7 @@ fn a_run_records_every_select_option_in_config_toml() {
         "min_user_items",
         "test_users",
         "validation_users",
+        "catalogue",
     ];
     let registry = Registry::builtin();
     let standard = registry.parse_list("all").unwrap();

@@ -60,6 +60,7 @@ mod protocol;
 #[cfg(feature = "serve")]
 mod readme_serving;
 mod recommend;
+mod release_audit;
 mod samplers;
 mod secure;
 mod select;

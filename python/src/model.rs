@@ -336,6 +336,7 @@ impl PyModel {
                     params: &self.params,
                     training_privacy: self.training_privacy.as_ref(),
                     item_counts: self.item_counts.as_deref(),
+                    item_universe: None,
                 };
                 write_release(&dir, fitted, &data, &plan, &|_| {})
             })

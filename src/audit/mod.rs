@@ -22,6 +22,7 @@ pub mod conformance;
 pub mod end_to_end;
 pub mod options;
 pub mod pairs;
+pub mod release;
 pub mod training;
 
 use rayon::prelude::*;

@@ -105,6 +105,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let t = Instant::now();
     progress("loading data");
     let data = load_dataset_with(&src, split_seed, &load_opts).context("loading the data")?;
+    let catalogue = load_opts.catalogue.is_some();
     let (params, line) = args.model.0.params(&data.descriptor)?;
     eprintln!("recsel: {line}");
     let method = params.method;
@@ -113,12 +114,18 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // netflix.py): no minimum count — an item survives iff some interaction kept by the rating >= 4
     // and users >= 5 filters mentions it, which the preprocessing here does too. Items that then
     // appear only in test users' rows have an empty training column: every model scores them 0.
-    let untrained = items_without_training(&data.train);
-    eprintln!(
-        "[fit] item filter (as SANSA): items without a kept interaction dropped; {} items kept, \
-         {untrained} of them never in a training row",
-        data.n_items()
-    );
+    if catalogue {
+        eprintln!(
+            "[fit] item universe: the declared catalogue's {} items (a public input)",
+            data.n_items()
+        );
+    } else {
+        eprintln!(
+            "[fit] item filter (as SANSA): items without a kept interaction dropped; {} items \
+             kept",
+            data.n_items()
+        );
+    }
     eprintln!(
         "[fit] {}: {} training users, {} items, {} training interactions, {} test users ({load_s:.2} s)",
         data.name(),
@@ -128,13 +135,20 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         data.test_input.rows()
     );
 
-    let trained = args
+    let (trained, universe) = args
         .dp
         .0
-        .fit(&data.train, &params, split_seed, &progress)
+        .fit_dataset(&data, &params, split_seed, catalogue, &progress)
         .context("fitting the model")?;
     let (model, report, training_privacy) =
         (&trained.model, &trained.report, &trained.training_privacy);
+    if let Some(u) = &trained.item_universe {
+        eprintln!(
+            "[fit] item universe: {} items; {}",
+            model.n_items(),
+            u.mechanism
+        );
+    }
     if let Some(p) = training_privacy {
         eprintln!(
             "[fit] training privacy: {} {}: ε={:.4}, δ={:e}, {}; {}",
@@ -150,7 +164,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     eprintln!("[fit] fitted in {fit_s:.2} s");
     progress("evaluating");
     let t = Instant::now();
-    let metrics = evaluate(model, &data);
+    // Evaluated on the data's own items: a test item outside the released universe is a miss
+    // (the model, embedded into the data's columns, scores it 0).
+    let metrics = match &universe {
+        Some(u) => evaluate(
+            &model::dp_items::embed(model.clone(), u, data.n_items())?,
+            &data,
+        ),
+        None => evaluate(model, &data),
+    };
     let eval_s = t.elapsed().as_secs_f64();
     let baseline = if args.baseline {
         let (pop, _) = model::fit(
@@ -162,6 +184,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         None
     };
+    // The release's data: the released universe's columns.
+    let data = match &universe {
+        Some(u) => data.keep_columns(u),
+        None => data,
+    };
+    let untrained = items_without_training(&data.train);
     if let Some(dir) = &args.out {
         let release = write_release(dir, Fitted::of(&trained, &params), &data, &plan, &progress)
             .with_context(|| format!("writing the model and its release to {}", dir.display()))?;

@@ -9,6 +9,7 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 mod audit;
 mod audit_e2e;
+mod audit_release;
 mod bandit;
 mod bounds;
 mod common;
@@ -52,6 +53,8 @@ enum Command {
     Audit(Box<audit::Args>),
     /// Audit a release's whole serving path on neighbouring histories of real users.
     AuditE2e(Box<audit_e2e::Args>),
+    /// Compare two releases made on neighbouring data sets, field by field.
+    AuditRelease(Box<audit_release::Args>),
     /// Utility bounds of RNM, GEM and mGEM on one problem (seed 001 appendix J).
     Bounds(bounds::Args),
     /// Fit SANSA, EASE or the most-popular baseline and report Recall/nDCG.
@@ -120,6 +123,7 @@ pub fn main() -> anyhow::Result<ExitCode> {
         Command::Sample(a) => sample::run(a),
         Command::Audit(a) => audit::run(*a),
         Command::AuditE2e(a) => audit_e2e::run(*a),
+        Command::AuditRelease(a) => audit_release::run(*a),
         Command::Bounds(a) => bounds::run(a),
         Command::Fit(a) => fit::run(*a),
         Command::Export(a) => export::run(*a),

@@ -35,6 +35,15 @@ pub fn load_dataset(source: &DataSource, seed: u64) -> Result<Dataset> {
 /// do not apply (preprocessing or split options for LightGCN files, which carry their own split)
 /// are errors rather than silently ignored.
 pub fn load_dataset_with(source: &DataSource, seed: u64, opts: &LoadOptions) -> Result<Dataset> {
+    let data = load_items_of_data(source, seed, opts)?;
+    match &opts.catalogue {
+        Some(path) => Ok(data.on_catalogue(&super::universe::read_catalogue(path)?).0),
+        None => Ok(data),
+    }
+}
+
+/// [`load_dataset_with`] before a catalogue: the items of the data.
+fn load_items_of_data(source: &DataSource, seed: u64, opts: &LoadOptions) -> Result<Dataset> {
     let lightgcn = matches!(
         source,
         DataSource::Named {

@@ -16,6 +16,7 @@ mod readers;
 mod source;
 pub mod split;
 pub mod synthetic;
+pub mod universe;
 
 pub use descriptor::{Descriptor, PaperModel, Protocol};
 pub use export::{write_lightgcn, LightGcnExport};
@@ -24,6 +25,7 @@ pub use load::{load_dataset, load_dataset_with, DataSource, Format, LoadOptions,
 pub use options::{DataOptions, RatingCut};
 pub use preprocess::{preprocess, preprocess_owned, PreprocessConfig};
 pub use split::{split, split_owned, SplitConfig, SplitRule};
+pub use universe::read_catalogue;
 
 use crate::{Error, Result};
 

@@ -75,6 +75,13 @@ option_table! {
         /// items of theirs are held out) and of synthetic data.
         #[option(group = "Data")]
         pub split_seed: u64 = 42,
+        /// A public item catalogue, one item id per line: the release's items are these, in this
+        /// order — an item of the data outside it is dropped, an item of it without interactions
+        /// kept (it scores 0). Declared public, so a DP fit spends nothing on choosing items.
+        /// Default: the items of the data (a DP fit then releases its items by DP partition
+        /// selection; docs/training-privacy.md, "The item universe").
+        #[option(value_name = "FILE", group = "Data")]
+        pub catalogue: PathBuf,
     }
 }
 
@@ -186,6 +193,7 @@ impl DataOptions {
             min_user_items: self.min_user_items,
             test_users: self.test_users,
             validation_users: self.validation_users,
+            catalogue: self.catalogue.clone(),
         })
     }
 
@@ -228,6 +236,7 @@ impl DataOptions {
         t.test_users = load.test_users;
         t.validation_users = load.validation_users;
         t.split_seed = Some(split_seed);
+        t.catalogue = load.catalogue.as_deref().map(absolute);
         t
     }
 }

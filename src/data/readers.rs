@@ -263,6 +263,17 @@ pub fn load_table_with(
             });
             codes.push(c);
         }
+        // Codes in sorted id order, as for integer ids: the columns (and a release's item
+        // list) must not follow the order in which the file first mentions each id — that
+        // order is a fact about the data.
+        let mut order: Vec<u32> = (0..labels.len() as u32).collect();
+        order.sort_unstable_by(|&a, &b| labels[a as usize].cmp(&labels[b as usize]));
+        let mut recode = vec![0u32; labels.len()];
+        for (new, &old) in order.iter().enumerate() {
+            recode[old as usize] = new as u32;
+        }
+        codes.iter_mut().for_each(|c| *c = recode[*c as usize]);
+        let labels = order.iter().map(|&o| labels[o as usize].clone()).collect();
         Ok((codes, labels))
     };
     let (users, user_ids) = ids(&cols.user)?;

@@ -81,6 +81,9 @@ pub struct LoadOptions {
     /// train row fitted on). On LightGCN files any other value holds that many validation users
     /// and as many test users (or `test_users`) out of the fit.
     pub validation_users: Option<super::heldout::ValidationUsers>,
+    /// A declared item catalogue (one id per line): the data set's columns are its items, in
+    /// its order (docs/training-privacy.md, "The item universe"). `None`: the items of the data.
+    pub catalogue: Option<PathBuf>,
 }
 
 impl Default for LoadOptions {
@@ -91,6 +94,7 @@ impl Default for LoadOptions {
             min_user_items: None,
             test_users: None,
             validation_users: None,
+            catalogue: None,
         }
     }
 }

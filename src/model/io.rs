@@ -62,6 +62,10 @@ pub struct ModelMeta {
     /// when the training data were treated as public.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub training_privacy: Option<crate::privacy::PopulationPrivacy>,
+    /// What the item universe is (a declared catalogue, a DP output, or data-derived), for the
+    /// release's privacy report; absent in a model saved without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub item_universe: Option<crate::privacy::PopulationPrivacy>,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -366,10 +370,24 @@ pub fn save_with_training_privacy(
         item_ids: item_ids.to_vec(),
         files: entries,
         training_privacy,
+        item_universe: None,
     };
     let json = serde_json::to_vec_pretty(&meta)
         .map_err(|e| Error::Invalid(format!("serialising model.json: {e}")))?;
     write_atomic(&dir.join("model.json"), &json)
+}
+
+/// Records the item universe entry in the `model.json` of `dir` (written by [`save`] just
+/// before; the release written after it records the file's checksum).
+pub fn record_item_universe(dir: &Path, entry: crate::privacy::PopulationPrivacy) -> Result<()> {
+    let path = dir.join("model.json");
+    let text = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
+    let mut meta: ModelMeta = serde_json::from_slice(&text)
+        .map_err(|e| Error::Invalid(format!("{}: {e}", path.display())))?;
+    meta.item_universe = Some(entry);
+    let json = serde_json::to_vec_pretty(&meta)
+        .map_err(|e| Error::Invalid(format!("serialising model.json: {e}")))?;
+    write_atomic(&path, &json)
 }
 
 /// Loads a model directory. A model directory records nothing about its training data beyond

@@ -13,6 +13,7 @@ pub mod ordering;
 pub mod sansa;
 pub mod sparse;
 pub mod umr;
+pub mod universe;
 
 use std::time::Instant;
 

@@ -160,7 +160,7 @@ impl TrainingPrivacyOptions {
             self.dp_delta(),
             self.dp_cap(),
             self.dp_secure(),
-            crate::privacy::NoiseSource::Os,
+            noise_source(),
         )
         .and_then(|m| m.with_shift(self.dp_shift()))
         .and_then(|m| Ok(m.with_bound(super::dp::ContributionBound::parse(&self.dp_bound())?)))
@@ -203,6 +203,77 @@ pub struct TrainedModel {
     pub l2_used: f64,
     /// A DP fit on an item set (`--dp-items`): the chosen items and every item's noisy count.
     pub selection: Option<super::dp_items::ItemSelection>,
+    /// What the item universe is, for the privacy report (`None`: the caller's columns, as
+    /// [`TrainingPrivacyOptions::fit`] takes them).
+    pub item_universe: Option<PopulationPrivacy>,
+}
+
+/// The DP fit's noise: from the OS, unless the whole-release audit seeded it
+/// ([`crate::rng::AUDIT_NOISE_SEED`]).
+fn noise_source() -> crate::privacy::NoiseSource {
+    match crate::rng::audit_noise_seed() {
+        Some(s) => crate::privacy::NoiseSource::InsecureSeed(s),
+        None => crate::privacy::NoiseSource::Os,
+    }
+}
+
+/// Says in the training entry that its noise was seeded for the audit (every output of such a
+/// fit then says it is not a release).
+fn mark_audit_seed(p: &mut Option<PopulationPrivacy>) {
+    if let (Some(p), Some(_)) = (p.as_mut(), crate::rng::audit_noise_seed()) {
+        p.note.push_str(&format!(
+            "; NOISE SEEDED BY {} (predictable: an audit, not a release)",
+            crate::rng::AUDIT_NOISE_SEED
+        ));
+    }
+}
+
+/// The privacy report's part that names the release's item universe.
+pub const ITEM_UNIVERSE: &str = "item universe";
+
+/// The item universe entry of a release on a declared catalogue of `n` items: a public input,
+/// nothing spent (how many items of the data fell outside it is not said: that is data).
+pub fn universe_catalogue(n: usize) -> PopulationPrivacy {
+    PopulationPrivacy {
+        population: crate::privacy::Population::Training,
+        unit: "none (public input)".into(),
+        epsilon: Some(0.0),
+        delta: 0.0,
+        mechanism: format!(
+            "public input: the declared catalogue of {n} items (--catalogue); items of the data \
+             outside it dropped, its items without interactions kept"
+        ),
+        note: String::new(),
+    }
+}
+
+/// The item universe entry of a release whose items are those of the data (no catalogue, no DP
+/// fit): not private.
+pub fn universe_data_derived() -> PopulationPrivacy {
+    PopulationPrivacy::public(
+        crate::privacy::Population::Training,
+        "item universe derived from the data (every item some kept interaction mentions; a \
+         LightGCN file's max id + 1): an item only one user has reveals that user",
+    )
+}
+
+/// The item universe entry of a DP fit that released its universe by partition selection: its
+/// cost is part of the model weights' entry (one zCDP budget).
+pub fn universe_partition(
+    p: &super::universe::PartitionSelection,
+    kept: usize,
+) -> PopulationPrivacy {
+    PopulationPrivacy {
+        population: crate::privacy::Population::Training,
+        unit: "user (added or removed)".into(),
+        epsilon: Some(0.0),
+        delta: 0.0,
+        mechanism: format!(
+            "DP output, counted in the model weights' guarantee (one zCDP budget): {}",
+            p.describe(kept)
+        ),
+        note: String::new(),
+    }
 }
 
 impl TrainingPrivacyOptions {
@@ -229,19 +300,95 @@ impl TrainingPrivacyOptions {
                     training_privacy: None,
                     l2_used: params.l2,
                     selection: None,
+                    item_universe: None,
                 })
             }
             Some(mech) => {
-                let (f, selection) = super::dp_items::fit_private_with_items(
+                let (mut f, selection) = super::dp_items::fit_private_with_items(
                     train, params, &mech, item_set, cap_seed, progress,
                 )?;
+                let mut p = Some(f.privacy.clone());
+                mark_audit_seed(&mut p);
+                f.privacy = p.expect("set");
                 Ok(TrainedModel {
                     model: f.model,
                     report: f.report,
                     training_privacy: Some(f.privacy),
                     l2_used: f.l2_used,
                     selection,
+                    item_universe: None,
                 })
+            }
+        }
+    }
+}
+
+impl TrainingPrivacyOptions {
+    /// Fits the model of `params` on the training users of `data` as [`TrainingPrivacyOptions::fit`]
+    /// does, with the release's item universe decided here, once for every front end that
+    /// loads a data set (docs/training-privacy.md, "The item universe"): `catalogue` when the
+    /// data set is on a declared catalogue (its columns are public: kept as they are);
+    /// otherwise a DP fit releases its universe by partition selection, and a non-DP fit keeps
+    /// the data's items and says they are data-derived. Returns the model and, when a universe was released, its columns of `data`
+    /// (ascending): the model's items are those, and the release's data is
+    /// `data.keep_columns(universe)` ([`crate::data::Dataset::keep_columns`]).
+    pub fn fit_dataset(
+        &self,
+        data: &crate::data::Dataset,
+        params: &ModelParams,
+        cap_seed: u64,
+        catalogue: bool,
+        progress: &dyn Fn(&str),
+    ) -> Result<(TrainedModel, Option<Vec<u32>>)> {
+        let item_set = self.item_set()?;
+        let mech = self.mechanism()?;
+        match (mech, catalogue) {
+            (None, _) | (Some(_), true) => {
+                let mut t = self.fit(&data.train, params, cap_seed, progress)?;
+                t.item_universe = Some(if catalogue {
+                    universe_catalogue(data.n_items())
+                } else {
+                    universe_data_derived()
+                });
+                Ok((t, None))
+            }
+            (Some(_), false) => {
+                let delta = self.dp_delta();
+                // The Gram and count stages convert at δ′; the threshold spends δ_T = δ − δ′.
+                let total = super::dp::GramMechanism::new(
+                    self.dp_epsilon.expect("a DP fit has dp-epsilon"),
+                    delta * (1.0 - super::universe::DELTA_SHARE),
+                    self.dp_cap(),
+                    self.dp_secure(),
+                    noise_source(),
+                )?
+                .with_shift(self.dp_shift())?
+                .with_bound(super::dp::ContributionBound::parse(&self.dp_bound())?);
+                let u = super::universe::fit_private_on_universe(
+                    &data.train,
+                    &data.item_ids,
+                    params,
+                    &total,
+                    delta,
+                    item_set.map(|(k, _)| k),
+                    self.dp_items_share(),
+                    cap_seed,
+                    progress,
+                )?;
+                let kept = u.universe.items.len();
+                let mut training_privacy = Some(u.fit.privacy);
+                mark_audit_seed(&mut training_privacy);
+                Ok((
+                    TrainedModel {
+                        model: u.fit.model,
+                        report: u.fit.report,
+                        training_privacy,
+                        l2_used: u.fit.l2_used,
+                        selection: u.selection,
+                        item_universe: Some(universe_partition(&u.partition, kept)),
+                    },
+                    Some(u.universe.items),
+                ))
             }
         }
     }

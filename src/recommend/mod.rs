@@ -231,7 +231,7 @@ impl Recommender {
         }
         let report = match &release.privacy {
             Some(r) => r.clone(),
-            None => release.report_of(meta.training_privacy.as_ref()),
+            None => release.report_of_meta(&meta),
         };
         let mut report = with_tuning_of(report, dir)?;
         if let Some((lo, hi)) = exact_clip {
@@ -711,7 +711,7 @@ pub fn release_privacy_report(dir: &Path) -> Result<PrivacyReport> {
             let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
             let meta: model::io::ModelMeta = serde_json::from_slice(&bytes)
                 .map_err(|e| Error::Invalid(format!("{}: {e}", path.display())))?;
-            release.report_of(meta.training_privacy.as_ref())
+            release.report_of_meta(&meta)
         }
     };
     with_tuning_of(report, dir)

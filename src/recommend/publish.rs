@@ -138,6 +138,9 @@ pub struct Fitted<'a> {
     /// A DP fit on an item set (`--dp-items`): every item's noisy count its first stage
     /// released, which the release publishes as its popularity (no ε of its own).
     pub item_counts: Option<&'a [f64]>,
+    /// What the item universe is (a declared catalogue, a DP output, or data-derived), recorded
+    /// in `model.json` for the privacy report (`None`: the caller's columns).
+    pub item_universe: Option<&'a PopulationPrivacy>,
 }
 
 impl<'a> Fitted<'a> {
@@ -149,6 +152,7 @@ impl<'a> Fitted<'a> {
             params,
             training_privacy: trained.training_privacy.as_ref(),
             item_counts: trained.selection.as_ref().map(|s| &s.noisy_counts[..]),
+            item_universe: trained.item_universe.as_ref(),
         }
     }
 }
@@ -183,6 +187,9 @@ pub fn write_release(
         &data.item_ids,
         fitted.training_privacy.cloned(),
     )?;
+    if let Some(u) = fitted.item_universe {
+        model::io::record_item_universe(dir, u.clone())?;
+    }
     progress("calibrating the release artifact");
     let mut release = calibrate(
         fitted.model,

@@ -191,7 +191,11 @@ pub fn calibrate(
             ..
         } => {
             let sens = model_bounds(model, *history_cap, cfg.floor)?;
-            let mut rng = crate::rng::SecureRng::from_os()?;
+            // OS noise, unless the whole-release audit seeded every release's noise.
+            let mut rng = match crate::rng::audit_noise_seed() {
+                Some(s) => crate::rng::SecureRng::from_seed_insecure(s ^ 0x636f_756e_7473),
+                None => crate::rng::SecureRng::from_os()?,
+            };
             // Which of a long row's items are counted: a public seed and the row's own items.
             let key = super::statistics::COUNT_CAP_SEED;
             let (popularity, used) = private_counts(
@@ -393,6 +397,16 @@ impl Release {
         r
     }
 
+    /// [`Release::report_of`] the model's `model.json`: its training entry and, when it has
+    /// one, its item universe entry (a public catalogue, a DP output, or data-derived).
+    pub fn report_of_meta(&self, meta: &crate::model::io::ModelMeta) -> PrivacyReport {
+        let r = self.report_of(meta.training_privacy.as_ref());
+        match &meta.item_universe {
+            Some(u) => r.with(crate::model::options::ITEM_UNIVERSE, u.clone()),
+            None => r,
+        }
+    }
+
     /// Writes `calibration.npz`, `privacy.json` and then `release.json` into the model directory
     /// `dir`, which must already hold the model's `model.json` (its checksum is recorded, and its
     /// training entry goes into the privacy report).
@@ -429,7 +443,7 @@ impl Release {
         }
         let arrays = write_npz(&entries)?;
         write_atomic(&dir.join(ARRAYS), &arrays)?;
-        let report = self.report_of(meta.training_privacy.as_ref());
+        let report = self.report_of_meta(&meta);
         let report_bytes = report.to_json().into_bytes();
         write_atomic(&dir.join(PRIVACY), &report_bytes)?;
         self.privacy = Some(report);

@@ -298,6 +298,13 @@ pub fn release_data(
     let ds = load_dataset_with(&src, seed, &opts)
         .map_err(|e| Error::Invalid(format!("loading the data: {e}")))?;
     let release = crate::recommend::release::Release::read(model)?;
+    // The release's items are its universe (a catalogue, or a DP fit's partition selection):
+    // the data on them is the data the model was fitted on.
+    let ds = if ds.item_ids == release.manifest.item_ids {
+        ds
+    } else {
+        ds.on_catalogue(&release.manifest.item_ids).0
+    };
     if ds.item_ids != release.manifest.item_ids {
         return Err(Error::Invalid(format!(
             "the model in {} was fitted on other data ({} items, this data {}, or other item \

@@ -1,5 +1,5 @@
 //! Estimates free of the tuner's selection (docs/utility.md, "What a tuned row is worth"): the
-//! calibration users are cut into two parts, each user by a keyed hash of that user's own row
+//! calibration users are cut into two parts, each user by a keyed hash of that user's own history
 //! ([`selection_user`]) — one part chooses, the other estimates — and every number `tuning.json` reports of a chosen row (its hit@1, the best free option's,
 //! their paired difference) is measured on the part the choice never read. The best of many
 //! configurations measured on the users it was chosen on is optimistic (the winner's curse);
@@ -44,24 +44,18 @@ pub struct EstimationSplit {
 
 /// The rule of [`selection_user`], for people.
 pub const RULE: &str = "each calibration user chooses or estimates by a keyed hash of that user's \
-                        own row (history and held-out items) with a public constant: no user's \
+                        own history with a public constant: no user's \
                         presence or data moves another between the parts; the part sizes vary \
                         with the data and are published like the calibration count";
 
 /// The public key of the cut: a constant, so the cut depends on nothing but each user's own row.
 const PART_SEED: u64 = 0x6573_7469_6d61_7465;
 
-/// Whether the calibration user whose own row is (`history`, `heldout`) is in the selection
-/// part: one bit of [`user_key`](crate::data::split::user_key) over that row alone.
-pub fn selection_user(history: &[u32], heldout: &[u32]) -> bool {
-    let mut own = Vec::with_capacity(4 * (history.len() + heldout.len()) + 4);
-    for &i in history {
-        own.extend_from_slice(&i.to_le_bytes());
-    }
-    own.extend_from_slice(&u32::MAX.to_le_bytes());
-    for &i in heldout {
-        own.extend_from_slice(&i.to_le_bytes());
-    }
+/// Whether the calibration user whose history is `history` is in the selection part: one bit of
+/// [`user_key`](crate::data::split::user_key) over that user's own history alone (not the
+/// held-out items, so what a user held out never moves them between the parts).
+pub fn selection_user(history: &[u32]) -> bool {
+    let own: Vec<u8> = history.iter().flat_map(|i| i.to_le_bytes()).collect();
     crate::data::split::user_key(PART_SEED, b"estimation-part", &own) >> 63 == 0
 }
 
@@ -69,11 +63,8 @@ pub fn selection_user(history: &[u32], heldout: &[u32]) -> bool {
 pub fn selection_mask(cal: &HeldOutRows) -> Vec<bool> {
     (0..cal.rows())
         .map(|u| {
-            let (h, t) = (cal.history.outer_view(u), cal.heldout.outer_view(u));
-            selection_user(
-                h.as_ref().map_or(&[][..], |r| r.indices()),
-                t.as_ref().map_or(&[][..], |r| r.indices()),
-            )
+            let h = cal.history.outer_view(u);
+            selection_user(h.as_ref().map_or(&[][..], |r| r.indices()))
         })
         .collect()
 }
@@ -264,14 +255,14 @@ mod tests {
     #[test]
     fn the_parts_are_disjoint_cover_the_users_and_are_each_users_own() {
         let users: Vec<(Vec<u32>, Vec<u32>)> = (0..400u32)
-            .map(|u| ((0..1 + u % 7).map(|i| (u + 3 * i) % 50).collect(), vec![u % 50]))
+            .map(|u| ((0..1 + u % 7).map(|i| (u + 3 * i) % 1000).collect(), vec![u % 50]))
             .map(|(mut h, t): (Vec<u32>, Vec<u32>)| {
                 h.sort_unstable();
                 h.dedup();
                 (h, t)
             })
             .collect();
-        let cal = rows(&users, 50);
+        let cal = rows(&users, 1000);
         let (s, e) = parts(&cal);
         assert_eq!(s.len() + e.len(), 400);
         assert!(s.iter().all(|u| !e.contains(u)));
@@ -283,8 +274,8 @@ mod tests {
         let mask = selection_mask(&cal);
         let mut more = vec![(vec![1, 2, 3], vec![4])];
         more.extend(users.iter().cloned());
-        assert_eq!(&selection_mask(&rows(&more, 50))[1..], &mask[..]);
-        assert_eq!(selection_mask(&rows(&users[1..], 50)), mask[1..].to_vec());
+        assert_eq!(&selection_mask(&rows(&more, 1000))[1..], &mask[..]);
+        assert_eq!(selection_mask(&rows(&users[1..], 1000)), mask[1..].to_vec());
         // Power: a cut by row position (even rows choose) moves about half of them.
         let by_position = |n: usize| (0..n).map(|u| u % 2 == 0).collect::<Vec<bool>>();
         let moved = by_position(401)[1..]
