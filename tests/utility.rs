@@ -242,7 +242,7 @@ fn held_out_users_are_neither_fitted_nor_served() {
     let paper = load_dataset_with(&source(&dir), 42, &LoadOptions::default()).unwrap();
     assert_eq!(
         (paper.train.rows(), paper.test_input.rows()),
-        (5_000, 1_000)
+        (5_000, 2_535)
     );
     assert!(calibration_users(&paper, 42).is_none());
 
