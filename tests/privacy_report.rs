@@ -373,9 +373,19 @@ fn neighbouring_fits_publish_no_data_hash() {
         .map(|l| format!("{l}\n"))
         .collect();
     std::fs::write(&large, keep).unwrap();
+    // A declared catalogue of every item, so the small data set needs no DP partition selection
+    // (its users are too few for any item to pass the threshold at this ε).
+    let catalogue = tmp.path().join("catalogue.txt");
+    std::fs::write(
+        &catalogue,
+        (0..60).map(|i| format!("i{i}\n")).collect::<String>(),
+    )
+    .unwrap();
     let fit_on = |data: &Path, out: &Path| {
         ok(&[
             "fit",
+            "--catalogue",
+            catalogue.to_str().unwrap(),
             "--format",
             "csv",
             "--path",

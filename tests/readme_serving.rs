@@ -86,7 +86,8 @@ fn the_readme_serving_path_runs_on_synthetic_data_from_an_empty_directory() {
                 assert!(out.status.success(), "`{line}` failed:\n{err}");
                 if w[1] == "recommend" {
                     assert!(
-                        err.contains("worth: mgem over") && err.contains("[tuned]"),
+                        (err.contains("worth: mgem over") || err.contains("WARNING: mgem over"))
+                            && err.contains("[tuned]"),
                         "recommend --mech mgem did not serve and price its tuned row:\n{err}"
                     );
                     let item = String::from_utf8_lossy(&out.stdout).trim().to_string();

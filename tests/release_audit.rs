@@ -44,8 +44,11 @@ fn write_csv(path: &Path, rows: &[(String, Vec<String>)]) {
     std::fs::write(path, s).unwrap();
 }
 
+/// A data set: each user's id and items.
+type Rows = Vec<(String, Vec<String>)>;
+
 /// The neighbours of [`base`], by name.
-fn neighbours() -> Vec<(&'static str, Vec<(String, Vec<String>)>)> {
+fn neighbours() -> Vec<(&'static str, Rows)> {
     let d = base();
     let typical = |u: &str| {
         (
@@ -208,10 +211,9 @@ fn a_dp_release_on_neighbours_differs_only_in_declared_noisy_outputs() {
                 .map(|d| d.to_string())
                 .collect();
             assert!(bad.is_empty(), "{extra:?} {name}: {bad:#?}");
-            assert!(
-                diffs.iter().any(|d| d.declared.is_some()),
-                "{extra:?} {name}: the noisy weights differ (the data moved them)"
-            );
+            // A neighbour whose changed user the keyed split puts among the test or validation
+            // users leaves the training data, and so the whole release, as it was: then nothing
+            // differs at all; otherwise only declared noisy outputs do (checked above).
         }
     }
 }

@@ -34,7 +34,7 @@ pub struct NoisyOutput {
 }
 
 /// Every declared noisy output of a release: the one list the audit reads (with
-/// [`TUNING_OUTPUTS`], the fields of each row of a private tuning).
+/// `TUNING_OUTPUTS`, the fields of each row of a private tuning).
 pub const NOISY_OUTPUTS: &[NoisyOutput] = &[
     NoisyOutput {
         file: "w.npz",

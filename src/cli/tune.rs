@@ -93,13 +93,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         writeln!(
             out,
             "{:>6}  {:<36} {:>17}  {:>7}  {:>17}  {:<10} {:>17}",
-            "eps",
-            "serves",
-            "noisy sel. hit@1",
-            "configs",
-            "held-out hit@1",
-            "free",
-            "free hit@1"
+            "eps", "serves", "noisy sel. hit@1", "configs", "held-out hit@1", "free", "free hit@1"
         )?;
         for r in &tuning.rows {
             let p = r.private.as_ref();

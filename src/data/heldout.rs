@@ -223,7 +223,7 @@ pub struct LightGcnHeldOut {
 pub fn lightgcn_option(opts: &super::LoadOptions, seed: u64) -> Result<Option<LightGcnHeldOut>> {
     Ok(match opts.validation_users {
         None => None,
-        Some(ValidationUsers::Share(x)) if x == 0.0 => None,
+        Some(ValidationUsers::Share(0.0)) => None,
         Some(validation) => Some(LightGcnHeldOut {
             validation,
             test_users: opts.test_users,

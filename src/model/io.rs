@@ -311,9 +311,16 @@ pub fn read_csr_npz(path: &Path, bytes: &[u8]) -> Result<SparseWeights> {
 
 /// A fresh release identifier: 128 bits from the operating system's randomness, in hex. It names
 /// one saved model and the release written beside it (the ledger keys batches by it); it says
-/// nothing about the data.
+/// nothing about the data. Under the whole-release audit's seed
+/// ([`AUDIT_NOISE_SEED`](crate::rng::AUDIT_NOISE_SEED)) it is drawn from that seed instead, so
+/// two audited fits carry the same identifier (such a fit is an audit, not a release: its
+/// training entry says so).
 pub fn new_release_id() -> Result<String> {
     use rand::{RngCore as _, SeedableRng as _};
+    if let Some(seed) = crate::rng::audit_noise_seed() {
+        let a = crate::rng::mix64(seed ^ u64::from(crate::rng::name_id("release-id")));
+        return Ok(format!("{a:016x}{:016x}", crate::rng::mix64(a)));
+    }
     let mut rng = rand_chacha::ChaCha20Rng::try_from_os_rng().map_err(|e| {
         Error::Invalid(format!(
             "cannot read OS entropy for the release identifier: {e}"

@@ -7,8 +7,8 @@
 //!
 //! * **Contribution.** A training user counts at most [`MAX_COUNTED`] (L) of their items — a
 //!   row longer than that keeps L chosen by the seed and the row's own items
-//!   ([`cap_rows`](super::dp::cap_rows)) — each with the weight `w(d) = √min(1, C/d)` of the item
-//!   counts ([`dp_items::count_weight`], on the 1/256 grid), d the items counted. The user's
+//!   ([`cap_rows`]) — each with the weight `w(d) = √min(1, C/d)` of the item
+//!   counts ([`count_weight`](super::dp_items::count_weight), on the 1/256 grid), d the items counted. The user's
 //!   vector has L2 norm `√d·w(d) ≤ √C`, each entry at most 1, at most L entries.
 //! * **Release.** Every item some training user counts gets its weighted count plus N(0, σ²)
 //!   (on the secure path the discrete Gaussian of the integer count); the items above the
@@ -25,7 +25,7 @@
 //! * **Composition.** The Gram matrix is released on the universe afterwards (the universe is a
 //!   function of the first output only); approximate zCDP composes by adding the ρ and the δ
 //!   (Bun–Steinke 2016, Lemma 8.2): the whole fit is δ_T-approximately (ρ₁ + ρ₂)-zCDP, hence
-//!   (ε, δ_T + δ′)-DP with ε = [`zcdp_epsilon`](super::dp::zcdp_epsilon)(ρ₁ + ρ₂, δ′). The
+//!   (ε, δ_T + δ′)-DP with ε = [`zcdp_epsilon`](crate::privacy::zcdp_epsilon)(ρ₁ + ρ₂, δ′). The
 //!   requested (ε, δ) is met with δ_T = δ′ = δ/2 ([`DELTA_SHARE`]) and ρ₁ the share
 //!   `--dp-items-share` of the ρ that (ε, δ/2) allows.
 //! * **Noise streams.** Item j's noise is drawn from a stream keyed by the seed and j's *id*, not
@@ -35,10 +35,10 @@
 use rand_distr::{Distribution, StandardNormal};
 
 use super::dp::cap_rows;
-use crate::privacy::NoiseSource;
 use super::dp_items::{count_sensitivity, weighted_counts, COUNT_SCALE};
 use crate::data::Csr;
 use crate::error::{Error, Result};
+use crate::privacy::NoiseSource;
 use crate::rng::{mix64, name_id, SecureRng, Streams};
 use crate::stats::exact::discrete_gaussian;
 

@@ -105,7 +105,7 @@ pub fn hold_out_calibration_users(source: &DataSource, opts: &mut LoadOptions) -
             opts.validation_users = Some(ValidationUsers::Auto);
             Ok(true)
         }
-        Some(ValidationUsers::Share(x)) if x == 0.0 => Err(Error::Invalid(
+        Some(ValidationUsers::Share(0.0)) => Err(Error::Invalid(
             "--out with --validation-users 0 on LightGCN files would calibrate the release on \
              users it serves (every user's train row is fitted on): give --validation-users auto \
              or a share"

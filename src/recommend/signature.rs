@@ -56,7 +56,7 @@ pub struct Signature {
     pub format_version: u32,
     /// The signed files, sorted by name.
     pub files: Vec<SignedFile>,
-    /// HMAC-SHA256 of [`Signature::message`] under the release key, 64 hex digits.
+    /// HMAC-SHA256 of `Signature::message` under the release key, 64 hex digits.
     pub hmac_sha256: String,
 }
 

@@ -25,10 +25,10 @@ use crate::error::Result;
 
 use crate::data::heldout::HeldOutRows;
 use crate::privacy::PopulationPrivacy;
-use crate::scoring::CandidatePolicy;
+use crate::scoring::{CandidatePolicy, Prior};
 
 use super::private::{noisy_sum, PrivateTuner, TuneRng};
-use super::Estimate;
+use super::{Estimate, TunedRow};
 use crate::recommend::release::Release;
 
 /// How the calibration users were cut, recorded in `tuning.json`.
@@ -237,6 +237,67 @@ pub fn private_privacy(
     p
 }
 
+/// The margin rule of a private tuning at one ε: `row` is what the private selection chose
+/// among `cands` on the selection part (the first `n_free` are the free options); the chosen
+/// configuration and every free option are estimated on the `users` estimation users from their
+/// exact sums `est_sums` with ε `eps_est` ([`private_estimate`]), and krr is served
+/// only when its noisy gain over the best free option exceeds `margin` standard errors, else
+/// that free option (0 ε). Only released values enter the row.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn private_margin(
+    mut row: TunedRow,
+    cands: &[(CandidatePolicy, Prior, f64)],
+    est_sums: &[f64],
+    n_free: usize,
+    users: usize,
+    eps_est: f64,
+    margin: f64,
+    rng: &mut TuneRng,
+) -> Result<TunedRow> {
+    let chosen = cands
+        .iter()
+        .position(|c| c.0 == row.candidates && c.1 == row.prior)
+        .unwrap_or(0);
+    let free: Vec<usize> = (0..n_free).collect();
+    let e = private_estimate(est_sums, chosen, &free, users, eps_est, rng)?;
+    let noisy = |c: usize| e.released.iter().find(|r| r.0 == c).expect("released").1;
+    let wins = chosen >= n_free && beats(&e.gain, margin);
+    let free_policy = cands[e.best_free].0.clone();
+    let (h, f) = (noisy(chosen), noisy(e.best_free));
+    let selection = row.reason.clone();
+    row.mechanism = if wins { "krr" } else { "random" }.into();
+    if !wins {
+        row.candidates = free_policy.clone();
+        row.prior = Prior::None;
+    }
+    row.spends = if wins { row.epsilon } else { 0.0 };
+    (row.calibration_hit, row.calibration_se) = if wins { (h.mean, h.se) } else { (f.mean, f.se) };
+    row.free_option = Some(free_policy.clone());
+    row.free_hit = Some(f);
+    if let Some(p) = row.private.as_mut() {
+        p.gain = Some(if wins {
+            e.gain
+        } else {
+            Estimate { mean: 0.0, se: 0.0 }
+        });
+        p.estimate_epsilon = Some(e.epsilon);
+    }
+    row.reason = format!(
+        "{selection}; on {users} other calibration users (eps {eps_est}): noisy hit@1 {h} \
+         against {f} for {free_policy}, gain {:+.4} ± {:.4} (noise and sampling), {} {margin} \
+         s.e.: serves {}",
+        e.gain.mean,
+        e.gain.se,
+        if wins { "above" } else { "not above" },
+        if wins {
+            format!("krr over {}", row.candidates)
+        } else {
+            format!("{free_policy} (0 eps)")
+        }
+    );
+    Ok(row)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -255,7 +316,12 @@ mod tests {
     #[test]
     fn the_parts_are_disjoint_cover_the_users_and_are_each_users_own() {
         let users: Vec<(Vec<u32>, Vec<u32>)> = (0..400u32)
-            .map(|u| ((0..1 + u % 7).map(|i| (u + 3 * i) % 1000).collect(), vec![u % 50]))
+            .map(|u| {
+                (
+                    (0..1 + u % 7).map(|i| (u + 3 * i) % 1000).collect(),
+                    vec![u % 50],
+                )
+            })
             .map(|(mut h, t): (Vec<u32>, Vec<u32>)| {
                 h.sort_unstable();
                 h.dedup();
@@ -291,14 +357,16 @@ mod tests {
         let mut rng = TuneRng::Fast(crate::rng::Streams::new(3).stream(0, 0, 0, 0));
         // Candidates: 0 popular:1 (100 of 1000), 1 heldout:1 (300), 2 krr (320): the gain of
         // krr over the best free option is small against a noise s.d. of √2·3/(1·1000).
-        let est = private_estimate(&[100.0, 300.0, 320.0], 2, &[0, 1], 1000, 1.0, &mut rng).unwrap();
+        let est =
+            private_estimate(&[100.0, 300.0, 320.0], 2, &[0, 1], 1000, 1.0, &mut rng).unwrap();
         assert_eq!(est.best_free, 1);
         assert_eq!(est.released.len(), 3);
         let sd = std::f64::consts::SQRT_2 * 3.0 / 1000.0;
         assert!((est.released[0].1.se - sd).abs() < 1e-12);
         assert!(est.gain.se > sd && !beats(&est.gain, 2.0));
         // A large gain clears it.
-        let est = private_estimate(&[100.0, 300.0, 600.0], 2, &[0, 1], 1000, 1.0, &mut rng).unwrap();
+        let est =
+            private_estimate(&[100.0, 300.0, 600.0], 2, &[0, 1], 1000, 1.0, &mut rng).unwrap();
         assert!(beats(&est.gain, 2.0), "{:?}", est.gain);
     }
 }

@@ -37,11 +37,14 @@ use crate::recommend::release::{Release, MANIFEST};
 pub mod estimate;
 mod file;
 pub mod grid;
+pub mod krr;
 pub mod private;
+
 pub use file::{
     resolve, same_epsilon, tuned_config, Estimate, MechRow, PrivateRow, TunedChoice, TunedRow,
     Tuning, TuningPopulation,
 };
+use krr::{argmax_share, prefix_stats};
 
 /// The mechanism name that asks for the tuned configuration.
 pub const TUNED: &str = "tuned";
@@ -221,54 +224,6 @@ pub fn ranking(counts: &[u64], n: usize) -> Vec<u32> {
     order
 }
 
-/// The argmax set of values seen one at a time, as far as krr's law needs it: how many tie for
-/// the largest and how many of those are held out.
-struct ArgmaxSet {
-    best: f64,
-    tied: u32,
-    tied_hits: u32,
-}
-
-impl ArgmaxSet {
-    fn new() -> Self {
-        ArgmaxSet {
-            best: f64::NEG_INFINITY,
-            tied: 0,
-            tied_hits: 0,
-        }
-    }
-
-    fn push(&mut self, v: f64, hit: bool) {
-        if v > self.best {
-            (self.best, self.tied, self.tied_hits) = (v, 1, u32::from(hit));
-        } else if v == self.best {
-            self.tied += 1;
-            self.tied_hits += u32::from(hit);
-        }
-    }
-
-    /// The share of held-out items in the set (NaN while it is empty).
-    fn share(&self) -> f64 {
-        f64::from(self.tied_hits) / f64::from(self.tied)
-    }
-}
-
-/// For one user and a pool in ranking order (`(clipped score q, ℓ, held out)` per item): at each
-/// pool size of `sizes` (ascending), `(c, a)` with `c` the held-out items among the first N items
-/// and `a` the share of held-out items in the argmax set of `q` over them.
-pub fn prefix_stats(pool: &[(f64, f64, bool)], sizes: &[usize], out: &mut Vec<(f64, f64)>) {
-    let (mut set, mut c) = (ArgmaxSet::new(), 0u32);
-    let mut next = 0;
-    for (i, &(q, _, hit)) in pool.iter().enumerate() {
-        c += u32::from(hit);
-        set.push(q, hit);
-        while next < sizes.len() && sizes[next] == i + 1 {
-            out.push((f64::from(c), set.share()));
-            next += 1;
-        }
-    }
-}
-
 /// The weights of a popularity prior to try: no prior (0) first — it wins ties — then the
 /// positive weights of `weights` ascending, without repeats. An error names a weight that is not
 /// a finite number ≥ 0.
@@ -292,20 +247,6 @@ pub fn popularity_log_mass(n_items: usize, popularity: &[u64]) -> Result<Vec<f64
         .resolve(n_items, Some(popularity), None, &|_| None)?
         .map(|p| p.log_mass)
         .unwrap_or_default())
-}
-
-/// The share of held-out items in the argmax set of `q + scale·ℓ` over `pool` (`(q, ℓ, held
-/// out)` per item), ties uniform: krr's `a` with a prior whose offsets are `scale·ℓ`.
-pub fn argmax_share(pool: &[(f64, f64, bool)], scale: f64) -> f64 {
-    let mut set = ArgmaxSet::new();
-    for &(q, l, hit) in pool {
-        set.push(q + scale * l, hit);
-    }
-    if set.tied == 0 {
-        0.0
-    } else {
-        set.share()
-    }
 }
 
 /// Exact hit@1 of krr at `epsilon` over a pool of `n` items, from [`prefix_stats`]'s `(c, a)`:
@@ -538,7 +479,7 @@ pub fn tune(
                 }
             }
             let row = private::row(pt, eps, &cands, sel.len(), cfg.margin, rng)?;
-            rows.push(private_margin(
+            rows.push(estimate::private_margin(
                 row,
                 &cands,
                 &est_sums,
@@ -691,67 +632,6 @@ pub fn tune(
         bounds: mech_rows.bounds,
         privacy,
     })
-}
-
-/// The margin rule of a private tuning at one ε: `row` is what the private selection chose
-/// among `cands` on the selection part (the first `n_free` are the free options); the chosen
-/// configuration and every free option are estimated on the `users` estimation users from their
-/// exact sums `est_sums` with ε `eps_est` ([`estimate::private_estimate`]), and krr is served
-/// only when its noisy gain over the best free option exceeds `margin` standard errors, else
-/// that free option (0 ε). Only released values enter the row.
-#[allow(clippy::too_many_arguments)]
-fn private_margin(
-    mut row: TunedRow,
-    cands: &[(CandidatePolicy, Prior, f64)],
-    est_sums: &[f64],
-    n_free: usize,
-    users: usize,
-    eps_est: f64,
-    margin: f64,
-    rng: &mut private::TuneRng,
-) -> Result<TunedRow> {
-    let chosen = cands
-        .iter()
-        .position(|c| c.0 == row.candidates && c.1 == row.prior)
-        .unwrap_or(0);
-    let free: Vec<usize> = (0..n_free).collect();
-    let e = estimate::private_estimate(est_sums, chosen, &free, users, eps_est, rng)?;
-    let noisy = |c: usize| e.released.iter().find(|r| r.0 == c).expect("released").1;
-    let wins = chosen >= n_free && estimate::beats(&e.gain, margin);
-    let free_policy = cands[e.best_free].0.clone();
-    let (h, f) = (noisy(chosen), noisy(e.best_free));
-    let selection = row.reason.clone();
-    row.mechanism = if wins { "krr" } else { "random" }.into();
-    if !wins {
-        row.candidates = free_policy.clone();
-        row.prior = Prior::None;
-    }
-    row.spends = if wins { row.epsilon } else { 0.0 };
-    (row.calibration_hit, row.calibration_se) = if wins { (h.mean, h.se) } else { (f.mean, f.se) };
-    row.free_option = Some(free_policy.clone());
-    row.free_hit = Some(f);
-    if let Some(p) = row.private.as_mut() {
-        p.gain = Some(if wins {
-            e.gain
-        } else {
-            Estimate { mean: 0.0, se: 0.0 }
-        });
-        p.estimate_epsilon = Some(e.epsilon);
-    }
-    row.reason = format!(
-        "{selection}; on {users} other calibration users (eps {eps_est}): noisy hit@1 {h} \
-         against {f} for {free_policy}, gain {:+.4} ± {:.4} (noise and sampling), {} {margin} \
-         s.e.: serves {}",
-        e.gain.mean,
-        e.gain.se,
-        if wins { "above" } else { "not above" },
-        if wins {
-            format!("krr over {}", row.candidates)
-        } else {
-            format!("{free_policy} (0 eps)")
-        }
-    );
-    Ok(row)
 }
 
 /// The mechanism rows of a tuning and the clip bounds they name.
