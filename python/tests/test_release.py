@@ -36,7 +36,7 @@ def test_release_options_are_fits(run_cli):
 def test_python_writes_a_release_that_recommend_serves(tmp_path, run_cli):
     x = _train()
     ids = [f"i{j}" for j in range(ITEMS)]
-    m = recsel.Model.fit(x, method="exact", l2=10.0, item_ids=ids)
+    m = recsel.Model.fit(x, method="ease", l2=10.0, item_ids=ids)
     out = tmp_path / "m"
     report = m.save_release(out, x, count_epsilon=0.5)
     for f in ["model.json", "release.json", "calibration.npz", "privacy.json"]:
@@ -52,7 +52,7 @@ def test_python_writes_a_release_that_recommend_serves(tmp_path, run_cli):
                   "--history", "i3,i17", "--seed", "1")
     assert rec.stdout.strip() in ids
     # A bad option is an error naming it, from the library's table.
-    with pytest.raises(Exception, match="count_epsilon"):
+    with pytest.raises(Exception, match="count epsilon"):
         m.save_release(tmp_path / "bad", x, count_epsilon=-1)
     # Rows of another shape are refused.
     with pytest.raises(Exception):
