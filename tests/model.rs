@@ -828,3 +828,23 @@ fn dense_factorisation_in_f32_agrees_with_f64() {
         "power: other λ differs by {other:e}"
     );
 }
+
+/// A density so small that no off-diagonal entry fits (0.01 × 40² < 40) keeps the diagonal
+/// alone instead of failing: exact and ease fit the same 40-item matrix.
+#[test]
+fn a_density_that_keeps_no_off_diagonal_entry_fits() {
+    let mut pairs: Vec<(u32, u32)> = (0..200u32)
+        .flat_map(|u| [(u, u % 40), (u, (u * 7 + 3) % 40), (u, 0)])
+        .collect();
+    pairs.sort_unstable();
+    pairs.dedup();
+    let x = csr_from_pairs(200, 40, &mut pairs);
+    let m = model::fit(
+        &x,
+        &ModelParams::new(Method::Exact, 10.0, 0.01).unwrap(),
+        &|_| {},
+    )
+    .unwrap()
+    .0;
+    assert_eq!(m.n_items(), 40);
+}

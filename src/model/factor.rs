@@ -275,6 +275,9 @@ fn extract_pruned(l: &impl FactorColumns, keep: Option<usize>) -> (SparseMat, us
             let offdiag = full_nnz - n;
             if offdiag <= budget {
                 None
+            } else if budget == 0 {
+                // No off-diagonal entry fits (density × n² rounds to zero): the diagonal alone.
+                Some(f64::INFINITY)
             } else {
                 let (mut above, mut b) = (0usize, hist.len() - 1);
                 while above + hist[b] < budget {
