@@ -832,7 +832,7 @@ fn dense_factorisation_in_f32_agrees_with_f64() {
 /// A density so small that no off-diagonal entry fits (0.01 × 40² < 40) keeps the diagonal
 /// alone instead of failing: exact and ease fit the same 40-item matrix.
 #[test]
-fn a_density_that_keeps_no_off_diagonal_entry_fits() {
+fn a_density_that_keeps_no_off_diagonal_entry_is_fitted() {
     let mut pairs: Vec<(u32, u32)> = (0..200u32)
         .flat_map(|u| [(u, u % 40), (u, (u * 7 + 3) % 40), (u, 0)])
         .collect();
