@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use recsel::ledger::{self, Answer, ChargeRequest, Outcome, Period, Timestamp, Units};
-use recsel::model::io::{crc32, npy_bytes, parse_npy, read_npz, write_npz, NpyArray};
+use recsel::model::io::{crc32, npy_bytes, write_npz, NpyArray};
 use recsel::recommend::signature::{self, KEY_ENV};
 use recsel::recommend::tuning::Tuning;
 
@@ -43,15 +43,7 @@ fn tuned_copy(to: &Path) -> PathBuf {
 /// `tuning.json`, as an attacker who knows the format would.
 fn tamper_tuning_npz(dir: &Path, name: &str, edit: &dyn Fn(&mut Vec<f64>)) {
     let path = dir.join("tuning.npz");
-    let bytes = std::fs::read(&path).unwrap();
-    let mut entries: Vec<(String, NpyArray)> = read_npz(&path, &bytes)
-        .unwrap()
-        .into_iter()
-        .map(|(n, b)| {
-            let a = parse_npy(&path, &b).unwrap();
-            (n, a)
-        })
-        .collect();
+    let mut entries = crate::util::npz_arrays(&path);
     let mut found = false;
     for (n, a) in entries.iter_mut() {
         if n.strip_suffix(".npy").unwrap_or(n) == name {

@@ -526,17 +526,9 @@ type Edit = dyn Fn(&mut [f64], &mut [f64], &mut [f64]);
 /// records the new file's size and CRC-32 in `release.json`, as the manifest requires: a release
 /// that passes every checksum.
 fn rewrite_calibration(dir: &Path, edit: &Edit) {
-    use recsel::model::io::{crc32, npy_bytes, parse_npy, read_npz, write_npz, NpyArray};
+    use recsel::model::io::{crc32, npy_bytes, write_npz, NpyArray};
     let path = dir.join("calibration.npz");
-    let bytes = std::fs::read(&path).unwrap();
-    let mut entries: Vec<(String, NpyArray)> = read_npz(&path, &bytes)
-        .unwrap()
-        .into_iter()
-        .map(|(n, d)| {
-            let a = parse_npy(&path, &d).unwrap();
-            (n, a)
-        })
-        .collect();
+    let mut entries = crate::util::npz_arrays(&path);
     let get = |entries: &[(String, NpyArray)], name: &str| match &entries
         .iter()
         .find(|(n, _)| n == name)

@@ -366,3 +366,18 @@ pub fn test_users(data: &recsel::data::Dataset) -> Vec<(String, Vec<u32>)> {
         })
         .collect()
 }
+
+/// Every array of the `.npz` archive at `path`, parsed, in the archive's order (tests that
+/// rewrite a release's or a tuning's arrays as an attacker would).
+pub fn npz_arrays(path: &std::path::Path) -> Vec<(String, recsel::model::io::NpyArray)> {
+    use recsel::model::io::{parse_npy, read_npz};
+    let bytes = std::fs::read(path).unwrap();
+    read_npz(path, &bytes)
+        .unwrap()
+        .into_iter()
+        .map(|(n, b)| {
+            let a = parse_npy(path, &b).unwrap();
+            (n, a)
+        })
+        .collect()
+}
