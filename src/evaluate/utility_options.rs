@@ -21,7 +21,7 @@ use crate::mechanisms::{MechValues, Registry};
 use crate::model::ModelOptions;
 use crate::options::option_table;
 use crate::recommend::release::{calibrate, DEFAULT_CALIBRATION_USERS};
-use crate::recommend::statistics::Statistics;
+use crate::recommend::release_statistics::Statistics;
 use crate::recommend::tuned::{self, PoolSource, TuneConfig, Tuning, TUNING};
 use crate::scoring::SensitivityConfig;
 

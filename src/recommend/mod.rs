@@ -46,8 +46,8 @@ pub mod ledgered;
 pub mod options;
 pub mod publish;
 pub mod release;
+pub mod release_statistics;
 pub mod signature;
-pub mod statistics;
 pub mod tuned;
 pub mod worth;
 
