@@ -34,6 +34,7 @@
 #![warn(missing_docs)]
 
 pub mod audit;
+pub mod column_statistic;
 pub mod data;
 pub mod error;
 pub mod eval;
@@ -53,7 +54,6 @@ pub mod scoring;
 #[cfg(feature = "serve")]
 pub mod serve;
 mod simd;
-pub mod statistic;
 pub mod stats;
 
 pub use error::{Error, Result};

@@ -14,7 +14,7 @@ const LAYERS: &[&[&str]] = &[
     &["stats"],
     &["data", "privacy"],
     &["mechanisms", "model"],
-    &["scoring", "eval", "ledger", "statistic"],
+    &["scoring", "eval", "ledger", "column_statistic"],
     &["experiments", "recommend"],
     // The evaluation wing: tunes and measures releases; serving never imports it.
     &["evaluate"],

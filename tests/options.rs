@@ -658,7 +658,7 @@ fn every_noisy_job_takes_the_one_noise_table() {
 /// key of its table that reads back to the same options.
 #[test]
 fn statistic_options_reach_the_command_line() {
-    use recsel::statistic::StatisticOptions;
+    use recsel::column_statistic::StatisticOptions;
     let help = String::from_utf8(recsel(&["statistic", "--help"]).stdout).unwrap();
     let shown: Vec<OptionSpec> = StatisticOptions::options()
         .into_iter()
