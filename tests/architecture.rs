@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[&[&str]] = &[
     &["error"],
     &["io", "options", "rng", "simd", "hugepages"],
-    &["stats"],
+    &["numerics"],
     &["data", "privacy"],
     &["mechanisms", "model"],
     &["scoring", "eval", "ledger", "column_statistic"],

@@ -891,7 +891,7 @@ fn the_median_comparison_runs_and_duff_beats_laplace_on_tied_counts() {
 /// share of draws beyond B_β is at most β (its Clopper–Pearson lower limit at 1e-6).
 #[test]
 fn duff_error_quantiles_are_within_the_accuracy_theorem() {
-    use recsel::stats::hypothesis::clopper_pearson_lower;
+    use recsel::numerics::hypothesis::clopper_pearson_lower;
     let data: Vec<f64> = (0..=1000)
         .map(|i| (1000.0 * (f64::from(i) / 1000.0).powi(3)).floor())
         .collect();

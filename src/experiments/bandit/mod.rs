@@ -10,7 +10,7 @@
 //! [`crate::column_statistic::DuffQuantile`]), and select
 //! with a mechanism of the registry (docs/mechanisms.md).
 //!
-//! This module depends only on `mechanisms`, `stats`, `rng` and `error` (the experiment layer);
+//! This module depends only on `mechanisms`, `numerics`, `rng` and `error` (the experiment layer);
 //! tables and plots are assembled in `report::bandit`.
 
 pub mod counter;
