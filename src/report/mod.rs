@@ -4,13 +4,13 @@
 
 pub mod bandit;
 pub mod column_statistic;
+pub mod evaluate;
 pub mod illustrations;
 pub mod ledger;
 pub mod plot;
 pub mod recommend;
 pub mod select;
 pub mod table;
-pub mod utility;
 
 use std::path::{Path, PathBuf};
 
