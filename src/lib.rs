@@ -11,6 +11,9 @@
 //! * [`scoring`] — per-item sensitivities without the score matrix, candidates (docs/protocol.md, steps 5–7);
 //! * [`mechanisms`] — every selection mechanism of docs/mechanisms.md behind one trait and one registry;
 //! * [`experiments`] — synthetic scenarios, two-candidate grids, the real-data runner, pipelines;
+//! * [`ledger`] — the per-user privacy ledger: budgets spent across requests (docs/ledger.md);
+//! * [`column_statistic`] — a private statistic of one numeric column (`recsel statistic`,
+//!   docs/statistics.md);
 //! * [`recommend`] — the release artifact and the `Recommender` that serves one private item per
 //!   user (docs/deployment.md);
 //! * [`evaluate`] — `recsel tune` and `recsel evaluate`: the tuned serving configuration and the

@@ -347,3 +347,126 @@ fn no_source_file_is_over_800_lines_before_its_tests() {
     assert_eq!(lines_before_tests(&text), MAX_LINES + 1);
     assert_eq!(lines_before_tests("a\n#[cfg(test)]\nb\nc\n"), 1);
 }
+
+/// `text` without its parenthesised asides (which name other modules in passing).
+fn without_asides(text: &str) -> String {
+    let mut depth = 0usize;
+    let mut out = String::new();
+    for c in text.chars() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth = depth.saturating_sub(1),
+            _ if depth == 0 => out.push(c),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The names in backticks of `cell`.
+fn ticked(cell: &str) -> Vec<String> {
+    cell.split('`')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_string)
+        .collect()
+}
+
+/// The layer table of docs/ARCHITECTURE.md ("| layer | modules |"): each module with its layer
+/// number; and the modules of the first column of its module table ("| module | what it holds |").
+fn documented(doc: &str) -> (BTreeMap<String, usize>, BTreeSet<String>) {
+    let mut layers = BTreeMap::new();
+    let mut described = BTreeSet::new();
+    let mut table = "";
+    for line in doc.lines() {
+        if line.starts_with("| layer |") {
+            table = "layer";
+            continue;
+        }
+        if line.starts_with("| module |") {
+            table = "module";
+            continue;
+        }
+        if !line.starts_with('|') {
+            table = "";
+            continue;
+        }
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        match table {
+            "layer" => {
+                if let Ok(n) = cells[1].parse::<usize>() {
+                    for m in ticked(&without_asides(cells[2])) {
+                        layers.insert(m, n);
+                    }
+                }
+            }
+            "module" => described.extend(ticked(cells[1])),
+            _ => {}
+        }
+    }
+    (layers, described)
+}
+
+/// Where `docs` and `LAYERS` disagree, one line each: a module of `LAYERS` missing from the layer
+/// table or at another layer there, a documented module `LAYERS` does not have, a module the
+/// module table does not describe, a module of `LAYERS` with no source under `src/`.
+fn doc_mismatches(doc: &str, src: &Path) -> Vec<String> {
+    let (layers, described) = documented(doc);
+    let mut bad = Vec::new();
+    for (i, ms) in LAYERS.iter().enumerate() {
+        for m in *ms {
+            match layers.get(*m) {
+                Some(&n) if n == i => {}
+                Some(&n) => bad.push(format!("`{m}`: layer {i} here, {n} in the doc")),
+                None => bad.push(format!("`{m}` (layer {i}) is not in the doc's layer table")),
+            }
+            if !described.contains(*m) {
+                bad.push(format!("`{m}` has no row in the doc's module table"));
+            }
+            if !src.join(format!("{m}.rs")).is_file() && !src.join(m).join("mod.rs").is_file() {
+                bad.push(format!("`{m}` has no src/{m}.rs or src/{m}/mod.rs"));
+            }
+        }
+    }
+    for m in layers.keys() {
+        if layer_of(m).is_none() {
+            bad.push(format!(
+                "`{m}` is in the doc's layer table but not in LAYERS"
+            ));
+        }
+    }
+    bad
+}
+
+/// docs/ARCHITECTURE.md is the picture this test enforces: its layer table gives every module the
+/// layer `LAYERS` gives it and nothing else, its module table describes every module, and every
+/// module has its source.
+#[test]
+fn the_architecture_doc_lists_every_module_at_its_layer() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let doc = std::fs::read_to_string(root.join("docs/ARCHITECTURE.md")).unwrap();
+    let bad = doc_mismatches(&doc, &root.join("src"));
+    assert!(bad.is_empty(), "docs/ARCHITECTURE.md: {}", bad.join("\n"));
+    // Power: a module moved a layer, a module dropped from both tables and one the code lacks are
+    // each reported.
+    let moved = doc.replace("| 2 | `numerics` |", "| 3 | `numerics` |");
+    assert_ne!(moved, doc);
+    assert!(doc_mismatches(&moved, &root.join("src"))
+        .iter()
+        .any(|l| l.contains("`numerics`: layer 2 here, 3 in the doc")));
+    let dropped = doc
+        .replace(
+            "| 6 | `experiments`, `recommend` |",
+            "| 6 | `experiments` |",
+        )
+        .replace("| `recommend` |", "| recommend |");
+    let bad = doc_mismatches(&dropped, &root.join("src"));
+    assert!(bad
+        .iter()
+        .any(|l| l.contains("`recommend` (layer 6) is not in")));
+    assert!(bad.iter().any(|l| l.contains("`recommend` has no row")));
+    let extra = doc.replace("| 2 | `numerics` |", "| 2 | `numerics`, `stats` |");
+    assert!(doc_mismatches(&extra, &root.join("src"))
+        .iter()
+        .any(|l| l.contains("`stats` is in the doc's layer table but not in LAYERS")));
+}
