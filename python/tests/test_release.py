@@ -24,7 +24,7 @@ def _train(seed=0):
     return sp.csr_matrix((np.ones(len(r), dtype=np.float32), (r, c)), shape=(USERS, ITEMS))
 
 
-def test_release_options_are_fits(run_cli):
+def test_release_options_are_the_fit_options(run_cli):
     """The keywords of save_release are `recsel fit`'s release options (one declaration)."""
     names = {o["name"] for o in _native.release_options()}
     assert {"count_epsilon", "count_cap", "history_cap", "release_statistics"} <= names
