@@ -205,6 +205,7 @@ impl LedgeredRecommender {
                 None => Answer::NoCandidate,
             },
             fallback: self.fallback.clone(),
+            once_per_history: false,
         }
     }
 

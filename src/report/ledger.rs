@@ -46,7 +46,7 @@ pub struct LedgerRow {
 
 fn status_of(a: &Answer) -> &'static str {
     match a {
-        Answer::Item(_) => "recommended",
+        Answer::Item(_) | Answer::List(_) => "recommended",
         Answer::NoCandidate => "no_candidate",
         Answer::Fallback(_) => "fallback",
     }
