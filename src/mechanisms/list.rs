@@ -11,15 +11,20 @@
 //!   noise of scale 2Δ/ε₀ to every score once and report the k largest in order. Its law is
 //!   exactly that of peeling the exponential mechanism at ε₀ per round with the same Δ, so it
 //!   has the same guarantee. `em` only.
-//! * **laplace** — the one-shot Laplace mechanism of Qiao, Su & Zhang (ICML 2021): add Laplace
-//!   noise once and report the k largest in order; (ε, δ)-DP by their own theorem
-//!   ([`LAPLACE_ONESHOT_CONSTANT`]). `rnm-laplace` only.
+//! * **laplace** — the one-shot Laplace mechanism of Qiao, Su & Zhang (ICML 2021, "Oneshot
+//!   differentially private top-k selection"): add Laplace noise once and report the k largest.
+//!   With δ = 0, noise `Lap(2kΔ/ε)` and the ordered list: ε-DP (their Theorem 2.1 for the set;
+//!   the ordered list by the coupling of docs/lists.md). With δ > 0, noise
+//!   `Lap(8Δ√(k ln(n/δ))/ε)` for ε ≤ 0.2 and δ ≤ 0.05: (ε, δ)-DP for the *set* of k (their
+//!   Theorem 2.2, whose proof needs that the order is not released), so the list is released in
+//!   a uniformly random order. `rnm-laplace` only.
 //!
 //! [`TopK`] is a list at a total ε: built from a registry entry, it builds the round mechanism
 //! at ε/k and states the list's guarantee ([`ListGuarantee`]) — what serving prints and charges.
 
 use std::fmt;
 
+use rand::Rng as _;
 use serde::Serialize;
 
 use super::params::MechParams;
@@ -36,30 +41,39 @@ pub enum ListForm {
     Peeling,
     /// One-shot Gumbel top-k: the law of peeling `em` at ε/k with Δ fixed (Durfee & Rogers 2019).
     Gumbel,
-    /// One-shot Laplace top-k (Qiao, Su & Zhang 2021): (ε, δ)-DP with this δ.
+    /// One-shot Laplace top-k (Qiao, Su & Zhang 2021): ε-DP and ordered with `delta` = 0
+    /// (Theorem 2.1's scale), (ε, δ)-DP and in random order with `delta` > 0 (Theorem 2.2).
     Laplace {
-        /// The δ of the guarantee.
+        /// The δ of the guarantee; 0 for the pure form.
         delta: f64,
     },
 }
 
 impl ListForm {
-    /// The words a front end accepts: `peeling`, `gumbel`, `laplace:DELTA`.
-    pub const NAMES: &'static [&'static str] = &["peeling", "gumbel", "laplace:DELTA"];
+    /// The words a front end accepts: `peeling`, `gumbel`, `laplace` (pure) and `laplace:DELTA`.
+    pub const NAMES: &'static [&'static str] = &["peeling", "gumbel", "laplace", "laplace:DELTA"];
 
-    /// Parses `peeling`, `gumbel` or `laplace:DELTA` (δ in (0, 1)).
+    /// Parses `peeling`, `gumbel`, `laplace` (δ = 0) or `laplace:DELTA` (δ in (0, 0.05], the
+    /// range of Qiao, Su & Zhang's Theorem 2.2).
     pub fn parse(text: &str) -> Result<Self> {
         let t = text.trim();
         match t {
             "peeling" => return Ok(ListForm::Peeling),
             "gumbel" => return Ok(ListForm::Gumbel),
+            "laplace" => return Ok(ListForm::Laplace { delta: 0.0 }),
             _ => {}
         }
         if let Some(d) = t.strip_prefix("laplace:") {
             let delta: f64 = d.trim().parse().map_err(|_| {
                 Error::Invalid(format!("list form '{t}': the delta '{d}' is not a number"))
             })?;
-            let delta = super::check_open_unit("delta", delta)?;
+            if !(delta > 0.0 && delta <= LAPLACE_MAX_DELTA) {
+                return Err(Error::InvalidParameter {
+                    name: "delta of the laplace list form",
+                    requirement: "in (0, 0.05] (Qiao, Su & Zhang 2021, Theorem 2.2)",
+                    value: delta,
+                });
+            }
             return Ok(ListForm::Laplace { delta });
         }
         Err(Error::UnknownName {
@@ -82,21 +96,31 @@ impl ListForm {
 impl fmt::Display for ListForm {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ListForm::Laplace { delta } => write!(f, "laplace:{delta}"),
+            ListForm::Laplace { delta } if *delta > 0.0 => write!(f, "laplace:{delta}"),
             other => f.write_str(other.name()),
         }
     }
 }
 
-/// The constant of the one-shot Laplace mechanism (Qiao, Su & Zhang 2021, Theorem 2.1 — see
-/// [`laplace_scale`]).
+/// The constant of the approximate one-shot Laplace mechanism: `λ = 8Δ√(k ln(n/δ))/ε` (Qiao, Su
+/// & Zhang 2021, Theorem 2.2).
 pub const LAPLACE_ONESHOT_CONSTANT: f64 = 8.0;
+/// The largest ε of Theorem 2.2.
+pub const LAPLACE_MAX_EPSILON: f64 = 0.2;
+/// The largest δ of Theorem 2.2.
+pub const LAPLACE_MAX_DELTA: f64 = 0.05;
 
-/// The Laplace scale λ of the one-shot mechanism for a list of k at (ε, δ) over n candidates
-/// with ℓ∞-sensitivity Δ (Qiao, Su & Zhang 2021, Theorem 2.1):
-/// `λ = 8 Δ √(k ln(n/δ)) / ε`.
+/// The Laplace scale λ of the one-shot mechanism for a list of `k` at `epsilon` over `n`
+/// candidates with ℓ∞-sensitivity `max_sens` (Qiao, Su & Zhang 2021): `2kΔ/ε` for δ = 0
+/// (Theorem 2.1, ε-DP), `8Δ√(k ln(n/δ))/ε` for δ > 0 (Theorem 2.2, (ε, δ)-DP for ε ≤ 0.2,
+/// δ ≤ 0.05, n ≥ 2). `k` is the list's length, at most n.
 pub fn laplace_scale(epsilon: f64, delta: f64, k: usize, n: usize, max_sens: f64) -> f64 {
-    LAPLACE_ONESHOT_CONSTANT * max_sens * ((k as f64) * (n as f64 / delta).ln()).sqrt() / epsilon
+    let k = k.min(n) as f64;
+    if delta == 0.0 {
+        2.0 * k * max_sens / epsilon
+    } else {
+        LAPLACE_ONESHOT_CONSTANT * max_sens * (k * (n as f64 / delta).ln()).sqrt() / epsilon
+    }
 }
 
 /// The guarantee of a whole list.
@@ -276,6 +300,15 @@ impl TopK {
                 round.list_forms().join(", ")
             )));
         }
+        if let ListForm::Laplace { delta } = form {
+            if delta > 0.0 && (epsilon > LAPLACE_MAX_EPSILON || delta > LAPLACE_MAX_DELTA) {
+                return Err(Error::Invalid(format!(
+                    "list form 'laplace:{delta}' at eps {epsilon}: its theorem (Qiao, Su & \
+                     Zhang 2021, Theorem 2.2) holds only for eps <= 0.2 and delta <= 0.05; use \
+                     'laplace' (pure eps-DP) or peeling"
+                )));
+            }
+        }
         Ok(TopK {
             round,
             k,
@@ -308,9 +341,15 @@ impl TopK {
     pub fn guarantee(&self, n: usize) -> ListGuarantee {
         match self.form {
             ListForm::Laplace { delta } => ListGuarantee {
-                charged: Guarantee::Approx {
-                    epsilon: self.epsilon,
-                    delta,
+                charged: if delta == 0.0 {
+                    Guarantee::Pure {
+                        epsilon: self.epsilon,
+                    }
+                } else {
+                    Guarantee::Approx {
+                        epsilon: self.epsilon,
+                        delta,
+                    }
                 },
                 zcdp_rho: None,
             },
@@ -386,8 +425,11 @@ pub fn gumbel_top_k(problem: &Problem<'_>, eps_round: f64, k: usize, rng: &mut R
     top_k_of(&keys, k)
 }
 
-/// One-shot Laplace top-k (Qiao, Su & Zhang 2021): the `min(k, n)` largest
-/// `q_a + Lap(λ)`, best first, with λ = [`laplace_scale`] at the problem's largest sensitivity.
+/// One-shot Laplace top-k (Qiao, Su & Zhang 2021): the `min(k, n)` largest `q_a + Lap(λ)`,
+/// λ = [`laplace_scale`] at the problem's largest sensitivity. With `delta` = 0 the list is in
+/// the order of the noisy scores (best first); with `delta` > 0 only the set is covered by the
+/// theorem, so it is released in a uniformly random order (a shuffle that does not look at the
+/// data).
 pub fn laplace_top_k(
     problem: &Problem<'_>,
     epsilon: f64,
@@ -395,19 +437,20 @@ pub fn laplace_top_k(
     k: usize,
     rng: &mut Rng,
 ) -> Vec<usize> {
-    let lambda = laplace_scale(
-        epsilon,
-        delta,
-        k.min(problem.len()),
-        problem.len(),
-        problem.max_sensitivity(),
-    );
+    let lambda = laplace_scale(epsilon, delta, k, problem.len(), problem.max_sensitivity());
     let keys: Vec<f64> = problem
         .scores()
         .iter()
         .map(|&q| q + lambda * crate::stats::distributions::laplace1(rng))
         .collect();
-    top_k_of(&keys, k)
+    let mut out = top_k_of(&keys, k);
+    if delta > 0.0 {
+        // Fisher–Yates.
+        for i in (1..out.len()).rev() {
+            out.swap(i, rng.random_range(0..=i));
+        }
+    }
+    out
 }
 
 /// The indices of the `min(k, n)` largest keys, largest first (ties, of probability zero for
@@ -465,7 +508,7 @@ mod tests {
     fn one_shot_forms_apply_only_where_their_theorem_holds() {
         let params = MechParams::default();
         let gumbel = ListForm::Gumbel;
-        let laplace = ListForm::Laplace { delta: 1e-6 };
+        let laplace = ListForm::Laplace { delta: 0.0 };
         for name in ["rnm", "gem", "mgem", "cgem", "rs", "krr"] {
             let spec = super::super::spec(name).unwrap();
             assert!(TopK::new(spec, &params, 2, gumbel).is_err(), "{name}");
@@ -480,8 +523,14 @@ mod tests {
         )
         .is_ok());
         assert!(TopK::new(super::super::spec("em").unwrap(), &params, 0, gumbel).is_err());
-        assert_eq!(ListForm::parse("laplace:1e-6").unwrap(), laplace);
-        assert!(ListForm::parse("laplace:2").is_err());
+        assert_eq!(ListForm::parse("laplace").unwrap(), laplace);
+        let approx = ListForm::parse("laplace:1e-6").unwrap();
+        assert_eq!(approx, ListForm::Laplace { delta: 1e-6 });
+        assert!(ListForm::parse("laplace:0.06").is_err());
+        // Theorem 2.2 holds for eps <= 0.2 only.
+        let rnm_laplace = super::super::spec("rnm-laplace").unwrap();
+        assert!(TopK::new(rnm_laplace, &params.with_epsilon(0.2), 2, approx).is_ok());
+        assert!(TopK::new(rnm_laplace, &params.with_epsilon(0.3), 2, approx).is_err());
         assert!(ListForm::parse("top").is_err());
     }
 }
