@@ -3,6 +3,8 @@
 //! parameters gets the list released before, charged nothing; a changed history is a new list
 //! and a new charge; with the option off every request is charged.
 
+use std::collections::HashSet;
+
 use recsel::ledger::{
     Answer, ChargeRequest, Ledger, LedgerLog, Outcome, Period, RequestHash, Settings, SqliteLedger,
     Timestamp, Units,
@@ -228,5 +230,185 @@ fn a_version_2_ledger_is_migrated_to_store_lists() {
         matches!(&o[0], Outcome::Charged { answer, .. }
         if *answer == Answer::List(vec!["b".into(), "c".into()])),
         "{o:?}"
+    );
+}
+
+/// `POST /v1/recommend` with `"k": 10`: ten distinct items, one charge of the list's ε with the
+/// claim of one release; the same history again (another request id, in the batch endpoint too)
+/// gets the identical list at no charge; a changed history is a new list and a new charge; a
+/// request without `k` is the single item as before. With `--charge-repeats` the same history
+/// twice is charged twice. On a server that charged every list, `spent` would be 2 after the
+/// repeat.
+#[cfg(feature = "serve")]
+#[test]
+fn a_list_of_ten_over_http_is_one_charge_and_the_same_history_gets_it_again_free() {
+    use crate::util::http::{args, item_ids, Server};
+    use serde_json::json;
+    use std::time::Duration;
+
+    let ids = item_ids();
+    let body = |rid: &str, cols: &[usize], k: Option<usize>| {
+        let history: Vec<&str> = cols.iter().map(|&j| ids[j].as_str()).collect();
+        let mut b = json!({"user": "alice", "history": history, "request_id": rid});
+        if let Some(k) = k {
+            b["k"] = json!(k);
+        }
+        b
+    };
+    let spent = |s: &Server| {
+        let r = s.get("/v1/users/alice/budget", None);
+        assert_eq!(r.status, 200, "{}", r.body);
+        r.json()["spent"].as_f64().unwrap()
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let ledger = tmp.path().join("ledger.db");
+    let s = Server::start(&args(ledger.to_str().unwrap(), "5", &[]));
+    s.wait_ready(Duration::from_secs(60));
+
+    let first = s.post("/v1/recommend", None, &body("r1", &[3, 17, 42], Some(10)));
+    assert_eq!(first.status, 200, "{}", first.body);
+    let v = first.json();
+    eprintln!("{}", serde_json::to_string_pretty(&v).unwrap());
+    let items: Vec<String> = serde_json::from_value(v["items"].clone()).unwrap();
+    assert_eq!(items.len(), 10);
+    let distinct: HashSet<&String> = items.iter().collect();
+    assert_eq!(
+        distinct.len(),
+        10,
+        "a list never repeats an item: {items:?}"
+    );
+    assert_eq!(
+        (v["k"].as_u64(), v["charged"].as_f64()),
+        (Some(10), Some(1.0))
+    );
+    assert_eq!(v["replayed"], json!(false));
+    let claim = v["guarantee"].as_str().unwrap();
+    assert!(
+        claim.contains("per list of 10 distinct items (one release)"),
+        "{claim}"
+    );
+    assert!(claim.contains("at no charge"), "{claim}");
+    assert_eq!(spent(&s), 1.0);
+
+    // The same history (another order, a repeat) under another request id: the same list, free.
+    let again = s.post(
+        "/v1/recommend",
+        None,
+        &body("r2", &[42, 3, 17, 3], Some(10)),
+    );
+    assert_eq!(again.status, 200, "{}", again.body);
+    let a = again.json();
+    assert_eq!(a["items"], v["items"], "the identical list");
+    assert_eq!(
+        (a["replayed"].clone(), a["charged"].as_f64()),
+        (json!(true), Some(0.0))
+    );
+    assert_eq!(spent(&s), 1.0, "the same history twice is charged once");
+    // And in a batch.
+    let batch = s.post(
+        "/v1/recommend/batch",
+        None,
+        &json!({"requests": [body("r3", &[3, 17, 42], Some(10))]}),
+    );
+    assert_eq!(batch.status, 200, "{}", batch.body);
+    assert_eq!(batch.json()["responses"][0]["items"], v["items"]);
+    assert_eq!(spent(&s), 1.0);
+
+    // A changed history: a new list, a new charge.
+    let changed = s.post("/v1/recommend", None, &body("r4", &[3, 17, 43], Some(10)));
+    assert_eq!(changed.status, 200, "{}", changed.body);
+    assert_eq!(changed.json()["charged"].as_f64(), Some(1.0));
+    assert_eq!(spent(&s), 2.0);
+    // Without k: one item, as before (no list fields), charged per request.
+    let one = s.post("/v1/recommend", None, &body("r5", &[3, 17, 42], None));
+    assert_eq!(one.status, 200, "{}", one.body);
+    let o = one.json();
+    assert!(o.get("items").is_none() && o.get("k").is_none(), "{o}");
+    assert_eq!(spent(&s), 3.0);
+    // A bad k names its field.
+    let bad = s.post("/v1/recommend", None, &body("r6", &[3], Some(0)));
+    assert_eq!(bad.status, 400, "{}", bad.body);
+    assert!(bad.body.contains("\"field\":\"k\""), "{}", bad.body);
+    assert_eq!(s.terminate().code(), Some(0));
+
+    // --charge-repeats: every list is charged.
+    let ledger2 = tmp.path().join("repeats.db");
+    let s = Server::start(&args(ledger2.to_str().unwrap(), "5", &["--charge-repeats"]));
+    s.wait_ready(Duration::from_secs(60));
+    for rid in ["q1", "q2"] {
+        let r = s.post("/v1/recommend", None, &body(rid, &[3, 17, 42], Some(10)));
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert_eq!(r.json()["charged"].as_f64(), Some(1.0), "{}", r.body);
+    }
+    assert_eq!(spent(&s), 2.0);
+    assert_eq!(s.terminate().code(), Some(0));
+}
+
+/// `recsel recommend --k 10`: the claim of one list at ε, ten distinct items; with a ledger the
+/// same history twice is charged once (the second run replays the first list).
+#[test]
+fn recommend_k_prints_the_list_claim_and_charges_a_history_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let model = crate::util::http::model_dir();
+    let ledger = tmp.path().join("ledger.db");
+    let run = |extra: &[&str]| {
+        let mut a = vec![
+            "recommend",
+            "--model",
+            model.to_str().unwrap(),
+            "--mech",
+            "mgem",
+            "--eps",
+            "1",
+            "--k",
+            "10",
+            "--history",
+            "3,17,42",
+            "--secure",
+        ];
+        a.extend_from_slice(extra);
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_recsel"))
+            .args(&a)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr).to_string();
+        assert!(o.status.success(), "{err}");
+        (String::from_utf8_lossy(&o.stdout).trim().to_string(), err)
+    };
+    let (out, err) = run(&[]);
+    let items: Vec<&str> = out.split(',').collect();
+    assert_eq!(items.len(), 10, "{out}");
+    assert_eq!(items.iter().collect::<HashSet<_>>().len(), 10, "{out}");
+    assert!(
+        err.contains("user-level 1-DP per list of 10 distinct items"),
+        "{err}"
+    );
+    assert!(err.contains("per list of 10 items (one release)"), "{err}");
+
+    let l = ledger.to_str().unwrap();
+    let with = [
+        "--ledger",
+        l,
+        "--budget",
+        "5",
+        "--period",
+        "day",
+        "--create-ledger",
+        "--user",
+        "bob",
+    ];
+    let (first, err1) = run(&with);
+    assert!(
+        err1.contains("each list of 10 (one release) charges 1 eps"),
+        "{err1}"
+    );
+    assert!(err1.contains("charged 1 eps"), "{err1}");
+    let (second, err2) = run(&with[..]);
+    assert!(err2.contains("replayed"), "{err2}");
+    assert_eq!(first, second, "the same list again");
+    let l = SqliteLedger::open_existing(&ledger).unwrap();
+    assert_eq!(
+        l.balance("bob", Timestamp::now()).unwrap().spent,
+        Units::charge("1").unwrap()
     );
 }
