@@ -41,6 +41,7 @@ mod ledger_cli;
 #[cfg(feature = "serve")]
 mod ledger_fail_closed;
 mod ledger_replay;
+mod lists;
 mod mechanisms;
 mod memory;
 mod metrics;
