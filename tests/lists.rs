@@ -607,7 +607,11 @@ fn every_registry_mechanism_peels_a_list() {
                 assert_eq!(sorted.len(), k.min(Q.len()), "{} secure: {s:?}", spec.name);
             } else {
                 let mut srng = SecureRng::from_seed_insecure(3);
-                assert!(list.select_secure(&problem, &mut srng).is_err(), "{}", spec.name);
+                assert!(
+                    list.select_secure(&problem, &mut srng).is_err(),
+                    "{}",
+                    spec.name
+                );
             }
             let round = list.round().guarantee();
             let charged = list.guarantee(Q.len()).charged;
