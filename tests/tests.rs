@@ -42,6 +42,7 @@ mod ledger_cli;
 mod ledger_fail_closed;
 mod ledger_replay;
 mod list_serving;
+mod lists;
 mod mechanisms;
 mod memory;
 mod metrics;

@@ -533,4 +533,32 @@ mod tests {
         assert!(TopK::new(rnm_laplace, &params.with_epsilon(0.3), 2, approx).is_err());
         assert!(ListForm::parse("top").is_err());
     }
+
+    #[test]
+    fn bounded_range_lists_report_a_tighter_approximate_guarantee() {
+        let em = super::super::spec("em").unwrap();
+        let params = MechParams::default().with_epsilon(1.0);
+        let list = TopK::new(em, &params, 10, ListForm::Peeling).unwrap();
+        let g = list.guarantee(100);
+        assert_eq!(g.charged, Guarantee::Pure { epsilon: 1.0 });
+        // Ten (1/10)-bounded-range rounds: 10 · (1/10)² / 8 = 1/80.
+        assert!((g.zcdp_rho.unwrap() - 1.0 / 80.0).abs() < 1e-15);
+        // ρ = 1/80 at δ = 1e-6 by Canonne, Kamath & Steinke's conversion: 0.700 (the infimum
+        // over α evaluated independently on a fine grid of α).
+        let tighter = g.tighter_epsilon(1e-6).unwrap();
+        assert!((tighter - 0.700).abs() < 0.002, "{tighter}");
+        // k = 5: ρ = 1/40 gives 1.014 > 1, so nothing tighter is reported.
+        let five = TopK::new(em, &params, 5, ListForm::Peeling).unwrap();
+        assert_eq!(five.guarantee(100).tighter_epsilon(1e-6), None);
+        // Not bounded-range (rnm, gem): no zCDP statement at all.
+        for name in ["rnm", "gem"] {
+            let l = TopK::new(
+                super::super::spec(name).unwrap(),
+                &params,
+                10,
+                ListForm::Peeling,
+            );
+            assert_eq!(l.unwrap().guarantee(100).zcdp_rho, None, "{name}");
+        }
+    }
 }
