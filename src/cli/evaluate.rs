@@ -62,6 +62,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let json = serde_json::to_string_pretty(&table)?;
         recsel::io::write_atomic(&out.join("lists.json"), json.as_bytes())?;
         recsel::io::write_atomic(&out.join("config.toml"), toml::to_string(o)?.as_bytes())?;
+        let png = out.join("lists.png");
+        recsel::report::lists::lists_png(
+            &png,
+            &format!("{name}: Recall@{} of private lists against eps", o.k()),
+            &table,
+        )?;
         let mut so = std::io::stdout().lock();
         if args.json {
             writeln!(so, "{json}")?;

@@ -5,6 +5,7 @@
 pub mod bandit;
 pub mod illustrations;
 pub mod ledger;
+pub mod lists;
 pub mod plot;
 pub mod recommend;
 pub mod select;
