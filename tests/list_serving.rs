@@ -6,8 +6,8 @@
 use std::collections::HashSet;
 
 use recsel::ledger::{
-    Answer, ChargeRequest, Ledger, LedgerLog, Outcome, Period, RequestHash, Settings, SqliteLedger,
-    Timestamp, Units,
+    Answer, ChargeRequest, Ledger, Outcome, Period, RequestHash, Settings, SqliteLedger, Timestamp,
+    Units,
 };
 
 fn settings() -> Settings {
