@@ -66,16 +66,13 @@ fn list_counts(list: &TopK, q: &[f64], d: &[f64], samples: u64, seed: u64) -> Ve
         )
 }
 
+/// A round's exact top-1 law on the candidates it sees: (scores, sensitivities) → probabilities.
+type RoundLaw<'a> = dyn Fn(&[f64], &[f64]) -> Vec<f64> + 'a;
+
 /// The law of peeling over the n^k cells: the product over the rounds of `top1` (the round's
 /// exact law on the candidates it sees, given their scores and sensitivities). `repeats`: each
 /// round sees every candidate (the wrong variant of a list that may repeat an item).
-fn peeling_law(
-    q: &[f64],
-    d: &[f64],
-    k: usize,
-    repeats: bool,
-    top1: &dyn Fn(&[f64], &[f64]) -> Vec<f64>,
-) -> Vec<f64> {
+fn peeling_law(q: &[f64], d: &[f64], k: usize, repeats: bool, top1: &RoundLaw<'_>) -> Vec<f64> {
     let n = q.len();
     let mut cache: std::collections::HashMap<u32, Vec<f64>> = std::collections::HashMap::new();
     let mut law = |mask: u32| -> Vec<f64> {

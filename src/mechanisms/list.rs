@@ -420,7 +420,7 @@ pub fn gumbel_top_k(problem: &Problem<'_>, eps_round: f64, k: usize, rng: &mut R
     let keys: Vec<f64> = problem
         .scores()
         .iter()
-        .map(|&q| c * (q - qmax) - crate::stats::distributions::exp1(rng).ln())
+        .map(|&q| c * (q - qmax) - crate::numerics::distributions::exp1(rng).ln())
         .collect();
     top_k_of(&keys, k)
 }
@@ -441,7 +441,7 @@ pub fn laplace_top_k(
     let keys: Vec<f64> = problem
         .scores()
         .iter()
-        .map(|&q| q + lambda * crate::stats::distributions::laplace1(rng))
+        .map(|&q| q + lambda * crate::numerics::distributions::laplace1(rng))
         .collect();
     let mut out = top_k_of(&keys, k);
     if delta > 0.0 {
