@@ -48,6 +48,7 @@ fn commits(c: &mut Criterion) {
                                 time,
                                 answer: Answer::Item(format!("{}", n % 1500)),
                                 fallback: None,
+                                once_per_history: false,
                             }
                         })
                         .collect();

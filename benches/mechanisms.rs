@@ -3,12 +3,15 @@
 //! `cargo bench --bench mechanisms` measures
 //! * the GEM transform, exact O(k log k) hull versus the O(k²) definition, at k ∈ {100, 500, 5000};
 //! * whole selections (prepare + sample) of `rnm` and `gem` at k = 500, and repeated samples after
-//!   one preparation, against a bare loop that draws k exponentials and takes the argmax.
+//!   one preparation, against a bare loop that draws k exponentials and takes the argmax;
+//! * lists (docs/lists.md) over 17,769 candidates (Netflix's item count): one top-1 selection
+//!   against a list of 10 by peeling (`gem`, `mgem`, `em`, `rnm`) and by the one-shot forms
+//!   (`gumbel`, `laplace`): `cargo bench --bench mechanisms -- lists`.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use rand::Rng as _;
 use recsel::mechanisms::gem::{transformed_scores, transformed_scores_naive};
-use recsel::mechanisms::{self, MechParams, Problem};
+use recsel::mechanisms::{self, ListForm, MechParams, Problem, TopK};
 use recsel::numerics::distributions::exp1;
 use recsel::rng::Streams;
 use std::hint::black_box;
@@ -77,5 +80,44 @@ fn selections(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, gem_transform, selections);
+fn lists(c: &mut Criterion) {
+    let n = 17_769;
+    let (q, d) = problem(n, 3);
+    let p = Problem::new(&q, &d).unwrap();
+    let streams = Streams::new(4);
+    let mut g = c.benchmark_group("lists_n17769");
+    g.measurement_time(Duration::from_secs(3)).sample_size(20);
+    let params = MechParams::default();
+    for (name, form) in [
+        ("gem", ListForm::Peeling),
+        ("mgem", ListForm::Peeling),
+        ("em", ListForm::Peeling),
+        ("rnm", ListForm::Peeling),
+        ("em", ListForm::Gumbel),
+        ("rnm-laplace", ListForm::Laplace { delta: 0.0 }),
+    ] {
+        let spec = mechanisms::spec(name).unwrap();
+        if form == ListForm::Peeling {
+            let m = spec.build(&params).unwrap();
+            let mut trial = 0u32;
+            g.bench_function(BenchmarkId::new("top1", name), |b| {
+                b.iter(|| {
+                    trial = trial.wrapping_add(1);
+                    m.select(&p, &mut streams.stream(1, 0, 0, trial))
+                })
+            });
+        }
+        let list = TopK::new(spec, &params, 10, form).unwrap();
+        let mut trial = 0u32;
+        g.bench_function(BenchmarkId::new(format!("k10_{form}"), name), |b| {
+            b.iter(|| {
+                trial = trial.wrapping_add(1);
+                list.select(&p, &mut streams.stream(2, 0, 0, trial))
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, gem_transform, selections, lists);
 criterion_main!(benches);

@@ -364,6 +364,7 @@ fn request(user: &str, id: &str, time: Timestamp) -> ChargeRequest {
         time,
         answer: Answer::Item("7".into()),
         fallback: None,
+        once_per_history: false,
     }
 }
 

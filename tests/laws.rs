@@ -599,7 +599,14 @@ pub fn gem_transform_by_definition(q: &[f64], d: &[f64], t: f64) -> Vec<f64> {
 
 /// Exact law of GEM (`sign` = +1) or mGEM (−1): t = ±2 ln(k/β)/ε, then `rnm` on q' with
 /// sensitivity 1, i.e. argmax q'_a + Exp(mean 2/ε).
-fn gem_exact(q: &[f64], d: &[f64], eps: f64, beta: f64, sign: f64, t_factor: f64) -> Vec<f64> {
+pub(crate) fn gem_exact(
+    q: &[f64],
+    d: &[f64],
+    eps: f64,
+    beta: f64,
+    sign: f64,
+    t_factor: f64,
+) -> Vec<f64> {
     let t = sign * t_factor * (q.len() as f64 / beta).ln() / eps;
     let qp = gem_transform_by_definition(q, d, t);
     noisy_max_exact(&qp, &vec![2.0 / eps; q.len()], NoiseLaw::Exponential)

@@ -42,6 +42,7 @@ fn req(user: &str, id: &str, eps: Units, time: Timestamp, item: &str) -> ChargeR
         time,
         answer: Answer::Item(item.into()),
         fallback: None,
+        once_per_history: false,
     }
 }
 

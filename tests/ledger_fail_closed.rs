@@ -79,6 +79,7 @@ fn charge(user: &str, id: &str) -> ChargeRequest {
         time: Timestamp::from_date(2026, 11, 25),
         answer: Answer::Item("7".into()),
         fallback: None,
+        once_per_history: false,
     }
 }
 

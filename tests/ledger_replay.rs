@@ -281,10 +281,10 @@ fn a_version_1_sqlite_ledger_is_refused_until_migrated_and_keeps_every_event() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
     assert!(
-        err.contains("from schema version 1 to 2: 1 events kept"),
+        err.contains("from schema version 1 to 3: 1 events kept"),
         "{err}"
     );
-    assert_eq!(sqlite_version(&path), "2");
+    assert_eq!(sqlite_version(&path), "3");
     let o = recsel(&["ledger", "migrate", "--ledger", p]);
     assert!(o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("nothing changed"));
@@ -333,6 +333,7 @@ fn charge(user: &str, id: &str, hash: &[u8]) -> ChargeRequest {
         time: Timestamp::from_date(2026, 11, 25),
         answer: Answer::Item(format!("item-{user}-{id}")),
         fallback: None,
+        once_per_history: false,
     }
 }
 
@@ -481,11 +482,11 @@ fn a_version_1_postgres_ledger_is_refused_until_migrated() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
     assert!(
-        err.contains("from schema version 1 to 2: 1 events kept"),
+        err.contains("from schema version 1 to 3: 1 events kept"),
         "{err}"
     );
     let m = ledger::migrate(&url).unwrap();
-    assert_eq!((m.from, m.to, m.events), (2, 2, 1));
+    assert_eq!((m.from, m.to, m.events), (3, 3, 1));
     let l = PostgresLedger::open_existing(&url).unwrap();
     assert_eq!(l.settings(), settings());
     l.verify().unwrap();

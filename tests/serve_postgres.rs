@@ -185,6 +185,7 @@ fn charge(user: &str, rid: &str, eps: &str) -> ChargeRequest {
         time: Timestamp::from_date(2026, 11, 25),
         answer: Answer::Item(format!("item-of-{rid}")),
         fallback: None,
+        once_per_history: false,
     }
 }
 

@@ -41,6 +41,8 @@ mod ledger_cli;
 #[cfg(feature = "serve")]
 mod ledger_fail_closed;
 mod ledger_replay;
+mod list_serving;
+mod lists;
 mod mechanisms;
 mod memory;
 mod metrics;

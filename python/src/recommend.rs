@@ -186,4 +186,44 @@ impl PyRecommender {
             .map(|p| p.map(|j| self.rec.item_id(j).to_string()))
             .collect())
     }
+
+    /// An ordered list of `k` distinct private item ids per `(user_id, [item ids of the
+    /// history])`, in order, each list one release at the Recommender's eps (the mechanism's
+    /// list guarantee; k = 1 is `recommend`'s item). Seeded streams as `recommend`.
+    #[pyo3(signature = (users, *, k, seed=None))]
+    fn recommend_lists(
+        &self,
+        py: Python<'_>,
+        users: Vec<(String, Vec<String>)>,
+        k: usize,
+        seed: Option<u64>,
+    ) -> R<Vec<Vec<String>>> {
+        let noise = recsel::mechanisms::NoiseOptions {
+            seed: seed.or(self.noise.seed),
+            ..self.noise.clone()
+        };
+        let seed = noise
+            .seed_or(|| Streams::from_entropy().seed())
+            .map_err(err)?;
+        let rec = &self.rec;
+        py.detach(|| {
+            let mut draws = rec.draws_seeded(seed)?;
+            let mut scratch = rec.scratch();
+            users
+                .iter()
+                .map(|(id, h)| {
+                    let items = rec.history(h.iter().map(String::as_str))?;
+                    let key = recsel::recommend::user_key(id);
+                    let l = rec.recommend_list(&items, k, key, &mut draws, &mut scratch)?;
+                    Ok(l.into_iter().map(|j| rec.item_id(j).to_string()).collect())
+                })
+                .collect::<recsel::Result<Vec<Vec<String>>>>()
+        })
+        .map_err(err)
+    }
+
+    /// The privacy statement of a list of `k` (the line `recsel recommend --k K` prints).
+    fn list_statement(&self, k: usize) -> R<String> {
+        self.rec.list_statement(k).map_err(err)
+    }
 }

@@ -20,6 +20,7 @@
 
 pub mod conformance;
 pub mod end_to_end;
+pub mod list;
 pub mod options;
 pub mod pairs;
 pub mod release;

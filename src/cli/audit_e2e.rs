@@ -156,6 +156,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 prior: Some(o.prior()),
                 clip_range: None,
                 allow_non_private: Some(o.allow_non_private()),
+                k: None,
+                list_form: None,
             },
             noise: NoiseOptions {
                 secure: Some(o.noise.secure()),

@@ -49,6 +49,38 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let o = &super::common::table_with_file(args.config.as_deref(), &args.options.0)?;
     let bar = super::common::counter("evaluate", "users scored");
     let log = |s: &str| bar.suspend(|| eprintln!("[evaluate] {s}"));
+    if o.k() > 1 {
+        let (name, table) = o.run_lists(&Registry::builtin(), &log, &|n| bar.inc(n))?;
+        bar.finish_and_clear();
+        let out = args
+            .out
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(format!("out/lists-{name}-k{}", o.k())));
+        std::fs::create_dir_all(&out)?;
+        let md = recsel::evaluate::lists::list_markdown(&table);
+        recsel::io::write_atomic(&out.join("lists.md"), md.as_bytes())?;
+        let json = serde_json::to_string_pretty(&table)?;
+        recsel::io::write_atomic(&out.join("lists.json"), json.as_bytes())?;
+        recsel::io::write_atomic(&out.join("config.toml"), toml::to_string(o)?.as_bytes())?;
+        let png = out.join("lists.png");
+        recsel::report::lists::lists_png(
+            &png,
+            &format!("{name}: Recall@{} of private lists against eps", o.k()),
+            &table,
+        )?;
+        let mut so = std::io::stdout().lock();
+        if args.json {
+            writeln!(so, "{json}")?;
+        } else {
+            writeln!(
+                so,
+                "{name}: {md}\n{:.1} s; wrote {}",
+                t.elapsed().as_secs_f64(),
+                out.display()
+            )?;
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     let (name, table) = o.run(&Registry::builtin(), &log, &|n| bar.inc(n))?;
     bar.finish_and_clear();
     let out = args

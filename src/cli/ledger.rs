@@ -138,6 +138,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                     for e in l.log().events(&u)? {
                         let answer = match &e.answer {
                             Answer::Item(i) => format!("item {i}"),
+                            Answer::List(l) => format!("list {}", l.join(" ")),
                             Answer::NoCandidate => "no candidate".into(),
                             Answer::Fallback(i) => format!("fallback {i}"),
                         };

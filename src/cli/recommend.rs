@@ -87,11 +87,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let seed = options
         .noise
         .seed_or(|| super::common::seed_or_entropy(None))?;
-    eprintln!("{}", rec.privacy_statement());
+    let k = options.serving.list_len()?;
+    eprintln!("{}", rec.list_statement(k)?);
     eprintln!("{}", rec.release().signature);
     eprintln!("{}", rec.worth().text());
     if !options.charges_a_ledger() {
-        show_report(&rec.privacy_report(), args.privacy_json.as_deref())?;
+        let report = rec.with_list_privacy(rec.privacy_report(), k)?;
+        show_report(&report, args.privacy_json.as_deref())?;
     }
     let out_format = FileFormat::for_output(args.out_format.as_deref(), args.out.as_deref())?;
     if options.charges_a_ledger() {
@@ -121,6 +123,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         (None, None) => anyhow::bail!("give --history or --users"),
     };
+    if k > 1 {
+        return write_lists(&rec, &users, k, seed, &args, out_format);
+    }
     let t = Instant::now();
     let bar = progress(users.len() as u64, "recommending");
     let picks = rec.recommend_all(&users, seed, &|n| bar.inc(n))?;
@@ -152,6 +157,59 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         None if args.history.is_some() => {
             writeln!(std::io::stdout(), "{}", rows[0].1.unwrap_or(""))?;
+        }
+        None => {
+            anyhow::ensure!(
+                out_format != FileFormat::Parquet,
+                "Parquet output needs --out FILE"
+            );
+            std::io::stdout().write_all(&recommendations_bytes(&rows, out_format)?)?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `recommend --k K` without a ledger: a list of K distinct items per user, each list one
+/// release. One row per (user, item) in the list's order (the rank is the row's order within
+/// the user); with --history, the items on one line, separated by commas.
+fn write_lists(
+    rec: &Recommender,
+    users: &[(String, Vec<u32>)],
+    k: usize,
+    seed: u64,
+    args: &Args,
+    out_format: FileFormat,
+) -> anyhow::Result<ExitCode> {
+    let bar = progress(users.len() as u64, "recommending");
+    let mut draws = rec.draws_seeded(seed)?;
+    let mut scratch = rec.scratch();
+    let mut lists = Vec::with_capacity(users.len());
+    for (user, history) in users {
+        lists.push(rec.recommend_list(
+            history,
+            k,
+            recsel::recommend::user_key(user),
+            &mut draws,
+            &mut scratch,
+        )?);
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    if args.history.is_some() && args.out.is_none() {
+        let ids: Vec<&str> = lists[0].iter().map(|&j| rec.item_id(j)).collect();
+        writeln!(std::io::stdout(), "{}", ids.join(","))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let rows: Vec<(&str, Option<&str>)> = users
+        .iter()
+        .zip(&lists)
+        .flat_map(|((u, _), l)| l.iter().map(move |&j| (u.as_str(), Some(rec.item_id(j)))))
+        .collect();
+    match &args.out {
+        Some(path) => {
+            write_recommendations(path, &rows, out_format)
+                .with_context(|| format!("writing {}", path.display()))?;
+            eprintln!("[recommend] wrote {}", path.display());
         }
         None => {
             anyhow::ensure!(

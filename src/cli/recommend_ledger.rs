@@ -50,22 +50,44 @@ pub fn run(rec: Recommender, options: &RecommendOptions, input: Inputs<'_>) -> a
     let args = &options.ledger;
     let ledger = open(args)?;
     let settings = ledger.settings();
+    let k = options.serving.list_len()?;
     show_report(
-        &rec.privacy_report_with_ledger(&settings),
+        &rec.with_list_privacy(rec.privacy_report_with_ledger(&settings), k)?,
         input.privacy_json,
     )?;
     let fallback = args.fallback().column(&rec)?;
     let group = options.group_size()?;
     let rec = Arc::new(rec);
     let committer = Arc::new(GroupCommitter::new(Arc::clone(&ledger), group));
-    let lr = LedgeredRecommender::new(Arc::clone(&rec), committer, fallback)?;
+    let lr = LedgeredRecommender::new(Arc::clone(&rec), committer, fallback)?
+        .with_charge_repeats(args.charge_repeats());
+    let what = match k {
+        1 => "each recommendation".to_string(),
+        _ => format!("each list of {k} (one release)"),
+    };
     eprintln!(
-        "[ledger] {}: {settings}; each recommendation charges {} eps (basic composition); \
-         fallback: {}",
+        "[ledger] {}: {settings}; {what} charges {} eps (basic composition); fallback: {}",
         ledger::Location::parse(args.ledger.as_deref().expect("--ledger given")).display(),
-        lr.charge(),
+        lr.charge_for(k)?,
         lr.fallback().unwrap_or("none (refusal rows)")
     );
+    if k > 1 {
+        eprintln!(
+            "[ledger] {}",
+            if lr.charges_repeats() {
+                "--charge-repeats: a list for a history already answered in this period is \
+                 charged again"
+                    .to_string()
+            } else {
+                format!(
+                    "one release per history: the same user with the same history (and these \
+                     options) gets the same list again in this {} at no charge; the ledger \
+                     keeps a SHA-256 of the history and configuration, never the history",
+                    settings.period
+                )
+            }
+        );
+    }
     let cfg = input.cfg;
     let mut key_config = vec![
         rec.release().manifest.release_id.clone(),
@@ -79,6 +101,9 @@ pub fn run(rec: Recommender, options: &RecommendOptions, input: Inputs<'_>) -> a
     // A prior makes another batch; without one the key is the one batches have always had.
     if cfg.prior != recsel::scoring::Prior::None {
         key_config.push(format!("prior {}", cfg.prior));
+    }
+    if k > 1 {
+        key_config.push(format!("list {k} {}", cfg.list_form));
     }
     let now = Timestamp::now();
     let (requests, users_bytes) = match (input.history, input.users) {
@@ -97,20 +122,28 @@ pub fn run(rec: Recommender, options: &RecommendOptions, input: Inputs<'_>) -> a
                 user,
                 request_id,
                 history,
+                k,
             };
-            let outcome = lr.recommend(
-                &one.user,
-                &one.request_id,
-                &one.history,
+            let outcome = lr.recommend_request(
+                &one,
                 now,
                 &mut rec.draws_seeded(input.seed)?,
                 &mut rec.scratch(),
             )?;
             let r = row(&one, &outcome);
             eprintln!(
-                "[ledger] request {}: {}{}",
+                "[ledger] request {}: {}{}{}",
                 r.request_id,
                 r.status,
+                match (&outcome, &r.epsilon) {
+                    _ if k == 1 => String::new(),
+                    (recsel::ledger::Outcome::Replayed { event }, _) => format!(
+                        " (replayed: the release of request {} at {}; charged 0 eps now)",
+                        event.request_id, event.time
+                    ),
+                    (_, Some(e)) => format!(", charged {e} eps"),
+                    _ => String::new(),
+                },
                 match (&r.remaining, &r.retry_after) {
                     (_, Some(t)) => format!(", retry after {t}"),
                     (Some(rem), None) => format!(", {rem} eps left in the window"),
@@ -147,7 +180,7 @@ pub fn run(rec: Recommender, options: &RecommendOptions, input: Inputs<'_>) -> a
         },
         run.id
     );
-    let batch = request_ids(requests, &run);
+    let batch = request_ids(requests, &run, k);
     let bar = progress(batch.len() as u64, "charging");
     let t = std::time::Instant::now();
     let outcomes = lr.recommend_batch(&batch, now, input.seed, group, &mut |b, _| {

@@ -6,6 +6,7 @@
 //! the ledgered form) reads `tuning.json` through `recommend::tuned`, whose format the tuner
 //! writes, and never imports this module: nothing here is needed to answer a request.
 
+pub mod lists;
 pub mod options;
 pub mod tuning;
 pub mod utility;

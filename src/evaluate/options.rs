@@ -236,6 +236,11 @@ option_table! {
         /// Seed of the simulations.
         #[option(group = "Evaluation")]
         pub sim_seed: u64 = 1,
+        /// List length: with K > 1, Recall@K, nDCG@K and hit@K of private lists of K (one
+        /// release at each eps, peeling) beside the free lists, the non-private top-K and the
+        /// limit (docs/utility.md, "Lists"), with a model directory (--model).
+        #[option(value_name = "K", group = "Evaluation")]
+        pub k: usize = 1,
         /// Parameters of the mechanisms.
         #[flatten]
         pub params: MechValues,
@@ -243,6 +248,44 @@ option_table! {
 }
 
 impl EvaluateOptions {
+    /// `recsel evaluate --k K` (K > 1): the list table of a model directory (its data's test
+    /// users evaluated, its calibration users tuning). Returns the data set's name and the table.
+    pub fn run_lists(
+        &self,
+        registry: &Registry,
+        log: &dyn Fn(&str),
+        progress: &(dyn Fn(u64) + Sync),
+    ) -> Result<(String, super::lists::ListTable)> {
+        let cfg = self.config(registry)?;
+        let dir = self.model.as_deref().ok_or_else(|| {
+            Error::Invalid("k (--k) > 1 evaluates lists of a model directory (--model)".into())
+        })?;
+        let seed = self.data.split_seed();
+        log("loading data");
+        let (data, release) = release_data(dir, &self.data, seed)?;
+        let name = data.name().to_string();
+        let cal = calibration(&data, seed)?;
+        let eval = HeldOutRows::test_users(&data);
+        drop(data);
+        let (model, _) = crate::model::io::load(dir)?;
+        let lc = super::lists::ListConfig {
+            k: self.k(),
+            epsilons: cfg.epsilons,
+            mechanisms: cfg.mechanisms,
+            params: cfg.params,
+            pools: cfg.pools,
+            seed: cfg.seed,
+        };
+        log(&format!(
+            "lists of {}: {} calibration users tune, {} evaluated",
+            lc.k,
+            cal.rows(),
+            eval.rows()
+        ));
+        let t = super::lists::measure_lists(&model, &release, &cal, &eval, &lc, progress)?;
+        Ok((name, t))
+    }
+
     /// The evaluation's configuration, its mechanism parameters resolved against `registry`.
     pub fn config(&self, registry: &Registry) -> Result<UtilityConfig> {
         refuse_renamed_seed(self.seed)?;

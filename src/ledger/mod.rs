@@ -30,6 +30,7 @@ mod policy;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod sqlite;
+mod sqlite_migrate;
 pub mod store;
 pub mod time;
 pub mod units;
@@ -133,6 +134,9 @@ impl fmt::Display for Settings {
 pub enum Answer {
     /// An item chosen by the private mechanism (charged).
     Item(String),
+    /// An ordered list of distinct items chosen by the private mechanism as one release
+    /// (charged once).
+    List(Vec<String>),
     /// The mechanism had no candidate (the history covers every item); charged like an item.
     NoCandidate,
     /// The operator's public fallback item, released when the budget was exhausted (0 ε).
@@ -140,11 +144,22 @@ pub enum Answer {
 }
 
 impl Answer {
-    /// The item id released, if any.
+    /// The item id released, if any (a list's first item).
     pub fn item(&self) -> Option<&str> {
         match self {
             Answer::Item(i) | Answer::Fallback(i) => Some(i),
+            Answer::List(l) => l.first().map(String::as_str),
             Answer::NoCandidate => None,
+        }
+    }
+
+    /// Every item id released, in order (one for an item or a fallback, none for
+    /// [`Answer::NoCandidate`]).
+    pub fn items(&self) -> Vec<&str> {
+        match self {
+            Answer::Item(i) | Answer::Fallback(i) => vec![i.as_str()],
+            Answer::List(l) => l.iter().map(String::as_str).collect(),
+            Answer::NoCandidate => Vec::new(),
         }
     }
 
@@ -283,6 +298,12 @@ pub struct ChargeRequest {
     pub answer: Answer,
     /// A public item to release instead, at 0 ε, when the budget is exhausted.
     pub fallback: Option<String>,
+    /// One release per history (docs/ledger.md, "One release per history"): when set, a charged
+    /// release of the same user in the same window with the same `request_hash` (the same
+    /// canonical history and serving configuration) is answered again, whatever the request id,
+    /// as [`Outcome::Replayed`] — nothing charged, nothing stored: a release repeated is
+    /// post-processing of it.
+    pub once_per_history: bool,
 }
 
 /// The ledger's decision on one [`ChargeRequest`], returned only after it is durable.
@@ -300,7 +321,9 @@ pub enum Outcome {
         remaining: Units,
     },
     /// The user's request id was charged before for the same request (the same hash, or an event
-    /// stored before hashes were kept): release the stored answer again; nothing charged.
+    /// stored before hashes were kept) — or, with [`ChargeRequest::once_per_history`], the same
+    /// history was released to the user in this window under another request id: release the
+    /// stored answer again; nothing charged.
     Replayed {
         /// The stored event of the first request with this id.
         event: Event,
@@ -750,7 +773,7 @@ pub struct Migrated {
 /// a schema change is made only when the operator asks (docs/ledger.md, "Schema versions").
 pub fn migrate(spec: &str) -> Result<Migrated> {
     match Location::parse(spec) {
-        Location::Sqlite(p) => SqliteLedger::migrate(&p),
+        Location::Sqlite(p) => sqlite_migrate::migrate(&p),
         #[cfg(feature = "postgres")]
         Location::Postgres(u) => PostgresLedger::migrate(&u),
         #[cfg(not(feature = "postgres"))]

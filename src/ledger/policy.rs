@@ -1,9 +1,11 @@
 //! The charge policy, written once for every backend (docs/ledger.md, "Charges"): a group of
 //! requests is decided in one transaction of a [`Store`]. Each request is checked; a (user,
 //! request id) already stored is a replay (its stored answer, nothing charged) if the stored
-//! request hash is the request's — else a rejection, nothing charged or shown; otherwise the request is charged if its user's window has room, else answered with
-//! the public fallback at 0 ε (logged) or refused, with the start of the next window that will
-//! have room (`retry_after`). Imports and batch runs go through the same transactions, and every
+//! request hash is the request's — else a rejection, nothing charged or shown; a request that
+//! asks for one release per history whose user has a charged release of the same request hash
+//! in its window gets that release again (nothing charged or stored); otherwise the request is
+//! charged if its user's window has room, else answered with the public fallback at 0 ε (logged)
+//! or refused, with the start of the next window that will have room (`retry_after`). Imports and batch runs go through the same transactions, and every
 //! [`Store`] is a [`Ledger`] through this file.
 
 use std::collections::BTreeMap;
@@ -115,6 +117,11 @@ fn decide(
                 r.time, settings.period, window.start
             )),
         });
+    }
+    if r.once_per_history {
+        if let Some(event) = tx.find_release(&r.user, window.start, &r.request_hash)? {
+            return Ok(Outcome::Replayed { event });
+        }
     }
     let key = (r.user.clone(), window.start);
     let (now, _) = spent[&key];

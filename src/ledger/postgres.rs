@@ -23,11 +23,14 @@ use postgres::error::SqlState;
 use postgres::{Client, NoTls, Row, Transaction};
 
 use super::store::{
-    event_columns, event_table, hash_column, meta_rows, settings_from_meta, to_i64, units,
-    version_error, version_from_meta, Dialect, EventRow, Store, StoreTx, TxError, TxResult,
+    event_columns, event_table, hash_column, meta_rows, release_index, settings_from_meta, to_i64,
+    units, version_error, version_from_meta, Dialect, EventRow, Store, StoreTx, TxError, TxResult,
     WindowTotal, FORMAT_VERSION,
 };
-use super::{Event, Ledger, LedgerError, LedgerLog, Migrated, Result, Settings, Timestamp, Units};
+use super::{
+    Event, Ledger, LedgerError, LedgerLog, Migrated, RequestHash, Result, Settings, Timestamp,
+    Units,
+};
 
 /// Key of the advisory lock held while a ledger is created or migrated.
 const SETUP_LOCK: i64 = 0x7265_6373_656c_0001;
@@ -189,7 +192,8 @@ impl PostgresLedger {
     /// Migrates the ledger in the database of `url` to [`FORMAT_VERSION`] in one transaction
     /// (`recsel ledger migrate`), under the advisory lock of the set-up: from version 1, the
     /// events table gets a request-hash column (empty for the events already stored) and its
-    /// unique request id becomes unique per (user, request id); then the version is written.
+    /// unique request id becomes unique per (user, request id); from versions 1 and 2, the
+    /// answer kind `list` and the index of one release per history; then the version is written.
     /// PostgreSQL's DDL is transactional: anything that fails rolls all of it back. A ledger
     /// already at the current version is left alone.
     pub fn migrate(url: &str) -> Result<Migrated> {
@@ -224,9 +228,62 @@ impl PostgresLedger {
         };
         match version {
             v if v == FORMAT_VERSION => return Ok(done),
-            1 => {}
+            1 | 2 => {}
             v => return Err(store_err(&location, version_error(v, "").message)),
         }
+        if version == 1 {
+            migrate_v1(&mut tx, &location)?;
+        }
+        // The check of the answer's kind, whatever its name.
+        let check: Vec<String> = tx
+            .query(
+                "SELECT c.conname FROM pg_constraint c \
+                 JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = ANY (c.conkey) \
+                 WHERE c.conrelid = 'recsel_events'::regclass AND c.contype = 'c' \
+                 AND array_length(c.conkey, 1) = 1 AND a.attname = 'answer_kind'",
+                &[],
+            )
+            .map_err(e)?
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        if check.len() != 1 {
+            return Err(store_err(
+                &location,
+                format!(
+                    "expected one check constraint on recsel_events.answer_kind, found {}; \
+                     nothing was changed",
+                    check.len()
+                ),
+            ));
+        }
+        tx.batch_execute(&format!(
+            "LOCK TABLE recsel_events IN ACCESS EXCLUSIVE MODE;
+             ALTER TABLE recsel_events DROP CONSTRAINT \"{old}\";
+             ALTER TABLE recsel_events ADD CHECK \
+                 (answer_kind IN ('item', 'list', 'none', 'fallback'));
+             {release};",
+            old = check[0],
+            release = release_index(DIALECT, "recsel_events_by_release", "recsel_events"),
+        ))
+        .map_err(e)?;
+        tx.execute(
+            "UPDATE recsel_meta SET value = $1 WHERE key = 'format_version'",
+            &[&FORMAT_VERSION.to_string()],
+        )
+        .map_err(e)?;
+        tx.commit().map_err(e)?;
+        drop(c);
+        Ledger::verify(&Self::open_existing(url)?)?;
+        Ok(done)
+    }
+}
+
+/// The steps from schema version 1 to 2 inside [`PostgresLedger::migrate`]'s transaction: the
+/// request-hash column, and request ids unique per user.
+fn migrate_v1(tx: &mut Transaction<'_>, location: &str) -> Result<()> {
+    let e = |x: postgres::Error| store_err(location, x);
+    {
         // The unique constraint on the request id alone, whatever its name.
         let unique: Vec<String> = tx
             .query(
@@ -242,7 +299,7 @@ impl PostgresLedger {
             .collect();
         if unique.len() != 1 {
             return Err(store_err(
-                &location,
+                location,
                 format!(
                     "expected one unique constraint on recsel_events.request_id, found {}; \
                      nothing was changed",
@@ -259,17 +316,11 @@ impl PostgresLedger {
             old = unique[0]
         ))
         .map_err(e)?;
-        tx.execute(
-            "UPDATE recsel_meta SET value = $1 WHERE key = 'format_version'",
-            &[&FORMAT_VERSION.to_string()],
-        )
-        .map_err(e)?;
-        tx.commit().map_err(e)?;
-        drop(c);
-        Ledger::verify(&Self::open_existing(url)?)?;
-        Ok(done)
     }
+    Ok(())
+}
 
+impl PostgresLedger {
     fn events_where(&self, filter: &str, args: &[&str]) -> Result<Vec<Event>> {
         let params: Vec<&(dyn postgres::types::ToSql + Sync)> = args
             .iter()
@@ -298,6 +349,23 @@ impl PostgresLedger {
 struct Tx<'a>(Transaction<'a>);
 
 impl StoreTx for Tx<'_> {
+    fn find_release(
+        &mut self,
+        user: &str,
+        window: Timestamp,
+        hash: &RequestHash,
+    ) -> TxResult<Option<Event>> {
+        let found = self.0.query_opt(
+            &format!(
+                "SELECT {} FROM recsel_events WHERE user_id = $1 AND window_start = $2 \
+                 AND request_hash = $3 AND answer_kind <> 'fallback' ORDER BY seq LIMIT 1",
+                event_columns("user_id")
+            ),
+            &[&user, &window.0, &&hash.0[..]],
+        )?;
+        found.map(|r| row(&r).event()).transpose()
+    }
+
     fn find(&mut self, user: &str, request_id: &str) -> TxResult<Option<Event>> {
         let found = self.0.query_opt(
             &format!(
@@ -488,6 +556,7 @@ fn setup(
                  seq BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY, {events}
              );
              CREATE INDEX recsel_events_by_user ON recsel_events (user_id, seq);
+             {release};
              CREATE TABLE recsel_windows (
                  user_id TEXT NOT NULL,
                  window_start BIGINT NOT NULL,
@@ -501,7 +570,8 @@ fn setup(
                  last_ms BIGINT NOT NULL,
                  attempts BIGINT NOT NULL CHECK (attempts >= 1)
              );",
-            events = event_table(DIALECT)
+            events = event_table(DIALECT),
+            release = release_index(DIALECT, "recsel_events_by_release", "recsel_events"),
         ))
         .map_err(e)?;
         for (k, v) in meta_rows(settings) {

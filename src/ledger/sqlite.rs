@@ -9,8 +9,9 @@
 //! [`BUSY_TIMEOUT`]) instead of failing.
 //!
 //! Tables: `meta` (format, version, budget, period), `events` (one row per charged request or
-//! served fallback, with its request hash; (user, request id) is unique), `windows` (the running total per user and window,
-//! updated in the same transaction as its events) and `runs` (batch runs: the fingerprint of
+//! served fallback, with its request hash; (user, request id) is unique; indexed by (user,
+//! window, request hash) for one release per history), `windows` (the running total per user
+//! and window, updated in the same transaction as its events) and `runs` (batch runs: the fingerprint of
 //! their command and how often they were attempted).
 
 use std::path::{Path, PathBuf};
@@ -20,17 +21,16 @@ use std::time::Duration;
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
 use super::store::{
-    event_columns, event_table, meta_rows, settings_from_meta, to_i64, units, version_error,
-    version_from_meta, Dialect, EventRow, Store, StoreTx, TxError, TxResult, WindowTotal,
-    FORMAT_VERSION,
+    event_columns, event_table, meta_rows, release_index, settings_from_meta, to_i64, units,
+    Dialect, EventRow, Store, StoreTx, TxError, TxResult, WindowTotal,
 };
-use super::{Event, Ledger, LedgerError, LedgerLog, Migrated, Result, Settings, Timestamp, Units};
+use super::{Event, LedgerError, LedgerLog, RequestHash, Result, Settings, Timestamp, Units};
 
 /// How long a connection waits for another one's write lock before the commit fails.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The events table's dialect.
-const DIALECT: Dialect = Dialect {
+pub(super) const DIALECT: Dialect = Dialect {
     user: "user",
     int: "INTEGER",
     bytes: "BLOB",
@@ -44,6 +44,7 @@ fn schema() -> String {
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS events (seq INTEGER PRIMARY KEY, {});
 CREATE INDEX IF NOT EXISTS events_by_user ON events (user, seq);
+{};
 CREATE TABLE IF NOT EXISTS windows (
     user TEXT NOT NULL,
     window_start INTEGER NOT NULL,
@@ -58,7 +59,8 @@ CREATE TABLE IF NOT EXISTS runs (
     attempts INTEGER NOT NULL
 );
 ",
-        event_table(DIALECT)
+        event_table(DIALECT),
+        release_index(DIALECT, "events_by_release", "events")
     )
 }
 
@@ -303,7 +305,7 @@ impl SqliteLedger {
         }
     }
 
-    fn store_err(path: &Path, e: impl std::fmt::Display) -> LedgerError {
+    pub(super) fn store_err(path: &Path, e: impl std::fmt::Display) -> LedgerError {
         LedgerError::Store {
             path: path.display().to_string(),
             message: e.to_string(),
@@ -311,7 +313,7 @@ impl SqliteLedger {
     }
 
     /// A connection with the durability settings, checked (never a non-durable mode).
-    fn configure(path: &Path) -> Result<Connection> {
+    pub(super) fn configure(path: &Path) -> Result<Connection> {
         let e = |x: rusqlite::Error| Self::store_err(path, x);
         let conn = Connection::open(path).map_err(e)?;
         conn.busy_timeout(BUSY_TIMEOUT).map_err(e)?;
@@ -383,79 +385,6 @@ impl SqliteLedger {
         Ok((conn, settings))
     }
 
-    /// Migrates the ledger file at `path` to [`FORMAT_VERSION`] in one transaction (`recsel
-    /// ledger migrate`): from version 1, the events table is rebuilt with (user, request id)
-    /// unique and a request-hash column (empty for the events already stored), and the version
-    /// is written. Every event is kept with its sequence number; the event count and every
-    /// window's total are checked inside the transaction, and anything unexpected rolls it back.
-    /// A ledger already at the current version is left alone.
-    pub fn migrate(path: &Path) -> Result<Migrated> {
-        if !path.is_file() || std::fs::metadata(path).map(|m| m.len()).unwrap_or(0) == 0 {
-            return Err(LedgerError::Missing {
-                location: path.display().to_string(),
-            });
-        }
-        let mut conn = Self::configure(path)?;
-        let e = |x: rusqlite::Error| Self::store_err(path, x);
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(e)?;
-        let version = version_from_meta(&mut |key| {
-            Ok(tx
-                .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
-                .optional()?)
-        })
-        .map_err(|x| Self::store_err(path, x.message))?;
-        let count = |tx: &rusqlite::Transaction<'_>| -> rusqlite::Result<(i64, i64)> {
-            tx.query_row(
-                "SELECT count(*), coalesce(sum(units), 0) FROM events",
-                [],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
-        };
-        let (events, units) = count(&tx).map_err(e)?;
-        let done = Migrated {
-            location: path.display().to_string(),
-            from: version,
-            to: FORMAT_VERSION,
-            events: events as u64,
-        };
-        match version {
-            v if v == FORMAT_VERSION => return Ok(done),
-            1 => {}
-            v => return Err(Self::store_err(path, version_error(v, "").message)),
-        }
-        tx.execute_batch(&format!(
-            "CREATE TABLE events_v2 (seq INTEGER PRIMARY KEY, {table});
-             INSERT INTO events_v2 (seq, request_id, user, mechanism, units, time_ms, \
-                 window_start, answer_kind, answer_item, request_hash) \
-             SELECT seq, request_id, user, mechanism, units, time_ms, window_start, \
-                 answer_kind, answer_item, NULL FROM events ORDER BY seq;
-             DROP TABLE events;
-             ALTER TABLE events_v2 RENAME TO events;
-             CREATE INDEX events_by_user ON events (user, seq);",
-            table = event_table(DIALECT)
-        ))
-        .map_err(e)?;
-        tx.execute(
-            "UPDATE meta SET value = ?1 WHERE key = 'format_version'",
-            [FORMAT_VERSION.to_string()],
-        )
-        .map_err(e)?;
-        if count(&tx).map_err(e)? != (events, units) {
-            return Err(Self::store_err(
-                path,
-                "the migrated events do not add up to the stored ones; nothing was changed",
-            ));
-        }
-        tx.commit().map_err(e)?; // durable, as every commit (synchronous=FULL)
-        drop(conn);
-        let l = Self::open_existing(path)?;
-        Store::integrity(&l)?;
-        Ledger::verify(&l)?;
-        Ok(done)
-    }
-
     /// The path of the file.
     pub fn path(&self) -> &Path {
         &self.path
@@ -472,16 +401,36 @@ impl SqliteLedger {
 /// One write transaction of the embedded store.
 struct Tx<'a>(rusqlite::Transaction<'a>);
 
+impl Tx<'_> {
+    /// The first event (by `seq`) that the condition `filter` over `args` selects.
+    fn first(&self, filter: &str, args: &[&dyn rusqlite::ToSql]) -> TxResult<Option<Event>> {
+        let sql = format!(
+            "SELECT {} FROM events WHERE {filter} ORDER BY seq LIMIT 1",
+            event_columns("user")
+        );
+        let found = self
+            .0
+            .prepare_cached(&sql)?
+            .query_row(args, row)
+            .optional()?;
+        found.map(EventRow::event).transpose()
+    }
+}
+
 impl StoreTx for Tx<'_> {
     fn find(&mut self, user: &str, request_id: &str) -> TxResult<Option<Event>> {
-        let mut q = self.0.prepare_cached(&format!(
-            "SELECT {} FROM events WHERE user = ?1 AND request_id = ?2",
-            event_columns("user")
-        ))?;
-        q.query_row([user, request_id], row)
-            .optional()?
-            .map(EventRow::event)
-            .transpose()
+        self.first("user = ?1 AND request_id = ?2", params![user, request_id])
+    }
+
+    fn find_release(
+        &mut self,
+        user: &str,
+        w: Timestamp,
+        h: &RequestHash,
+    ) -> TxResult<Option<Event>> {
+        let filter =
+            "user = ?1 AND window_start = ?2 AND request_hash = ?3 AND answer_kind <> 'fallback'";
+        self.first(filter, params![user, w.0, &h.0[..]])
     }
 
     fn load_spent(&mut self, keys: &[(String, Timestamp)]) -> TxResult<Vec<Units>> {

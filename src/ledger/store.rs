@@ -11,10 +11,11 @@ use super::{Answer, Event, LedgerLog, Period, RequestHash, Result, Settings, Tim
 
 /// The `format` value in a ledger's `meta` table.
 pub const FORMAT: &str = "recsel-ledger";
-/// The schema version in a ledger's `meta` table: 2 keeps each event's request hash and makes
-/// request ids unique per user; 1 (ids unique across users, no hashes) is migrated by `recsel
-/// ledger migrate` and refused otherwise.
-pub const FORMAT_VERSION: u32 = 2;
+/// The schema version in a ledger's `meta` table: 3 stores lists (answer kind `list`) and finds
+/// a user's release of one request hash in a window by an index (one release per history); 2
+/// keeps each event's request hash and makes request ids unique per user; 1 (ids unique across
+/// users, no hashes) and 2 are migrated by `recsel ledger migrate` and refused otherwise.
+pub const FORMAT_VERSION: u32 = 3;
 
 /// Why a transaction failed: what the store said, and whether running the same transaction
 /// again may succeed (a deadlock or a serialisation failure between replicas).
@@ -57,9 +58,9 @@ pub struct EventRow {
     pub time_ms: i64,
     /// Its window's start, ms.
     pub window_start: i64,
-    /// `item`, `none` or `fallback`.
+    /// `item`, `list`, `none` or `fallback`.
     pub answer_kind: String,
-    /// The item of `item` and `fallback`.
+    /// The item of `item` and `fallback`; the items of `list` as a JSON array of strings.
     pub answer_item: Option<String>,
     /// The request hash's 32 bytes; `None` for an event stored by schema version 1.
     pub request_hash: Option<Vec<u8>>,
@@ -104,11 +105,21 @@ pub fn event_table(d: Dialect) -> String {
         "request_id TEXT NOT NULL, {user} TEXT NOT NULL, mechanism TEXT NOT NULL, \
          units {int} NOT NULL CHECK (units >= 0), time_ms {int} NOT NULL, \
          window_start {int} NOT NULL, \
-         answer_kind TEXT NOT NULL CHECK (answer_kind IN ('item', 'none', 'fallback')), \
+         answer_kind TEXT NOT NULL \
+         CHECK (answer_kind IN ('item', 'list', 'none', 'fallback')), \
          answer_item TEXT, {hash}, UNIQUE ({user}, request_id)",
         user = d.user,
         int = d.int,
         hash = hash_column(d)
+    )
+}
+
+/// The index that finds a user's release of one request in a window (one release per history,
+/// `StoreTx::find_release`), named `name` in the store's dialect.
+pub fn release_index(d: Dialect, name: &str, table: &str) -> String {
+    format!(
+        "CREATE INDEX IF NOT EXISTS {name} ON {table} ({user}, window_start, request_hash)",
+        user = d.user
     )
 }
 
@@ -130,6 +141,10 @@ impl EventRow {
     pub fn of(e: &Event, keep_seq: bool) -> Self {
         let (kind, item) = match &e.answer {
             Answer::Item(i) => ("item", Some(i.clone())),
+            Answer::List(items) => (
+                "list",
+                Some(serde_json::to_string(items).expect("a list of strings serialises")),
+            ),
             Answer::NoCandidate => ("none", None),
             Answer::Fallback(i) => ("fallback", Some(i.clone())),
         };
@@ -151,6 +166,12 @@ impl EventRow {
     pub fn event(self) -> TxResult<Event> {
         let answer = match (self.answer_kind.as_str(), self.answer_item) {
             ("item", Some(i)) => Answer::Item(i),
+            ("list", Some(l)) => Answer::List(serde_json::from_str(&l).map_err(|e| {
+                TxError::fatal(format!(
+                    "a stored list of request id '{}' is malformed: {e}",
+                    self.request_id
+                ))
+            })?),
             ("fallback", Some(i)) => Answer::Fallback(i),
             ("none", None) => Answer::NoCandidate,
             (k, _) => {
@@ -281,6 +302,15 @@ pub trait StoreTx {
 
     /// The start of the user's latest window with a stored total, if any.
     fn latest_window(&mut self, user: &str) -> TxResult<Option<Timestamp>>;
+
+    /// The user's charged release (not a fallback) in the window starting at `window` whose
+    /// request hash is `hash`, if any: the first, by `seq` (one release per history).
+    fn find_release(
+        &mut self,
+        user: &str,
+        window: Timestamp,
+        hash: &RequestHash,
+    ) -> TxResult<Option<Event>>;
 
     /// Stores a window's running total.
     fn save_spent(&mut self, user: &str, window: Timestamp, spent: Units) -> TxResult<()>;

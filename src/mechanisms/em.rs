@@ -83,6 +83,11 @@ impl Mechanism for ExponentialMechanism {
         true
     }
 
+    /// Peeling, and one-shot Gumbel top-k (the same law; docs/lists.md).
+    fn list_forms(&self) -> &'static [&'static str] {
+        &["peeling", "gumbel"]
+    }
+
     fn prepare_secure<'a>(&'a self, problem: &Problem<'a>) -> Result<Box<dyn SecurePrepared + 'a>> {
         let eps = SecureEpsilon::new(self.epsilon)?;
         let grid = Grid::new(problem);

@@ -27,13 +27,14 @@ use rand::Rng as _;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::rng::{Draws, NoiseMode, Rng, UserStreams};
+use crate::rng::{Draws, NoiseMode, Rng, SecureRng, UserStreams};
 
 pub mod batch;
 mod cgem;
 mod em;
 pub mod gem;
 mod krr;
+pub mod list;
 mod maxdraw;
 mod options;
 mod params;
@@ -49,6 +50,7 @@ pub use cgem::{CombinedGem, C, CHOOSER};
 pub use em::ExponentialMechanism;
 pub use gem::{Gem, GemVariant, BETA};
 pub use krr::KRandomizedResponse;
+pub use list::{ListForm, ListGuarantee, TopK};
 pub use options::{NoiseOptions, SampleOptions};
 pub use params::{Bound, MechParams, MechValues, ParamKind, ParamSpec, ParamValue};
 pub use pf::PermuteAndFlip;
@@ -302,6 +304,46 @@ pub trait Mechanism: Send + Sync + fmt::Debug {
     fn prepare_secure<'a>(&'a self, problem: &Problem<'a>) -> Result<Box<dyn SecurePrepared + 'a>> {
         let _ = problem;
         Err(no_secure_path(self.name()))
+    }
+
+    /// The list forms it supports ([`ListForm::name`], docs/lists.md): `peeling` for every
+    /// mechanism; a one-shot form only where a theorem covers this mechanism (`gumbel` for `em`,
+    /// `laplace` for `rnm-laplace`).
+    fn list_forms(&self) -> &'static [&'static str] {
+        &["peeling"]
+    }
+
+    /// An ordered list of `min(k, n)` distinct candidates by **peeling**: k rounds of this
+    /// mechanism as built (at its own ε per round), each over the candidates not chosen yet.
+    /// Its guarantee is [`Mechanism::list_guarantee`]; a list at a total ε is a [`TopK`], whose
+    /// rounds are built at ε/k.
+    fn select_list(&self, problem: &Problem<'_>, k: usize, rng: &mut Rng) -> Vec<usize> {
+        list::peel_fast(self, problem, k, rng)
+    }
+
+    /// [`Mechanism::select_list`] on the secure path: each round is
+    /// [`Mechanism::prepare_secure`] on the candidates left. An error for a mechanism without a
+    /// secure path.
+    fn select_list_secure(
+        &self,
+        problem: &Problem<'_>,
+        k: usize,
+        rng: &mut SecureRng,
+    ) -> Result<Vec<usize>> {
+        list::peel_secure(self, problem, k, rng)
+    }
+
+    /// The guarantee of [`Mechanism::select_list`] on `n` candidates: basic composition of
+    /// `min(k, n)` rounds of [`Mechanism::guarantee`], and for a bounded-range mechanism the
+    /// zCDP of the rounds, `min(k, n)·ε²/8` (Cesar & Rogers 2021).
+    fn list_guarantee(&self, k: usize, n: usize) -> ListGuarantee {
+        let rounds = k.min(n);
+        ListGuarantee {
+            charged: list::compose_rounds(self.guarantee(), rounds, n),
+            zcdp_rho: self
+                .bounded_range()
+                .then(|| rounds as f64 * self.epsilon() * self.epsilon() / 8.0),
+        }
     }
 }
 

@@ -140,6 +140,15 @@ impl Mechanism for NoisyMax {
         }
     }
 
+    /// Peeling; `rnm-laplace` also the one-shot Laplace top-k of Qiao, Su & Zhang (2021), whose
+    /// theorem is about Laplace noise with one ℓ∞ sensitivity (docs/lists.md).
+    fn list_forms(&self) -> &'static [&'static str] {
+        match (self.noise, self.heterogeneous) {
+            (Noise::Laplace, false) => &["peeling", "laplace"],
+            _ => &["peeling"],
+        }
+    }
+
     fn prepare<'a>(&'a self, problem: &Problem<'a>) -> Box<dyn Prepared + 'a> {
         let c = self.multiplier() / self.noise_epsilon;
         let (scale, scales) = if self.heterogeneous {

@@ -96,6 +96,13 @@ impl Recommender {
         draws: &mut Draws,
         scratch: &mut RecScratch,
     ) -> Result<Option<u32>> {
+        self.scores_of(block, i, scratch);
+        self.problem_from_scores(scratch, self.prior_epsilon);
+        self.select(user, draws, scratch)
+    }
+
+    /// The raw scores of history `i` of `block` into `scratch` (its `history` and `scores`).
+    pub(super) fn scores_of(&self, block: &ScoredBlock, i: usize, scratch: &mut RecScratch) {
         let history = &block.histories[i];
         scratch.history.clear();
         scratch.history.extend_from_slice(history);
@@ -108,7 +115,5 @@ impl Recommender {
                 .scores
                 .copy_from_slice(&block.scores[i * n..(i + 1) * n]);
         }
-        self.problem_from_scores(scratch);
-        self.select(user, draws, scratch)
     }
 }

@@ -39,6 +39,9 @@ pub struct LedgeredRecommender {
     fallback: Option<String>,
     /// The serving configuration's part of every request hash.
     config_hash: RequestHasher,
+    /// Whether a list (k > 1) repeated for the same history in a ledger period is charged again
+    /// (default: no — one release per history, [`ChargeRequest::once_per_history`]).
+    charge_repeats: bool,
 }
 
 /// The domain of a request hash (a new layout of the hashed parts takes a new tag).
@@ -69,7 +72,8 @@ impl PendingCharges {
 /// The callback of [`LedgeredRecommender::submit`].
 pub type Reply = Box<dyn FnOnce(crate::ledger::Result<Vec<Outcome>>) + Send>;
 
-/// One request of a batch: the user, the request id (see [`request_ids`]) and the history.
+/// One request of a batch: the user, the request id (see [`request_ids`]), the history and the
+/// number of items asked for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BatchRequest {
     /// The user.
@@ -78,6 +82,8 @@ pub struct BatchRequest {
     pub request_id: String,
     /// Item columns.
     pub history: Vec<u32>,
+    /// Items in the answer: 1 (one item) or a list of k (one release, [`Recommender::top_k`]).
+    pub k: usize,
 }
 
 impl Recommender {
@@ -123,7 +129,36 @@ impl LedgeredRecommender {
             rec,
             committer,
             charge,
+            charge_repeats: false,
         })
+    }
+
+    /// These answers with lists repeated for the same history in a period charged again
+    /// (`charge_repeats`), or answered once per history (the default).
+    pub fn with_charge_repeats(mut self, charge_repeats: bool) -> Self {
+        self.charge_repeats = charge_repeats;
+        self
+    }
+
+    /// Whether lists repeated for the same history in a period are charged again.
+    pub fn charges_repeats(&self) -> bool {
+        self.charge_repeats
+    }
+
+    /// What an answer of `k` items is charged: [`LedgeredRecommender::charge`] for one item,
+    /// else the list's ε ([`Recommender::list_epsilon`]) rounded up to ledger units. An error
+    /// for a list the ledger cannot charge (not private, or only (ε, δ)-DP).
+    pub fn charge_for(&self, k: usize) -> Result<Units> {
+        if k == 1 {
+            return Ok(self.charge);
+        }
+        let eps = self.rec.list_epsilon(k)?.ok_or_else(|| {
+            Error::Invalid(format!(
+                "a list of mechanism '{}' is not differentially private; a ledger cannot charge it",
+                self.mechanism
+            ))
+        })?;
+        Ok(Units::charge_f64(eps)?)
     }
 
     /// The [`RequestHash`] of a request for `history` (item columns): SHA-256 of the serving
@@ -132,12 +167,18 @@ impl LedgeredRecommender {
     /// model's item ids it holds (order, repeats and ids the model does not know change nothing,
     /// since they change no answer), in byte order of the ids. Item ids rather than columns, so
     /// the hash does not depend on the model's column order. The user is not hashed: request
-    /// ids are scoped per user already.
-    pub fn request_hash(&self, history: &[u32]) -> RequestHash {
+    /// ids are scoped per user already. A list (k > 1) adds its length and form, so a list
+    /// and a single item, or two lengths, are different requests.
+    pub fn request_hash(&self, history: &[u32], k: usize) -> RequestHash {
         let mut ids: Vec<&str> = history.iter().map(|&j| self.rec.item_id(j)).collect();
         ids.sort_unstable();
         ids.dedup();
         let mut h = self.config_hash.clone();
+        if k != 1 {
+            h.part(b"list");
+            h.part(&(k as u64).to_le_bytes());
+            h.part(self.rec.list_form().to_string().as_bytes());
+        }
         h.part(&(ids.len() as u64).to_le_bytes());
         for id in ids {
             h.part(id.as_bytes());
@@ -172,40 +213,40 @@ impl LedgeredRecommender {
 
     fn request(
         &self,
-        user: &str,
-        request_id: &str,
-        history: &[u32],
+        r: &BatchRequest,
         time: Timestamp,
         draws: &mut Draws,
         scratch: &mut RecScratch,
     ) -> Result<ChargeRequest> {
-        let pick = self
+        let picks = self
             .rec
-            .recommend(history, user_key(user), draws, scratch)?;
-        Ok(self.charge_request(user, request_id, history, time, pick))
+            .recommend_list(&r.history, r.k, user_key(&r.user), draws, scratch)?;
+        self.charge_request(r, time, picks)
     }
 
     fn charge_request(
         &self,
-        user: &str,
-        request_id: &str,
-        history: &[u32],
+        r: &BatchRequest,
         time: Timestamp,
-        pick: Option<u32>,
-    ) -> ChargeRequest {
-        ChargeRequest {
-            user: user.to_string(),
-            request_id: request_id.to_string(),
-            request_hash: self.request_hash(history),
+        picks: Vec<u32>,
+    ) -> Result<ChargeRequest> {
+        let ids = || picks.iter().map(|&j| self.rec.item_id(j).to_string());
+        let answer = match (r.k, picks.first()) {
+            (_, None) => Answer::NoCandidate,
+            (1, Some(&j)) => Answer::Item(self.rec.item_id(j).to_string()),
+            _ => Answer::List(ids().collect()),
+        };
+        Ok(ChargeRequest {
+            user: r.user.clone(),
+            request_id: r.request_id.clone(),
+            request_hash: self.request_hash(&r.history, r.k),
             mechanism: self.mechanism.clone(),
-            epsilon: self.charge,
+            epsilon: self.charge_for(r.k)?,
             time,
-            answer: match pick {
-                Some(j) => Answer::Item(self.rec.item_id(j).to_string()),
-                None => Answer::NoCandidate,
-            },
+            answer,
             fallback: self.fallback.clone(),
-        }
+            once_per_history: r.k > 1 && !self.charge_repeats,
+        })
     }
 
     /// One recommendation for `history`, charged to `user` under `request_id` at `time`; blocks
@@ -220,8 +261,27 @@ impl LedgeredRecommender {
         draws: &mut Draws,
         scratch: &mut RecScratch,
     ) -> Result<Outcome> {
-        let r = self.request(user, request_id, history, time, draws, scratch)?;
-        Ok(self.committer.charge_one(r)?)
+        let r = BatchRequest {
+            user: user.into(),
+            request_id: request_id.into(),
+            history: history.to_vec(),
+            k: 1,
+        };
+        self.recommend_request(&r, time, draws, scratch)
+    }
+
+    /// [`LedgeredRecommender::recommend`] for one request of any length `r.k`: a list is
+    /// charged once as one release (and, unless repeats are charged, answered again for the
+    /// same history in the period at no charge).
+    pub fn recommend_request(
+        &self,
+        r: &BatchRequest,
+        time: Timestamp,
+        draws: &mut Draws,
+        scratch: &mut RecScratch,
+    ) -> Result<Outcome> {
+        let c = self.request(r, time, draws, scratch)?;
+        Ok(self.committer.charge_one(c)?)
     }
 
     /// The picks of `requests` at `time`, computed on the calling thread with `draws` and
@@ -237,7 +297,7 @@ impl LedgeredRecommender {
     ) -> Result<PendingCharges> {
         requests
             .iter()
-            .map(|r| self.request(&r.user, &r.request_id, &r.history, time, draws, scratch))
+            .map(|r| self.request(r, time, draws, scratch))
             .collect::<Result<_>>()
             .map(PendingCharges)
     }
@@ -258,14 +318,15 @@ impl LedgeredRecommender {
             .iter()
             .enumerate()
             .map(|(j, r)| {
-                let pick = self.rec.recommend_scored(
+                let picks = self.rec.recommend_list_scored(
                     block,
                     first + j,
+                    r.k,
                     user_key(&r.user),
                     draws,
                     scratch,
                 )?;
-                Ok(self.charge_request(&r.user, &r.request_id, &r.history, time, pick))
+                self.charge_request(r, time, picks)
             })
             .collect::<Result<_>>()
             .map(PendingCharges)
@@ -321,9 +382,7 @@ impl LedgeredRecommender {
                             .expect("OS entropy was available when the run started");
                         (self.rec.scratch(), d)
                     },
-                    |(scratch, draws), r| {
-                        self.request(&r.user, &r.request_id, &r.history, time, draws, scratch)
-                    },
+                    |(scratch, draws), r| self.request(r, time, draws, scratch),
                 )
                 .collect::<Result<_>>()?;
             let tx = tx.clone();
@@ -387,7 +446,7 @@ fn config_hasher(rec: &Recommender, charge: Units) -> RequestHasher {
 /// The request ids of a batch run: the file's `request_id` where it gives one, else
 /// `<run id>/<user>` — the same on every attempt of the run, so a rerun after a crash replays
 /// what was committed and charges only the rest.
-pub fn request_ids(requests: Vec<UserRequest>, run: &Run) -> Vec<BatchRequest> {
+pub fn request_ids(requests: Vec<UserRequest>, run: &Run, k: usize) -> Vec<BatchRequest> {
     requests
         .into_iter()
         .map(|r| BatchRequest {
@@ -396,6 +455,7 @@ pub fn request_ids(requests: Vec<UserRequest>, run: &Run) -> Vec<BatchRequest> {
                 .unwrap_or_else(|| format!("{}/{}", run.id, r.user)),
             user: r.user,
             history: r.history,
+            k,
         })
         .collect()
 }

@@ -43,6 +43,7 @@ mod block;
 mod claim;
 pub mod input;
 pub mod ledgered;
+mod list;
 pub mod options;
 pub mod publish;
 pub mod release;
@@ -58,7 +59,9 @@ use rayon::prelude::*;
 
 use crate::data::Fnv64;
 use crate::error::{Error, Result};
-use crate::mechanisms::{self, Guarantee, MechParams, Mechanism, Problem, Selector};
+use crate::mechanisms::{
+    self, Guarantee, ListForm, MechParams, Mechanism, Problem, Selector, TopK,
+};
 use crate::model::{self, Model, Scratch};
 use crate::privacy::report::{tuning_public, PrivacyReport};
 use crate::privacy::{Population, PopulationPrivacy};
@@ -69,6 +72,7 @@ use crate::scoring::{
 
 pub use block::{ScoredBlock, MIN_BLOCK};
 pub use claim::Scope;
+pub use list::{device_filter, MAX_LIST};
 pub use options::RecommendOptions;
 pub use release::{calibrate, Release, ReleaseManifest};
 pub use worth::{Standing, Worth};
@@ -99,6 +103,8 @@ pub struct RecommendConfig {
     /// model directory has one for this ε; what the front ends set when no candidates, clip
     /// range or prior were given. Read by [`Recommender::load`].
     pub tuned_row: bool,
+    /// How a list of k > 1 items is drawn (docs/lists.md; default: peeling, k rounds at ε/k).
+    pub list_form: ListForm,
 }
 
 impl RecommendConfig {
@@ -113,6 +119,7 @@ impl RecommendConfig {
             allow_non_private: false,
             clip_range: None,
             tuned_row: false,
+            list_form: ListForm::Peeling,
         }
     }
 
@@ -178,6 +185,11 @@ pub struct Recommender {
     tuned: Option<tuned::TunedChoice>,
     /// What the served configuration is worth on the calibration users.
     worth: Worth,
+    /// The mechanism's parameters (ε the whole answer's) and the form of a list: a list of k
+    /// is [`TopK`] of them, built once per k and kept in `lists`.
+    params: MechParams,
+    list_form: ListForm,
+    lists: std::sync::RwLock<HashMap<usize, std::sync::Arc<TopK>>>,
     /// The release's privacy report (training, calibration and tuning entries).
     report: PrivacyReport,
     /// The tuned clip range served instead of the release's: exact percentiles of the calibration
@@ -383,6 +395,9 @@ impl Recommender {
             None => release.report_of(None),
         };
         Ok(Recommender {
+            params: cfg.params.clone(),
+            list_form: cfg.list_form,
+            lists: Default::default(),
             report,
             prior,
             prior_epsilon: cfg.params.epsilon,
@@ -509,12 +524,13 @@ impl Recommender {
         block::sorted_history(history, &mut s.history);
         self.model
             .score_into(&s.history, &mut s.scores, &mut s.model);
-        self.problem_from_scores(s);
+        self.problem_from_scores(s, self.prior_epsilon);
     }
 
     /// The second half of [`Recommender::build_problem`]: the problem of the history and raw
-    /// scores already in `s.history` and `s.scores`.
-    fn problem_from_scores(&self, s: &mut RecScratch) {
+    /// scores already in `s.history` and `s.scores`, with the prior's offsets at `prior_epsilon`
+    /// (the ε of one selection: the configuration's, or a list's ε per round).
+    fn problem_from_scores(&self, s: &mut RecScratch, prior_epsilon: f64) {
         let sens = &self.release.sens;
         s.q.clear();
         match &self.list {
@@ -541,14 +557,14 @@ impl Recommender {
             }
         }
         if let Some(p) = &self.prior {
-            if self.offsets.is_empty() {
+            if self.offsets.is_empty() || prior_epsilon != self.prior_epsilon {
                 let mut q = std::mem::take(&mut s.q);
                 let deltas = self.deltas(s);
                 p.add_offsets(
                     &mut q,
                     deltas,
                     |a| self.column(s, a),
-                    self.prior_epsilon,
+                    prior_epsilon,
                     &s.history,
                 );
                 s.q = q;

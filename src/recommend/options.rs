@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use super::{RecommendConfig, Recommender};
 use crate::error::{Error, Result};
 use crate::ledger::{Period, Units};
-use crate::mechanisms::{MechValues, NoiseOptions, Registry};
+use crate::mechanisms::{ListForm, MechValues, NoiseOptions, Registry};
 use crate::options::{option_table, text_option_value};
 use crate::rng::NoiseMode;
 use crate::scoring::{CandidatePolicy, Prior};
@@ -66,6 +66,16 @@ option_table! {
         /// the output says so.
         #[option(group = "Selection")]
         pub allow_non_private: bool = false,
+        /// Items per answer: 1 (one item), or an ordered list of K distinct items released as
+        /// one answer at --eps for the whole list (docs/serving.md, "Lists"). The service takes
+        /// it as the default of a request's "k".
+        #[option(value_name = "K", group = "Selection")]
+        pub k: usize = 1,
+        /// How a list is drawn (docs/lists.md): peeling (K rounds of the mechanism at eps/K
+        /// over the items not yet chosen; every mechanism), gumbel (one-shot, the law of peeling
+        /// em) or laplace (one-shot, rnm-laplace; no secure path).
+        #[option(value_name = "FORM", group = "Selection")]
+        pub list_form: String = "peeling".to_string(),
     }
 }
 
@@ -97,6 +107,13 @@ option_table! {
         /// every budget again. `recsel ledger init` creates one ahead.
         #[option(group = "Ledger")]
         pub create_ledger: bool = false,
+        /// Charge a list again when the same user asks for the same history with the same
+        /// request parameters within a ledger period. Default: a list is released once per
+        /// history and period — the same request gets the same list again at no charge (a
+        /// release repeated is post-processing; the ledger keeps the SHA-256 of the history and
+        /// configuration, never the history; docs/ledger.md, "One release per history").
+        #[option(group = "Ledger")]
+        pub charge_repeats: bool = false,
     }
 }
 
@@ -199,7 +216,20 @@ impl ServingOptions {
         };
         cfg.tuned_row =
             self.candidates.is_none() && self.prior.is_none() && self.clip_range.is_none();
+        cfg.list_form = ListForm::parse(&self.list_form())?;
+        self.list_len()?;
         Ok(cfg)
+    }
+
+    /// Items per answer (`k`), checked: 1 to [`super::MAX_LIST`].
+    pub fn list_len(&self) -> Result<usize> {
+        match self.k() {
+            k @ 1..=super::MAX_LIST => Ok(k),
+            k => Err(Error::Invalid(format!(
+                "k (--k) = {k}: an answer has 1 to {} items",
+                super::MAX_LIST
+            ))),
+        }
     }
 
     /// The model folder; an error when it is not given.

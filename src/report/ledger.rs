@@ -10,6 +10,7 @@
 //! * `epsilon` — what the answer cost (exact decimal; once, even if replayed);
 //! * `remaining` — the user's budget left in the window after this request (empty for a replay);
 //! * `retry_after` — for `refused` and `fallback`, when the next window starts (RFC 3339, UTC);
+//! * `item` — the released item; for a list (`--k K`), its items in order, separated by spaces;
 //! * `replayed` — `true` when the request id had been charged before (an earlier attempt of the
 //!   same run, or a reused id) and the stored answer was returned.
 
@@ -46,9 +47,17 @@ pub struct LedgerRow {
 
 fn status_of(a: &Answer) -> &'static str {
     match a {
-        Answer::Item(_) => "recommended",
+        Answer::Item(_) | Answer::List(_) => "recommended",
         Answer::NoCandidate => "no_candidate",
         Answer::Fallback(_) => "fallback",
+    }
+}
+
+/// The `item` column of an answer: its item, or a list's items in order separated by spaces.
+fn item_text(a: &Answer) -> Option<String> {
+    match a {
+        Answer::List(l) => Some(l.join(" ")),
+        a => a.item().map(str::to_string),
     }
 }
 
@@ -72,13 +81,13 @@ pub fn row(req: &BatchRequest, outcome: &Outcome) -> LedgerRow {
             ..
         } => {
             r.status = status_of(answer);
-            r.item = answer.item().map(str::to_string);
+            r.item = item_text(answer);
             r.epsilon = Some(*charged);
             r.remaining = Some(*remaining);
         }
         Outcome::Replayed { event } => {
             r.status = status_of(&event.answer);
-            r.item = event.answer.item().map(str::to_string);
+            r.item = item_text(&event.answer);
             r.epsilon = Some(event.units);
             r.replayed = true;
         }

@@ -7,6 +7,7 @@ pub mod column_statistic;
 pub mod evaluate;
 pub mod illustrations;
 pub mod ledger;
+pub mod lists;
 pub mod plot;
 pub mod recommend;
 pub mod select;

@@ -10,7 +10,7 @@ use serde_json::{json, Map, Value};
 use super::options::LimitOptions;
 
 /// The fields a recommendation request may hold.
-pub const REQUEST_FIELDS: &str = "user, history, request_id";
+pub const REQUEST_FIELDS: &str = "user, history, request_id, k";
 
 /// Fields the operator fixes; a request naming one is refused with this explanation.
 const OPERATOR_FIELDS: &[&str] = &[
@@ -86,6 +86,8 @@ pub struct RecommendRequest {
     pub request_id: Option<String>,
     /// The history's item ids, as given.
     pub history: Vec<String>,
+    /// Items asked for (a list of k, one release); `None`: the service's default (`--k`).
+    pub k: Option<usize>,
 }
 
 /// A JSON value read with every object's keys distinct.
@@ -252,7 +254,7 @@ pub fn recommend_request(
                 ),
             ));
         }
-        if !["user", "history", "request_id"].contains(&key.as_str()) {
+        if !["user", "history", "request_id", "k"].contains(&key.as_str()) {
             return Err(ApiError::field(
                 &name(key),
                 format!("unknown field '{key}'; a request has {REQUEST_FIELDS}"),
@@ -332,10 +334,36 @@ pub fn recommend_request(
             }
         }
     }
+    let k = match obj.get("k") {
+        None | Some(Value::Null) => None,
+        Some(Value::Number(n)) => match n.as_u64() {
+            Some(k @ 1..) if k as usize <= crate::recommend::MAX_LIST => Some(k as usize),
+            _ => {
+                return Err(ApiError::field(
+                    &name("k"),
+                    format!(
+                        "must be a whole number from 1 to {}, got {n}",
+                        crate::recommend::MAX_LIST
+                    ),
+                )
+                .with_limit(crate::recommend::MAX_LIST))
+            }
+        },
+        Some(other) => {
+            return Err(ApiError::field(
+                &name("k"),
+                format!(
+                    "must be a whole number (items in the list), got {}",
+                    type_name(other)
+                ),
+            ))
+        }
+    };
     Ok(RecommendRequest {
         user,
         request_id,
         history,
+        k,
     })
 }
 

@@ -15,7 +15,7 @@ use axum::routing::{get, post};
 use axum::Router;
 use serde_json::{json, Map, Value};
 
-use crate::ledger::{CommitStats, Outcome, Rejection, Timestamp, Units};
+use crate::ledger::{Answer, CommitStats, Outcome, Rejection, Timestamp, Units};
 use crate::recommend::ledgered::BatchRequest;
 
 use super::api::{self, ApiError, RecommendRequest};
@@ -224,12 +224,21 @@ fn map_request(svc: &Service, r: RecommendRequest, field: &str) -> Result<Mapped
             user: r.user,
             request_id,
             history: cols,
+            k: r.k.unwrap_or_else(|| svc.default_k()),
         },
     })
 }
 
 fn eps(u: Units) -> f64 {
     u.as_epsilon()
+}
+
+/// The released answer's fields: `item` (a list's first), and for a list `items`, in order.
+fn put_answer(o: &mut Map<String, Value>, answer: &Answer) {
+    o.insert("item".into(), json!(answer.item()));
+    if let Answer::List(items) = answer {
+        o.insert("items".into(), json!(items));
+    }
 }
 
 /// The answer to one decided request: a 200 body, or the error of a refusal or rejection.
@@ -251,7 +260,7 @@ async fn answer(
             spent,
             remaining,
         } => {
-            o.insert("item".into(), json!(answer.item()));
+            put_answer(&mut o, &answer);
             o.insert("fallback".into(), json!(false));
             o.insert("replayed".into(), json!(false));
             o.insert("charged".into(), json!(eps(charged)));
@@ -264,7 +273,7 @@ async fn answer(
                 .await
                 .map_err(internal)?
                 .map_err(internal)?;
-            o.insert("item".into(), json!(event.answer.item()));
+            put_answer(&mut o, &event.answer);
             o.insert("fallback".into(), json!(event.answer.is_fallback()));
             o.insert("replayed".into(), json!(true));
             o.insert("charged".into(), json!(0.0));
@@ -305,7 +314,7 @@ async fn answer(
                      costs {}; {}",
                     m.req.user,
                     settings.budget,
-                    svc.charge(),
+                    svc.charge_for(m.req.k).unwrap_or_else(|_| svc.charge()),
                     match retry_after {
                         Some(t) => format!("the next window starts at {t}"),
                         None => "this budget does not renew (period none)".into(),
@@ -342,9 +351,21 @@ async fn answer(
         }
     }
     o.insert("mechanism".into(), json!(svc.mechanism()));
-    o.insert("epsilon".into(), json!(eps(svc.charge())));
+    if m.req.k == 1 {
+        o.insert("epsilon".into(), json!(eps(svc.charge())));
+    } else {
+        o.insert("k".into(), json!(m.req.k));
+        o.insert(
+            "list_form".into(),
+            json!(svc.recommender().list_form().to_string()),
+        );
+        o.insert(
+            "epsilon".into(),
+            json!(eps(svc.charge_for(m.req.k).map_err(internal)?)),
+        );
+    }
     o.insert("candidates".into(), json!(svc.candidates().to_string()));
-    o.insert("guarantee".into(), json!(svc.guarantee()));
+    o.insert("guarantee".into(), json!(svc.guarantee_for(m.req.k)));
     o.insert("budget".into(), json!(eps(settings.budget)));
     o.insert("period".into(), json!(settings.period.name()));
     o.insert("window_end".into(), json!(window_end));

@@ -52,6 +52,8 @@ pub struct Service {
     queue: Mutex<VecDeque<Job>>,
     test_seed: Option<u64>,
     metrics: Arc<Metrics>,
+    /// Items per answer when a request names no `k`.
+    default_k: usize,
 }
 
 impl std::fmt::Debug for Service {
@@ -105,8 +107,17 @@ impl Service {
             Arc::clone(&ledger),
             opts.limits.max_group(),
         ));
-        let lr = LedgeredRecommender::new(Arc::new(rec), committer, fallback)?;
+        let lr = LedgeredRecommender::new(Arc::new(rec), committer, fallback)?
+            .with_charge_repeats(opts.ledger.charge_repeats());
+        let default_k = opts.serving.list_len()?;
+        let list_charge = lr.charge_for(default_k)?;
         let budget = ledger.settings().budget;
+        if list_charge > budget {
+            return Err(ServeError::Options(format!(
+                "a list of {default_k} charges {list_charge} eps, more than the budget of \
+                 {budget} eps per user and window; raise --budget or lower --eps"
+            )));
+        }
         if lr.charge() > budget {
             return Err(ServeError::Options(format!(
                 "each recommendation charges {} eps, more than the budget of {budget} eps per \
@@ -136,12 +147,37 @@ impl Service {
             queue: Mutex::new(VecDeque::new()),
             test_seed: opts.insecure_test_seed,
             metrics,
+            default_k,
         })
     }
 
     /// The recommender.
     pub fn recommender(&self) -> &Recommender {
         self.lr.recommender()
+    }
+
+    /// Items per answer when a request names no `k` (`--k`).
+    pub fn default_k(&self) -> usize {
+        self.default_k
+    }
+
+    /// What an answer of `k` items is charged (an error for a list the ledger cannot charge).
+    pub fn charge_for(&self, k: usize) -> Result<Units, ServeError> {
+        Ok(self.lr.charge_for(k)?)
+    }
+
+    /// The guarantee of an answer of `k` items in a few words, with one release per history
+    /// when the ledger keeps lists once per history.
+    pub fn guarantee_for(&self, k: usize) -> String {
+        let words = self.recommender().list_guarantee_words(k);
+        if k > 1 && !self.lr.charges_repeats() {
+            format!(
+                "{words}; the same history again in this ledger period gets this list again at \
+                 no charge (the ledger keeps a SHA-256 of the history, never the history)"
+            )
+        } else {
+            words
+        }
     }
 
     /// The ledger.

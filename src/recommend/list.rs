@@ -1,0 +1,259 @@
+//! Lists (docs/serving.md, "Lists"): an ordered list of k distinct items per history, released
+//! as one answer with one guarantee — the mechanism's list guarantee ([`TopK::guarantee`]) at
+//! the configured ε for the whole list — and device-side filtering, the post-processing a client
+//! applies to a released list.
+//!
+//! A list is drawn on the same candidates, clip ranges, prior and tuned row as a single item; a
+//! list of 1 is the single item's path, unchanged. The prior's offsets are scaled by the ε of
+//! one round (ε/k for peeling), as they are by the ε of the one selection of a single item.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use super::block::{sorted_history, ScoredBlock};
+use super::{RecScratch, Recommender, Scope};
+use crate::error::{Error, Result};
+use crate::mechanisms::{self, ListForm, ListGuarantee, Problem, TopK};
+use crate::privacy::report::PrivacyReport;
+use crate::privacy::{Population, PopulationPrivacy};
+use crate::rng::Draws;
+
+/// The longest list one request may ask for.
+pub const MAX_LIST: usize = 1000;
+
+impl Recommender {
+    /// The list mechanism of lists of `k` (built once per k and kept): the configured mechanism
+    /// and parameters, ε for the whole list, in the configured form. Errors for k outside
+    /// 1..=[`MAX_LIST`], a form the mechanism does not support, or a form without a secure path
+    /// on the secure path.
+    pub fn top_k(&self, k: usize) -> Result<Arc<TopK>> {
+        if k == 0 || k > MAX_LIST {
+            return Err(Error::Invalid(format!(
+                "k = {k}: a list has 1 to {MAX_LIST} items"
+            )));
+        }
+        if let Some(t) = self.lists.read().unwrap_or_else(|e| e.into_inner()).get(&k) {
+            return Ok(Arc::clone(t));
+        }
+        if self.noise.is_secure() && matches!(self.list_form, ListForm::Laplace { .. }) {
+            return Err(Error::Invalid(format!(
+                "list form '{}' has no secure path: serve lists with --list-form peeling (or \
+                 gumbel with em) under --secure",
+                self.list_form
+            )));
+        }
+        let spec = mechanisms::spec(self.mech.name())?;
+        let t = Arc::new(TopK::new(spec, &self.params, k, self.list_form)?);
+        let mut lists = self.lists.write().unwrap_or_else(|e| e.into_inner());
+        Ok(Arc::clone(lists.entry(k).or_insert(t)))
+    }
+
+    /// The form lists are drawn in.
+    pub fn list_form(&self) -> ListForm {
+        self.list_form
+    }
+
+    /// The guarantee of a list of `k` on this recommender's candidates, as the mechanism states
+    /// it.
+    pub fn list_guarantee(&self, k: usize) -> Result<ListGuarantee> {
+        Ok(self.top_k(k)?.guarantee(self.list.k(self.n_items())))
+    }
+
+    /// The ε one answer of `k` items spends: [`Recommender::epsilon`] for k = 1, else the list's
+    /// guarantee ([`Recommender::list_guarantee`]); `None` for a mechanism that is not private.
+    /// An error for a list that is only (ε, δ)-DP: serving charges pure ε per answer.
+    pub fn list_epsilon(&self, k: usize) -> Result<Option<f64>> {
+        if k == 1 {
+            return Ok(self.epsilon);
+        }
+        let g = self.list_guarantee(k)?.charged;
+        g.refuse_approximate(
+            &format!("{} ({} list)", self.mech.name(), self.list_form),
+            "serving (it charges pure eps per answer)",
+        )?;
+        Ok(g.epsilon_for(self.list.k(self.n_items())))
+    }
+
+    /// An ordered list of at most `k` distinct private items for `history` (item columns), best
+    /// first: `k` = 1 is [`Recommender::recommend`]; a list has `min(k, candidates)` items.
+    pub fn recommend_list(
+        &self,
+        history: &[u32],
+        k: usize,
+        user: u64,
+        draws: &mut Draws,
+        scratch: &mut RecScratch,
+    ) -> Result<Vec<u32>> {
+        if k == 1 {
+            return Ok(self
+                .recommend(history, user, draws, scratch)?
+                .into_iter()
+                .collect());
+        }
+        let topk = self.top_k(k)?;
+        sorted_history(history, &mut scratch.history);
+        self.model
+            .score_into(&scratch.history, &mut scratch.scores, &mut scratch.model);
+        self.problem_from_scores(scratch, topk.round().epsilon());
+        self.select_list(&topk, user, draws, scratch)
+    }
+
+    /// [`Recommender::recommend_list`] for history `i` of `block`: the same list for the same
+    /// draws, without scoring the history again.
+    pub fn recommend_list_scored(
+        &self,
+        block: &ScoredBlock,
+        i: usize,
+        k: usize,
+        user: u64,
+        draws: &mut Draws,
+        scratch: &mut RecScratch,
+    ) -> Result<Vec<u32>> {
+        if k == 1 {
+            return Ok(self
+                .recommend_scored(block, i, user, draws, scratch)?
+                .into_iter()
+                .collect());
+        }
+        let topk = self.top_k(k)?;
+        self.scores_of(block, i, scratch);
+        self.problem_from_scores(scratch, topk.round().epsilon());
+        self.select_list(&topk, user, draws, scratch)
+    }
+
+    fn select_list(
+        &self,
+        topk: &TopK,
+        user: u64,
+        draws: &mut Draws,
+        scratch: &RecScratch,
+    ) -> Result<Vec<u32>> {
+        if scratch.q.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut problem = Problem::new(&scratch.q, self.deltas(scratch))?;
+        if self.list.history_independent() {
+            problem = problem.with_sens_order(&self.sens_order);
+        }
+        let picks = topk.sample(&problem, draws, self.mech_id, 0, user, 0)?;
+        Ok(picks.into_iter().map(|a| self.column(scratch, a)).collect())
+    }
+
+    /// The guarantee of an answer of `k` items in a few words ([`Recommender::guarantee`] for
+    /// k = 1): "user-level eps-DP per list of K items (one release)", or why it is not.
+    pub fn list_guarantee_words(&self, k: usize) -> String {
+        match (k, self.scope()) {
+            (1, _) => self.guarantee(),
+            (_, Scope::UserLevel) => {
+                format!("user-level eps-DP per list of {k} distinct items (one release)")
+            }
+            _ => self.guarantee(),
+        }
+    }
+
+    /// One line for people about an answer of `k` items ([`Recommender::privacy_statement`] for
+    /// k = 1): the list's ε from the mechanism's list guarantee, its form and rounds, and the
+    /// rest of the single item's statement (candidates, clip ranges, noise).
+    pub fn list_statement(&self, k: usize) -> Result<String> {
+        let single = self.privacy_statement();
+        if k == 1 {
+            return Ok(single);
+        }
+        let topk = self.top_k(k)?;
+        let g = self.list_guarantee(k)?;
+        let how = match topk.form() {
+            ListForm::Peeling => format!(
+                "peeling: {k} rounds of {} at eps {} each over the items not yet chosen, basic \
+                 composition",
+                self.mech.name(),
+                topk.round().epsilon()
+            ),
+            ListForm::Gumbel => format!(
+                "one-shot Gumbel top-{k}, the law of peeling em at eps {} per round",
+                topk.round().epsilon()
+            ),
+            ListForm::Laplace { .. } => format!("one-shot Laplace top-{k} (Qiao, Su & Zhang)"),
+        };
+        let tighter = match g.tighter_epsilon(1e-9) {
+            Some(e) => format!("; also ({e:.4}, 1e-9)-DP by zCDP (reported, not charged)"),
+            None => String::new(),
+        };
+        let scope = match (self.list_epsilon(k)?, self.scope()) {
+            (Some(e), Scope::UserLevel) => format!(
+                "user-level {e}-DP per list of {k} distinct items ({how}): the whole ordered \
+                 list is one release, {e}-DP with respect to the user's whole history{tighter}"
+            ),
+            _ => format!(
+                "{}; the list of {k} is drawn by {how}",
+                self.list_guarantee_words(k)
+            ),
+        };
+        Ok(format!(
+            "privacy: {scope}; {}",
+            single
+                .split_once("; ")
+                .map_or("", |(_, rest)| rest)
+                .replace(
+                    "n recommendations from one history",
+                    "n answers for one history"
+                )
+        ))
+    }
+
+    /// `report` (a privacy report of this recommender) with the entry of an answer of `k` items
+    /// in place of the single item's (unchanged for k = 1).
+    pub fn with_list_privacy(&self, report: PrivacyReport, k: usize) -> Result<PrivacyReport> {
+        if k == 1 {
+            return Ok(report);
+        }
+        Ok(report.with("each recommendation", self.list_privacy(k)?))
+    }
+
+    /// What an answer of `k` items guarantees the served user, as a report entry
+    /// ([`Recommender::serving_privacy`] for k = 1).
+    pub fn list_privacy(&self, k: usize) -> Result<PopulationPrivacy> {
+        if k == 1 {
+            return Ok(self.serving_privacy());
+        }
+        let mut p = self.serving_privacy();
+        if p.epsilon.is_some() {
+            p.epsilon = self.list_epsilon(k)?;
+            p.unit = format!("user's whole history, per list of {k} items (one release)");
+            p.mechanism = format!(
+                "{} list ({}) of {k} over candidates '{}', scores clipped to the release's \
+                 ranges",
+                self.mech.name(),
+                self.list_form,
+                self.policy
+            );
+        }
+        debug_assert_eq!(p.population, Population::Served);
+        Ok(p)
+    }
+}
+
+/// Device-side filtering (docs/serving.md, "Device-side filtering"): the first `k` items of a
+/// released list that are not in `owned`, in the list's order. It runs on the user's device,
+/// which holds the history anyway: post-processing of a released list, no ε. With a public list
+/// the server needs no history at all.
+pub fn device_filter<'a>(released: &'a [String], owned: &HashSet<&str>, k: usize) -> Vec<&'a str> {
+    released
+        .iter()
+        .map(String::as_str)
+        .filter(|i| !owned.contains(i))
+        .take(k)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn device_filter_drops_owned_items_and_keeps_the_order() {
+        let released: Vec<String> = ["a", "b", "c", "d", "e"].map(String::from).to_vec();
+        let owned: HashSet<&str> = ["b", "d"].into();
+        assert_eq!(device_filter(&released, &owned, 2), vec!["a", "c"]);
+        assert_eq!(device_filter(&released, &owned, 10), vec!["a", "c", "e"]);
+    }
+}
