@@ -326,9 +326,9 @@ fn fixture() -> (
     (cal, release, model)
 }
 
-/// The calibration users are cut in two (each by its own history): every choice reads the selection rows only and every
-/// estimate the estimation rows only. Replacing what the estimation users held out leaves every
-/// choice as it was (krr's best pool and prior, each mechanism's pool, clip range and prior, the
+/// The calibration users are cut in two (each by a keyed hash of its id): every choice reads the
+/// selection rows only and every estimate the estimation rows only. Replacing what the
+/// estimation users held out leaves every choice as it was (krr's best pool and prior, each mechanism's pool, clip range and prior, the
 /// best free option) and moves the estimates.
 #[test]
 fn the_estimate_is_made_on_users_the_choice_did_not_read() {
@@ -336,7 +336,7 @@ fn the_estimate_is_made_on_users_the_choice_did_not_read() {
     let tuning = Tuning::read(dir).unwrap();
     let n = tuning.calibration.users as usize;
     let (cal, release, model) = fixture();
-    let (sel, est) = parts(&cal);
+    let (sel, est) = parts(&cal).unwrap();
     let split = tuning
         .estimation
         .clone()

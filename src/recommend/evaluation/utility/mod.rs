@@ -474,7 +474,7 @@ pub fn measure(
     }
     // A served row's estimate on the calibration users its choice did not read: the tuned row's
     // from the tuning, each grid mechanism's on the estimation part.
-    let (_, est) = parts(cal);
+    let (_, est) = parts(cal)?;
     let tuned_cal: Vec<Option<Estimate>> = cfg
         .epsilons
         .iter()
