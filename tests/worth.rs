@@ -458,6 +458,37 @@ fn the_best_free_option_is_the_baseline_and_a_row_below_it_is_named() {
         "{}",
         choice.describe()
     );
+    // evaluate measures the item that row shows (the most held-out one), not the most popular:
+    // every evaluated user holds out x, which popularity does not rank first.
+    let (ds, _) = {
+        let mut data = DataOptions::default();
+        data.set("dataset", "synthetic").unwrap();
+        data.set("validation_users", "auto").unwrap();
+        release_data(dir, &data, 42).unwrap()
+    };
+    let test = HeldOutRows::test_users(&ds);
+    let rows: Vec<Vec<u32>> = (0..test.rows()).map(|_| vec![x]).collect();
+    let eval = HeldOutRows {
+        heldout: recsel::data::csr_from_rows(&rows, n_items),
+        ..test
+    };
+    let cfg = UtilityConfig {
+        epsilons: t.config.epsilons.clone(),
+        mechanisms: vec![],
+        ..Default::default()
+    };
+    let table = table(vec![
+        measure(&model, &release, Some(&t), &cal, &eval, &cfg, &|_| {}).unwrap(),
+    ])
+    .unwrap();
+    let tuned = table
+        .rows
+        .iter()
+        .find(|r| r.label.starts_with("krr, tuned on calibration users"))
+        .unwrap();
+    for c in &tuned.cells {
+        assert_eq!((c.config.as_str(), c.hit), ("heldout:1 (0-DP)", 1.0));
+    }
 }
 
 /// The honesty check (the printed estimate within 2 s.e. of the true hit rate) on a constructed

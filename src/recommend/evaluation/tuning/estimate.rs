@@ -152,7 +152,8 @@ pub struct PrivateEstimate {
     /// The noisy hit@1 of each released configuration (candidate index, estimate whose `se`
     /// is the Laplace noise's standard deviation), the chosen one first.
     pub released: Vec<(usize, Estimate)>,
-    /// The best free option by its noisy estimate (candidate index).
+    /// The free option the margin rule compares with (candidate index): the first free option,
+    /// or a later one whose noisy gain over it clears the margin.
     pub best_free: usize,
     /// The chosen configuration's noisy gain over it; `se` bounds the noise and the sampling
     /// error together (see [`private_estimate`]).
@@ -161,19 +162,35 @@ pub struct PrivateEstimate {
     pub epsilon: f64,
 }
 
+/// The noisy paired gain of a noisy mean `h` over a noisy mean `f` on `n` users, each with
+/// noise s.d. `sd`: its `se` adds the noise of both means and a bound on the paired sampling
+/// error computed from the released means, `√((hit + free)/n)` (a difference of two hits in
+/// [0, 1] has a second moment at most the sum of their means).
+fn noisy_gain(h: Estimate, f: Estimate, n: f64) -> Estimate {
+    let sampling = ((h.mean.clamp(0.0, 1.0) + f.mean.clamp(0.0, 1.0)) / n).sqrt();
+    Estimate {
+        mean: h.mean - f.mean,
+        se: (h.se * h.se + f.se * f.se + sampling * sampling).sqrt(),
+    }
+}
+
 /// The ε-DP held-out estimate of the chosen candidate `chosen` and of the free options `free`
-/// (candidate indices) from their exact sums over the `users` estimation users (`sums[c]`, each
-/// user adding a hit probability in [0, 1] to each): the k distinct configurations released
-/// together have L1 sensitivity k for a replaced user, so each sum gets Laplace(k/ε) noise and the
-/// release is ε-DP. The gain's standard error adds the noise of the two means and a bound on the
-/// paired sampling error computed from the released means, `√((hit + free)/n)` (a difference of
-/// two hits in [0, 1] has a second moment at most the sum of their means).
+/// (candidate indices, the default first) from their exact sums over the `users` estimation
+/// users (`sums[c]`, each user adding a hit probability in [0, 1] to each): the k distinct
+/// configurations released together have L1 sensitivity k for a replaced user, so each sum gets
+/// Laplace(k/ε) noise and the release is ε-DP. The free option compared with is the first
+/// unless a later one's noisy gain over it clears `margin` standard errors ([`beats`]): with
+/// noise larger than the free options' differences, the best by noisy mean would be a coin
+/// flip between them, and the first (the most popular training item) is never a chosen-by-noise
+/// item. The chosen configuration's gain over that option is released with its standard error
+/// ([`noisy_gain`]).
 pub fn private_estimate(
     sums: &[f64],
     chosen: usize,
     free: &[usize],
     users: usize,
     epsilon: f64,
+    margin: f64,
     rng: &mut TuneRng,
 ) -> Result<PrivateEstimate> {
     let mut ids = vec![chosen];
@@ -193,21 +210,17 @@ pub fn private_estimate(
         })
         .collect::<Result<_>>()?;
     let noisy = |c: usize| released.iter().find(|r| r.0 == c).expect("released").1;
-    let (mut best_free, mut top) = (chosen, f64::NEG_INFINITY);
-    for &f in free {
-        if noisy(f).mean > top {
-            (best_free, top) = (f, noisy(f).mean);
+    let mut best_free = *free.first().unwrap_or(&chosen);
+    for &f in free.iter().skip(1) {
+        let g = noisy_gain(noisy(f), noisy(best_free), n);
+        if beats(&g, margin) {
+            best_free = f;
         }
     }
-    let (h, f) = (noisy(chosen).mean, noisy(best_free).mean);
     let gain = if chosen == best_free {
         Estimate { mean: 0.0, se: 0.0 }
     } else {
-        let sampling = ((h.clamp(0.0, 1.0) + f.clamp(0.0, 1.0)) / n).sqrt();
-        Estimate {
-            mean: h - f,
-            se: (2.0 * sd * sd + sampling * sampling).sqrt(),
-        }
+        noisy_gain(noisy(chosen), noisy(best_free), n)
     };
     Ok(PrivateEstimate {
         released,
@@ -271,7 +284,7 @@ pub(super) fn private_margin(
         .position(|c| c.0 == row.candidates && c.1 == row.prior)
         .unwrap_or(0);
     let free: Vec<usize> = (0..n_free).collect();
-    let e = private_estimate(est_sums, chosen, &free, users, eps_est, rng)?;
+    let e = private_estimate(est_sums, chosen, &free, users, eps_est, margin, rng)?;
     let noisy = |c: usize| e.released.iter().find(|r| r.0 == c).expect("released").1;
     let wins = chosen >= n_free && beats(&e.gain, margin);
     let free_policy = cands[e.best_free].0.clone();
@@ -416,18 +429,38 @@ mod tests {
     #[test]
     fn the_private_estimate_names_the_best_free_option_and_carries_its_noise() {
         let mut rng = TuneRng::Fast(crate::rng::Streams::new(3).stream(0, 0, 0, 0));
-        // Candidates: 0 popular:1 (100 of 1000), 1 heldout:1 (300), 2 krr (320): the gain of
-        // krr over the best free option is small against a noise s.d. of √2·3/(1·1000).
-        let est =
-            private_estimate(&[100.0, 300.0, 320.0], 2, &[0, 1], 1000, 1.0, &mut rng).unwrap();
+        // Candidates: 0 popular:1 (100 of 1000), 1 heldout:1 (300), 2 krr (320): heldout:1
+        // clears the margin over popular:1; the gain of krr over it is small against a noise
+        // s.d. of √2·3/(1·1000).
+        let est = private_estimate(&[100.0, 300.0, 320.0], 2, &[0, 1], 1000, 1.0, 2.0, &mut rng)
+            .unwrap();
         assert_eq!(est.best_free, 1);
         assert_eq!(est.released.len(), 3);
         let sd = std::f64::consts::SQRT_2 * 3.0 / 1000.0;
         assert!((est.released[0].1.se - sd).abs() < 1e-12);
         assert!(est.gain.se > sd && !beats(&est.gain, 2.0));
         // A large gain clears it.
-        let est =
-            private_estimate(&[100.0, 300.0, 600.0], 2, &[0, 1], 1000, 1.0, &mut rng).unwrap();
+        let est = private_estimate(&[100.0, 300.0, 600.0], 2, &[0, 1], 1000, 1.0, 2.0, &mut rng)
+            .unwrap();
         assert!(beats(&est.gain, 2.0), "{:?}", est.gain);
+    }
+
+    #[test]
+    fn a_free_option_within_the_noise_does_not_replace_the_first() {
+        // popular:1 (100 of 300 users) and heldout:1 (105) at eps 0.3: the noise s.d. of a
+        // mean, √2·3/(0.3·300) ≈ 0.047, dwarfs their difference. The first stays the free
+        // option in most draws; the best by noisy mean would take the other in about half.
+        let mut rng = TuneRng::Fast(crate::rng::Streams::new(5).stream(0, 0, 0, 0));
+        let (mut kept, mut by_noise) = (0, 0);
+        for _ in 0..400 {
+            let est =
+                private_estimate(&[100.0, 105.0, 110.0], 2, &[0, 1], 300, 0.3, 2.0, &mut rng)
+                    .unwrap();
+            kept += usize::from(est.best_free == 0);
+            let m = |c: usize| est.released.iter().find(|r| r.0 == c).unwrap().1.mean;
+            by_noise += usize::from(m(1) > m(0));
+        }
+        assert!(kept > 380, "{kept}");
+        assert!((160..280).contains(&by_noise), "{by_noise}");
     }
 }
