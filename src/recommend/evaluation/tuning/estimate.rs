@@ -249,7 +249,8 @@ pub fn private_privacy(
          carry the same noise, and the chosen configuration and every free option are then \
          estimated on the other calibration users, each sum + Laplace(k/eps_est) for the k \
          configurations released, eps_est = {} per tuned eps; krr is served only when its noisy \
-         gain over the best free option exceeds the margin",
+         gain over the free option (popular:1, or heldout:1 when its noisy gain over popular:1 \
+         clears the margin) exceeds the margin",
         p.mechanism, s.epsilon
     );
     p.note = format!(
