@@ -5,6 +5,7 @@
 //! the privacy entry of `tuning.json` for both tuners.
 
 use recsel::audit::direction_bound;
+use recsel::evaluate::tuning::estimate::shown;
 use recsel::evaluate::tuning::private::PrivateTuner;
 use recsel::privacy::Population;
 use recsel::recommend::tuned::{PrivateRule, PrivateTuneParams, Tuning};
@@ -328,7 +329,7 @@ fn tuning_json_records_the_calibration_users_privacy_for_both_tuners() {
             t.privacy.mechanism.contains("margin rule")
                 && t.privacy
                     .mechanism
-                    .contains(&format!("eps_est = {eps_est} per tuned eps")),
+                    .contains(&format!("eps_est = {} per tuned eps", shown(eps_est))),
             "{}",
             t.privacy.mechanism
         );

@@ -478,9 +478,16 @@ fn the_best_free_option_is_the_baseline_and_a_row_below_it_is_named() {
         mechanisms: vec![],
         ..Default::default()
     };
-    let table = table(vec![
-        measure(&model, &release, Some(&t), &cal, &eval, &cfg, &|_| {}).unwrap(),
-    ])
+    let table = table(vec![measure(
+        &model,
+        &release,
+        Some(&t),
+        &cal,
+        &eval,
+        &cfg,
+        &|_| {},
+    )
+    .unwrap()])
     .unwrap();
     let tuned = table
         .rows

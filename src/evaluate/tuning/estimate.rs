@@ -196,6 +196,11 @@ pub fn private_estimate(
     })
 }
 
+/// An ε for people: rounded to 6 decimals, so sums such as 3 × 0.1 print as 0.3.
+pub fn shown(epsilon: f64) -> f64 {
+    (epsilon * 1e6).round() / 1e6
+}
+
 /// The calibration users' entry of a private tuning of `selections` ε: the selections read the
 /// selection part only, the held-out estimates (ε of one selection each) the estimation part
 /// only, and a user's part is a function of that user's id alone (kept when their data is
@@ -217,14 +222,19 @@ pub fn private_privacy(
          configurations released, eps_est = {} per tuned eps; krr is served only when its noisy \
          gain over the free option (popular:1, or heldout:1 when its noisy gain over popular:1 \
          clears the margin) exceeds the margin",
-        p.mechanism, s.epsilon
+        p.mechanism,
+        shown(s.epsilon)
     );
     p.note = format!(
         "{}; the selections read the {} selection users only and the estimates ({selections} x \
-         {} = {estimates}) the {} estimation users only; each user's part is a keyed hash of \
+         {} = {}) the {} estimation users only; each user's part is a keyed hash of \
          that user's id, which a neighbour (one user's data replaced) keeps, so a neighbour \
          changes one part's inputs: parallel composition, the larger of the two parts' eps",
-        p.note, split.selection_users, s.epsilon, split.estimation_users
+        p.note,
+        split.selection_users,
+        shown(s.epsilon),
+        shown(estimates),
+        split.estimation_users
     );
     p
 }
@@ -275,9 +285,10 @@ pub(super) fn private_margin(
         p.estimate_epsilon = Some(e.epsilon);
     }
     row.reason = format!(
-        "{selection}; on {users} other calibration users (eps {eps_est}): noisy hit@1 {h} \
+        "{selection}; on {users} other calibration users (eps {}): noisy hit@1 {h} \
          against {f} for {free_policy}, gain {:+.4} ± {:.4} (noise and sampling), {} {margin} \
          s.e.: serves {}",
+        shown(eps_est),
         e.gain.mean,
         e.gain.se,
         if wins { "above" } else { "not above" },
@@ -353,7 +364,10 @@ mod tests {
         let by_history = |c: &HeldOutRows| {
             (0..c.rows())
                 .map(|u| {
-                    let h = c.history.outer_view(u).map_or(vec![], |r| r.indices().to_vec());
+                    let h = c
+                        .history
+                        .outer_view(u)
+                        .map_or(vec![], |r| r.indices().to_vec());
                     let own: Vec<u8> = h.iter().flat_map(|i| i.to_le_bytes()).collect();
                     crate::data::split::user_key(PART_SEED, b"estimation-part", &own) >> 63 == 0
                 })
@@ -399,16 +413,16 @@ mod tests {
         // Candidates: 0 popular:1 (100 of 1000), 1 heldout:1 (300), 2 krr (320): heldout:1
         // clears the margin over popular:1; the gain of krr over it is small against a noise
         // s.d. of √2·3/(1·1000).
-        let est = private_estimate(&[100.0, 300.0, 320.0], 2, &[0, 1], 1000, 1.0, 2.0, &mut rng)
-            .unwrap();
+        let est =
+            private_estimate(&[100.0, 300.0, 320.0], 2, &[0, 1], 1000, 1.0, 2.0, &mut rng).unwrap();
         assert_eq!(est.best_free, 1);
         assert_eq!(est.released.len(), 3);
         let sd = std::f64::consts::SQRT_2 * 3.0 / 1000.0;
         assert!((est.released[0].1.se - sd).abs() < 1e-12);
         assert!(est.gain.se > sd && !beats(&est.gain, 2.0));
         // A large gain clears it.
-        let est = private_estimate(&[100.0, 300.0, 600.0], 2, &[0, 1], 1000, 1.0, 2.0, &mut rng)
-            .unwrap();
+        let est =
+            private_estimate(&[100.0, 300.0, 600.0], 2, &[0, 1], 1000, 1.0, 2.0, &mut rng).unwrap();
         assert!(beats(&est.gain, 2.0), "{:?}", est.gain);
     }
 
@@ -420,9 +434,8 @@ mod tests {
         let mut rng = TuneRng::Fast(crate::rng::Streams::new(5).stream(0, 0, 0, 0));
         let (mut kept, mut by_noise) = (0, 0);
         for _ in 0..400 {
-            let est =
-                private_estimate(&[100.0, 105.0, 110.0], 2, &[0, 1], 300, 0.3, 2.0, &mut rng)
-                    .unwrap();
+            let est = private_estimate(&[100.0, 105.0, 110.0], 2, &[0, 1], 300, 0.3, 2.0, &mut rng)
+                .unwrap();
             kept += usize::from(est.best_free == 0);
             let m = |c: usize| est.released.iter().find(|r| r.0 == c).unwrap().1.mean;
             by_noise += usize::from(m(1) > m(0));

@@ -329,7 +329,13 @@ pub fn measure(
                 )
             } else {
                 match items[..] {
-                    [j] => (format!("{} (0-DP)", ch.candidates), None, 0.0, Vec::new(), j),
+                    [j] => (
+                        format!("{} (0-DP)", ch.candidates),
+                        None,
+                        0.0,
+                        Vec::new(),
+                        j,
+                    ),
                     _ => {
                         return Err(Error::Invalid(format!(
                             "the tuned free row serves {}, not one item",
