@@ -5,6 +5,7 @@
 //! the privacy entry of `tuning.json` for both tuners.
 
 use recsel::audit::direction_bound;
+use recsel::evaluate::tuning::estimate::shown;
 use recsel::evaluate::tuning::private::PrivateTuner;
 use recsel::privacy::Population;
 use recsel::recommend::tuned::{PrivateRule, PrivateTuneParams, Tuning};
@@ -311,31 +312,36 @@ fn tuning_json_records_the_calibration_users_privacy_for_both_tuners() {
         .check()
         .unwrap();
         let (eps, delta) = tuner.total(2);
-        // The selections plus the margin rule's held-out estimates (one selection's eps each).
-        let eps = eps + 2.0 * tuner.statement().epsilon;
+        // The selections (on the selection part) and the margin rule's held-out estimates (one
+        // selection's eps each, on the estimation part) compose in parallel: the larger total,
+        // not their sum.
+        let estimates = 2.0 * tuner.statement().epsilon;
+        let eps = eps.max(estimates);
         assert_eq!(t.privacy.epsilon, Some(eps), "{rule}");
         assert_eq!(t.privacy.delta, delta, "{rule}");
         assert_eq!(t.privacy.population, Population::Calibration);
         assert!(t.privacy.unit.contains("one calibration user"));
-        // The margin rule's held-out estimate is accounted for (basic composition with the
-        // selections), and each row records the estimate's eps.
+        // The margin rule's held-out estimate is accounted for (parallel composition with the
+        // selections, each user's part keyed on their id), and each row records the estimate's
+        // eps.
         let eps_est = tuner.statement().epsilon;
         assert!(
             t.privacy.mechanism.contains("margin rule")
                 && t.privacy
                     .mechanism
-                    .contains(&format!("eps_est = {eps_est} per tuned eps")),
+                    .contains(&format!("eps_est = {} per tuned eps", shown(eps_est))),
             "{}",
             t.privacy.mechanism
         );
         assert!(
-            t.privacy.note.contains("basic composition"),
+            t.privacy.note.contains("parallel composition")
+                && t.privacy.note.contains("keyed hash of that user's id"),
             "{}",
             t.privacy.note
         );
         let split = t.estimation.clone().unwrap();
         assert!(
-            out.contains("margin rule") && out.contains("basic composition"),
+            out.contains("margin rule") && out.contains("parallel composition"),
             "{out}"
         );
         for r in &t.rows {
@@ -549,6 +555,7 @@ fn shared_stream_split(v: &recsel::data::Csr, seed: u64) -> recsel::data::HeldOu
     recsel::data::HeldOutRows {
         history: recsel::data::Csr::new((v.rows(), n), hp, hi.clone(), ones(hi.len())),
         heldout: recsel::data::Csr::new((v.rows(), n), tp, ti.clone(), ones(ti.len())),
+        ids: (0..v.rows()).map(|u| u.to_string()).collect(),
         population: "validation",
         split: "shared stream".into(),
     }
@@ -648,6 +655,10 @@ fn one_calibration_users_row_moves_no_other_split_and_a_sum_by_at_most_one() {
         calibration_users(&ds, 42).unwrap(),
         calibration_users(&ds2, 42).unwrap(),
     );
+    // The replaced user (their id kept) stays in their part: both parts, and their published
+    // sizes, are the same on the neighbour.
+    let parts = recsel::evaluate::tuning::estimate::parts;
+    assert_eq!(parts(&a).unwrap(), parts(&b).unwrap());
     let (moved, shift) = (others_moved(&a, &b), (summed(&a) - summed(&b)).abs());
     let (old_a, old_b) = (
         shared_stream_split(&ds.validation, 42),

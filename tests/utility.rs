@@ -357,7 +357,7 @@ fn tuned_recommendations_follow_the_tuned_law() {
     let mut scratch = rec.scratch();
     // The row's calibration hit@1 is its estimate on the estimation part of the calibration
     // users (the part its choice did not read).
-    let (_, est) = recsel::evaluate::tuning::estimate::parts(&cal);
+    let (_, est) = recsel::evaluate::tuning::estimate::parts(&cal).unwrap();
     let n = est.len();
     let p: Vec<f64> = est.iter().map(|&u| law(2.0, u, &mut scratch)).collect();
     let mean = p.iter().sum::<f64>() / n as f64;

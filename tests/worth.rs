@@ -327,9 +327,9 @@ fn fixture() -> (
     (cal, release, model)
 }
 
-/// The calibration users are cut in two (each by its own history): every choice reads the selection rows only and every
-/// estimate the estimation rows only. Replacing what the estimation users held out leaves every
-/// choice as it was (krr's best pool and prior, each mechanism's pool, clip range and prior, the
+/// The calibration users are cut in two (each by a keyed hash of its id): every choice reads the
+/// selection rows only and every estimate the estimation rows only. Replacing what the
+/// estimation users held out leaves every choice as it was (krr's best pool and prior, each mechanism's pool, clip range and prior, the
 /// best free option) and moves the estimates.
 #[test]
 fn the_estimate_is_made_on_users_the_choice_did_not_read() {
@@ -337,7 +337,7 @@ fn the_estimate_is_made_on_users_the_choice_did_not_read() {
     let tuning = Tuning::read(dir).unwrap();
     let n = tuning.calibration.users as usize;
     let (cal, release, model) = fixture();
-    let (sel, est) = parts(&cal);
+    let (sel, est) = parts(&cal).unwrap();
     let split = tuning
         .estimation
         .clone()
@@ -459,6 +459,44 @@ fn the_best_free_option_is_the_baseline_and_a_row_below_it_is_named() {
         "{}",
         choice.describe()
     );
+    // evaluate measures the item that row shows (the most held-out one), not the most popular:
+    // every evaluated user holds out x, which popularity does not rank first.
+    let (ds, _) = {
+        let mut data = DataOptions::default();
+        data.set("dataset", "synthetic").unwrap();
+        data.set("validation_users", "auto").unwrap();
+        release_data(dir, &data, 42).unwrap()
+    };
+    let test = HeldOutRows::test_users(&ds);
+    let rows: Vec<Vec<u32>> = (0..test.rows()).map(|_| vec![x]).collect();
+    let eval = HeldOutRows {
+        heldout: recsel::data::csr_from_rows(&rows, n_items),
+        ..test
+    };
+    let cfg = UtilityConfig {
+        epsilons: t.config.epsilons.clone(),
+        mechanisms: vec![],
+        ..Default::default()
+    };
+    let table = table(vec![measure(
+        &model,
+        &release,
+        Some(&t),
+        &cal,
+        &eval,
+        &cfg,
+        &|_| {},
+    )
+    .unwrap()])
+    .unwrap();
+    let tuned = table
+        .rows
+        .iter()
+        .find(|r| r.label.starts_with("krr, tuned on calibration users"))
+        .unwrap();
+    for c in &tuned.cells {
+        assert_eq!((c.config.as_str(), c.hit), ("heldout:1 (0-DP)", 1.0));
+    }
 }
 
 /// The honesty check (the printed estimate within 2 s.e. of the true hit rate) on a constructed

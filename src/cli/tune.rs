@@ -118,8 +118,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             out,
             "noisy sel. hit@1: the selection's released score on the selection users (the best of \
              many noisy runs: optimistic); held-out hit@1: the served configuration's noisy \
-             estimate on the estimation users ± the noise's s.d.; free: the best free option by \
-             its noisy estimate there"
+             estimate on the estimation users ± the noise's s.d.; free: popular:1, or heldout:1 \
+             when its noisy gain over popular:1 there clears the margin"
         )?;
         for r in &tuning.rows {
             writeln!(out, "eps {}: {}", r.epsilon, r.reason)?;

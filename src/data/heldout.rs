@@ -126,6 +126,9 @@ pub struct HeldOutRows {
     pub history: Csr,
     /// The items a recommendation counts as a hit against (hit@1).
     pub heldout: Csr,
+    /// Each row's user id (the data's own identifier): public like the group the split drew by
+    /// it, and kept when one user's data is replaced by another's.
+    pub ids: Vec<String>,
     /// Who they are: `validation` (held-out users) or `test`.
     pub population: &'static str,
     /// How the held-out items were obtained (for the artifacts that record it).
@@ -143,6 +146,7 @@ impl HeldOutRows {
         HeldOutRows {
             history: data.test_input.clone(),
             heldout: data.test_target.clone(),
+            ids: data.test_user_ids.clone(),
             population: "test",
             split: "the split's test users (input and held-out targets)".into(),
         }
@@ -167,6 +171,7 @@ pub fn calibration_users(data: &Dataset, seed: u64) -> Option<HeldOutRows> {
         return Some(HeldOutRows {
             history: v.clone(),
             heldout: data.validation_target.clone(),
+            ids: data.validation_user_ids.clone(),
             population: "validation",
             split: "the file's own held-out rows (test.txt) of users held out of the fit".into(),
         });
@@ -186,6 +191,7 @@ pub fn calibration_users(data: &Dataset, seed: u64) -> Option<HeldOutRows> {
     Some(HeldOutRows {
         history: Csr::new((rows, n), hp, hi.clone(), ones(hi.len())),
         heldout: Csr::new((rows, n), tp, ti.clone(), ones(ti.len())),
+        ids: data.validation_user_ids.clone(),
         population: "validation",
         split: format!(
             "each validation user's full row split {:.0}/{:.0} at random, seeded by the split \

@@ -199,6 +199,9 @@ pub struct Dataset {
     pub item_ids: Vec<String>,
     /// Original identifier of each test user row.
     pub test_user_ids: Vec<String>,
+    /// Original identifier of each validation user row (aligned with [`Dataset::validation`]):
+    /// what a calibration user's part of a tuning is keyed on (`tuning::estimate`).
+    pub validation_user_ids: Vec<String>,
     /// How the users were put in their groups: the split's public inputs and rule.
     pub split_rule: split::SplitRule,
 }
@@ -225,6 +228,7 @@ impl Dataset {
             heldout_rows: None,
             item_ids,
             test_user_ids: Vec::new(),
+            validation_user_ids: Vec::new(),
             split_rule: split::SplitRule {
                 seed: None,
                 test_share: None,
@@ -271,6 +275,7 @@ impl Dataset {
         self.train = Csr::zero((0, n));
         self.validation = Csr::zero((0, n));
         self.validation_target = Csr::zero((0, n));
+        self.validation_user_ids.clear();
     }
 
     /// Checks the three matrices agree in shape.
@@ -281,6 +286,7 @@ impl Dataset {
             || self.item_ids.len() != n
             || self.test_input.rows() != self.test_target.rows()
             || self.validation.cols() != n
+            || self.validation_user_ids.len() != self.validation.rows()
             || self.validation_target.cols() != n
             || (self.validation_target.rows() != 0
                 && self.validation_target.rows() != self.validation.rows())

@@ -462,6 +462,7 @@ pub fn load_lightgcn_with(
         heldout_rows: Some(select_rows(&test_m, &g.fit)),
         item_ids: (0..n_items).map(|i| i.to_string()).collect(),
         test_user_ids: g.test.iter().map(|u| u.to_string()).collect(),
+        validation_user_ids: g.validation.iter().map(|u| u.to_string()).collect(),
         split_rule: g.rule.clone(),
     };
     ds.validate()?;
@@ -509,6 +510,7 @@ fn load_lightgcn_paper(dir: &Path, name: &str) -> Result<Dataset> {
         heldout_rows: None,
         item_ids: (0..n_items).map(|i| i.to_string()).collect(),
         test_user_ids: test_users.iter().map(|u| u.to_string()).collect(),
+        validation_user_ids: Vec::new(),
         split_rule: super::split::SplitRule::files(),
     };
     ds.validate()?;

@@ -251,6 +251,10 @@ pub fn split_owned(
         heldout_rows: None,
         item_ids: data.item_ids,
         test_user_ids,
+        validation_user_ids: validation_users
+            .iter()
+            .map(|&u| data.user_ids[u].clone())
+            .collect(),
         split_rule: SplitRule::keyed(cfg.seed, cfg.test_share, cfg.validation_share, "user"),
     };
     ds.validate()?;

@@ -145,6 +145,7 @@ mod tests {
             heldout_rows: Some(csr(&[vec![0], vec![3]], 4)),
             item_ids: ids,
             test_user_ids: vec!["u".into()],
+            validation_user_ids: vec!["v".into()],
             split_rule: crate::data::split::SplitRule::files(),
         }
     }

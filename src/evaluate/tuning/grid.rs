@@ -196,7 +196,7 @@ pub fn tune_grid(
     let weights = prior_weight_grid(&grid.prior_weights)?;
     let nw = weights.len();
     let ne = epsilons.len();
-    let in_selection = selection_mask(cal);
+    let in_selection = selection_mask(cal)?;
     let pools: Vec<(usize, Vec<u32>)> = grid
         .pools
         .iter()

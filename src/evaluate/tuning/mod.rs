@@ -249,7 +249,7 @@ pub fn tune(
         .map(|s| ranking(s.counts(release).expect("kept above"), max))
         .collect();
     let free_opts = estimate::free_options(release);
-    let (sel, est) = estimate::parts(cal);
+    let (sel, est) = estimate::parts(cal)?;
     let sens = &release.sens;
     let mut epsilons = cfg.epsilons.clone();
     epsilons.sort_by(f64::total_cmp);
@@ -479,7 +479,7 @@ pub fn tune(
     let mech_rows = tune_mechanisms(
         model, release, cal, cfg, &epsilons, free, &est, &krr_best, progress,
     )?;
-    let split = estimate::split(cal);
+    let split = estimate::split(cal)?;
     let privacy = private.as_ref().map_or_else(public_privacy, |p| {
         estimate::private_privacy(p, epsilons.len(), &split)
     });

@@ -284,25 +284,26 @@ pub fn measure(
         .heldout
         .as_deref()
         .map(|h| super::tuning::ranking(h, 1)[0]);
-    // Per ε: what it serves, the pool (None: the fixed item), the ε it spends, and the public
-    // prior's offsets over the pool (empty: no prior) — as `recommend` adds them.
+    // Per ε: what it serves, the pool (None: the free item), the ε it spends, the public
+    // prior's offsets over the pool (empty: no prior) — as `recommend` adds them — and the item
+    // a free row shows everyone (the tuning's free option, `popular:1` or `heldout:1`).
     #[allow(clippy::type_complexity)]
-    let tuned: Vec<(String, Option<Vec<u32>>, f64, Vec<f64>)> = cfg
+    let tuned: Vec<(String, Option<Vec<u32>>, f64, Vec<f64>, u32)> = cfg
         .epsilons
         .iter()
         .map(|&e| {
             let ch = tuning.choice(e)?;
+            let list = ch.candidates.resolve_with(
+                n,
+                release.popularity.as_deref(),
+                release.heldout.as_deref(),
+                &|_| None,
+            )?;
+            let items = match list {
+                crate::scoring::CandidateList::Fixed(v) => v,
+                _ => return Err(Error::Invalid("a tuned pool is a fixed list".into())),
+            };
             Ok(if ch.mechanism == "krr" {
-                let list = ch.candidates.resolve_with(
-                    n,
-                    release.popularity.as_deref(),
-                    release.heldout.as_deref(),
-                    &|_| None,
-                )?;
-                let items = match list {
-                    crate::scoring::CandidateList::Fixed(v) => v,
-                    _ => return Err(Error::Invalid("a tuned pool is a fixed list".into())),
-                };
                 let offsets = match ch.prior.resolve(n, Some(pop), None, &|_| None)? {
                     Some(p) => {
                         let deltas: Vec<f64> = items
@@ -324,9 +325,24 @@ pub fn measure(
                     Some(items),
                     ch.epsilon,
                     offsets,
+                    fixed_item,
                 )
             } else {
-                ("popular:1 (0-DP)".to_string(), None, 0.0, Vec::new())
+                match items[..] {
+                    [j] => (
+                        format!("{} (0-DP)", ch.candidates),
+                        None,
+                        0.0,
+                        Vec::new(),
+                        j,
+                    ),
+                    _ => {
+                        return Err(Error::Invalid(format!(
+                            "the tuned free row serves {}, not one item",
+                            ch.candidates
+                        )))
+                    }
+                }
             })
         })
         .collect::<Result<_>>()?;
@@ -380,7 +396,7 @@ pub fn measure(
                         };
                         out.push(krr_hit(c, a, items.len(), tuned[e].2));
                     }
-                    None => out.push(hit(fixed_item)),
+                    None => out.push(hit(tuned[e].4)),
                 }
                 out.push(match &all_problem {
                     Ok(p) => {
@@ -475,7 +491,7 @@ pub fn measure(
     }
     // A served row's estimate on the calibration users its choice did not read: the tuned row's
     // from the tuning, each grid mechanism's on the estimation part.
-    let (_, est) = parts(cal);
+    let (_, est) = parts(cal)?;
     let tuned_cal: Vec<Option<Estimate>> = cfg
         .epsilons
         .iter()
