@@ -34,10 +34,14 @@ use crate::recommend::release::Release;
 /// How the calibration users were cut, recorded in `tuning.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EstimationSplit {
-    /// Calibration users the choices were made on.
-    pub selection_users: u64,
-    /// Calibration users every reported estimate was measured on (disjoint from those).
-    pub estimation_users: u64,
+    /// Calibration users the choices were made on (a non-private tuning only: a private one
+    /// publishes no exact count).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selection_users: Option<u64>,
+    /// Calibration users every reported estimate was measured on (disjoint from those; a
+    /// non-private tuning only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimation_users: Option<u64>,
     /// The rule, for people.
     pub rule: String,
 }
@@ -46,7 +50,7 @@ pub struct EstimationSplit {
 pub const RULE: &str = "each calibration user chooses or estimates by a keyed hash of that user's \
                         own history with a public constant: no user's \
                         presence or data moves another between the parts; the part sizes vary \
-                        with the data and are published like the calibration count";
+                        with the data (published by a non-private tuning only)";
 
 /// The public key of the cut: a constant, so the cut depends on nothing but each user's own row.
 const PART_SEED: u64 = 0x6573_7469_6d61_7465;
@@ -75,12 +79,14 @@ pub fn parts(cal: &HeldOutRows) -> (Vec<usize>, Vec<usize>) {
     (0..cal.rows()).partition(|&u| mask[u])
 }
 
-/// The split record of the calibration users `cal`.
-pub fn split(cal: &HeldOutRows) -> EstimationSplit {
+/// The split record of the calibration users `cal`: the part sizes when `counts` (a
+/// non-private tuning), else the rule alone — exact counts of groups the data decides are
+/// neither public nor DP.
+pub fn split(cal: &HeldOutRows, counts: bool) -> EstimationSplit {
     let (s, e) = parts(cal);
     EstimationSplit {
-        selection_users: s.len() as u64,
-        estimation_users: e.len() as u64,
+        selection_users: counts.then_some(s.len() as u64),
+        estimation_users: counts.then_some(e.len() as u64),
         rule: RULE.into(),
     }
 }
@@ -147,17 +153,22 @@ pub struct PrivateEstimate {
     /// The chosen configuration's noisy gain over it; `se` bounds the noise and the sampling
     /// error together (see [`private_estimate`]).
     pub gain: Estimate,
+    /// The noisy number of estimation users the means divide by (released with the sums).
+    pub users: f64,
     /// ε of the estimate (on the estimation part).
     pub epsilon: f64,
 }
 
 /// The ε-DP held-out estimate of the chosen candidate `chosen` and of the free options `free`
 /// (candidate indices) from their exact sums over the `users` estimation users (`sums[c]`, each
-/// user adding a hit probability in [0, 1] to each): the k distinct configurations released
-/// together have L1 sensitivity k for a replaced user, so each sum gets Laplace(k/ε) noise and the
-/// release is ε-DP. The gain's standard error adds the noise of the two means and a bound on the
-/// paired sampling error computed from the released means, `√((hit + free)/n)` (a difference of
-/// two hits in [0, 1] has a second moment at most the sum of their means).
+/// user adding a hit probability in [0, 1] to each). The k distinct configurations' sums and the
+/// number of users are released together with Laplace((k+1)/ε) noise on each: one user added,
+/// removed, replaced, or moved between the parts changes each sum by at most 1 and the count by
+/// at most 1, an L1 sensitivity of k + 1, so the release is ε-DP. The means divide the noisy sums
+/// by the noisy count (at least 1): the exact count, which the keyed split makes depend on the
+/// data, is never released. The gain's standard error adds the noise of the two means and a
+/// bound on the paired sampling error computed from the released values, `√((hit + free)/n)` (a
+/// difference of two hits in [0, 1] has a second moment at most the sum of their means).
 pub fn private_estimate(
     sums: &[f64],
     chosen: usize,
@@ -172,8 +183,8 @@ pub fn private_estimate(
             ids.push(f);
         }
     }
-    let n = users.max(1) as f64;
-    let scale = ids.len() as f64 / epsilon;
+    let scale = (ids.len() + 1) as f64 / epsilon;
+    let n = noisy_sum(users as f64, 1.0 / scale, rng)?.max(1.0);
     let sd = std::f64::consts::SQRT_2 * scale / n;
     let released: Vec<(usize, Estimate)> = ids
         .iter()
@@ -203,6 +214,7 @@ pub fn private_estimate(
         released,
         best_free,
         gain,
+        users: n,
         epsilon,
     })
 }
@@ -214,7 +226,6 @@ pub fn private_estimate(
 pub fn private_privacy(
     tuner: &PrivateTuner,
     selections: usize,
-    split: &EstimationSplit,
 ) -> PopulationPrivacy {
     let mut p = tuner.privacy(selections);
     let s = tuner.statement();
@@ -228,11 +239,12 @@ pub fn private_privacy(
         p.mechanism, s.epsilon
     );
     p.note = format!(
-        "{}; the selections read the {} selection users and the estimates the {} estimation \
-         users (each user's part by a keyed hash of that user's own row, so no user moves \
-         another; a changed user may change parts): basic composition, the \
-         selections' eps plus {selections} x {} for the estimates",
-        p.note, split.selection_users, split.estimation_users, s.epsilon
+        "{}; the selections read the selection users and the estimates the estimation users \
+         (each user's part by a keyed hash of that user's own row, so no user moves another; a \
+         changed user may change parts; neither part's size is published, the estimates divide \
+         by a noisy count released with them): basic composition, the selections' eps plus \
+         {selections} x {} for the estimates",
+        p.note, s.epsilon
     );
     p
 }
@@ -283,9 +295,11 @@ pub(super) fn private_margin(
         p.estimate_epsilon = Some(e.epsilon);
     }
     row.reason = format!(
-        "{selection}; on {users} other calibration users (eps {eps_est}): noisy hit@1 {h} \
+        "{selection}; on the other calibration users (noisy count {:.1}, eps {eps_est}): noisy \
+         hit@1 {h} \
          against {f} for {free_policy}, gain {:+.4} ± {:.4} (noise and sampling), {} {margin} \
          s.e.: serves {}",
+        e.users,
         e.gain.mean,
         e.gain.se,
         if wins { "above" } else { "not above" },
@@ -334,8 +348,9 @@ mod tests {
         assert!(s.iter().all(|u| !e.contains(u)));
         // Both parts are about half.
         assert!((150..250).contains(&s.len()), "{}", s.len());
-        let sp = split(&cal);
-        assert_eq!(sp.selection_users as usize, s.len());
+        let sp = split(&cal, true);
+        assert_eq!(sp.selection_users, Some(s.len() as u64));
+        assert_eq!(split(&cal, false).selection_users, None);
         // One user added at the front (and one removed) moves no other user between the parts.
         let mask = selection_mask(&cal);
         let mut more = vec![(vec![1, 2, 3], vec![4])];
@@ -356,12 +371,15 @@ mod tests {
     fn the_private_estimate_names_the_best_free_option_and_carries_its_noise() {
         let mut rng = TuneRng::Fast(crate::rng::Streams::new(3).stream(0, 0, 0, 0));
         // Candidates: 0 popular:1 (100 of 1000), 1 heldout:1 (300), 2 krr (320): the gain of
-        // krr over the best free option is small against a noise s.d. of √2·3/(1·1000).
+        // krr over the best free option is small against a noise s.d. of √2·4/(1·ñ), ñ the
+        // noisy count (three sums and the count: sensitivity 4).
         let est =
             private_estimate(&[100.0, 300.0, 320.0], 2, &[0, 1], 1000, 1.0, &mut rng).unwrap();
         assert_eq!(est.best_free, 1);
         assert_eq!(est.released.len(), 3);
-        let sd = std::f64::consts::SQRT_2 * 3.0 / 1000.0;
+        assert!((est.users - 1000.0).abs() < 100.0, "{}", est.users);
+        assert_ne!(est.users, 1000.0, "the count is noised");
+        let sd = std::f64::consts::SQRT_2 * 4.0 / est.users;
         assert!((est.released[0].1.se - sd).abs() < 1e-12);
         assert!(est.gain.se > sd && !beats(&est.gain, 2.0));
         // A large gain clears it.
