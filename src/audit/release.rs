@@ -386,10 +386,12 @@ fn key_parts(v: &Value, out: BTreeMap<String, String>) -> BTreeMap<String, Strin
         .into_iter()
         .flatten()
         .enumerate()
-        .map(|(i, p)| match (p["part"].as_str(), p["population"].as_str()) {
-            (Some(a), Some(b)) => format!("{a}, {b}"),
-            _ => i.to_string(),
-        })
+        .map(
+            |(i, p)| match (p["part"].as_str(), p["population"].as_str()) {
+                (Some(a), Some(b)) => format!("{a}, {b}"),
+                _ => i.to_string(),
+            },
+        )
         .collect();
     out.into_iter()
         .map(|(k, x)| {

@@ -102,7 +102,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 "{:>6}  {:<36} {:>17}  {:>7}  {:>8.4} ± {:.4}  {:<10} {:>17}",
                 r.epsilon,
                 serves(r),
-                p.and_then(|p| p.noisy_score.map(|s| format!("{s:.2}")).or(p.noisy_hit.map(|h| format!("{h:.4} (mean)"))))
+                p.and_then(|p| p
+                    .noisy_score
+                    .map(|s| format!("{s:.2}"))
+                    .or(p.noisy_hit.map(|h| format!("{h:.4} (mean)"))))
                     .unwrap_or_else(|| "⊥".to_string()),
                 p.map_or(0, |p| p.candidates),
                 r.calibration_hit,

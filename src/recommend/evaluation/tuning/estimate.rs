@@ -223,19 +223,17 @@ pub fn private_estimate(
 /// held-out estimates (ε of one selection each) add by basic composition — each user's part is
 /// a function of that user's own row, but a changed user may move between the parts, so
 /// parallel composition over the two parts is not claimed.
-pub fn private_privacy(
-    tuner: &PrivateTuner,
-    selections: usize,
-) -> PopulationPrivacy {
+pub fn private_privacy(tuner: &PrivateTuner, selections: usize) -> PopulationPrivacy {
     let mut p = tuner.privacy(selections);
     let s = tuner.statement();
     p.epsilon = p.epsilon.map(|e| e + selections as f64 * s.epsilon);
     p.mechanism = format!(
         "{}; margin rule: the free options (popular:1, heldout:1) are candidates whose scores \
          carry the same noise, and the chosen configuration and every free option are then \
-         estimated on the other calibration users, each sum + Laplace(k/eps_est) for the k \
-         configurations released, eps_est = {} per tuned eps; krr is served only when its noisy \
-         gain over the best free option exceeds the margin",
+         estimated on the other calibration users, each sum and their number + \
+         Laplace((k+1)/eps_est) for the k configurations released, the means the noisy sums over \
+         the noisy count, eps_est = {} per tuned eps; krr is served only when its noisy gain \
+         over the best free option exceeds the margin",
         p.mechanism, s.epsilon
     );
     p.note = format!(

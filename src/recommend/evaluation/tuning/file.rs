@@ -336,7 +336,10 @@ impl Tuning {
         match &self.estimation {
             Some(e) => match (e.selection_users, e.estimation_users) {
                 (Some(s), Some(n)) => {
-                    format!("chosen on {s} calibration users, estimated on {n} others ({})", e.rule)
+                    format!(
+                        "chosen on {s} calibration users, estimated on {n} others ({})",
+                        e.rule
+                    )
                 }
                 _ => format!(
                     "chosen on one part of the calibration users, estimated on the others ({})",
