@@ -375,6 +375,24 @@ fn a_catalogue_is_the_release_universe() {
             report.contains("public input: the declared catalogue of 31 items"),
             "{report}"
         );
+        // Listed among the public inputs; and no count of calibration users is published (the
+        // release's statistics are private by default).
+        let r: serde_json::Value = serde_json::from_str(&report).unwrap();
+        assert!(
+            r["public_inputs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|p| p == "the item universe: the declared catalogue of 31 items (--catalogue)"),
+            "{report}"
+        );
+        let manifest: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(a.join("release.json")).unwrap()).unwrap();
+        assert!(
+            manifest["calibration"]["users"].is_null(),
+            "{}",
+            manifest["calibration"]
+        );
         let mut rows = base();
         rows.push(("lonely".into(), vec!["only-mine".into()]));
         let n = tmp.path().join("n.csv");

@@ -406,7 +406,19 @@ impl Release {
     pub fn report_of_meta(&self, meta: &crate::model::io::ModelMeta) -> PrivacyReport {
         let r = self.report_of(meta.training_privacy.as_ref());
         match &meta.item_universe {
-            Some(u) => r.with(crate::model::options::ITEM_UNIVERSE, u.clone()),
+            Some(u) => {
+                let mut r = r.with(crate::model::options::ITEM_UNIVERSE, u.clone());
+                if u.unit == crate::model::options::PUBLIC_INPUT_UNIT {
+                    r.public_inputs.insert(
+                        1,
+                        format!(
+                            "the item universe: the declared catalogue of {} items (--catalogue)",
+                            self.manifest.n_items
+                        ),
+                    );
+                }
+                r
+            }
             None => r,
         }
     }
