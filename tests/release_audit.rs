@@ -81,9 +81,13 @@ fn neighbours() -> Vec<(&'static str, Rows)> {
 }
 
 fn run(args: &[&str]) {
+    run_seeded(args, NOISE_SEED)
+}
+
+fn run_seeded(args: &[&str], seed: &str) {
     let o = std::process::Command::new(env!("CARGO_BIN_EXE_recsel"))
         .args(args)
-        .env(recsel::rng::AUDIT_NOISE_SEED, NOISE_SEED)
+        .env(recsel::rng::AUDIT_NOISE_SEED, seed)
         .output()
         .expect("run recsel");
     assert!(
@@ -96,6 +100,11 @@ fn run(args: &[&str]) {
 /// `recsel fit` (EASE, min 1 item per user, validation users) of `csv` into `out`, then `recsel
 /// tune --private` when `tune`.
 fn release(csv: &Path, out: &Path, extra: &[&str], tune: bool) {
+    release_seeded(csv, out, extra, tune, NOISE_SEED, "5")
+}
+
+/// [`release`] with the audit's noise seed `seed` and the private tuning's seed `tune_seed`.
+fn release_seeded(csv: &Path, out: &Path, extra: &[&str], tune: bool, seed: &str, tune_seed: &str) {
     let data = [
         "--format",
         "csv",
@@ -121,7 +130,7 @@ fn release(csv: &Path, out: &Path, extra: &[&str], tune: bool) {
         out.to_str().unwrap(),
     ]);
     a.extend_from_slice(extra);
-    run(&a);
+    run_seeded(&a, seed);
     if tune {
         let mut t = vec!["tune", "--model", out.to_str().unwrap()];
         t.extend_from_slice(&data);
@@ -130,25 +139,26 @@ fn release(csv: &Path, out: &Path, extra: &[&str], tune: bool) {
             "--private-epsilon",
             "1",
             "--private-seed",
-            "5",
+            tune_seed,
             "--eps",
             "1",
             "--mech",
             "mgem",
         ]);
-        run(&t);
+        run_seeded(&t, seed);
     }
 }
 
-/// Fields that depend on the item universe or on λ: what this audit must never flag for a DP
-/// release.
+/// Fields of the fit and the release that depend on the item universe or on λ: with the same
+/// noise they must not differ between neighbours.
 fn universe_field(d: &Difference) -> bool {
     let f = d.field.as_str();
-    f.contains("item_ids")
-        || f == "n_items"
-        || f.contains("mechanism")
-        || f.contains("note")
-        || f.contains("l2")
+    d.file != "tuning.json"
+        && (f.contains("item_ids")
+            || f == "n_items"
+            || f.contains("mechanism")
+            || f.contains("note")
+            || f.contains("l2"))
 }
 
 fn releases(tmp: &Path, extra: &[&str], tune: bool) -> (PathBuf, Vec<(&'static str, PathBuf)>) {
@@ -174,9 +184,11 @@ fn releases(tmp: &Path, extra: &[&str], tune: bool) -> (PathBuf, Vec<(&'static s
 }
 
 /// A DP fit without a catalogue, with and without `--dp-items`, tuned privately: against every
-/// neighbour, no field of the item universe or of λ differs (the universe is the partition
-/// selection's, the same on D and D′ with the same noise), and the unique item, the long row's
-/// own items and the rare items never enter it. Every flagged field is printed.
+/// neighbour, nothing undeclared differs — no exact count of any population, no data-derived
+/// field — and no field of the item universe or of λ differs at all (the universe is the
+/// partition selection's, the same on D and D′ with the same noise); the unique item, the long
+/// row's own items and the rare items never enter it. D fitted and tuned again with other noise
+/// seeds moves the universe and every noisy output, and still nothing undeclared.
 #[test]
 fn a_dp_release_on_neighbours_differs_only_in_declared_noisy_outputs() {
     for extra in [
@@ -197,12 +209,11 @@ fn a_dp_release_on_neighbours_differs_only_in_declared_noisy_outputs() {
             ids.len() == 30 && ids.iter().all(|i| i.starts_with('p')),
             "{extra:?}: {ids:?}"
         );
+        let mut tuning_moved = false;
         for (name, b) in &ns {
             let diffs = compare_releases(&a, b).unwrap();
-            let flagged = undeclared(&diffs);
-            for d in &flagged {
-                eprintln!("{extra:?} {name}: {d}");
-            }
+            let flagged: Vec<String> = undeclared(&diffs).iter().map(|d| d.to_string()).collect();
+            assert!(flagged.is_empty(), "{extra:?} {name}: {flagged:#?}");
             // The universe is a declared DP output, but with the same noise it must not move
             // here: no field of it differs, declared or not.
             let bad: Vec<String> = diffs
@@ -211,10 +222,22 @@ fn a_dp_release_on_neighbours_differs_only_in_declared_noisy_outputs() {
                 .map(|d| d.to_string())
                 .collect();
             assert!(bad.is_empty(), "{extra:?} {name}: {bad:#?}");
-            // A neighbour whose changed user the keyed split puts among the test or validation
-            // users leaves the training data, and so the whole release, as it was: then nothing
-            // differs at all; otherwise only declared noisy outputs do (checked above).
+            tuning_moved |= diffs.iter().any(|d| d.file == "tuning.json");
         }
+        // Some neighbour changed a calibration user (the long row's owner or another), so the
+        // comparison did read the private tuning's outputs.
+        assert!(tuning_moved, "{extra:?}: no neighbour moved the tuning");
+        // Other noise: the universe moves (a declared DP output) and nothing undeclared does.
+        let d = tmp.path().join("d").join("data.csv");
+        let c = tmp.path().join("rel-d-noise");
+        release_seeded(&d, &c, extra, true, "12", "6");
+        let diffs = compare_releases(&a, &c).unwrap();
+        let flagged: Vec<String> = undeclared(&diffs).iter().map(|d| d.to_string()).collect();
+        assert!(flagged.is_empty(), "{extra:?} other noise: {flagged:#?}");
+        assert!(
+            diffs.iter().any(|d| d.field == "release_id"),
+            "{extra:?}: {diffs:#?}"
+        );
     }
 }
 
@@ -268,6 +291,49 @@ fn the_audit_flags_a_data_derived_universe_and_a_planted_field() {
         flagged,
         vec!["UNDECLARED release.json: training_users: 600 ≠ 601"]
     );
+    // An exact count of calibration users planted into two private tunings (what the tuner
+    // published before): flagged, though every row of a private tuning is otherwise declared.
+    for (dir, users) in [(&x, 120u64), (&y, 121)] {
+        let data = d.to_str().unwrap();
+        run(&[
+            "tune",
+            "--model",
+            dir.to_str().unwrap(),
+            "--format",
+            "csv",
+            "--path",
+            data,
+            "--user-col",
+            "user",
+            "--item-col",
+            "item",
+            "--min-user-items",
+            "1",
+            "--validation-users",
+            "auto",
+            "--private",
+            "--private-seed",
+            "5",
+            "--eps",
+            "1",
+        ]);
+        let p = dir.join("tuning.json");
+        let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
+        assert!(v["calibration"]["users"].is_null(), "{}", v["calibration"]);
+        v["calibration"]["users"] = users.into();
+        std::fs::write(&p, serde_json::to_vec_pretty(&v).unwrap()).unwrap();
+    }
+    let flagged: Vec<String> = undeclared(&compare_releases(&x, &y).unwrap())
+        .iter()
+        .map(|d| d.to_string())
+        .collect();
+    assert_eq!(
+        flagged,
+        vec![
+            "UNDECLARED release.json: training_users: 600 ≠ 601",
+            "UNDECLARED tuning.json: calibration.users: 120 ≠ 121"
+        ]
+    );
     let o = recsel(&["audit-release", x.to_str().unwrap(), y.to_str().unwrap()]);
     assert!(!o.status.success());
     assert!(
@@ -308,6 +374,24 @@ fn a_catalogue_is_the_release_universe() {
         assert!(
             report.contains("public input: the declared catalogue of 31 items"),
             "{report}"
+        );
+        // Listed among the public inputs; and no count of calibration users is published (the
+        // release's statistics are private by default).
+        let r: serde_json::Value = serde_json::from_str(&report).unwrap();
+        assert!(
+            r["public_inputs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|p| p == "the item universe: the declared catalogue of 31 items (--catalogue)"),
+            "{report}"
+        );
+        let manifest: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(a.join("release.json")).unwrap()).unwrap();
+        assert!(
+            manifest["calibration"]["users"].is_null(),
+            "{}",
+            manifest["calibration"]
         );
         let mut rows = base();
         rows.push(("lonely".into(), vec!["only-mine".into()]));

@@ -272,7 +272,7 @@ fn held_out_users_are_neither_fitted_nor_served() {
     ]);
     let release = recsel::recommend::Release::read(&m).unwrap();
     let c = &release.manifest.calibration;
-    assert_eq!((c.population.as_str(), c.users), ("validation", 252));
+    assert_eq!((c.population.as_str(), c.users), ("validation", Some(252)));
     assert_eq!(release.heldout.as_deref(), Some(&heldout[..]));
     let o = recsel(&[
         "fit",

@@ -335,15 +335,18 @@ fn fixture() -> (
 fn the_estimate_is_made_on_users_the_choice_did_not_read() {
     let dir = model();
     let tuning = Tuning::read(dir).unwrap();
-    let n = tuning.calibration.users as usize;
+    let n = tuning
+        .calibration
+        .users
+        .expect("a non-private tuning publishes its count") as usize;
     let (cal, release, model) = fixture();
     let (sel, est) = parts(&cal).unwrap();
     let split = tuning
         .estimation
         .clone()
         .expect("the estimation split is recorded");
-    assert_eq!(split.selection_users as usize, sel.len());
-    assert_eq!(split.estimation_users as usize, est.len());
+    assert_eq!(split.selection_users, Some(sel.len() as u64));
+    assert_eq!(split.estimation_users, Some(est.len() as u64));
     assert!(sel.iter().all(|u| !est.contains(u)) && sel.len() + est.len() == n);
     assert_eq!(cal.rows(), n);
     let t = tune(&model, &release, &cal, &tuning.config, &|_| {}).unwrap();

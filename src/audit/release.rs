@@ -33,9 +33,93 @@ pub struct NoisyOutput {
     pub why: &'static str,
 }
 
+/// The "part" of a random identifier: drawn for each release from the operating system (or the
+/// audit's noise seed), independent of the data, so declared whatever the privacy report says.
+pub const RANDOM: &str = "random identifier";
+
+/// The part of the DP item universe ([`crate::model::options::ITEM_UNIVERSE`]): its outputs are
+/// declared only while the report's entry for it is a DP output (not a declared public
+/// catalogue, whose items never differ between neighbours, and not a universe derived from the
+/// data).
+const UNIVERSE: &str = crate::model::options::ITEM_UNIVERSE;
+
 /// Every declared noisy output of a release: the one list the audit reads (with
-/// `TUNING_OUTPUTS`, the fields of each row of a private tuning).
+/// `TUNING_OUTPUTS`, the fields of each row of a private tuning). A field computed only from
+/// DP outputs (post-processing) is declared under the part that makes those DP.
 pub const NOISY_OUTPUTS: &[NoisyOutput] = &[
+    NoisyOutput {
+        file: "model.json",
+        field: "release_id",
+        part: RANDOM,
+        why: "a random identifier drawn for each release, not derived from the data",
+    },
+    NoisyOutput {
+        file: "release.json",
+        field: "release_id",
+        part: RANDOM,
+        why: "the model's random identifier",
+    },
+    NoisyOutput {
+        file: "model.json",
+        field: "item_ids",
+        part: UNIVERSE,
+        why: "the items the DP partition selection released",
+    },
+    NoisyOutput {
+        file: "model.json",
+        field: "n_items",
+        part: UNIVERSE,
+        why: "the number of items the DP partition selection released",
+    },
+    NoisyOutput {
+        file: "model.json",
+        field: "item_universe.mechanism",
+        part: UNIVERSE,
+        why: "the partition selection described, with the number of items it released",
+    },
+    NoisyOutput {
+        file: "model.json",
+        field: "training_privacy.mechanism",
+        part: UNIVERSE,
+        why: "the DP fit described, with the number of items the partition selection released",
+    },
+    NoisyOutput {
+        file: "model.json",
+        field: "training_privacy.note",
+        part: UNIVERSE,
+        why: "the λ used, computed from the number of released items (the positive-definite \
+              floor grows with it)",
+    },
+    NoisyOutput {
+        file: "release.json",
+        field: "item_ids",
+        part: UNIVERSE,
+        why: "the items the DP partition selection released",
+    },
+    NoisyOutput {
+        file: "release.json",
+        field: "n_items",
+        part: UNIVERSE,
+        why: "the number of items the DP partition selection released",
+    },
+    NoisyOutput {
+        file: "privacy.json",
+        field: "parts[item universe, training users].mechanism",
+        part: UNIVERSE,
+        why: "the partition selection described, with the number of items it released",
+    },
+    NoisyOutput {
+        file: "privacy.json",
+        field: "parts[model weights, training users].mechanism",
+        part: UNIVERSE,
+        why: "the DP fit described, with the number of items the partition selection released",
+    },
+    NoisyOutput {
+        file: "privacy.json",
+        field: "parts[model weights, training users].note",
+        part: UNIVERSE,
+        why: "the λ used, computed from the number of released items",
+    },
     NoisyOutput {
         file: "w.npz",
         field: "",
@@ -116,18 +200,27 @@ pub const NOISY_OUTPUTS: &[NoisyOutput] = &[
     },
 ];
 
-/// The private tuner's released outputs, per row of `tuning.json`: its choice and the chosen
-/// configuration's noisy score. Nothing else of a row (how many runs it made, the texts) is a
-/// declared output.
+/// The private tuner's released outputs, per row of `tuning.json`: its choice, the chosen
+/// configuration's noisy score (a sum), the margin rule's noisy held-out estimates (sums over a
+/// noisy count) and what is computed from those alone — the served mechanism and its ε, the
+/// best free option by its noisy estimate, the reason text that prints them. Nothing else of a
+/// row (how many runs it made, how many users it read) is a declared output.
 const TUNING_OUTPUTS: &[&str] = &[
+    "mechanism",
     "candidates",
     "prior",
+    "spends",
     "best_pool",
     "best_prior",
-    "margin",
     "clip",
     "calibration_hit",
-    "private.noisy_hit",
+    "calibration_se",
+    "free_option",
+    "free_hit",
+    "reason",
+    "private.noisy_score",
+    "private.threshold",
+    "private.gain",
 ];
 
 /// One field that differs between two releases.
@@ -211,7 +304,8 @@ fn private_parts(dir: &Path) -> Vec<String> {
     if let Ok(bytes) = std::fs::read(dir.join("privacy.json")) {
         if let Ok(v) = serde_json::from_slice::<Value>(&bytes) {
             for p in v["parts"].as_array().into_iter().flatten() {
-                if !p["epsilon"].is_null() {
+                let public_input = p["unit"] == crate::model::options::PUBLIC_INPUT_UNIT;
+                if !p["epsilon"].is_null() && !public_input {
                     if let Some(name) = p["part"].as_str() {
                         parts.push(name.to_string());
                     }
@@ -244,14 +338,14 @@ fn declared(file: &str, field: &str, private: &[String]) -> Option<NoisyOutput> 
                     file: "tuning.json",
                     field: "rows",
                     part: "tuning",
-                    why: "the private tuner's choice and the chosen configuration's noisy score",
+                    why: "the private tuner's choice, its noisy scores and what they alone give",
                 });
             }
         }
     }
     NOISY_OUTPUTS.iter().copied().find(|d| {
         d.file == file
-            && private.iter().any(|p| p == d.part)
+            && (d.part == RANDOM || private.iter().any(|p| p == d.part))
             && (d.field.is_empty()
                 || field == d.field
                 || field.starts_with(&format!("{}.", d.field))
@@ -270,6 +364,9 @@ fn fields(path: &Path) -> Result<BTreeMap<String, String>> {
         let v: Value = serde_json::from_slice(&bytes)
             .map_err(|e| Error::Invalid(format!("{}: {e}", path.display())))?;
         leaves(&v, String::new(), &mut out);
+        if name == crate::privacy::report::PRIVACY {
+            out = key_parts(&v, out);
+        }
     } else if name.ends_with(".npz") {
         for (entry, data) in crate::model::io::read_npz(path, &bytes)? {
             out.insert(entry, digest(&data));
@@ -278,6 +375,34 @@ fn fields(path: &Path) -> Result<BTreeMap<String, String>> {
         out.insert(String::new(), digest(&bytes));
     }
     Ok(out)
+}
+
+/// The privacy report's fields with each part named by its name and population (`parts[model
+/// weights, training users].mechanism`) rather than by position, so that a part present in
+/// only one release (a held-out count) does not shift the others.
+fn key_parts(v: &Value, out: BTreeMap<String, String>) -> BTreeMap<String, String> {
+    let names: Vec<String> = v["parts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+        .map(
+            |(i, p)| match (p["part"].as_str(), p["population"].as_str()) {
+                (Some(a), Some(b)) => format!("{a}, {b}"),
+                _ => i.to_string(),
+            },
+        )
+        .collect();
+    out.into_iter()
+        .map(|(k, x)| {
+            for (i, name) in names.iter().enumerate() {
+                if let Some(rest) = k.strip_prefix(&format!("parts[{i}]")) {
+                    return (format!("parts[{name}]{rest}"), x);
+                }
+            }
+            (k, x)
+        })
+        .collect()
 }
 
 /// A short, exact description of bytes: their length and 64-bit FNV hash.

@@ -60,7 +60,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         out,
         "tuned on {} {} users ({}); pools from {}; popularity prior weights {:?}; margin {} \
          paired s.e.; 'no prior': the best pool's calibration hit@1 without a prior",
-        c.users,
+        c.users.map_or_else(|| "the".into(), |n| n.to_string()),
         c.population,
         c.split,
         tuning
@@ -93,7 +93,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         writeln!(
             out,
             "{:>6}  {:<36} {:>17}  {:>7}  {:>17}  {:<10} {:>17}",
-            "eps", "serves", "noisy sel. hit@1", "configs", "held-out hit@1", "free", "free hit@1"
+            "eps", "serves", "noisy sel. score", "configs", "held-out hit@1", "free", "free hit@1"
         )?;
         for r in &tuning.rows {
             let p = r.private.as_ref();
@@ -102,8 +102,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 "{:>6}  {:<36} {:>17}  {:>7}  {:>8.4} ± {:.4}  {:<10} {:>17}",
                 r.epsilon,
                 serves(r),
-                p.and_then(|p| p.noisy_hit)
-                    .map_or_else(|| "⊥".to_string(), |h| format!("{h:.4}")),
+                p.and_then(|p| p
+                    .noisy_score
+                    .map(|s| format!("{s:.2}"))
+                    .or(p.noisy_hit.map(|h| format!("{h:.4} (mean)"))))
+                    .unwrap_or_else(|| "⊥".to_string()),
                 p.map_or(0, |p| p.candidates),
                 r.calibration_hit,
                 r.calibration_se,
@@ -116,10 +119,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         writeln!(
             out,
-            "noisy sel. hit@1: the selection's released score on the selection users (the best of \
-             many noisy runs: optimistic); held-out hit@1: the served configuration's noisy \
-             estimate on the estimation users ± the noise's s.d.; free: popular:1, or heldout:1 \
-             when its noisy gain over popular:1 there clears the margin"
+            "noisy sel. score: the selection's released score, the sum of hit@1 over the selection \
+             users plus its noise (the best of many noisy runs: optimistic); held-out hit@1: the \
+             served configuration's noisy estimate on the estimation users ± the noise's s.d.; \
+             free: popular:1, or heldout:1 when its noisy gain over popular:1 there clears the \
+             margin"
         )?;
         for r in &tuning.rows {
             writeln!(out, "eps {}: {}", r.epsilon, r.reason)?;

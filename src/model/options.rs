@@ -230,13 +230,15 @@ fn mark_audit_seed(p: &mut Option<PopulationPrivacy>) {
 
 /// The privacy report's part that names the release's item universe.
 pub const ITEM_UNIVERSE: &str = "item universe";
+/// The unit of a part that is a declared public input (the catalogue), not a DP output.
+pub const PUBLIC_INPUT_UNIT: &str = "none (public input)";
 
 /// The item universe entry of a release on a declared catalogue of `n` items: a public input,
 /// nothing spent (how many items of the data fell outside it is not said: that is data).
 pub fn universe_catalogue(n: usize) -> PopulationPrivacy {
     PopulationPrivacy {
         population: crate::privacy::Population::Training,
-        unit: "none (public input)".into(),
+        unit: PUBLIC_INPUT_UNIT.into(),
         epsilon: Some(0.0),
         delta: 0.0,
         mechanism: format!(

@@ -83,11 +83,7 @@ pub struct PrivacyReport {
 /// of at most 2ε under replacing one (group privacy for two changes); the converse does not
 /// hold (an exact count is 0-DP under replacement and not DP under addition), so the common
 /// unit is replacement (docs/privacy-report.md, "Populations").
-pub fn population_rules(
-    split: Option<&str>,
-    calibration: &str,
-    calibration_users: u64,
-) -> Vec<String> {
+pub fn population_rules(split: Option<&str>, calibration: &str) -> Vec<String> {
     vec![
         format!(
             "rule: {}",
@@ -97,8 +93,9 @@ pub fn population_rules(
          where the part says so)"
             .into(),
         format!(
-            "calibration users ({calibration}, {calibration_users} of them): held out of the \
-             fit, never served; unit: one user replaced (their whole history and held-out items)"
+            "calibration users ({calibration}): held out of the fit, never served; their number \
+             is not published (the rule makes it depend on the data); unit: one user replaced \
+             (their whole history and held-out items)"
         ),
         "test users: held out of the fit and evaluated on; nothing of them is in the release"
             .into(),

@@ -151,7 +151,8 @@ impl Recommender {
                 Statistics::ExactLeaky => format!(
                 "scores clipped to EXACT percentiles of {} {} users who are not served (LEAKY: \
                  exact statistics in the release, calibration users not protected)",
-                c.users, c.population
+                c.users.map_or_else(|| "the".into(), |n| n.to_string()),
+                c.population
             ),
             },
         };

@@ -224,7 +224,9 @@ impl Release {
                 "release artifact (LEAKY): exact p1, p99 and Δ of {} items on {} {} users (not \
                  the test users) and exact counts: calibration and training users are not \
                  protected",
-                self.manifest.n_items, c.users, c.population
+                self.manifest.n_items,
+                c.users.map_or_else(|| "the".into(), |n| n.to_string()),
+                c.population
             ),
         }
     }

@@ -64,8 +64,11 @@ pub struct Calibration {
     /// `validation` (held-out users the model was not fitted on) or `train` (the training users,
     /// when the split has no validation users). Never the served (test) users.
     pub population: String,
-    /// Calibration users scored.
-    pub users: u64,
+    /// Calibration users scored: written with exact statistics only (they are scored then, and
+    /// the release says it is leaky). With private statistics no calibration user is read, and
+    /// their number — which the keyed split makes depend on the data — is not published.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub users: Option<u64>,
     /// Lower percentile (1).
     pub lower_percentile: f64,
     /// Upper percentile (99).
@@ -174,6 +177,7 @@ pub fn calibrate(
             data.name()
         )));
     }
+    let exact = matches!(statistics, Statistics::ExactLeaky);
     let (sens, popularity, heldout, statistics) = match statistics {
         Statistics::ExactLeaky => {
             let scorer = ModelScorer::new(model, &rows);
@@ -245,7 +249,7 @@ pub fn calibrate(
         item_ids: data.item_ids.clone(),
         calibration: Calibration {
             population: population.into(),
-            users: rows.rows() as u64,
+            users: exact.then_some(rows.rows() as u64),
             lower_percentile: cfg.lower,
             upper_percentile: cfg.upper,
             floor: cfg.floor,
@@ -352,12 +356,13 @@ impl Release {
             }
             None => out.push("the split: not recorded in this release".into()),
         }
-        out.push(format!(
-            "the number of {} users the release was calibrated on, {}: released exactly in \
-             release.json (and tuning.json), so declared public; the calibration users' \
-             guarantees are under replacement of one user, which keeps it",
-            m.calibration.population, m.calibration.users
-        ));
+        if let Some(n) = m.calibration.users {
+            out.push(format!(
+                "the number of {} users the clip ranges were calibrated on, {n}: released \
+                 exactly with the exact (leaky) statistics, so declared public",
+                m.calibration.population
+            ));
+        }
         out.push(format!(
             "the model's hyperparameters ({:?}, l2 {}, density {}) and the statistics' settings",
             m.model_params.method, m.model_params.l2, m.model_params.density
@@ -392,7 +397,6 @@ impl Release {
         r.populations = crate::privacy::report::population_rules(
             self.manifest.split.as_ref().map(|s| s.rule.as_str()),
             &self.manifest.calibration.population,
-            self.manifest.calibration.users,
         );
         r
     }
@@ -402,7 +406,19 @@ impl Release {
     pub fn report_of_meta(&self, meta: &crate::model::io::ModelMeta) -> PrivacyReport {
         let r = self.report_of(meta.training_privacy.as_ref());
         match &meta.item_universe {
-            Some(u) => r.with(crate::model::options::ITEM_UNIVERSE, u.clone()),
+            Some(u) => {
+                let mut r = r.with(crate::model::options::ITEM_UNIVERSE, u.clone());
+                if u.unit == crate::model::options::PUBLIC_INPUT_UNIT {
+                    r.public_inputs.insert(
+                        1,
+                        format!(
+                            "the item universe: the declared catalogue of {} items (--catalogue)",
+                            self.manifest.n_items
+                        ),
+                    );
+                }
+                r
+            }
             None => r,
         }
     }

@@ -301,7 +301,7 @@ fn measured(
         estimated: Some(t.estimated()),
         margin: Some(t.config.margin),
         gain: Some(gain),
-        calibration_users: Some(t.calibration.users),
+        calibration_users: t.calibration.users,
         below_free,
         better: below_free.then(|| better(t, epsilon, hit.mean)),
         note: None,
@@ -476,7 +476,7 @@ pub(crate) fn resolve(
                 free_option: Some(free_pair(&t).0),
                 estimated: Some(t.estimated()),
                 margin: Some(t.config.margin),
-                calibration_users: Some(t.calibration.users),
+                calibration_users: t.calibration.users,
                 configuration: what,
                 ..Worth::in_memory(cfg)
             }

@@ -16,11 +16,11 @@
 //! The private tuner makes the same cut: its selection reads the selection part only, and a
 //! Laplace estimate of the chosen configuration and of every free option reads the estimation
 //! part only ([`private_estimate`]). A user's part is a function of that user's id and a public
-//! constant, like the group the split drew them into: the unit of the calibration users'
-//! guarantee replaces one user's data (history and held-out items) under the same id, which is
-//! why their count is public, and the replaced user stays in their part, so the other part's
-//! inputs are the same on both neighbours (and one user added or removed is in one part and
-//! moves no other). The two parts compose in parallel: the calibration users' ε is the larger
+//! constant, like the group the split drew them into: one user added or removed is in one part
+//! and moves no other, and a user whose data (history and held-out items) is replaced under the
+//! same id stays in their part, so the other part's inputs are the same on both neighbours. The
+//! exact size of either part depends on the data and is never released by a private tuning: the
+//! estimates divide noisy sums by a noisy count released with them. The two parts compose in parallel: the calibration users' ε is the larger
 //! of the selections' and the estimates' ([`private_privacy`]).
 
 use crate::error::{Error, Result};
@@ -37,8 +37,8 @@ use crate::recommend::tuned::{beats, Estimate, EstimationSplit, TunedRow};
 pub const RULE: &str = "each calibration user chooses or estimates by a keyed hash of that user's \
                         id with a public constant, as the split drew their group: no user's \
                         presence or data moves another between the parts, and replacing a \
-                        user's data keeps them in theirs; the part sizes vary with the users \
-                        drawn and are published like the calibration count";
+                        user's data keeps them in theirs; the part sizes vary with the data \
+                        (published by a non-private tuning only)";
 
 /// The public key of the cut: a constant, so the cut depends on nothing but each user's id.
 const PART_SEED: u64 = 0x6573_7469_6d61_7465;
@@ -72,12 +72,14 @@ pub fn parts(cal: &HeldOutRows) -> Result<(Vec<usize>, Vec<usize>)> {
     Ok((0..cal.rows()).partition(|&u| mask[u]))
 }
 
-/// The split record of the calibration users `cal`.
-pub fn split(cal: &HeldOutRows) -> Result<EstimationSplit> {
+/// The split record of the calibration users `cal`: the part sizes when `counts` (a
+/// non-private tuning), else the rule alone — exact counts of groups the data decides are
+/// neither public nor DP.
+pub fn split(cal: &HeldOutRows, counts: bool) -> Result<EstimationSplit> {
     let (s, e) = parts(cal)?;
     Ok(EstimationSplit {
-        selection_users: s.len() as u64,
-        estimation_users: e.len() as u64,
+        selection_users: counts.then_some(s.len() as u64),
+        estimation_users: counts.then_some(e.len() as u64),
         rule: RULE.into(),
     })
 }
@@ -126,6 +128,8 @@ pub struct PrivateEstimate {
     pub gain: Estimate,
     /// ε of the estimate (on the estimation part).
     pub epsilon: f64,
+    /// The noisy number of estimation users the means divide by (released with the sums).
+    pub users: f64,
 }
 
 /// The noisy paired gain of a noisy mean `h` over a noisy mean `f` on `n` users, each with
@@ -142,9 +146,12 @@ fn noisy_gain(h: Estimate, f: Estimate, n: f64) -> Estimate {
 
 /// The ε-DP held-out estimate of the chosen candidate `chosen` and of the free options `free`
 /// (candidate indices, the default first) from their exact sums over the `users` estimation
-/// users (`sums[c]`, each user adding a hit probability in [0, 1] to each): the k distinct
-/// configurations released together have L1 sensitivity k for a replaced user, so each sum gets
-/// Laplace(k/ε) noise and the release is ε-DP. The free option compared with is the first
+/// users (`sums[c]`, each user adding a hit probability in [0, 1] to each). The k distinct
+/// configurations' sums and the number of users are released together with Laplace((k+1)/ε)
+/// noise on each: one user added, removed or replaced changes each sum by at most 1 and the
+/// count by at most 1, an L1 sensitivity of k + 1, so the release is ε-DP. The means divide the
+/// noisy sums by the noisy count (at least 1): the exact count, which the keyed split makes
+/// depend on the data, is never released. The free option compared with is the first
 /// unless a later one's noisy gain over it clears `margin` standard errors ([`beats`]): with
 /// noise larger than the free options' differences, the best by noisy mean would be a coin
 /// flip between them, and the first (the most popular training item) is never a chosen-by-noise
@@ -165,8 +172,8 @@ pub fn private_estimate(
             ids.push(f);
         }
     }
-    let n = users.max(1) as f64;
-    let scale = ids.len() as f64 / epsilon;
+    let scale = (ids.len() + 1) as f64 / epsilon;
+    let n = noisy_sum(users as f64, 1.0 / scale, rng)?.max(1.0);
     let sd = std::f64::consts::SQRT_2 * scale / n;
     let released: Vec<(usize, Estimate)> = ids
         .iter()
@@ -193,6 +200,7 @@ pub fn private_estimate(
         best_free,
         gain,
         epsilon,
+        users: n,
     })
 }
 
@@ -204,13 +212,10 @@ pub fn shown(epsilon: f64) -> f64 {
 /// The calibration users' entry of a private tuning of `selections` ε: the selections read the
 /// selection part only, the held-out estimates (ε of one selection each) the estimation part
 /// only, and a user's part is a function of that user's id alone (kept when their data is
-/// replaced), so a neighbour changes the inputs of one part: parallel composition, the larger
-/// of the two parts' totals (the selections' δ, if any, unchanged).
-pub fn private_privacy(
-    tuner: &PrivateTuner,
-    selections: usize,
-    split: &EstimationSplit,
-) -> PopulationPrivacy {
+/// replaced; an added or removed user is in one part), so a neighbour changes the inputs of one
+/// part: parallel composition, the larger of the two parts' totals (the selections' δ, if any,
+/// unchanged). Neither part's size is published.
+pub fn private_privacy(tuner: &PrivateTuner, selections: usize) -> PopulationPrivacy {
     let mut p = tuner.privacy(selections);
     let s = tuner.statement();
     let estimates = selections as f64 * s.epsilon;
@@ -218,23 +223,24 @@ pub fn private_privacy(
     p.mechanism = format!(
         "{}; margin rule: the free options (popular:1, heldout:1) are candidates whose scores \
          carry the same noise, and the chosen configuration and every free option are then \
-         estimated on the other calibration users, each sum + Laplace(k/eps_est) for the k \
-         configurations released, eps_est = {} per tuned eps; krr is served only when its noisy \
+         estimated on the other calibration users, each sum and their number + \
+         Laplace((k+1)/eps_est) for the k configurations released, the means the noisy sums over \
+         the noisy count, eps_est = {} per tuned eps; krr is served only when its noisy \
          gain over the free option (popular:1, or heldout:1 when its noisy gain over popular:1 \
          clears the margin) exceeds the margin",
         p.mechanism,
         shown(s.epsilon)
     );
     p.note = format!(
-        "{}; the selections read the {} selection users only and the estimates ({selections} x \
-         {} = {}) the {} estimation users only; each user's part is a keyed hash of \
-         that user's id, which a neighbour (one user's data replaced) keeps, so a neighbour \
-         changes one part's inputs: parallel composition, the larger of the two parts' eps",
+        "{}; the selections read the selection users only and the estimates ({selections} x \
+         {} = {}) the estimation users only; each user's part is a keyed hash of that user's id, \
+         which a neighbour keeps (one user's data replaced) or adds to one part only (one user \
+         added or removed), so a neighbour changes one part's inputs: parallel composition, the \
+         larger of the two parts' eps; neither part's size is published, the estimates divide by \
+         a noisy count released with them",
         p.note,
-        split.selection_users,
         shown(s.epsilon),
         shown(estimates),
-        split.estimation_users
     );
     p
 }
@@ -285,9 +291,10 @@ pub(super) fn private_margin(
         p.estimate_epsilon = Some(e.epsilon);
     }
     row.reason = format!(
-        "{selection}; on {users} other calibration users (eps {}): noisy hit@1 {h} \
-         against {f} for {free_policy}, gain {:+.4} ± {:.4} (noise and sampling), {} {margin} \
-         s.e.: serves {}",
+        "{selection}; on the other calibration users (noisy count {:.1}, eps {}): noisy hit@1 \
+         {h} against {f} for {free_policy}, gain {:+.4} ± {:.4} (noise and sampling), {} \
+         {margin} s.e.: serves {}",
+        e.users,
         shown(eps_est),
         e.gain.mean,
         e.gain.se,
@@ -358,7 +365,8 @@ mod tests {
         assert!(s.iter().all(|u| !e.contains(u)));
         // Both parts are about half.
         assert!((150..250).contains(&s.len()), "{}", s.len());
-        assert_eq!(split(&cal).unwrap().selection_users as usize, s.len());
+        assert_eq!(split(&cal, true).unwrap().selection_users, Some(s.len() as u64));
+        assert_eq!(split(&cal, false).unwrap().selection_users, None);
         let keyed = |c: &HeldOutRows| selection_mask(c).unwrap();
         let by_position = |c: &HeldOutRows| (0..c.rows()).map(|u| u % 2 == 0).collect::<Vec<_>>();
         let by_history = |c: &HeldOutRows| {
@@ -386,7 +394,7 @@ mod tests {
         // One user's data replaced under the same id (the unit of the private tuner): nobody
         // moves, the replaced user included, and the part sizes stay as they were — for every
         // user replaced. Power: a cut keyed on the history moves the replaced user (and the
-        // part sizes, which are published) for about half of them.
+        // part sizes, which a non-private tuning publishes) for about half of them.
         let (mut keyed_moves, mut history_moves) = (0, 0);
         for u in 0..100 {
             let mut changed = users.clone();
@@ -412,12 +420,14 @@ mod tests {
         let mut rng = TuneRng::Fast(crate::rng::Streams::new(3).stream(0, 0, 0, 0));
         // Candidates: 0 popular:1 (100 of 1000), 1 heldout:1 (300), 2 krr (320): heldout:1
         // clears the margin over popular:1; the gain of krr over it is small against a noise
-        // s.d. of √2·3/(1·1000).
+        // s.d. of √2·4/(1·ñ), ñ the noisy count (three sums and the count: sensitivity 4).
         let est =
             private_estimate(&[100.0, 300.0, 320.0], 2, &[0, 1], 1000, 1.0, 2.0, &mut rng).unwrap();
         assert_eq!(est.best_free, 1);
         assert_eq!(est.released.len(), 3);
-        let sd = std::f64::consts::SQRT_2 * 3.0 / 1000.0;
+        assert!((est.users - 1000.0).abs() < 100.0, "{}", est.users);
+        assert_ne!(est.users, 1000.0, "the count is noised");
+        let sd = std::f64::consts::SQRT_2 * 4.0 / est.users;
         assert!((est.released[0].1.se - sd).abs() < 1e-12);
         assert!(est.gain.se > sd && !beats(&est.gain, 2.0));
         // A large gain clears it.
@@ -429,7 +439,7 @@ mod tests {
     #[test]
     fn a_free_option_within_the_noise_does_not_replace_the_first() {
         // popular:1 (100 of 300 users) and heldout:1 (105) at eps 0.3: the noise s.d. of a
-        // mean, √2·3/(0.3·300) ≈ 0.047, dwarfs their difference. The first stays the free
+        // mean, √2·4/(0.3·300) ≈ 0.063, dwarfs their difference. The first stays the free
         // option in most draws; the best by noisy mean would take the other in about half.
         let mut rng = TuneRng::Fast(crate::rng::Streams::new(5).stream(0, 0, 0, 0));
         let (mut kept, mut by_noise) = (0, 0);

@@ -479,9 +479,9 @@ pub fn tune(
     let mech_rows = tune_mechanisms(
         model, release, cal, cfg, &epsilons, free, &est, &krr_best, progress,
     )?;
-    let split = estimate::split(cal)?;
+    let split = estimate::split(cal, private.is_none())?;
     let privacy = private.as_ref().map_or_else(public_privacy, |p| {
-        estimate::private_privacy(p, epsilons.len(), &split)
+        estimate::private_privacy(p, epsilons.len())
     });
     Ok(Tuning {
         format: FORMAT.into(),
@@ -494,7 +494,7 @@ pub fn tune(
         },
         calibration: TuningPopulation {
             population: cal.population.into(),
-            users: cal.rows() as u64,
+            users: private.is_none().then_some(cal.rows() as u64),
             split: cal.split.clone(),
         },
         config: TuneConfig {

@@ -6,10 +6,15 @@
 //! over the n calibration users of the configuration's exact hit@1 probability
 //! `S_c = Σ_u hit_u(c)`. Each term lies in [0, 1], so replacing one calibration user (all of their
 //! history and held-out items) moves every `S_c` by at most 1. One run of Q draws a configuration
-//! uniformly at random (independently of the data) and releases it with
-//! `(S_c + Lap(1/ε₀)) / n`: the Laplace mechanism at sensitivity 1, so each run is ε₀-DP for that
-//! unit. The number of calibration users n is public (the neighbouring relation replaces a user,
-//! it does not add one), so dividing by it costs nothing.
+//! uniformly at random (independently of the data) and releases it with `S_c + Lap(1/ε₀)`: the
+//! Laplace mechanism at sensitivity 1, so each run is ε₀-DP for that unit — also when the
+//! replaced user moves into or out of the selection part, which changes each sum by at most 1.
+//! The number of users n is not released: the keyed split makes it depend on the data (a user
+//! who moves changes it), so the released score is the noisy sum, never the sum over n. Random
+//! stopping compares the noisy sums; the threshold rule compares the noisy mean with its
+//! threshold, dividing by the exact n inside the selection (its stated guarantee assumes n fixed
+//! by the neighbouring relation, which a user moving between the parts breaks: the default rule
+//! is random stopping).
 //!
 //! Q is then handed to one of the library's selections, which also states the guarantee:
 //!
@@ -77,8 +82,13 @@ impl std::fmt::Debug for PrivateTuner {
 pub struct PrivateChoice {
     /// The configuration chosen (its index in the candidate list), `None` for ⊥.
     pub index: Option<usize>,
-    /// Its released noisy calibration hit@1 (part of the release; NaN for ⊥).
+    /// Its noisy calibration hit@1, the noisy sum over the number of users (the selection's
+    /// own comparison; NaN for ⊥). A private tuning releases [`PrivateChoice::noisy_sum`], never
+    /// this mean: the number of users is an exact count.
     pub noisy_hit: f64,
+    /// Its noisy calibration score as the selection drew it: the sum of hit@1 over the users
+    /// plus the selection's noise (the released score; NaN for ⊥).
+    pub noisy_sum: f64,
     /// The threshold the search found (threshold rule).
     pub threshold: Option<f64>,
 }
@@ -218,8 +228,8 @@ impl PrivateTuner {
         };
         PopulationPrivacy {
             population: Population::Calibration,
-            unit: "one calibration user replaced (their whole history and held-out items); the \
-                   number of calibration users is public"
+            unit: "one calibration user replaced (their whole history and held-out items); \
+                   the number of calibration users is not published"
                 .into(),
             epsilon: Some(epsilon),
             delta,
@@ -256,21 +266,28 @@ impl PrivateTuner {
             )));
         }
         let (k, n, b) = (sums.len(), users as f64, 1.0 / self.params.eps0);
-        let q = |r: &mut Rng| {
+        // Random stopping keeps the best noisy sum (the same choice as the best mean); the
+        // threshold rule compares the mean with its threshold.
+        let q_sum = |r: &mut Rng| {
             let c = r.random_range(0..k);
-            (c, (sums[c] + b * laplace1(r)) / n)
+            (c, sums[c] + b * laplace1(r))
         };
         Ok(match &self.selector {
             Selector::Stopping(s) => {
-                let out = s.run(q, rng);
-                let (index, noisy_hit) = out.best.map_or((None, f64::NAN), |(c, v)| (Some(c), v));
+                let out = s.run(q_sum, rng);
+                let (index, noisy_sum) = out.best.map_or((None, f64::NAN), |(c, v)| (Some(c), v));
                 PrivateChoice {
                     index,
-                    noisy_hit,
+                    noisy_hit: noisy_sum / n,
+                    noisy_sum,
                     threshold: None,
                 }
             }
             Selector::Threshold { selection, grid } => {
+                let q = |r: &mut Rng| {
+                    let (c, v) = q_sum(r);
+                    (c, v / n)
+                };
                 let out = selection.run(q, grid, rng)?;
                 let (index, noisy_hit) = out
                     .outcome
@@ -279,6 +296,7 @@ impl PrivateTuner {
                 PrivateChoice {
                     index,
                     noisy_hit,
+                    noisy_sum: noisy_hit * n,
                     threshold: out.search.threshold,
                 }
             }
@@ -320,12 +338,13 @@ impl PrivateTuner {
             rng,
         )?;
         let n = users as f64;
-        let (index, noisy_hit) = out
+        let (index, noisy_sum) = out
             .best
-            .map_or((None, f64::NAN), |(c, v)| (Some(c), v / unit / n));
+            .map_or((None, f64::NAN), |(c, v)| (Some(c), v / unit));
         Ok(PrivateChoice {
             index,
-            noisy_hit,
+            noisy_hit: noisy_sum / n,
+            noisy_sum,
             threshold: None,
         })
     }
@@ -365,9 +384,11 @@ pub fn noisy_sum(sum: f64, epsilon: f64, rng: &mut TuneRng) -> Result<f64> {
 
 /// The tuned row at `epsilon` chosen privately among `candidates` (pool, prior, exact
 /// calibration sum over `users` users; the first is the most popular item, served 0-DP, and
-/// what ⊥ serves). Only released values enter the row: the choice, its noisy calibration hit@1,
-/// the noise's standard deviation (from ε₀ and the number of calibration users, a declared
-/// public count: docs/privacy-report.md); never the number of runs.
+/// what ⊥ serves). Only released values enter the row: the choice and its noisy calibration
+/// score as a sum (the noise's standard deviation √2/ε₀ is public); never the number of runs,
+/// and never the number of users, an exact count of a group the keyed split makes depend on the
+/// data (the row's hit@1 and its standard error are the held-out estimate's, which
+/// `estimate::private_margin` fills in from released values only).
 pub(super) fn row(
     tuner: &PrivateTuner,
     epsilon: f64,
@@ -381,15 +402,15 @@ pub(super) fn row(
     let index = choice.index.unwrap_or(0);
     let (pool, prior, _) = candidates[index].clone();
     let krr = index > 0;
-    // Lap(b) has standard deviation √2·b; b = 1/(n ε₀) on the mean.
-    let noise_sd = std::f64::consts::SQRT_2 / (users as f64 * tuner.params.eps0);
+    // Lap(b) has standard deviation √2·b; b = 1/ε₀ on the sum.
+    let noise_sd = std::f64::consts::SQRT_2 / tuner.params.eps0;
     let reason = match choice.index {
         Some(_) => format!(
-            "chosen by {} among {} configurations; released noisy calibration hit@1 {:.4} \
-             (noise s.d. {noise_sd:.4})",
+            "chosen by {} among {} configurations; released noisy calibration score {:.2} (the \
+             sum of hit@1 over the selection users, noise s.d. {noise_sd:.2})",
             tuner.params.rule.name(),
             candidates.len(),
-            choice.noisy_hit
+            choice.noisy_sum
         ),
         None => format!(
             "the {} selection released no configuration (⊥): the most popular item, which does \
@@ -403,12 +424,8 @@ pub(super) fn row(
         candidates: pool.clone(),
         prior: prior.clone(),
         spends: if krr { epsilon } else { 0.0 },
-        calibration_hit: if choice.noisy_hit.is_nan() {
-            0.0
-        } else {
-            choice.noisy_hit
-        },
-        calibration_se: noise_sd,
+        calibration_hit: 0.0,
+        calibration_se: 0.0,
         fixed_hit: None,
         free_option: None,
         free_hit: None,
@@ -421,7 +438,8 @@ pub(super) fn row(
         margin,
         reason,
         private: Some(PrivateRow {
-            noisy_hit: choice.index.map(|_| choice.noisy_hit),
+            noisy_hit: None,
+            noisy_score: choice.index.map(|_| choice.noisy_sum),
             candidates: candidates.len(),
             threshold: choice.threshold,
             gain: None,

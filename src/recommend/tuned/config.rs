@@ -269,10 +269,14 @@ pub fn public_privacy() -> PopulationPrivacy {
 /// How the calibration users were cut, recorded in `tuning.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EstimationSplit {
-    /// Calibration users the choices were made on.
-    pub selection_users: u64,
-    /// Calibration users every reported estimate was measured on (disjoint from those).
-    pub estimation_users: u64,
+    /// Calibration users the choices were made on (a non-private tuning only: a private one
+    /// publishes no exact count).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selection_users: Option<u64>,
+    /// Calibration users every reported estimate was measured on (disjoint from those; a
+    /// non-private tuning only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimation_users: Option<u64>,
     /// The rule, for people.
     pub rule: String,
 }

@@ -176,8 +176,8 @@ pub struct TunedRow {
     /// selection chose).
     pub reason: String,
     /// What the private selection released for this row (a private tuning only; then
-    /// `calibration_hit` is the released noisy score and `calibration_se` the noise's standard
-    /// deviation).
+    /// `calibration_hit` is the served configuration's noisy held-out hit@1 and `calibration_se`
+    /// its noise's standard deviation, both from released values only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub private: Option<PrivateRow>,
 }
@@ -185,9 +185,15 @@ pub struct TunedRow {
 /// What a private tuning released at one ε.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PrivateRow {
-    /// The released noisy calibration hit@1 of the chosen configuration (`None`: ⊥, the most
-    /// popular item served instead).
+    /// The noisy calibration hit@1 of the chosen configuration, a mean over an exact number of
+    /// users: read from files that carry it and shown, never written (the count is not public).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub noisy_hit: Option<f64>,
+    /// The released noisy calibration score of the chosen configuration: the sum of hit@1 over
+    /// the selection users plus the selection's noise (`None`: ⊥, the most popular item served
+    /// instead, or a file that carries `noisy_hit` instead).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub noisy_score: Option<f64>,
     /// Configurations the selection chose among.
     pub candidates: usize,
     /// The threshold the search found (threshold rule; the sparse vector's own release). The
@@ -211,8 +217,10 @@ pub struct PrivateRow {
 pub struct TuningPopulation {
     /// `validation`: users held out of the fit and never served.
     pub population: String,
-    /// Calibration users.
-    pub users: u64,
+    /// Calibration users: written by a non-private tuning only. A private tuning does not
+    /// publish the count — the keyed split makes it depend on the data, and it is not noised.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub users: Option<u64>,
     /// How their held-out items were obtained.
     pub split: String,
 }
@@ -354,14 +362,24 @@ impl Tuning {
     /// How its estimates were made, for people.
     pub fn estimated(&self) -> String {
         match &self.estimation {
-            Some(e) => format!(
-                "chosen on {} calibration users, estimated on {} others ({})",
-                e.selection_users, e.estimation_users, e.rule
-            ),
+            Some(e) => match (e.selection_users, e.estimation_users) {
+                (Some(s), Some(n)) => {
+                    format!(
+                        "chosen on {s} calibration users, estimated on {n} others ({})",
+                        e.rule
+                    )
+                }
+                _ => format!(
+                    "chosen on one part of the calibration users, estimated on the others ({})",
+                    e.rule
+                ),
+            },
             None => format!(
                 "measured on the {} calibration users it was chosen on (optimistic: the best of \
                  many; tuned before the estimation split, run `recsel tune` again)",
-                self.calibration.users
+                self.calibration
+                    .users
+                    .map_or_else(|| "(count not published)".into(), |n| n.to_string())
             ),
         }
     }
