@@ -47,6 +47,7 @@ use crate::stats::exact::{ExactStopping, FRACTION_BITS};
 
 mod accounting;
 mod coupling;
+pub mod gem_stopping;
 pub mod margin;
 pub mod scores;
 pub mod sparse_vector;
