@@ -21,7 +21,8 @@
 
 use std::path::Path;
 
-use recsel::recommend::tuning::private::{PrivateTuneParams, PrivateTuner};
+use recsel::evaluate::tuning::private::PrivateTuner;
+use recsel::recommend::tuned::PrivateTuneParams;
 use recsel::rng::Streams;
 
 /// Items kept (the most popular on the public side).

@@ -29,8 +29,9 @@ use recsel::data::heldout::{LightGcnHeldOut, ValidationUsers};
 use recsel::data::load::load_lightgcn_with;
 use recsel::data::Dataset;
 use recsel::eval::{evaluate, Estimate};
+use recsel::evaluate::tuning::private::PrivateTuner;
 use recsel::model::{fit, Method, ModelParams};
-use recsel::recommend::tuning::private::{PrivateTuneParams, PrivateTuner};
+use recsel::recommend::tuned::PrivateTuneParams;
 use recsel::rng::Streams;
 
 /// The public grid of λ.

@@ -13,6 +13,8 @@
 //! * [`experiments`] — synthetic scenarios, two-candidate grids, the real-data runner, pipelines;
 //! * [`recommend`] — the release artifact and the `Recommender` that serves one private item per
 //!   user (docs/deployment.md);
+//! * [`evaluate`] — `recsel tune` and `recsel evaluate`: the tuned serving configuration and the
+//!   utility table on users who are not served (docs/utility.md);
 //! * [`report`] — tables (CSV, Parquet), resolved configurations, plots;
 //! * [`serve`] — the private recommendation service over HTTP (`recsel serve`, docs/serving.md;
 //!   cargo feature `serve`, on by default);
@@ -35,6 +37,7 @@ pub mod audit;
 pub mod data;
 pub mod error;
 pub mod eval;
+pub mod evaluate;
 pub mod experiments;
 pub mod hugepages;
 pub mod io;

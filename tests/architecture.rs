@@ -16,6 +16,8 @@ const LAYERS: &[&[&str]] = &[
     &["mechanisms", "model"],
     &["scoring", "eval", "ledger", "statistic"],
     &["experiments", "recommend"],
+    // The evaluation wing: tunes and measures releases; serving never imports it.
+    &["evaluate"],
     &["report", "audit"],
     &["serve"],
     // The binary's subcommands: above everything, their files without cycles like any module.

@@ -11,7 +11,7 @@ use std::process::{Command, Output};
 use recsel::ledger::{self, Answer, ChargeRequest, Outcome, Period, Timestamp, Units};
 use recsel::model::io::{crc32, npy_bytes, write_npz, NpyArray};
 use recsel::recommend::signature::{self, KEY_ENV};
-use recsel::recommend::tuning::Tuning;
+use recsel::recommend::tuned::Tuning;
 
 fn run(args: &[&str], key: Option<&Path>) -> Output {
     let mut c = Command::new(env!("CARGO_BIN_EXE_recsel"));

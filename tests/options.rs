@@ -381,8 +381,8 @@ fn docs_cli_md_is_what_the_binary_prints() {
 #[test]
 fn utility_options_reach_every_front_end() {
     use recsel::data::DataOptions;
+    use recsel::evaluate::utility_options::{EvaluateOptions, TuneOptions};
     use recsel::recommend::publish::ReleaseOptions;
-    use recsel::recommend::utility_options::{EvaluateOptions, TuneOptions};
     assert!(DataOptions::options()
         .iter()
         .any(|s| s.key == "validation_users"));
@@ -474,8 +474,8 @@ fn utility_options_reach_every_front_end() {
 fn every_table_resolves_through_its_declared_defaults() {
     use recsel::audit::{AuditOptions, EndToEndOptions};
     use recsel::data::DataOptions;
+    use recsel::evaluate::utility_options::{EvaluateOptions, TuneOptions};
     use recsel::recommend::publish::ReleaseOptions;
-    use recsel::recommend::utility_options::{EvaluateOptions, TuneOptions};
     fn check<T>(name: &str)
     where
         T: OptionTable + Default + PartialEq + std::fmt::Debug + serde::Serialize,
@@ -540,7 +540,7 @@ fn every_table_resolves_through_its_declared_defaults() {
 /// `fit` and `export` and `seed` of `tune` and `evaluate` are errors naming `split_seed`.
 #[test]
 fn the_split_seed_has_one_name() {
-    use recsel::recommend::utility_options::{EvaluateOptions, TuneOptions};
+    use recsel::evaluate::utility_options::{EvaluateOptions, TuneOptions};
     for table in [
         SelectOptions::options(),
         recsel::data::DataOptions::options(),

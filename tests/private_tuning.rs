@@ -5,9 +5,9 @@
 //! the privacy entry of `tuning.json` for both tuners.
 
 use recsel::audit::direction_bound;
+use recsel::evaluate::tuning::private::PrivateTuner;
 use recsel::privacy::Population;
-use recsel::recommend::tuning::private::{PrivateRule, PrivateTuneParams, PrivateTuner};
-use recsel::recommend::tuning::Tuning;
+use recsel::recommend::tuned::{PrivateRule, PrivateTuneParams, Tuning};
 use recsel::rng::Streams;
 
 use crate::laws::{integrate, p_value, rs_exact, Noise, Stopping};
@@ -567,9 +567,10 @@ fn one_calibration_users_row_moves_no_other_split_and_a_sum_by_at_most_one() {
         calibration_users, load_dataset_with, row_items, DataSource, HeldOutRows, LoadOptions,
         NamedDataset, ValidationUsers,
     };
+    use recsel::evaluate::tuning::tune;
     use recsel::model::{Method, ModelParams};
     use recsel::recommend::release::Statistics;
-    use recsel::recommend::tuning::{tune, TuneConfig};
+    use recsel::recommend::tuned::TuneConfig;
     use recsel::scoring::SensitivityConfig;
 
     let src = DataSource::Named {
@@ -623,7 +624,7 @@ fn one_calibration_users_row_moves_no_other_split_and_a_sum_by_at_most_one() {
 
     let cfg = TuneConfig {
         epsilons: vec![4.0],
-        sources: vec![recsel::recommend::tuning::PoolSource::Popularity],
+        sources: vec![recsel::recommend::tuned::PoolSource::Popularity],
         pool_sizes: vec![5],
         prior_weights: vec![0.0],
         ..Default::default()

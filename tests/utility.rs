@@ -10,7 +10,8 @@ use recsel::data::heldout::held_out_groups;
 use recsel::data::{
     calibration_users, load_dataset_with, DataSource, Format, LoadOptions, ValidationUsers,
 };
-use recsel::recommend::tuning::{krr_hit, tuned_config, Tuning};
+use recsel::evaluate::tuning::krr_hit;
+use recsel::recommend::tuned::{tuned_config, Tuning};
 use recsel::recommend::Recommender;
 use recsel::rng::NoiseMode;
 
@@ -356,7 +357,7 @@ fn tuned_recommendations_follow_the_tuned_law() {
     let mut scratch = rec.scratch();
     // The row's calibration hit@1 is its estimate on the estimation part of the calibration
     // users (the part its choice did not read).
-    let (_, est) = recsel::recommend::tuning::estimate::parts(&cal);
+    let (_, est) = recsel::evaluate::tuning::estimate::parts(&cal);
     let n = est.len();
     let p: Vec<f64> = est.iter().map(|&u| law(2.0, u, &mut scratch)).collect();
     let mean = p.iter().sum::<f64>() / n as f64;
@@ -598,8 +599,8 @@ fn every_configuration_the_tuner_can_choose_passes_the_end_to_end_audit() {
     // The public popularity prior the tuner may add to krr's argmax, at its smallest and
     // largest default weight.
     for w in [
-        recsel::recommend::tuning::DEFAULT_PRIOR_WEIGHTS[1],
-        *recsel::recommend::tuning::DEFAULT_PRIOR_WEIGHTS
+        recsel::evaluate::tuning::DEFAULT_PRIOR_WEIGHTS[1],
+        *recsel::evaluate::tuning::DEFAULT_PRIOR_WEIGHTS
             .last()
             .unwrap(),
     ] {

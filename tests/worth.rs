@@ -10,12 +10,13 @@ use std::sync::OnceLock;
 
 use crate::util::{fit_synthetic, ok};
 use recsel::data::{calibration_users, DataOptions, HeldOutRows};
+use recsel::evaluate::tuning::estimate::{best_on, on, parts};
+use recsel::evaluate::tuning::tune;
+use recsel::evaluate::utility::{measure, table, UtilityConfig};
+use recsel::evaluate::utility_options::release_data;
 use recsel::mechanisms::MechParams;
 use recsel::options::OptionTable;
-use recsel::recommend::tuning::estimate::{beats, best_on, on, parts};
-use recsel::recommend::tuning::{tune, Estimate, Tuning};
-use recsel::recommend::utility::{measure, table, UtilityConfig};
-use recsel::recommend::utility_options::release_data;
+use recsel::recommend::tuned::{beats, Estimate, Tuning};
 use recsel::recommend::{RecommendConfig, Recommender, Standing};
 use recsel::rng::NoiseMode;
 use recsel::scoring::{CandidatePolicy, Prior};
@@ -59,7 +60,7 @@ fn config(mech: &str, eps: f64) -> RecommendConfig {
 }
 
 /// evaluate's description of a configuration (`popular:N, clip pLO/pHI[, prior W]`).
-fn evaluate_text(r: &recsel::recommend::tuning::MechRow) -> String {
+fn evaluate_text(r: &recsel::recommend::tuned::MechRow) -> String {
     let (lo, hi) = r.clip.expect("a grid mechanism's row has a clip range");
     match &r.prior {
         Prior::None => format!("{}, clip p{lo}/p{hi}", r.candidates),

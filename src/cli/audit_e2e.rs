@@ -133,13 +133,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let registry = Registry::builtin();
     // `tuned`: the row of the model's tuning.json for ε, with the candidates it chose.
     let mech = o.mechanisms();
-    let tuned = mech.trim() == recsel::recommend::tuning::TUNED;
+    let tuned = mech.trim() == recsel::recommend::tuned::TUNED;
     anyhow::ensure!(
         !(tuned && o.candidates.is_some()),
         "--mech tuned audits the candidates the tuning chose: leave out --candidates"
     );
     let names: Vec<&str> = match tuned {
-        true => vec![recsel::recommend::tuning::TUNED],
+        true => vec![recsel::recommend::tuned::TUNED],
         false => mechanisms::parse_list(&mech)?
             .iter()
             .map(|s| s.name)

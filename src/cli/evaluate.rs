@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
+use recsel::evaluate::utility_options::EvaluateOptions;
 use recsel::mechanisms::Registry;
-use recsel::recommend::utility_options::EvaluateOptions;
 use recsel::report::utility::{choices, markdown, served, summary, write_utility};
 
 use super::common::Flags;

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::Context;
-use recsel::recommend::utility_options::TuneOptions;
+use recsel::evaluate::utility_options::TuneOptions;
 use recsel::scoring::Prior;
 
 use super::common::Flags;
@@ -78,7 +78,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         p => format!("{pool} + {p}"),
     };
     let num = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |v| format!("{v:.4}"));
-    let serves = |r: &recsel::recommend::tuning::TunedRow| {
+    let serves = |r: &recsel::recommend::tuned::TunedRow| {
         if r.mechanism == "krr" {
             format!(
                 "krr over {}",
@@ -166,10 +166,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             "mechanism", "eps", "tuned configuration", "tuned", "untuned"
         )?;
         for m in &tuning.mechanisms {
-            let flag = |g: &recsel::recommend::tuning::Estimate| {
+            let flag = |g: &recsel::recommend::tuned::Estimate| {
                 if g.below(recsel::recommend::worth::WORTH_MARGIN) {
                     " <free"
-                } else if !recsel::recommend::tuning::estimate::beats(g, tuning.config.margin) {
+                } else if !recsel::recommend::tuned::beats(g, tuning.config.margin) {
                     " ~free"
                 } else {
                     ""
@@ -211,7 +211,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         out,
         "wrote {} ({:.1} s); `recsel recommend --model {} --eps E` serves the row of the largest \
          tuned eps <= E",
-        model_dir.join(recsel::recommend::tuning::TUNING).display(),
+        model_dir.join(recsel::recommend::tuned::TUNING).display(),
         t.elapsed().as_secs_f64(),
         model_dir.display()
     )?;

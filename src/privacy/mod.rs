@@ -6,7 +6,7 @@
 //! contribution weight of one user ([`contribution_weight`]).
 //!
 //! The DP fit (`model::dp`, `model::dp_items`), the release's statistics
-//! (`recommend::statistics`), the private tuner and the ledger's accountant
+//! (`recommend::release_statistics`), the private tuner and the ledger's accountant
 //! (`ledger::composition`) all ask here; none of them writes a population, a conversion or a
 //! calibration of its own.
 

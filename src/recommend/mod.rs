@@ -41,17 +41,15 @@
 
 mod block;
 mod claim;
-pub mod evaluation;
 pub mod input;
 pub mod ledgered;
 pub mod options;
 pub mod publish;
 pub mod release;
+pub mod release_statistics;
 pub mod signature;
-pub mod statistics;
+pub mod tuned;
 pub mod worth;
-
-pub use evaluation::{tuning, utility, utility_options};
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -176,8 +174,8 @@ pub struct Recommender {
     /// The prior's offsets in candidate order, computed once when neither the list nor the
     /// prior depends on the history (empty otherwise).
     offsets: Vec<f64>,
-    /// The tuned choice this recommender serves, when asked for [`tuning::TUNED`].
-    tuned: Option<tuning::TunedChoice>,
+    /// The tuned choice this recommender serves, when asked for [`tuned::TUNED`].
+    tuned: Option<tuned::TunedChoice>,
     /// What the served configuration is worth on the calibration users.
     worth: Worth,
     /// The release's privacy report (training, calibration and tuning entries).
@@ -197,7 +195,7 @@ pub fn user_key(user_id: &str) -> u64 {
 
 impl Recommender {
     /// Loads the model and the release artifact in `dir` and builds the mechanism of `cfg`. The
-    /// mechanism [`tuning::TUNED`] serves the tuned row of `dir/tuning.json` for `cfg`'s ε.
+    /// mechanism [`tuned::TUNED`] serves the tuned row of `dir/tuning.json` for `cfg`'s ε.
     pub fn load(dir: &Path, cfg: &RecommendConfig) -> Result<Self> {
         let mut release = Release::read(dir)?;
         let (model, meta) = model::io::load(dir)?;
@@ -242,7 +240,7 @@ impl Recommender {
                     &format!(
                         "the served clip range p{lo}/p{hi} is a pair of exact percentiles of the \
                          calibration users' scores, chosen by `recsel tune` ({})",
-                        tuning::BOUNDS
+                        tuned::BOUNDS
                     ),
                 ),
             );
@@ -257,18 +255,18 @@ impl Recommender {
 
     /// A recommender from a model and its release, both in memory.
     pub fn new(model: Model, release: Release, cfg: &RecommendConfig) -> Result<Self> {
-        if cfg.mechanism == tuning::TUNED {
+        if cfg.mechanism == tuned::TUNED {
             return Err(Error::Invalid(format!(
                 "the '{}' configuration is read from a model directory's {}: use                  Recommender::load",
-                tuning::TUNED,
-                tuning::TUNING
+                tuned::TUNED,
+                tuned::TUNING
             )));
         }
         if let Some((lo, hi)) = cfg.clip_range {
             return Err(Error::Invalid(format!(
                 "clip range {lo},{hi}: the bounds of a clip range other than the release's are \
                  read from a model directory's {}: use Recommender::load",
-                tuning::BOUNDS
+                tuned::BOUNDS
             )));
         }
         if model.n_items() != release.manifest.n_items {
@@ -413,8 +411,8 @@ impl Recommender {
         &self.worth
     }
 
-    /// The tuned choice served, when the recommender was loaded for [`tuning::TUNED`].
-    pub fn tuned(&self) -> Option<&tuning::TunedChoice> {
+    /// The tuned choice served, when the recommender was loaded for [`tuned::TUNED`].
+    pub fn tuned(&self) -> Option<&tuned::TunedChoice> {
         self.tuned.as_ref()
     }
 
@@ -720,7 +718,7 @@ pub fn release_privacy_report(dir: &Path) -> Result<PrivacyReport> {
 /// `report` with the tuning entry of the model directory's `tuning.json` (its `privacy` field;
 /// a file without one was chosen non-privately), when the file exists.
 fn with_tuning_of(report: PrivacyReport, dir: &Path) -> Result<PrivacyReport> {
-    let path = dir.join(tuning::TUNING);
+    let path = dir.join(tuned::TUNING);
     if !path.exists() {
         return Ok(report);
     }

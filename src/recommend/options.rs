@@ -34,7 +34,7 @@ option_table! {
         /// tuning.json for --eps (pool, clip range, prior) unless --candidates, --clip-range or
         /// --prior is given.
         #[option(flag = "mech", value_name = "MECH", group = "Selection")]
-        pub mechanism: String = super::evaluation::tuning::TUNED.to_string(),
+        pub mechanism: String = super::tuned::TUNED.to_string(),
         /// ε of each recommendation.
         #[option(flag = "eps", value_name = "EPS", required = true, group = "Selection")]
         pub epsilon: f64,
@@ -139,15 +139,14 @@ impl ServingOptions {
     /// The mechanism, ε and the candidate policy; errors name a missing or bad option.
     fn selection(&self) -> Result<(String, f64, CandidatePolicy)> {
         let mechanism = self.mechanism();
-        if mechanism == super::evaluation::tuning::TUNED && self.candidates.is_some() {
+        if mechanism == super::tuned::TUNED && self.candidates.is_some() {
             return Err(Error::Invalid(
                 "candidates (--candidates) needs a mechanism (--mech): with the tuned \
                  configuration (tuning.json) the tuning chooses the candidates"
                     .into(),
             ));
         }
-        if mechanism == super::evaluation::tuning::TUNED
-            && self.prior.as_ref().is_some_and(|p| p.weight() > 0.0)
+        if mechanism == super::tuned::TUNED && self.prior.as_ref().is_some_and(|p| p.weight() > 0.0)
         {
             return Err(Error::Invalid(
                 "prior (--prior) needs a mechanism (--mech): the tuned configuration \
@@ -155,7 +154,7 @@ impl ServingOptions {
                     .into(),
             ));
         }
-        if mechanism == super::evaluation::tuning::TUNED && self.clip_range.is_some() {
+        if mechanism == super::tuned::TUNED && self.clip_range.is_some() {
             return Err(Error::Invalid(
                 "clip range (--clip-range) needs a mechanism (--mech): with the tuned \
                  configuration (tuning.json) the tuning chooses it"
@@ -175,7 +174,7 @@ impl ServingOptions {
         noise: NoiseMode,
     ) -> Result<RecommendConfig> {
         let (mechanism, epsilon, candidates) = self.selection()?;
-        if mechanism != super::evaluation::tuning::TUNED {
+        if mechanism != super::tuned::TUNED {
             registry.get(&mechanism)?;
         }
         registry.check_table_keys(params, "the serving options")?;

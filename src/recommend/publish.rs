@@ -8,7 +8,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::release::{calibrate, Release, Statistics, DEFAULT_CALIBRATION_USERS};
-use super::statistics::{
+use super::release_statistics::{
     DEFAULT_COUNT_CAP, DEFAULT_COUNT_EPSILON, DEFAULT_HISTORY_CAP, STATISTICS_CHOICES,
 };
 use crate::data::{DataSource, Dataset, LoadOptions, ValidationUsers};

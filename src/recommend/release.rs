@@ -40,8 +40,8 @@ use crate::model::io::{crc32, npy_bytes, parse_npy, read_npz, write_npz, FileEnt
 use crate::model::{Model, ModelParams};
 use crate::scoring::{item_sensitivities, ModelScorer, Sensitivities, SensitivityConfig};
 
-pub use super::statistics::Statistics;
-use super::statistics::{capped_counts, model_bounds, private_counts};
+pub use super::release_statistics::Statistics;
+use super::release_statistics::{capped_counts, model_bounds, private_counts};
 use crate::privacy::report::{training_public, Part, PrivacyReport, PRIVACY};
 
 /// Version of the release layout (2: `popularity` in the arrays; 3: `heldout` may be; 4:
@@ -197,7 +197,7 @@ pub fn calibrate(
                 None => crate::rng::SecureRng::from_os()?,
             };
             // Which of a long row's items are counted: a public seed and the row's own items.
-            let key = super::statistics::COUNT_CAP_SEED;
+            let key = super::release_statistics::COUNT_CAP_SEED;
             let (popularity, used) = private_counts(
                 &capped_counts(&data.train, *count_cap, key),
                 *count_cap,

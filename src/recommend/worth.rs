@@ -14,10 +14,10 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::evaluation::tuning::{
-    self, estimate, same_epsilon, Estimate, MechRow, TunedChoice, Tuning, TUNED, TUNING,
-};
 use super::release::Release;
+use super::tuned::{
+    self, beats, free_name, same_epsilon, Estimate, MechRow, TunedChoice, Tuning, TUNED, TUNING,
+};
 use super::RecommendConfig;
 use crate::error::{Error, Result};
 use crate::scoring::{CandidatePolicy, Prior, Sensitivities};
@@ -199,7 +199,7 @@ fn tuned_worth(t: &Tuning, choice: &TunedChoice) -> (String, Estimate, Estimate,
         .and_then(|r| r.free_option.clone())
         .unwrap_or_else(|| free_policy(t));
     let free = row.and_then(|r| r.free_hit).unwrap_or_else(|| free_of(t));
-    let option = estimate::free_name(&policy);
+    let option = free_name(&policy);
     match row {
         Some(r) if r.mechanism == "krr" => (
             describe("krr", &r.candidates, None, &r.prior),
@@ -215,7 +215,7 @@ fn tuned_worth(t: &Tuning, choice: &TunedChoice) -> (String, Estimate, Estimate,
             free,
         ),
         Some(r) => (
-            estimate::free_name(&r.candidates),
+            free_name(&r.candidates),
             Estimate {
                 mean: r.calibration_hit,
                 se: r.calibration_se,
@@ -225,7 +225,7 @@ fn tuned_worth(t: &Tuning, choice: &TunedChoice) -> (String, Estimate, Estimate,
             free,
         ),
         None => (
-            estimate::free_name(&choice.candidates),
+            free_name(&choice.candidates),
             free_of(t),
             Estimate { mean: 0.0, se: 0.0 },
             option,
@@ -242,7 +242,7 @@ fn better(t: &Tuning, epsilon: f64, hit: f64) -> String {
     let mut options: Vec<(String, Estimate)> = Vec::new();
     if let Ok(choice) = t.choice(epsilon) {
         let (what, h, g, _, _) = tuned_worth(t, &choice);
-        if estimate::beats(&g, margin) && h.mean > hit {
+        if beats(&g, margin) && h.mean > hit {
             return format!("--mech {TUNED} ({what}), calibration hit@1 {}", Shown(h));
         }
     }
@@ -251,7 +251,7 @@ fn better(t: &Tuning, epsilon: f64, hit: f64) -> String {
         .iter()
         .filter(|r| same_epsilon(r.epsilon, epsilon))
     {
-        if estimate::beats(&r.gain, margin) {
+        if beats(&r.gain, margin) {
             options.push((
                 format!(
                     "--mech {} without --candidates/--clip-range/--prior ({})",
@@ -272,7 +272,7 @@ fn better(t: &Tuning, epsilon: f64, hit: f64) -> String {
             format!(
                 "{} (calibration hit@1 {}; served by `--mech random --candidates {policy}`, and by \
                  `--mech {TUNED}` where no pool beats it)",
-                estimate::free_name(&policy),
+                free_name(&policy),
                 Shown(free_of(t))
             )
         })
@@ -291,7 +291,7 @@ fn measured(
     free: (String, Estimate),
     free_itself: bool,
 ) -> Worth {
-    let below_free = !free_itself && !estimate::beats(&gain, t.config.margin);
+    let below_free = !free_itself && !beats(&gain, t.config.margin);
     Worth {
         configuration,
         standing,
@@ -310,7 +310,7 @@ fn measured(
 
 /// The best free option of `t` for people, with its estimate.
 fn free_pair(t: &Tuning) -> (String, Estimate) {
-    (estimate::free_name(&free_policy(t)), free_of(t))
+    (free_name(&free_policy(t)), free_of(t))
 }
 
 /// A clip range of `tuning.json` (its percentiles of the calibration users' scores) with its
@@ -339,7 +339,7 @@ pub(crate) fn resolve(
                     .into(),
             ));
         }
-        let (c, choice) = tuning::resolve(dir, cfg)?;
+        let (c, choice) = tuned::resolve(dir, cfg)?;
         let t = Tuning::read(dir)?;
         let (what, hit, gain, option, free) = tuned_worth(&t, &choice);
         let free_itself = choice.mechanism != "krr";

@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use plotters::prelude::*;
 
 use crate::error::{Error, Result};
+use crate::evaluate::utility::{RowKind, UtilityTable};
 use crate::io::write_atomic;
-use crate::recommend::utility::{RowKind, UtilityTable};
 
 use super::plot::{err, mech_color, render, FONT};
 use super::table::{Table, Values};
@@ -340,7 +340,7 @@ pub fn frontier_png(path: &Path, title: &str, t: &UtilityTable) -> Result<()> {
 }
 
 /// A legend label: what the row is, in a few words.
-fn short_label(r: &crate::recommend::utility::UtilityRow) -> String {
+fn short_label(r: &crate::evaluate::utility::UtilityRow) -> String {
     match (r.kind, r.mechanism.as_str(), r.tuned) {
         (RowKind::Baseline, "best-fixed", _) => "best fixed item (calibration users), 0-DP".into(),
         (RowKind::Baseline, m, _) => format!("{m}, 0-DP"),

@@ -5,10 +5,10 @@
 use crate::error::{Error, Result};
 use crate::model::Model;
 
-use super::super::tuning::{mean_se, Estimate, Tuning};
 use super::{measure, Cell, Measured, RowKind, UtilityConfig, UtilityRow, UtilityTable, Verdict};
 use crate::data::HeldOutRows;
 use crate::recommend::release::Release;
+use crate::recommend::tuned::{mean_se, Estimate, Tuning};
 
 /// The utility table of one split ([`measure`] then [`table`]).
 pub fn evaluate(

@@ -19,8 +19,6 @@
 //! between the parts, so the two are accounted by basic composition: their ε add
 //! ([`private_privacy`]).
 
-use serde::{Deserialize, Serialize};
-
 use crate::error::Result;
 
 use crate::data::heldout::HeldOutRows;
@@ -28,19 +26,8 @@ use crate::privacy::PopulationPrivacy;
 use crate::scoring::{CandidatePolicy, Prior};
 
 use super::private::{noisy_sum, PrivateTuner, TuneRng};
-use super::{Estimate, TunedRow};
 use crate::recommend::release::Release;
-
-/// How the calibration users were cut, recorded in `tuning.json`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct EstimationSplit {
-    /// Calibration users the choices were made on.
-    pub selection_users: u64,
-    /// Calibration users every reported estimate was measured on (disjoint from those).
-    pub estimation_users: u64,
-    /// The rule, for people.
-    pub rule: String,
-}
+use crate::recommend::tuned::{beats, Estimate, EstimationSplit, TunedRow};
 
 /// The rule of [`selection_user`], for people.
 pub const RULE: &str = "each calibration user chooses or estimates by a keyed hash of that user's \
@@ -103,21 +90,6 @@ pub fn free_options(release: &Release) -> Vec<(CandidatePolicy, u32)> {
     out
 }
 
-/// A free option for people.
-pub fn free_name(policy: &CandidatePolicy) -> String {
-    match policy {
-        CandidatePolicy::Popular(1) => {
-            "showing everyone the most popular training item (popular:1, 0 eps)".into()
-        }
-        CandidatePolicy::Heldout(1) => {
-            "showing everyone the item the fitted users held out most (heldout:1, public counts, \
-             0 eps)"
-                .into()
-        }
-        p => format!("showing everyone {p} (0 eps)"),
-    }
-}
-
 /// The index of the best of `options` (per-user hits) by mean over `rows`; ties: the first.
 pub fn best_on(rows: &[usize], options: &[Vec<f64>]) -> usize {
     let mut best = (0, f64::NEG_INFINITY);
@@ -128,12 +100,6 @@ pub fn best_on(rows: &[usize], options: &[Vec<f64>]) -> usize {
         }
     }
     best.0
-}
-
-/// Whether a paired gain beats the free option by the margin: positive and above `margin`
-/// standard errors.
-pub fn beats(gain: &Estimate, margin: f64) -> bool {
-    gain.mean > 0.0 && gain.mean > margin * gain.se
 }
 
 /// What the private tuner's held-out estimate released at one ε.

@@ -21,9 +21,6 @@
 //! largest Δ over the pool), the same law `recommend` serves with that prior; `a` is then taken
 //! over that argmax set, one walk per (N, W, ε). W = 0 (no prior) is always tried, and wins ties.
 
-use rayon::prelude::*;
-use serde::{Deserialize, Serialize};
-
 use crate::data::{row_items, HeldOutRows};
 use crate::error::{Error, Result};
 use crate::mechanisms::check_epsilon;
@@ -31,36 +28,21 @@ use crate::model::io::FileEntry;
 use crate::model::Model;
 use crate::scoring::prior::offset_scale;
 use crate::scoring::{CandidatePolicy, ModelScorer, Prior, UserScorer};
+use rayon::prelude::*;
 
 use crate::recommend::release::{Release, MANIFEST};
 
 pub mod estimate;
-mod file;
 pub mod grid;
 pub mod krr;
 pub mod private;
 
-pub use file::{
-    resolve, same_epsilon, tuned_config, Estimate, MechRow, PrivateRow, TunedChoice, TunedRow,
-    Tuning, TuningPopulation,
+use crate::recommend::tuned::{
+    beats, public_privacy, Estimate, MechGrid, MechRow, PoolSource, TuneConfig, TunedRow, Tuning,
+    TuningPopulation, FORMAT, TUNING_VERSION,
 };
 use krr::{argmax_share, prefix_stats};
 
-/// The mechanism name that asks for the tuned configuration.
-pub const TUNED: &str = "tuned";
-/// The tuning file's name, beside `release.json`.
-pub const TUNING: &str = "tuning.json";
-/// The tuning file's `format` field.
-pub const FORMAT: &str = "recsel-tuning";
-/// The file of the clip bounds the mechanism rows name, beside `tuning.json`.
-pub const BOUNDS: &str = "tuning.npz";
-/// Version of the tuning layout (2: a row may carry a prior; 3: each registry mechanism's tuned
-/// row, the free baseline's standard error and the clip bounds in `tuning.npz`; 4: the
-/// calibration users' privacy entry, and private rows without exact calibration statistics; 5:
-/// the best free option, and every estimate on calibration users the choice did not read).
-/// Older files are read as they are: rows without a prior, no mechanism rows, not private,
-/// estimates on the users the choice was made on.
-pub const TUNING_VERSION: u32 = 5;
 /// The ε grid of `recsel tune` and `recsel evaluate` by default.
 pub const DEFAULT_EPSILONS: [f64; 6] = [0.1, 0.5, 1.0, 2.0, 4.0, 8.0];
 /// The pool sizes tried by default (1 is the fixed item).
@@ -70,85 +52,6 @@ pub const DEFAULT_POOL_SIZES: [usize; 15] =
 pub const DEFAULT_MARGIN: f64 = 2.0;
 /// The weights W of the popularity prior tried for krr's argmax by default (0: no prior).
 pub const DEFAULT_PRIOR_WEIGHTS: [f64; 7] = [0.0, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0];
-
-/// A public ranking a pool is the top of.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum PoolSource {
-    /// Training popularity (`popular:N`).
-    Popularity,
-    /// How often the users fitted on hold each item out (`heldout:N`).
-    Heldout,
-}
-
-impl PoolSource {
-    /// `popularity` or `heldout`.
-    pub fn name(self) -> &'static str {
-        match self {
-            PoolSource::Popularity => "popularity",
-            PoolSource::Heldout => "heldout",
-        }
-    }
-
-    /// Parses a name; errors list the valid ones.
-    pub fn parse(text: &str) -> Result<Self> {
-        match text.trim() {
-            "popularity" | "popular" => Ok(PoolSource::Popularity),
-            "heldout" => Ok(PoolSource::Heldout),
-            t => Err(Error::UnknownName {
-                kind: "pool source",
-                name: t.into(),
-                valid: "popularity, heldout".into(),
-            }),
-        }
-    }
-
-    /// The candidate policy of its top `n`.
-    pub fn policy(self, n: usize) -> CandidatePolicy {
-        match self {
-            PoolSource::Popularity => CandidatePolicy::Popular(n),
-            PoolSource::Heldout => CandidatePolicy::Heldout(n),
-        }
-    }
-
-    /// The counts of `release` this source ranks by, if it carries them.
-    pub fn counts(self, release: &Release) -> Option<&[u64]> {
-        match self {
-            PoolSource::Popularity => release.popularity.as_deref(),
-            PoolSource::Heldout => release.heldout.as_deref(),
-        }
-    }
-}
-
-/// What [`tune`] searches.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TuneConfig {
-    /// The ε tuned (ascending after validation).
-    pub epsilons: Vec<f64>,
-    /// Rankings tried; a source the release does not carry is left out.
-    pub sources: Vec<PoolSource>,
-    /// Pool sizes tried (1 is the fixed item); sizes above the number of items are left out.
-    pub pool_sizes: Vec<usize>,
-    /// A pool is chosen over the fixed item only when its mean calibration gain exceeds this
-    /// many paired standard errors.
-    pub margin: f64,
-    /// Weights W of the public popularity prior (`popularity:W`) tried for krr's argmax; 0 (no
-    /// prior) is always tried. Grids written before priors were tuned read as `[0]`.
-    #[serde(default = "no_prior_weights")]
-    pub prior_weights: Vec<f64>,
-    /// Registry mechanisms (ε-DP) whose own configuration (pool, clip range, prior) is tuned
-    /// too ([`grid`]); none in a tuning written before version 3.
-    #[serde(default)]
-    pub mechanisms: Vec<String>,
-    /// The grid they are tuned over (the one `recsel evaluate` uses by default).
-    #[serde(default)]
-    pub grid: grid::MechGrid,
-    /// Choose privately ([`private`]): each configuration's calibration score is an ε₀-DP
-    /// release and the choice a selection from private candidates; no registry mechanism is
-    /// tuned then. `None`: the exact (non-private) rule.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub private: Option<private::PrivateTuneParams>,
-}
 
 /// Every registry mechanism that is ε-DP with its default parameters, in registry order: what
 /// `recsel tune` tunes unless told otherwise.
@@ -163,10 +66,6 @@ pub fn pure_mechanisms(registry: &crate::mechanisms::Registry) -> Vec<String> {
         .collect()
 }
 
-fn no_prior_weights() -> Vec<f64> {
-    vec![0.0]
-}
-
 impl Default for TuneConfig {
     fn default() -> Self {
         TuneConfig {
@@ -176,7 +75,7 @@ impl Default for TuneConfig {
             margin: DEFAULT_MARGIN,
             prior_weights: DEFAULT_PRIOR_WEIGHTS.to_vec(),
             mechanisms: Vec::new(),
-            grid: grid::MechGrid::default(),
+            grid: MechGrid::default(),
             private: None,
         }
     }
@@ -257,20 +156,6 @@ pub fn krr_hit(c: f64, a: f64, n: usize, epsilon: f64) -> f64 {
     }
     let z = (-epsilon).exp();
     (c * z + (1.0 - z) * a) / (1.0 + (n as f64 - 1.0) * z)
-}
-
-/// Mean and standard error (sample standard deviation / √n) of `v`.
-pub fn mean_se(v: &[f64]) -> (f64, f64) {
-    let n = v.len() as f64;
-    if v.is_empty() {
-        return (f64::NAN, f64::NAN);
-    }
-    let m = v.iter().sum::<f64>() / n;
-    if v.len() < 2 {
-        return (m, 0.0);
-    }
-    let var = v.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / (n - 1.0);
-    (m, (var / n).sqrt())
 }
 
 /// Users scored together.
@@ -526,7 +411,7 @@ pub fn tune(
                 let pool = sources[si].policy(n);
                 let prior = prior_of(wi);
                 let h = Estimate::of(&estimate::on(&est, &hits));
-                let wins = estimate::beats(&g, cfg.margin);
+                let wins = beats(&g, cfg.margin);
                 krr_best.push(Some((pool.clone(), prior.clone(), hits.clone())));
                 TunedRow {
                     epsilon: eps,
@@ -595,7 +480,7 @@ pub fn tune(
         model, release, cal, cfg, &epsilons, free, &est, &krr_best, progress,
     )?;
     let split = estimate::split(cal);
-    let privacy = private.as_ref().map_or_else(private::public_privacy, |p| {
+    let privacy = private.as_ref().map_or_else(public_privacy, |p| {
         estimate::private_privacy(p, epsilons.len(), &split)
     });
     Ok(Tuning {

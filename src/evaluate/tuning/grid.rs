@@ -7,8 +7,6 @@
 //! hit@1 is exact where the law is closed form (`random`, `krr`, `em`) and otherwise the share
 //! of hits among seeded selections, one stream per (configuration, ε, user, trial).
 
-use serde::{Deserialize, Serialize};
-
 use crate::data::{row_items, HeldOutRows};
 use crate::error::Result;
 use crate::mechanisms::{Mechanism, Problem};
@@ -21,46 +19,7 @@ use crate::scoring::{
 
 use super::estimate::selection_mask;
 use super::{krr_hit, map_scored, popularity_log_mass, prior_weight_grid};
-
-/// The `popular:N` pool sizes tried by default.
-pub const DEFAULT_POOLS: [usize; 6] = [3, 10, 30, 100, 300, 1000];
-/// The clip ranges (percentiles of the calibration users' scores) tried by default.
-pub const DEFAULT_CLIPS: [(f64, f64); 4] = [(1.0, 99.0), (5.0, 95.0), (25.0, 99.0), (50.0, 99.0)];
-/// The weights W of the popularity prior tried beside no prior for the registry mechanisms by
-/// default (`recsel evaluate --prior-weights`, and `recsel tune`'s grid); krr's argmax prior
-/// weights are the other grid, `tuning::DEFAULT_PRIOR_WEIGHTS`.
-pub const DEFAULT_MECHANISM_PRIOR_WEIGHTS: [f64; 4] = [1.0, 4.0, 16.0, 64.0];
-/// Selections per calibration user for a simulated mechanism, by default.
-pub const DEFAULT_TRIALS: u32 = 2;
-/// Seed of the simulations, by default.
-pub const DEFAULT_SEED: u64 = 1;
-
-/// The grid a registry mechanism's configuration is chosen from.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct MechGrid {
-    /// `popular:N` pool sizes (sizes above the number of items are left out).
-    pub pools: Vec<usize>,
-    /// Clip ranges, percentiles (LO, HI) of the calibration users' scores.
-    pub clips: Vec<(f64, f64)>,
-    /// Weights W of the public popularity prior tried beside no prior.
-    pub prior_weights: Vec<f64>,
-    /// Selections per calibration user for a simulated mechanism.
-    pub trials: u32,
-    /// Seed of the simulations.
-    pub seed: u64,
-}
-
-impl Default for MechGrid {
-    fn default() -> Self {
-        MechGrid {
-            pools: DEFAULT_POOLS.to_vec(),
-            clips: DEFAULT_CLIPS.to_vec(),
-            prior_weights: DEFAULT_MECHANISM_PRIOR_WEIGHTS.to_vec(),
-            trials: DEFAULT_TRIALS,
-            seed: DEFAULT_SEED,
-        }
-    }
-}
+use crate::recommend::tuned::MechGrid;
 
 /// Hit@1 of one problem: exact where the law is closed form, else `None`.
 pub fn exact_hit(mech: &dyn Mechanism, problem: &Problem<'_>, is_target: &[bool]) -> Option<f64> {

@@ -9,8 +9,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::tuning::{
-    private, tune, PoolSource, TuneConfig, Tuning, DEFAULT_EPSILONS, DEFAULT_MARGIN,
-    DEFAULT_POOL_SIZES, DEFAULT_PRIOR_WEIGHTS, TUNING,
+    tune, DEFAULT_EPSILONS, DEFAULT_MARGIN, DEFAULT_POOL_SIZES, DEFAULT_PRIOR_WEIGHTS,
 };
 use super::utility::{measure, table, UtilityConfig, UtilityTable};
 use crate::data::{
@@ -22,7 +21,8 @@ use crate::mechanisms::{MechValues, Registry};
 use crate::model::ModelOptions;
 use crate::options::option_table;
 use crate::recommend::release::{calibrate, DEFAULT_CALIBRATION_USERS};
-use crate::recommend::statistics::Statistics;
+use crate::recommend::release_statistics::Statistics;
+use crate::recommend::tuned::{self, PoolSource, TuneConfig, Tuning, TUNING};
 use crate::scoring::SensitivityConfig;
 
 option_table! {
@@ -69,7 +69,7 @@ option_table! {
         pub private: bool = false,
         /// eps0 of one configuration's noisy calibration score (with --private).
         #[option(value_name = "E0", group = "Private tuning")]
-        pub private_epsilon: f64 = private::DEFAULT_EPS0,
+        pub private_epsilon: f64 = tuned::DEFAULT_EPS0,
         /// How the configuration is selected (with --private): random-stopping (3*eps0 per
         /// tuned eps) or threshold (a private threshold search, then the first configuration
         /// above it: eps_search + 2*eps0, with a delta).
@@ -77,16 +77,16 @@ option_table! {
         pub private_selection: String = "random-stopping".to_string(),
         /// Stopping probability gamma of the selection: about 1/gamma noisy scores drawn.
         #[option(value_name = "GAMMA", group = "Private tuning")]
-        pub private_gamma: f64 = private::DEFAULT_GAMMA,
+        pub private_gamma: f64 = tuned::DEFAULT_GAMMA,
         /// eps of the threshold search (--private-selection threshold).
         #[option(value_name = "E", group = "Private tuning")]
-        pub private_search_epsilon: f64 = private::DEFAULT_SEARCH_EPSILON,
+        pub private_search_epsilon: f64 = tuned::DEFAULT_SEARCH_EPSILON,
         /// Target percentile of the threshold search.
         #[option(value_name = "T", group = "Private tuning")]
-        pub private_percentile: f64 = private::DEFAULT_PERCENTILE,
+        pub private_percentile: f64 = tuned::DEFAULT_PERCENTILE,
         /// Noisy scores the threshold search estimates percentiles from.
         #[option(value_name = "M", group = "Private tuning")]
-        pub private_samples: u64 = private::DEFAULT_SAMPLES,
+        pub private_samples: u64 = tuned::DEFAULT_SAMPLES,
         /// Seed of the private selection's noise (default: from the operating system; a
         /// published seed makes the noise reproducible, so it is never written to tuning.json).
         #[option(value_name = "SEED", group = "Private tuning")]
@@ -149,8 +149,8 @@ impl TuneOptions {
             }
             false => None,
             true => {
-                let p = private::PrivateTuneParams {
-                    rule: private::PrivateRule::parse(&self.private_selection())?,
+                let p = tuned::PrivateTuneParams {
+                    rule: tuned::PrivateRule::parse(&self.private_selection())?,
                     eps0: self.private_epsilon(),
                     gamma: self.private_gamma(),
                     search_epsilon: self.private_search_epsilon(),
@@ -226,7 +226,7 @@ option_table! {
         /// prior, comma separated: each gets a row tuned with the prior too (0 alone: no such
         /// rows).
         #[option(value_name = "LIST", group = "Evaluation")]
-        pub prior_weights: Vec<f64> = super::tuning::grid::DEFAULT_MECHANISM_PRIOR_WEIGHTS.to_vec(),
+        pub prior_weights: Vec<f64> = tuned::DEFAULT_MECHANISM_PRIOR_WEIGHTS.to_vec(),
         /// Selections per evaluated user for a simulated mechanism.
         #[option(group = "Evaluation")]
         pub trials: u32 = 10,

@@ -37,8 +37,6 @@
 //! (floors of reals within an integer of each other), so each run is ε₀′-DP and the selection's
 //! statement with ε₀ holds.
 
-use serde::{Deserialize, Serialize};
-
 use crate::error::{Error, Result};
 use crate::mechanisms::private_candidates::sparse_vector::{SvtParams, UnknownThreshold};
 use crate::mechanisms::private_candidates::{
@@ -48,111 +46,8 @@ use crate::privacy::{Population, PopulationPrivacy};
 use crate::rng::{Rng, SecureRng};
 use crate::scoring::{CandidatePolicy, Prior};
 
-use super::{PrivateRow, TunedRow};
+use crate::recommend::tuned::{PrivateRow, PrivateRule, PrivateTuneParams, TunedRow};
 use crate::stats::distributions::laplace1;
-
-/// Default ε₀ of one candidate's calibration score.
-pub const DEFAULT_EPS0: f64 = 0.1;
-/// Default stopping probability γ (about 1/γ runs of Q).
-pub const DEFAULT_GAMMA: f64 = 0.001;
-/// Default ε of the threshold search (the threshold rule only).
-pub const DEFAULT_SEARCH_EPSILON: f64 = 1.0;
-/// Default target percentile of the threshold search.
-pub const DEFAULT_PERCENTILE: f64 = 0.05;
-/// Default runs of Q the threshold search estimates percentiles from.
-pub const DEFAULT_SAMPLES: u64 = 20_000;
-/// Default slack η of the estimated percentiles (Δ = 2ε₀ + η).
-pub const DEFAULT_SLACK: f64 = 0.1;
-/// Default smoothing c of the estimated log-odds `ln((S + c)/(m − S + c))`: with c = 1 one extra
-/// run above the threshold moves the estimate by ln 2 near S = 0, so the coupling fails with
-/// probability about e^{ε₀} − 1 and δ exceeds 1 over a long grid; with c = 50, m = 20,000,
-/// η = 0.1 and ε₀ = 0.1 the failure per query is 4.3e-10 (computed from the coupling bound).
-pub const DEFAULT_SMOOTHING: f64 = 50.0;
-/// Default step of the threshold grid (calibration hit@1 from 1 down to the step).
-pub const DEFAULT_THRESHOLD_STEP: f64 = 0.01;
-
-/// How the configuration is selected from the private candidates.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum PrivateRule {
-    /// Random stopping (Theorem 3.2): Geometric(γ) runs, the best released; 3ε₀.
-    RandomStopping,
-    /// The selection without a known threshold (Theorem 4.7); (ε_search + 2ε₀, δ).
-    Threshold,
-}
-
-impl PrivateRule {
-    /// Parses `random-stopping` or `threshold`; errors list the valid names.
-    pub fn parse(text: &str) -> Result<Self> {
-        match text.trim() {
-            "random-stopping" | "rs" => Ok(PrivateRule::RandomStopping),
-            "threshold" => Ok(PrivateRule::Threshold),
-            t => Err(Error::UnknownName {
-                kind: "private selection",
-                name: t.into(),
-                valid: "random-stopping, threshold".into(),
-            }),
-        }
-    }
-
-    /// `random-stopping` or `threshold`.
-    pub fn name(self) -> &'static str {
-        match self {
-            PrivateRule::RandomStopping => "random-stopping",
-            PrivateRule::Threshold => "threshold",
-        }
-    }
-}
-
-/// Unchecked parameters of the private tuner; [`PrivateTuneParams::check`] validates them.
-/// Recorded in `tuning.json` (all but the seed).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PrivateTuneParams {
-    /// The selection rule.
-    pub rule: PrivateRule,
-    /// ε₀ of one candidate's calibration score (one run of Q).
-    pub eps0: f64,
-    /// Stopping probability γ of both rules.
-    pub gamma: f64,
-    /// ε of the threshold search (threshold rule).
-    pub search_epsilon: f64,
-    /// Target percentile t of the threshold search.
-    pub percentile: f64,
-    /// Runs of Q the search estimates percentiles from (m).
-    pub samples: u64,
-    /// Slack η of the estimated percentiles.
-    pub slack: f64,
-    /// Smoothing c of the estimated log-odds.
-    #[serde(default = "default_smoothing")]
-    pub smoothing: f64,
-    /// Step of the threshold grid 1, 1 − step, …, step (calibration hit@1).
-    pub threshold_step: f64,
-    /// Seed of the selection's noise; `None`: from the operating system. Never written to
-    /// `tuning.json` (a published seed makes the noise reproducible).
-    #[serde(skip)]
-    pub seed: Option<u64>,
-    /// The secure path (module docs): exact noise from an OS-seeded generator, no seed.
-    #[serde(default)]
-    pub secure: bool,
-}
-
-impl Default for PrivateTuneParams {
-    fn default() -> Self {
-        PrivateTuneParams {
-            rule: PrivateRule::RandomStopping,
-            eps0: DEFAULT_EPS0,
-            gamma: DEFAULT_GAMMA,
-            search_epsilon: DEFAULT_SEARCH_EPSILON,
-            percentile: DEFAULT_PERCENTILE,
-            samples: DEFAULT_SAMPLES,
-            slack: DEFAULT_SLACK,
-            smoothing: DEFAULT_SMOOTHING,
-            threshold_step: DEFAULT_THRESHOLD_STEP,
-            seed: None,
-            secure: false,
-        }
-    }
-}
 
 enum Selector {
     Stopping(PrivateSelection),
@@ -535,21 +430,10 @@ pub(super) fn row(
     })
 }
 
-fn default_smoothing() -> f64 {
-    DEFAULT_SMOOTHING
-}
-
-/// The calibration users' entry of a tuning chosen without privacy.
-pub fn public_privacy() -> PopulationPrivacy {
-    PopulationPrivacy::public(
-        Population::Calibration,
-        "the serving configuration was chosen non-privately on their scores",
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::recommend::tuned::{public_privacy, DEFAULT_EPS0, DEFAULT_SEARCH_EPSILON};
 
     #[test]
     fn guarantees_come_from_the_primitive_and_compose() {

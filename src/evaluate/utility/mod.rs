@@ -19,9 +19,10 @@ use crate::model::Model;
 use crate::rng::{name_id, Streams};
 
 use super::tuning::estimate::{on, parts};
-use super::tuning::grid::{self, config_id, hit_of, pool_problem, tune_grid, MechGrid};
-use super::tuning::{krr_hit, map_scored, tune, Estimate, TuneConfig, Tuning};
+use super::tuning::grid::{config_id, hit_of, pool_problem, tune_grid};
+use super::tuning::{krr_hit, map_scored, tune};
 use crate::recommend::release::Release;
+use crate::recommend::tuned::{self, Estimate, MechGrid, TuneConfig, Tuning};
 
 mod table;
 pub use table::{evaluate, table};
@@ -58,12 +59,12 @@ impl Default for UtilityConfig {
             epsilons: super::tuning::DEFAULT_EPSILONS.to_vec(),
             mechanisms: ["em", "rnm", "gem", "mgem"].map(String::from).to_vec(),
             params: MechParams::default(),
-            pools: grid::DEFAULT_POOLS.to_vec(),
-            clips: grid::DEFAULT_CLIPS.to_vec(),
-            prior_weights: super::tuning::grid::DEFAULT_MECHANISM_PRIOR_WEIGHTS.to_vec(),
+            pools: tuned::DEFAULT_POOLS.to_vec(),
+            clips: tuned::DEFAULT_CLIPS.to_vec(),
+            prior_weights: tuned::DEFAULT_MECHANISM_PRIOR_WEIGHTS.to_vec(),
             trials: 10,
-            tune_trials: grid::DEFAULT_TRIALS,
-            seed: grid::DEFAULT_SEED,
+            tune_trials: tuned::DEFAULT_TRIALS,
+            seed: tuned::DEFAULT_SEED,
         }
     }
 }

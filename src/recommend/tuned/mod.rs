@@ -4,6 +4,9 @@
 //! registry mechanism's tuned configuration per ε ([`MechRow`]: pool, clip range, prior) with
 //! what it and the untuned configuration are worth on the calibration users, and the clip
 //! bounds those rows name are in `tuning.npz` beside it ([`Tuning::bounds`]).
+//!
+//! The serving side's half of the tuning: `recsel tune` (`crate::evaluate::tuning`) writes this
+//! format; serving reads it and never imports the tuner.
 
 use std::path::Path;
 
@@ -17,9 +20,34 @@ use crate::privacy::PopulationPrivacy;
 use crate::rng::NoiseMode;
 use crate::scoring::{CandidatePolicy, Prior, Sensitivities};
 
-use super::{TuneConfig, BOUNDS, FORMAT, TUNED, TUNING, TUNING_VERSION};
 use crate::recommend::release::{check_bounds, MANIFEST};
 use crate::recommend::RecommendConfig;
+
+mod config;
+
+pub use config::{
+    beats, free_name, mean_se, public_privacy, EstimationSplit, MechGrid, PoolSource, PrivateRule,
+    PrivateTuneParams, TuneConfig, DEFAULT_CLIPS, DEFAULT_EPS0, DEFAULT_GAMMA,
+    DEFAULT_MECHANISM_PRIOR_WEIGHTS, DEFAULT_PERCENTILE, DEFAULT_POOLS, DEFAULT_SAMPLES,
+    DEFAULT_SEARCH_EPSILON, DEFAULT_SEED, DEFAULT_SLACK, DEFAULT_SMOOTHING, DEFAULT_THRESHOLD_STEP,
+    DEFAULT_TRIALS,
+};
+
+/// The mechanism name that asks for the tuned configuration.
+pub const TUNED: &str = "tuned";
+/// The tuning file's name, beside `release.json`.
+pub const TUNING: &str = "tuning.json";
+/// The tuning file's `format` field.
+pub const FORMAT: &str = "recsel-tuning";
+/// The file of the clip bounds the mechanism rows name, beside `tuning.json`.
+pub const BOUNDS: &str = "tuning.npz";
+/// Version of the tuning layout (2: a row may carry a prior; 3: each registry mechanism's tuned
+/// row, the free baseline's standard error and the clip bounds in `tuning.npz`; 4: the
+/// calibration users' privacy entry, and private rows without exact calibration statistics; 5:
+/// the best free option, and every estimate on calibration users the choice did not read).
+/// Older files are read as they are: rows without a prior, no mechanism rows, not private,
+/// estimates on the users the choice was made on.
+pub const TUNING_VERSION: u32 = 5;
 
 /// A mean over calibration users and its standard error.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -33,7 +61,7 @@ pub struct Estimate {
 impl Estimate {
     /// The mean and standard error of `v`.
     pub fn of(v: &[f64]) -> Self {
-        let (mean, se) = super::mean_se(v);
+        let (mean, se) = mean_se(v);
         Estimate { mean, se }
     }
 
@@ -218,7 +246,7 @@ pub struct Tuning {
     /// How the calibration users were cut into a part that chooses and a part that estimates
     /// (from version 5; before it every estimate is on the users the choice was made on).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub estimation: Option<super::estimate::EstimationSplit>,
+    pub estimation: Option<EstimationSplit>,
     /// Each registry mechanism's tuned configuration per ε (from version 3).
     #[serde(default)]
     pub mechanisms: Vec<MechRow>,
@@ -231,7 +259,7 @@ pub struct Tuning {
     /// What the tuning protects of the calibration users: their ε (and δ) when the tuning was
     /// private, else an entry saying it was not (files written before version 4 read as not
     /// private, which they were not).
-    #[serde(default = "super::private::public_privacy")]
+    #[serde(default = "public_privacy")]
     pub privacy: PopulationPrivacy,
     /// The bounds of `clip_ranges` (in memory; written to and read from `tuning.npz`).
     #[serde(skip)]
@@ -319,7 +347,7 @@ impl TunedChoice {
 
 /// A free option served by a tuned row, for people.
 fn free_text(policy: &CandidatePolicy) -> String {
-    super::estimate::free_name(policy)
+    free_name(policy)
 }
 
 impl Tuning {
