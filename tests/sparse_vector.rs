@@ -398,6 +398,133 @@ fn the_unknown_threshold_selection_follows_its_exact_law() {
     assert_rejects(&counts, &law, "a selection at 1.3 gamma against the law");
 }
 
+/// Theorem 4.6 (b)/(c) and Theorem 4.7 (b)/(c) on the toy Q above (recsel's statements; the
+/// seed lost the paper's constants, docs/sparse-vector.md): with `p_j = P(Q ≥ τ_j)`,
+///
+/// * 4.6 (b): the search stops at τ_j with probability at most `π(p_j)`
+///   (`SparseVector::pass_probability`); (c): it goes past τ_j with probability at most
+///   `1 − π(p_j)` (the first point, tested unconditionally, attains both);
+/// * 4.7 (b): given τ̂ = τ_j the release is a run scoring at least τ_j, or ⊥ with probability
+///   exactly `γ(1 − p_j)/(p_j + γ(1 − p_j))`; (c): the search makes m runs and the selection
+///   `1/(p_j + γ(1 − p_j))` on average.
+///
+/// Each frequency within its binomial 1e-6 limit (means within 5 s.e.); power: π at ε × 1.3 is
+/// exceeded at the first point, and the ⊥ frequency and the mean runs at γ × 1.3 are rejected.
+#[test]
+fn theorem_4_6_and_4_7_statements_b_and_c_hold() {
+    use statrs::distribution::{Binomial, DiscreteCDF};
+    let (eps0, t, eps, m, eta, gamma) = (0.5, 0.3, 2.0, 8u64, 0.5, 0.2);
+    let svt = SvtParams::estimated(eps0, t, eps, 3, m, eta)
+        .with_smoothing(1.0)
+        .check()
+        .unwrap();
+    let sel = UnknownThreshold::new(svt.clone(), gamma, None).unwrap();
+    let p: Vec<f64> = GRID
+        .iter()
+        .map(|&tau| {
+            (0..PI.len())
+                .filter(|&i| i as f64 >= tau)
+                .map(|i| PI[i])
+                .sum()
+        })
+        .collect();
+    let n = 200_000u64;
+    let streams = Streams::new(47);
+    // Per selection: (search index or 3 for ⊥, released?, selection runs, released score).
+    let rows: Vec<(usize, bool, u64, f64)> = (0..n)
+        .into_par_iter()
+        .map(|i| {
+            let mut r = streams.stream(0, 0, 0, i as u32);
+            let out = sel
+                .run(
+                    |r| {
+                        let o = draw_outcome(r.random::<f64>());
+                        (o, o as f64)
+                    },
+                    &GRID,
+                    &mut r,
+                )
+                .unwrap();
+            assert_eq!(out.search.runs, m);
+            let j = out.search.index.unwrap_or(GRID.len());
+            let score = out.outcome.best.as_ref().map_or(f64::NAN, |b| b.1);
+            (j, out.outcome.best.is_some(), out.outcome.runs, score)
+        })
+        .collect();
+    let limit = |n: u64, q: f64| -> u64 {
+        let b = Binomial::new(q.clamp(0.0, 1.0), n).unwrap();
+        let mut x = (n as f64 * q) as u64;
+        while b.sf(x) > 1e-6 {
+            x += 1;
+        }
+        x
+    };
+    let loose = SvtParams::estimated(eps0, t, 1.3 * eps, 3, m, eta)
+        .with_smoothing(1.0)
+        .check()
+        .unwrap();
+    for (j, &pj) in p.iter().enumerate() {
+        let pi = svt.pass_probability(pj);
+        let stop = rows.iter().filter(|r| r.0 == j).count() as u64;
+        let past = rows.iter().filter(|r| r.0 > j).count() as u64;
+        eprintln!(
+            "theorem 4.6, grid point {} (p {pj}): stops {:.4} <= pi {pi:.4}; goes past {:.4} <= \
+             1 - pi {:.4}",
+            GRID[j],
+            stop as f64 / n as f64,
+            past as f64 / n as f64,
+            1.0 - pi
+        );
+        assert!(stop <= limit(n, pi), "4.6 (b) at {j}: {stop}");
+        assert!(past <= limit(n, 1.0 - pi), "4.6 (c) at {j}: {past}");
+        if j == 0 {
+            let pi13 = loose.pass_probability(pj);
+            assert!(
+                stop > limit(n, pi13),
+                "no power against pi at 1.3 eps ({pi13})"
+            );
+        }
+        // Theorem 4.7 given the threshold found.
+        let given: Vec<&(usize, bool, u64, f64)> = rows.iter().filter(|r| r.0 == j).collect();
+        let nj = given.len() as u64;
+        assert!(
+            given.iter().all(|r| !r.1 || r.3 >= GRID[j]),
+            "a release below the threshold"
+        );
+        let bottom = given.iter().filter(|r| !r.1).count() as u64;
+        let law_bottom = |g: f64| g * (1.0 - pj) / (pj + g * (1.0 - pj));
+        let mean_runs = |g: f64| 1.0 / (pj + g * (1.0 - pj));
+        let runs: f64 = given.iter().map(|r| r.2 as f64).sum::<f64>() / nj as f64;
+        let q = pj + gamma * (1.0 - pj);
+        let se = ((1.0 - q) / (q * q) / nj as f64).sqrt();
+        let z_bottom = |g: f64| {
+            let b = law_bottom(g);
+            (bottom as f64 / nj as f64 - b) / (b * (1.0 - b) / nj as f64).sqrt()
+        };
+        eprintln!(
+            "theorem 4.7 at {}: {nj} selections, bottom {:.4} (law {:.4}, z {:.2}; gamma x 1.3: z \
+             {:.1}), mean runs {runs:.4} ± {se:.4} (law {:.4}; gamma x 1.3: {:.4})",
+            GRID[j],
+            bottom as f64 / nj as f64,
+            law_bottom(gamma),
+            z_bottom(gamma),
+            z_bottom(1.3 * gamma),
+            mean_runs(gamma),
+            mean_runs(1.3 * gamma)
+        );
+        assert!(z_bottom(gamma).abs() < 5.0, "4.7 (b) at {j}");
+        assert!((runs - mean_runs(gamma)).abs() < 5.0 * se, "4.7 (c) at {j}");
+        assert!(
+            z_bottom(1.3 * gamma).abs() > 5.0,
+            "no power on the bottom law at {j}"
+        );
+        assert!(
+            (runs - mean_runs(1.3 * gamma)).abs() > 5.0 * se,
+            "no power on the runs at {j}"
+        );
+    }
+}
+
 /// The largest |log-ratio| of two laws over outcomes with positive probability.
 fn max_log_ratio(a: &[f64], b: &[f64]) -> f64 {
     a.iter()

@@ -81,6 +81,7 @@ mod statistic;
 mod statistic_cli;
 mod synth;
 mod theorem52;
+mod theorem52_utility;
 mod utility;
 mod worked_examples;
 mod worth;

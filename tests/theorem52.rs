@@ -326,18 +326,23 @@ fn smooth_selection_follows_the_exact_law() {
 /// Every replacement of one value in a column of n ∈ {3, 4} values on the grid {0, ¼, ½, ¾, 1}:
 /// (c, s) before and after, deduplicated.
 fn transitions(alpha: f64, beta: f64) -> Vec<[(f64, f64); 2]> {
+    transitions_by(&|x| center_scale(x, alpha, beta))
+}
+
+/// [`transitions`] with (c, s) of a column given by `cs`.
+fn transitions_by(cs: &dyn Fn(&[f64]) -> (f64, f64)) -> Vec<[(f64, f64); 2]> {
     let g: Vec<f64> = (0..5).map(|i| i as f64 / 4.0).collect();
     let mut out: Vec<[(f64, f64); 2]> = Vec::new();
     for n in [3usize, 4] {
         let mut idx = vec![0usize; n];
         loop {
             let x: Vec<f64> = idx.iter().map(|&i| g[i]).collect();
-            let cx = center_scale(&x, alpha, beta);
+            let cx = cs(&x);
             for j in 0..n {
                 for &v in &g {
                     let mut y = x.clone();
                     y[j] = v;
-                    let t = [cx, center_scale(&y, alpha, beta)];
+                    let t = [cx, cs(&y)];
                     if !out.contains(&t) {
                         out.push(t);
                     }
@@ -388,6 +393,69 @@ fn selection_loss(x: &[(f64, f64)], y: &[(f64, f64)], gamma: f64) -> f64 {
     worst
 }
 
+/// The worst density loss of the two-column selection over neighbouring tables: any transition
+/// of the first column with any of the 12 most moving transitions of the second.
+fn worst_loss(t: &[[(f64, f64); 2]], gamma: f64) -> f64 {
+    let mut ranked: Vec<(f64, usize)> = t
+        .iter()
+        .enumerate()
+        .map(|(i, [(cx, sx), (cy, sy)])| ((sx / sy).ln().abs() + (cx - cy).abs() / sx.min(*sy), i))
+        .collect();
+    ranked.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let second: Vec<usize> = ranked.iter().take(12).map(|r| r.1).collect();
+    t.par_iter()
+        .map(|[x0, y0]| {
+            second
+                .iter()
+                .map(|&j| {
+                    let [x1, y1] = t[j];
+                    selection_loss(&[*x0, x1], &[*y0, y1], gamma)
+                })
+                .fold(0.0f64, f64::max)
+        })
+        .reduce(|| 0.0, f64::max)
+}
+
+/// The shifted selection (`SmoothSelection::with_shift`, c = 5): each run releases
+/// `x_a − c·σ_a + σ_a·Z` with `σ_a = κS_{β'}/α`. Over neighbouring two-column tables the density
+/// of the release moves by at most the reported 3ε₀; the same shift without the inflation κ and
+/// the lowered β' (noise `S_β/α`) exceeds it.
+#[test]
+fn smooth_selection_with_the_shift_keeps_its_guarantee_and_an_uninflated_shift_is_flagged() {
+    let (eps, gamma, shift) = (1.5, 0.1, 5.0);
+    let sel = SmoothSelection::new(
+        eps,
+        Stopping::Geometric { gamma },
+        SmoothNoise::Cauchy,
+        0.5,
+        0.0,
+        1.0,
+    )
+    .unwrap()
+    .with_shift(shift)
+    .unwrap();
+    let (alpha, beta) = (sel.run_mechanism().alpha(), sel.run_mechanism().beta());
+    let (beta1, kappa) = sel.smoothing_and_inflation();
+    let library = |x: &[f64]| sel.centers_and_scales(&[x]).unwrap()[0];
+    let ok = worst_loss(&transitions_by(&library), gamma);
+    let uninflated = |x: &[f64]| {
+        let (c, s) = center_scale(x, alpha, beta);
+        (c - shift * s, s)
+    };
+    let leak = worst_loss(&transitions_by(&uninflated), gamma);
+    eprintln!(
+        "smooth selection with shift {shift}: beta' {beta1:.4} (beta {beta:.4}), kappa {kappa:.4}; \
+         worst density loss {ok:.4} (reported {:.4}); without kappa and beta': {leak:.4}",
+        sel.guarantee().epsilon
+    );
+    assert!((kappa - 2.0).abs() < 1e-12 && beta1 < beta);
+    assert!(ok <= sel.guarantee().epsilon * (1.0 + 1e-9), "loss {ok}");
+    assert!(
+        leak > sel.guarantee().epsilon,
+        "the uninflated shift loses only {leak}"
+    );
+}
+
 /// The worst case over neighbouring two-column tables (one row replaced: any transition of the
 /// first column with any of the most moving transitions of the second): the density of the
 /// release moves by at most the reported 3ε₀; the search exceeds ε₀ (a claim of one run's ε₀ is
@@ -406,29 +474,7 @@ fn smooth_selection_privacy_holds_and_understated_claims_are_flagged() {
     .unwrap();
     let eps0 = sel.selection().params().eps0;
     let (alpha, beta) = (sel.run_mechanism().alpha(), sel.run_mechanism().beta());
-    let worst = |beta: f64| -> f64 {
-        let t = transitions(alpha, beta);
-        let mut ranked: Vec<(f64, usize)> = t
-            .iter()
-            .enumerate()
-            .map(|(i, [(cx, sx), (cy, sy)])| {
-                ((sx / sy).ln().abs() + (cx - cy).abs() / sx.min(*sy), i)
-            })
-            .collect();
-        ranked.sort_by(|a, b| b.0.total_cmp(&a.0));
-        let second: Vec<usize> = ranked.iter().take(12).map(|r| r.1).collect();
-        t.par_iter()
-            .map(|[x0, y0]| {
-                second
-                    .iter()
-                    .map(|&j| {
-                        let [x1, y1] = t[j];
-                        selection_loss(&[*x0, x1], &[*y0, y1], gamma)
-                    })
-                    .fold(0.0f64, f64::max)
-            })
-            .reduce(|| 0.0, f64::max)
-    };
+    let worst = |beta: f64| -> f64 { worst_loss(&transitions(alpha, beta), gamma) };
     let ok = worst(beta);
     let leak = worst(5.0 * beta);
     eprintln!(

@@ -13,10 +13,20 @@
 //! D_{η,γ}, plus the δ of (ε₀, δ₀)-DP runs.
 //!
 //! The exponential mechanism cannot do this directly: its scores would need a global sensitivity,
-//! which for a quantile is the range. The paper's version also shifts each score by a multiple of
-//! its smooth sensitivity (as GEM shifts by Δ_a), so that the utility depends on the winner's
-//! sensitivity; the shift is data-dependent and changes the admissibility constants (the paper's
-//! are lost in the seed's text), so recsel releases the unshifted scores.
+//! which for a quantile is the range.
+//!
+//! **The shift** ([`SmoothSelection::with_shift`]). The paper's version shifts each score down by
+//! a multiple of its smooth sensitivity (as GEM shifts by Δ_a), so that the release's error
+//! follows the sensitivity of the column it competes with. The shift is data-dependent, so it is
+//! part of the released function: run a releases `g_a + σ_a·Z` with `g_a = x_a − c·σ_a` and
+//! `σ_a = κ·S_{β'}(a)/α`. The seed lost the paper's constants; these are recsel's: for
+//! neighbours x ~ y, `|g(x) − g(y)| ≤ LS(x) + (cκ/α)·|S(x) − S(y)| ≤ S(x)·(1 + cκ(e^{β'} − 1)/α)`
+//! (S is β'-smooth), which equals κ·S(x) for `κ = 1/(1 − c(e^{β'} − 1)/α)`; κS is β'-smooth, so
+//! κS is a smooth upper bound on g's local sensitivity and the run keeps its guarantee with noise
+//! `κS/α`. recsel takes `β' = min(β, ln(1 + α/(2c)))`, so κ ≤ 2 (a smaller β' is still
+//! admissible). With Laplace noise, c = [`crate::mechanisms::private_candidates::gem_stopping::shift`]
+//! gives Theorem 5.2's statement: except with probability β, the release's quantile is at least
+//! `x_j − (c + ln(2/β))·σ_j` for every column j (tests/theorem52_utility.rs).
 
 use super::smooth::{smooth_sensitivity, SmoothNoise, SmoothSensitivity};
 use super::{check_range, rank};
@@ -36,6 +46,10 @@ pub struct SmoothSelection {
     q: f64,
     lo: f64,
     hi: f64,
+    /// The shift c in units of a run's noise scale (0: none), β' and κ.
+    shift: f64,
+    beta: f64,
+    kappa: f64,
 }
 
 impl SmoothSelection {
@@ -74,7 +88,43 @@ impl SmoothSelection {
             q,
             lo,
             hi,
+            shift: 0.0,
+            beta: smooth.beta(),
+            kappa: 1.0,
         })
+    }
+
+    /// The same selection with each run's score shifted down by `c` (finite, ≥ 0) times its noise
+    /// scale, the noise inflated by κ and the smoothing lowered to β' (module docs, "The shift").
+    pub fn with_shift(mut self, c: f64) -> Result<Self> {
+        if !(c.is_finite() && c >= 0.0) {
+            return Err(Error::InvalidParameter {
+                name: "shift",
+                requirement: "finite, >= 0",
+                value: c,
+            });
+        }
+        let (alpha, beta) = (self.smooth.alpha(), self.smooth.beta());
+        self.shift = c;
+        if c == 0.0 {
+            self.beta = beta;
+            self.kappa = 1.0;
+        } else {
+            self.beta = beta.min((alpha / (2.0 * c)).ln_1p());
+            self.kappa = 1.0 / (1.0 - c * self.beta.exp_m1() / alpha);
+        }
+        Ok(self)
+    }
+
+    /// The shift c (0: none), in units of a run's noise scale.
+    pub fn shift(&self) -> f64 {
+        self.shift
+    }
+
+    /// The smoothing β' of the smooth sensitivity and the noise inflation κ the shift needs
+    /// ((β, 1) without a shift).
+    pub fn smoothing_and_inflation(&self) -> (f64, f64) {
+        (self.beta, self.kappa)
     }
 
     /// The guarantee of one release (the selection's strongest statement).
@@ -92,8 +142,9 @@ impl SmoothSelection {
         &self.smooth
     }
 
-    /// For each column (at least one row each): its q-quantile on `[lo, hi]` and the scale
-    /// `S_β/α` of its noise — what one run adds noise to.
+    /// For each column (at least one row each): the center of its runs, its q-quantile on
+    /// `[lo, hi]` minus `c·σ`, and the scale `σ = κ·S_{β'}/α` of its noise — what one run adds
+    /// noise to (the quantile itself and `S_β/α` without a shift).
     pub fn centers_and_scales(&self, columns: &[&[f64]]) -> Result<Vec<(f64, f64)>> {
         if columns.is_empty() || columns.iter().any(|c| c.is_empty()) {
             return Err(Error::Invalid(
@@ -108,8 +159,9 @@ impl SmoothSelection {
                 let mut v: Vec<f64> = c.iter().map(|x| x.clamp(self.lo, self.hi)).collect();
                 v.sort_by(f64::total_cmp);
                 let m = rank(self.q, v.len());
-                let s = smooth_sensitivity(&v, m, self.lo, self.hi, self.smooth.beta());
-                (v[m - 1], s / self.smooth.alpha())
+                let s = smooth_sensitivity(&v, m, self.lo, self.hi, self.beta);
+                let sigma = self.kappa * s / self.smooth.alpha();
+                (v[m - 1] - self.shift * sigma, sigma)
             })
             .collect())
     }
@@ -176,5 +228,12 @@ mod tests {
         let cs = s.centers_and_scales(&[a, b]).unwrap();
         assert_eq!(cs[0].0, 0.2);
         assert_eq!(cs[1].0, 1.0);
+        // The shift: κ ≤ 2, β' ≤ β, and the center moves by c·σ.
+        let sh = s.clone().with_shift(3.0).unwrap();
+        let (b, kappa) = sh.smoothing_and_inflation();
+        assert!(b < s.run_mechanism().beta() && (kappa - 2.0).abs() < 1e-12);
+        let shifted = sh.centers_and_scales(&[a]).unwrap()[0];
+        assert!((shifted.0 - (0.2 - 3.0 * shifted.1)).abs() < 1e-12);
+        assert!(s.clone().with_shift(-1.0).is_err());
     }
 }

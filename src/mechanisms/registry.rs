@@ -186,6 +186,7 @@ pub static REGISTRY: &[MechanismSpec] = &[
     private_candidates::scores::RS_HARD,
     private_candidates::scores::RS_HARD_DELTA,
     private_candidates::margin::RS_MARGIN,
+    private_candidates::gem_stopping::RS_GEM,
     private_candidates::svt_scores::SVT,
     MechanismSpec {
         name: "gem",

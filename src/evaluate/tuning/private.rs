@@ -141,8 +141,7 @@ impl PrivateTuneParams {
                         value: step,
                     });
                 }
-                let points = (1.0 / step).floor() as usize;
-                let grid: Vec<f64> = (0..points).map(|i| 1.0 - i as f64 * step).collect();
+                let grid = threshold_grid(step);
                 let search = SvtParams::estimated(
                     self.eps0,
                     self.percentile,
@@ -164,6 +163,20 @@ impl PrivateTuneParams {
             selector,
         })
     }
+}
+
+/// The threshold rule's grid of calibration hit@1 levels: 1, 1/2, 1/4, … down to the last level at
+/// or above `lowest`. Halving keeps the number of levels above any score L at log2(1/L): the
+/// sparse vector's search answers "below" at each of them before it can reach a level some
+/// configuration attains, and each such query is a chance of a false "above" (Theorem 4.6;
+/// docs/private-candidates.md, "Private tuning"). A linear grid from 1 in steps of 0.01 puts 90
+/// levels above a hit@1 of 0.1, and the search stopped at one of them in every selection measured.
+pub fn threshold_grid(lowest: f64) -> Vec<f64> {
+    let mut grid = vec![1.0];
+    while grid[grid.len() - 1] / 2.0 >= lowest {
+        grid.push(grid[grid.len() - 1] / 2.0);
+    }
+    grid
 }
 
 impl PrivateTuner {
@@ -468,8 +481,13 @@ mod tests {
         .unwrap();
         let s = th.statement();
         assert!(s.epsilon > DEFAULT_SEARCH_EPSILON + 2.0 * DEFAULT_EPS0 - 1e-12 && s.delta > 0.0);
-        // The defaults keep δ small (100 grid points × the coupling failure 4.3e-10).
-        assert!(s.delta < 1e-6, "delta {}", s.delta);
+        // The defaults keep δ small (7 grid levels × the coupling failure 4.3e-10).
+        assert!(s.delta < 1e-8, "delta {}", s.delta);
+        assert_eq!(
+            threshold_grid(0.01),
+            vec![1.0, 0.5, 0.25, 0.125, 0.0625, 0.03125, 0.015625]
+        );
+        assert_eq!(threshold_grid(0.5), vec![1.0, 0.5]);
         assert!(!public_privacy().is_private());
         for bad in [
             PrivateTuneParams {

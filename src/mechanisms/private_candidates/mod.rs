@@ -47,6 +47,7 @@ use crate::rng::{Rng, SecureRng};
 
 mod accounting;
 mod coupling;
+pub mod gem_stopping;
 pub mod margin;
 pub mod scores;
 pub mod sparse_vector;

@@ -66,12 +66,13 @@ pub const DEFAULT_HARD_STOP: u64 = 200;
 
 /// Built-ins that run only when named, never as part of `all`: the selections from private
 /// candidates are not mechanisms of seed 001, whose figures `all` reproduces.
-pub const NAMED_ONLY: [&str; 5] = [
+pub const NAMED_ONLY: [&str; 6] = [
     "rs-threshold",
     "rs-hard",
     "rs-hard-delta",
     "svt",
     "rs-margin",
+    "rs-gem",
 ];
 
 /// The registry entry of `rs-threshold`: the known threshold (Theorem 3.1) on score vectors.

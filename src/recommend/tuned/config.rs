@@ -168,7 +168,7 @@ pub const DEFAULT_SLACK: f64 = 0.1;
 /// probability about e^{ε₀} − 1 and δ exceeds 1 over a long grid; with c = 50, m = 20,000,
 /// η = 0.1 and ε₀ = 0.1 the failure per query is 4.3e-10 (computed from the coupling bound).
 pub const DEFAULT_SMOOTHING: f64 = 50.0;
-/// Default step of the threshold grid (calibration hit@1 from 1 down to the step).
+/// Default lowest level of the threshold grid (calibration hit@1 halving from 1 down to it).
 pub const DEFAULT_THRESHOLD_STEP: f64 = 0.01;
 
 /// How the configuration is selected from the private candidates.
@@ -225,7 +225,7 @@ pub struct PrivateTuneParams {
     /// Smoothing c of the estimated log-odds.
     #[serde(default = "default_smoothing")]
     pub smoothing: f64,
-    /// Step of the threshold grid 1, 1 − step, …, step (calibration hit@1).
+    /// Lowest level of the threshold grid 1, 1/2, 1/4, … (calibration hit@1), in (0, 0.5].
     pub threshold_step: f64,
     /// Seed of the selection's noise; `None`: from the operating system. Never written to
     /// `tuning.json` (a published seed makes the noise reproducible).
