@@ -32,7 +32,7 @@ use crate::mechanisms::{
     GAMMA,
 };
 use crate::rng::Rng;
-use crate::stats::distributions::laplace1;
+use crate::numerics::distributions::laplace1;
 
 /// The registry entry of `rs-gem`.
 pub const RS_GEM: MechanismSpec = MechanismSpec {
