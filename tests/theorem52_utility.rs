@@ -1,7 +1,7 @@
 //! Theorem 5.2's utility statements (Liu & Talwar §5.3; docs/private-candidates.md, "Theorem 5.2's
 //! family"): "except with probability β, the release scores at least OPT − …" for the exponential
 //! mechanism by random stopping (`rs`), the generalised exponential mechanism by random stopping
-//! (`rs-gem`) and the smooth-sensitivity selection (`statistic::SmoothSelection` with its shift).
+//! (`rs-gem`) and the smooth-sensitivity selection (`column_statistic::SmoothSelection` with its shift).
 //!
 //! Each bound is checked on the library's samplers: the number of releases that fall short of
 //! the bound is at most the upper 1e-6 quantile of Binomial(N, failure) — the failure probability
@@ -14,7 +14,7 @@ use recsel::mechanisms::private_candidates::gem_stopping::{gamma_for, UtilitySta
 use recsel::mechanisms::private_candidates::Stopping;
 use recsel::mechanisms::{self, MechParams};
 use recsel::rng::Streams;
-use recsel::statistic::{SmoothNoise, SmoothSelection};
+use recsel::column_statistic::{SmoothNoise, SmoothSelection};
 use statrs::distribution::{Binomial, DiscreteCDF};
 
 use crate::util::counts;
