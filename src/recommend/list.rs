@@ -194,8 +194,9 @@ impl Recommender {
                 .split_once("; ")
                 .map_or("", |(_, rest)| rest)
                 .replace(
-                    "n recommendations from one history",
-                    "n answers for one history"
+                    "n recommendations from one history spend n times that",
+                    "n lists for one history spend n times that, unless a ledger answers the \
+                     same history again in its period with the stored list",
                 )
         ))
     }
