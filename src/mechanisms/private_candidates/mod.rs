@@ -46,6 +46,7 @@ use crate::stats::distributions::{Geometric1, TruncatedNegBinomial};
 use crate::stats::exact::{ExactStopping, FRACTION_BITS};
 
 mod accounting;
+pub mod amplification;
 mod coupling;
 pub mod gem_stopping;
 pub mod margin;
