@@ -33,7 +33,7 @@ pub struct DummyAmplification {
 impl DummyAmplification {
     /// ε′ > 0 (`f64::INFINITY`: uniform among the scores at or above τ), τ finite, d ≥ 1.
     pub fn new(eps_em: f64, threshold: f64, dummies: u64) -> Result<Self> {
-        if !(eps_em > 0.0) {
+        if eps_em.is_nan() || eps_em <= 0.0 {
             return Err(Error::InvalidParameter {
                 name: "eps_em",
                 requirement: "> 0 (infinity allowed)",
