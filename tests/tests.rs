@@ -19,6 +19,7 @@ mod private_pca_rank;
 mod private_sansa_lambda;
 
 mod add_mech;
+mod amplification;
 mod architecture;
 mod audit;
 mod bandit;

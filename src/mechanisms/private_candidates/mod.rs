@@ -46,6 +46,7 @@ use crate::numerics::exact::{ExactStopping, FRACTION_BITS};
 use crate::rng::{Rng, SecureRng};
 
 mod accounting;
+pub mod amplification;
 mod coupling;
 pub mod gem_stopping;
 pub mod margin;
