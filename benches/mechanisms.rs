@@ -9,8 +9,8 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Through
 use rand::Rng as _;
 use recsel::mechanisms::gem::{transformed_scores, transformed_scores_naive};
 use recsel::mechanisms::{self, MechParams, Problem};
+use recsel::numerics::distributions::exp1;
 use recsel::rng::Streams;
-use recsel::stats::distributions::exp1;
 use std::hint::black_box;
 use std::time::Duration;
 

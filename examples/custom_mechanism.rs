@@ -24,9 +24,9 @@ use recsel::mechanisms::{
     boxed, MechParams, Mechanism, MechanismSpec, ParamSpec, Prepared, Problem, Registry,
 };
 use recsel::model::{self, Method, ModelParams};
+use recsel::numerics::distributions::laplace1;
 use recsel::rng::{NoiseMode, Rng};
 use recsel::scoring::{item_sensitivities, ModelScorer, SensitivityConfig};
-use recsel::stats::distributions::laplace1;
 
 /// The declared parameter: a real in [2, 100], default 2.
 pub static SCALE: ParamSpec = ParamSpec::real(

@@ -19,7 +19,7 @@
 //! * [`serve`] — the private recommendation service over HTTP (`recsel serve`, docs/serving.md;
 //!   cargo feature `serve`, on by default);
 //! * [`audit`] — empirical ε lower bounds;
-//! * [`stats`] — shared numerics: samplers, percentiles, correlations, hypothesis tests;
+//! * [`numerics`] — shared numerics: samplers, percentiles, correlations, hypothesis tests;
 //! * [`rng`] — reproducible random streams, one per (user, mechanism, ε index, trial);
 //! * [`io`] — atomic writes and output folders, below every stage;
 //! * [`options`] — option tables: a job's options declared once, for every front end;
@@ -34,6 +34,7 @@
 #![warn(missing_docs)]
 
 pub mod audit;
+pub mod column_statistic;
 pub mod data;
 pub mod error;
 pub mod eval;
@@ -44,6 +45,7 @@ pub mod io;
 pub mod ledger;
 pub mod mechanisms;
 pub mod model;
+pub mod numerics;
 pub mod options;
 pub mod privacy;
 pub mod recommend;
@@ -53,7 +55,5 @@ pub mod scoring;
 #[cfg(feature = "serve")]
 pub mod serve;
 mod simd;
-pub mod statistic;
-pub mod stats;
 
 pub use error::{Error, Result};

@@ -163,21 +163,21 @@ impl NoiseMode {
 
 /// The generator of the secure path: ChaCha20 (a cryptographic stream cipher) that exposes only
 /// exact integer and bit draws. It deliberately does not implement `rand::RngCore`, so none of the
-/// floating-point samplers of [`crate::stats::distributions`] (which take [`Rng`]) can be called
+/// floating-point samplers of [`crate::numerics::distributions`] (which take [`Rng`]) can be called
 /// with it: the secure path is separated from the float path by type (`docs/secure.md`).
 ///
 /// The float samplers take the seeded generator …
 ///
 /// ```
 /// let mut rng = recsel::rng::Streams::new(1).stream(0, 0, 0, 0);
-/// let _ = recsel::stats::distributions::exp1(&mut rng);
+/// let _ = recsel::numerics::distributions::exp1(&mut rng);
 /// ```
 ///
 /// … and the secure generator cannot be passed to them (this example must fail to compile):
 ///
 /// ```compile_fail
 /// let mut rng = recsel::rng::SecureRng::from_seed_insecure(1);
-/// let _ = recsel::stats::distributions::exp1(&mut rng);
+/// let _ = recsel::numerics::distributions::exp1(&mut rng);
 /// ```
 ///
 /// nor to anything generic over `rand::RngCore` (such as every `rand_distr` distribution):

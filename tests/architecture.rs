@@ -11,10 +11,10 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[&[&str]] = &[
     &["error"],
     &["io", "options", "rng", "simd", "hugepages"],
-    &["stats"],
+    &["numerics"],
     &["data", "privacy"],
     &["mechanisms", "model"],
-    &["scoring", "eval", "ledger", "statistic"],
+    &["scoring", "eval", "ledger", "column_statistic"],
     &["experiments", "recommend"],
     // The evaluation wing: tunes and measures releases; serving never imports it.
     &["evaluate"],

@@ -7,12 +7,12 @@
 //! same test applied with ε misstated by ×1.3 and ×0.7 must reject.
 
 use rayon::prelude::*;
+use recsel::column_statistic::EmQuantile;
 use recsel::experiments::bandit::counter::HybridCounter;
 use recsel::experiments::bandit::env::{clip_reward, Arms, Environment};
 use recsel::experiments::bandit::{self, BanditConfig, BanditOptions};
+use recsel::numerics::hypothesis::{chi_square_gof, clopper_pearson_lower, clopper_pearson_upper};
 use recsel::rng::Streams;
-use recsel::statistic::EmQuantile;
-use recsel::stats::hypothesis::{chi_square_gof, clopper_pearson_lower, clopper_pearson_upper};
 use statrs::distribution::{ContinuousCDF, Normal};
 
 use crate::util::recsel;

@@ -1,10 +1,10 @@
-//! Utility bounds of seed 001 §IV-D / appendix J (`recsel::stats::bounds`): a hand-computed
+//! Utility bounds of seed 001 §IV-D / appendix J (`recsel::numerics::bounds`): a hand-computed
 //! example, Monte Carlo checks that each bound holds with probability ≥ 1 − β (with power: a bound
 //! claimed for 1.3ε is refuted), and `cgem`'s bound chooser against its exact mixture.
 
 use recsel::mechanisms::{self, MechParams};
-use recsel::stats::bounds::{utility_bounds, GemBoundReading};
-use recsel::stats::hypothesis::clopper_pearson_lower;
+use recsel::numerics::bounds::{utility_bounds, GemBoundReading};
+use recsel::numerics::hypothesis::clopper_pearson_lower;
 
 use crate::util::*;
 
@@ -176,7 +176,7 @@ fn cgem_bound_chooser_is_the_randomised_response_mixture() {
     let d = [0.05, 0.1, 0.15, 0.2, 0.01];
     let (eps, c) = (2.0, 0.6);
     let eps_g = (1.0 - c) * eps;
-    assert_eq!(recsel::stats::spearman(&q, &d), 0.0);
+    assert_eq!(recsel::numerics::spearman(&q, &d), 0.0);
     assert!(mgem_bound(&q, &d, eps_g) < gem_bound(&q, &d, eps_g));
     let mix = |eps: f64| {
         let eps_g = (1.0 - c) * eps;

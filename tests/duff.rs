@@ -4,10 +4,10 @@
 //! bandit running with `quantile = duff`.
 
 use rayon::prelude::*;
+use recsel::column_statistic::DuffQuantile;
 use recsel::experiments::bandit::duff::QuantileMethod;
 use recsel::experiments::bandit::{self, BanditConfig, BanditOptions};
 use recsel::rng::Streams;
-use recsel::statistic::DuffQuantile;
 
 use crate::util::{assert_fits, assert_rejects};
 
@@ -166,7 +166,7 @@ fn duff_finds_a_tied_quantile_the_standard_mechanism_misses() {
         .enumerate()
         .map(|(g, pg)| pg * (duff.value(g) - 1.0).abs())
         .sum();
-    let em = recsel::statistic::EmQuantile::new(eps, 0.0, 1.0).unwrap();
+    let em = recsel::column_statistic::EmQuantile::new(eps, 0.0, 1.0).unwrap();
     let mut rng = Streams::new(5).stream(0, 0, 0, 0);
     let em_error = (0..20_000)
         .map(|_| (em.sample(&data, q, &mut rng) - 1.0).abs())

@@ -25,8 +25,8 @@
 //! (Equivalently: a mechanism whose claimed ε is 1.3 times its real one.)
 
 use recsel::mechanisms::{self, MechParams, Problem};
+use recsel::numerics::hypothesis::clopper_pearson_lower;
 use recsel::rng::SecureRng;
-use recsel::stats::hypothesis::clopper_pearson_lower;
 
 use crate::util::{counts, ALPHA};
 

@@ -1,7 +1,7 @@
 //! Every error a user can cause names the bad value.
 
 use recsel::mechanisms::{self, MechParams, Problem};
-use recsel::stats::Chooser;
+use recsel::numerics::Chooser;
 
 fn problem_err(q: &[f64], d: &[f64]) -> String {
     Problem::new(q, d).unwrap_err().to_string()

@@ -14,8 +14,8 @@ use recsel::audit::pairs::TINY;
 use recsel::mechanisms::{
     ExponentialMechanism, KRandomizedResponse, Mechanism, Noise, NoisyMax, Problem,
 };
+use recsel::numerics::distributions::laplace1;
 use recsel::rng::Streams;
-use recsel::stats::distributions::laplace1;
 
 use crate::heavy_hitters;
 use crate::util::{assert_fits, assert_rejects, counts, rnm_exact};

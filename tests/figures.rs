@@ -5,9 +5,9 @@
 
 use recsel::experiments::illustrate::{fig22_scale_sets, sample_max_laplace};
 use recsel::experiments::scenarios::{self, exceptional, group_boxes, Scenario};
+use recsel::numerics::hypothesis::chi_square_gof;
+use recsel::numerics::{pearson, spearman, weighted_correlation};
 use recsel::rng::Streams;
-use recsel::stats::hypothesis::chi_square_gof;
-use recsel::stats::{pearson, spearman, weighted_correlation};
 
 use crate::util::{assert_fits, assert_rejects, ALPHA};
 
@@ -269,7 +269,7 @@ fn fig19_20_boxes_match_a_brute_force_recomputation() {
         let a = 37;
         let mut g0: Vec<f64> = (0..users / 2).map(|u| ds.row(u)[a]).collect();
         g0.sort_by(f64::total_cmp);
-        let med = recsel::stats::percentile_linear(&g0, 50.0);
+        let med = recsel::numerics::percentile_linear(&g0, 50.0);
         let b = boxes
             .iter()
             .find(|b| b.candidate == a && b.group == 0)

@@ -11,7 +11,7 @@
 //! `cargo test --release --locked -- laws --nocapture` to see every p-value.
 
 use recsel::mechanisms::{self, MechParams};
-use recsel::stats::hypothesis::chi_square_gof;
+use recsel::numerics::hypothesis::chi_square_gof;
 
 use crate::util::{counts, counts_with, noisy_max_exact, NoiseLaw, ALPHA};
 
@@ -675,8 +675,8 @@ fn gem_by_random_stopping_follows_the_exact_law() {
     use rand::Rng as _;
     use rayon::prelude::*;
     use recsel::mechanisms::private_candidates::{SelectionParams, Stopping as Rule};
+    use recsel::numerics::distributions::laplace1;
     use recsel::rng::Streams;
-    use recsel::stats::distributions::laplace1;
     let (eps, gamma, c) = (3.0, 0.1, 1.0);
     let eps0 = eps / 3.0;
     let sel = SelectionParams::new(Rule::Geometric { gamma }, eps0)

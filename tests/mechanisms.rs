@@ -151,7 +151,7 @@ fn cgem_is_the_randomised_response_mixture() {
         let pg = rnm_exact(&g, &ones, eps_g);
         let pm = rnm_exact(&m, &ones, eps_g);
         // Spearman(Q, D) > 0 here, so the true bit is 1 → mgem with probability p_truth.
-        assert!(recsel::stats::spearman(&Q, &D) > 0.0);
+        assert!(recsel::numerics::spearman(&Q, &D) > 0.0);
         pm.iter()
             .zip(&pg)
             .map(|(a, b)| p_truth * a + (1.0 - p_truth) * b)

@@ -381,7 +381,7 @@ fn docs_cli_md_is_what_the_binary_prints() {
 #[test]
 fn utility_options_reach_every_front_end() {
     use recsel::data::DataOptions;
-    use recsel::evaluate::utility_options::{EvaluateOptions, TuneOptions};
+    use recsel::evaluate::options::{EvaluateOptions, TuneOptions};
     use recsel::recommend::publish::ReleaseOptions;
     assert!(DataOptions::options()
         .iter()
@@ -474,7 +474,7 @@ fn utility_options_reach_every_front_end() {
 fn every_table_resolves_through_its_declared_defaults() {
     use recsel::audit::{AuditOptions, EndToEndOptions};
     use recsel::data::DataOptions;
-    use recsel::evaluate::utility_options::{EvaluateOptions, TuneOptions};
+    use recsel::evaluate::options::{EvaluateOptions, TuneOptions};
     use recsel::recommend::publish::ReleaseOptions;
     fn check<T>(name: &str)
     where
@@ -540,7 +540,7 @@ fn every_table_resolves_through_its_declared_defaults() {
 /// `fit` and `export` and `seed` of `tune` and `evaluate` are errors naming `split_seed`.
 #[test]
 fn the_split_seed_has_one_name() {
-    use recsel::evaluate::utility_options::{EvaluateOptions, TuneOptions};
+    use recsel::evaluate::options::{EvaluateOptions, TuneOptions};
     for table in [
         SelectOptions::options(),
         recsel::data::DataOptions::options(),
@@ -658,7 +658,7 @@ fn every_noisy_job_takes_the_one_noise_table() {
 /// key of its table that reads back to the same options.
 #[test]
 fn statistic_options_reach_the_command_line() {
-    use recsel::statistic::StatisticOptions;
+    use recsel::column_statistic::StatisticOptions;
     let help = String::from_utf8(recsel(&["statistic", "--help"]).stdout).unwrap();
     let shown: Vec<OptionSpec> = StatisticOptions::options()
         .into_iter()

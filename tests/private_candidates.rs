@@ -14,9 +14,9 @@ use rayon::prelude::*;
 use recsel::audit::{self, builtin_pairs, AuditConfig};
 use recsel::mechanisms::private_candidates::{PrivateSelection, SelectionParams, Stopping};
 use recsel::mechanisms::{self, Guarantee, MechParams, Problem};
+use recsel::numerics::exact::ExactStopping;
+use recsel::numerics::hypothesis::{clopper_pearson_lower, clopper_pearson_upper};
 use recsel::rng::{SecureRng, Streams};
-use recsel::stats::exact::ExactStopping;
-use recsel::stats::hypothesis::{clopper_pearson_lower, clopper_pearson_upper};
 use statrs::function::gamma::ln_gamma;
 
 use crate::util::{assert_fits, assert_rejects, ALPHA};

@@ -5,11 +5,11 @@
 
 use recsel::experiments::select::{self, SelectConfig};
 use recsel::mechanisms::MechParams;
+use recsel::numerics::{percentile_linear, spearman};
 use recsel::rng::{Draws, NoiseMode, Streams};
 use recsel::scoring::{
     item_sensitivities, top_candidates, PercentileUsers, SensitivityConfig, UserScorer,
 };
-use recsel::stats::{percentile_linear, spearman};
 
 /// A small score table: every user has a few items, and the scores of an item differ between the
 /// users who have it (high) and the others, so the two populations give different percentiles.
@@ -224,12 +224,12 @@ fn diagnostics_count_what_lies_outside_the_percentiles() {
         let items = top_candidates(&t.scores[u], &t.excluded[u], cfg.top);
         let q: Vec<f64> = items.iter().map(|&j| t.scores[u][j as usize]).collect();
         let dd: Vec<f64> = items.iter().map(|&j| s.delta[j as usize]).collect();
-        let b = recsel::stats::utility_bounds(
+        let b = recsel::numerics::utility_bounds(
             &q,
             &dd,
             cfg.epsilons[0],
             cfg.params.number(&recsel::mechanisms::BETA),
-            recsel::stats::GemBoundReading::Full,
+            recsel::numerics::GemBoundReading::Full,
         )
         .unwrap();
         assert_eq!(counts.bound_mgem[u] & 1 == 1, b.mgem >= b.gem, "user {u}");

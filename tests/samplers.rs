@@ -3,8 +3,8 @@
 
 use rayon::prelude::*;
 use recsel::mechanisms::{Problem, RandomStopping, StoppingRule};
+use recsel::numerics::distributions::{Geometric1, Logarithmic, TruncatedNegBinomial};
 use recsel::rng::Streams;
-use recsel::stats::distributions::{Geometric1, Logarithmic, TruncatedNegBinomial};
 
 use crate::util::{assert_fits, assert_rejects};
 
@@ -246,7 +246,7 @@ fn small_gamma_means() {
 #[test]
 fn index_and_sign_is_uniform_on_pairs() {
     use rand::Rng as _;
-    use recsel::stats::distributions::index_and_sign;
+    use recsel::numerics::distributions::index_and_sign;
     let k = 7usize;
     let mut rng = Streams::new(11).stream(0, 0, 0, 0);
     let n = 140_000;

@@ -24,11 +24,11 @@ use recsel::mechanisms::{
     self, Grid, MechParams, Mechanism, Noise, NoisyMax, Problem, RandomStopping, SecureEpsilon,
     StoppingRule, REGISTRY,
 };
-use recsel::rng::{NoiseMode, SecureRng};
-use recsel::stats::distributions::{Geometric1, TruncatedNegBinomial};
-use recsel::stats::exact::{
+use recsel::numerics::distributions::{Geometric1, TruncatedNegBinomial};
+use recsel::numerics::exact::{
     bernoulli_dyadic, bernoulli_exp_neg, discrete_geometric, discrete_laplace, ExactStopping,
 };
+use recsel::rng::{NoiseMode, SecureRng};
 
 use crate::util::*;
 
@@ -144,7 +144,7 @@ fn secure_cgem_is_the_randomised_response_mixture() {
         let t = (t * 256.0).round() / 256.0;
         let pg = rnm_exact(&gem::transformed_scores_naive(&Q, &D, t), &[1.0; 5], eps_g);
         let pm = rnm_exact(&gem::transformed_scores_naive(&Q, &D, -t), &[1.0; 5], eps_g);
-        assert!(recsel::stats::spearman(&Q, &D) > 0.0); // true bit 1: mgem with p_truth
+        assert!(recsel::numerics::spearman(&Q, &D) > 0.0); // true bit 1: mgem with p_truth
         pm.iter()
             .zip(&pg)
             .map(|(a, b)| p_truth * a + (1.0 - p_truth) * b)

@@ -547,7 +547,7 @@ fn the_estimated_guarantees_bound_the_worst_case() {
 /// bound computed at ε × 1.3: the check has power.
 #[test]
 fn far_below_and_far_above_queries_meet_the_accuracy_statements() {
-    use recsel::stats::hypothesis::{clopper_pearson_lower, clopper_pearson_upper};
+    use recsel::numerics::hypothesis::{clopper_pearson_lower, clopper_pearson_upper};
     let p = [0.001, 0.001, 0.001, 0.999, 0.001, 0.001];
     let above = 3;
     let n = 400_000u64;

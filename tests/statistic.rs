@@ -5,14 +5,14 @@
 //! leaky variant of each flagged).
 
 use rayon::prelude::*;
-use recsel::mechanisms::Guarantee;
-use recsel::rng::{Rng, Streams};
-use recsel::statistic::duff::{count_distances, mean_distances, quantile_distances, Grid};
-use recsel::statistic::smooth::{local_sensitivity, smooth_sensitivity};
-use recsel::statistic::{
+use recsel::column_statistic::duff::{count_distances, mean_distances, quantile_distances, Grid};
+use recsel::column_statistic::smooth::{local_sensitivity, smooth_sensitivity};
+use recsel::column_statistic::{
     rank, Duff, EmQuantile, LaplaceStatistic, Method, Neighbours, PrivateStatistic, SmoothNoise,
     SmoothSensitivity, Statistic, StatisticParams,
 };
+use recsel::mechanisms::Guarantee;
+use recsel::rng::{Rng, Streams};
 
 use crate::util::{assert_fits, assert_rejects};
 
@@ -837,7 +837,7 @@ fn private_statistic_validates_and_reports_its_guarantee() {
 /// Laplace's (noise (hi − lo)/ε).
 #[test]
 fn the_median_comparison_runs_and_duff_beats_laplace_on_tied_counts() {
-    use recsel::statistic::compare::{compare_medians, CompareConfig};
+    use recsel::column_statistic::compare::{compare_medians, CompareConfig};
     let mut rng = Streams::new(3).stream(0, 0, 0, 0);
     use rand::Rng as _;
     let counts: Vec<f64> = (0..3000)
@@ -891,7 +891,7 @@ fn the_median_comparison_runs_and_duff_beats_laplace_on_tied_counts() {
 /// share of draws beyond B_β is at most β (its Clopper–Pearson lower limit at 1e-6).
 #[test]
 fn duff_error_quantiles_are_within_the_accuracy_theorem() {
-    use recsel::stats::hypothesis::clopper_pearson_lower;
+    use recsel::numerics::hypothesis::clopper_pearson_lower;
     let data: Vec<f64> = (0..=1000)
         .map(|i| (1000.0 * (f64::from(i) / 1000.0).powi(3)).floor())
         .collect();

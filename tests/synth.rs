@@ -10,8 +10,8 @@ use recsel::experiments::scenarios::{self, Scenario, ScenarioSet};
 use recsel::experiments::synthetic::MseRow;
 use recsel::experiments::twocand::{self, TwocandConfig, TwocandOptions};
 use recsel::experiments::{run_synth, SynthConfig, SynthOptions};
+use recsel::numerics::spearman;
 use recsel::rng::Streams;
-use recsel::stats::spearman;
 
 /// Differences must exceed this many standard errors.
 const Z: f64 = 4.0;

@@ -1,6 +1,6 @@
 //! Theorem 5.2's family (Liu & Talwar §5.3; docs/private-candidates.md, "Theorem 5.2's family"):
 //! the margin mechanism (`rs-margin`) and the smooth-sensitivity exponential mechanism
-//! (`statistic::SmoothSelection`), each against its exact law with power, and its guarantee
+//! (`column_statistic::SmoothSelection`), each against its exact law with power, and its guarantee
 //! against the audit or a worst-case search over neighbouring tables, with power.
 //!
 //! The references are computed here from the definitions: the truncated Laplace and Cauchy
@@ -10,12 +10,12 @@
 
 use rayon::prelude::*;
 use recsel::audit::{self, builtin_pairs, AuditConfig};
+use recsel::column_statistic::smooth::smooth_sensitivity;
+use recsel::column_statistic::{rank, SmoothNoise, SmoothSelection};
 use recsel::mechanisms::private_candidates::margin::MarginSelection;
 use recsel::mechanisms::private_candidates::Stopping;
 use recsel::mechanisms::{self, Guarantee, MechParams, Mechanism, Prepared, Problem};
 use recsel::rng::Streams;
-use recsel::statistic::smooth::smooth_sensitivity;
-use recsel::statistic::{rank, SmoothNoise, SmoothSelection};
 
 use crate::laws::{fits, integrate, rejects};
 use crate::util::counts;

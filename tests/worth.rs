@@ -10,10 +10,10 @@ use std::sync::OnceLock;
 
 use crate::util::{fit_synthetic, ok};
 use recsel::data::{calibration_users, DataOptions, HeldOutRows};
+use recsel::evaluate::options::release_data;
 use recsel::evaluate::tuning::estimate::{best_on, on, parts};
 use recsel::evaluate::tuning::tune;
 use recsel::evaluate::utility::{measure, table, UtilityConfig};
-use recsel::evaluate::utility_options::release_data;
 use recsel::mechanisms::MechParams;
 use recsel::options::OptionTable;
 use recsel::recommend::tuned::{beats, Estimate, Tuning};

@@ -10,13 +10,14 @@
 //! One file per topic: `convert` (errors, arrays, values), `mechanisms` (the registry, sampling,
 //! batches, audits), `model` (models and user rows), `partition` (sensitivities and the phases of
 //! a distributed `select`), `select` (a `select` run prepared on the driver), `recommend`
-//! (serving), `utility` (`tune` and `evaluate`), `statistic` (private statistics), `candidates` (selection from private candidates with a Python function) and `sparse` (the sparse vector on DP queries, the threshold search, the unknown-threshold selection, and `bounds`); this
+//! (serving), `evaluate` (`tune` and `evaluate`), `statistic` (private statistics), `candidates` (selection from private candidates with a Python function) and `sparse` (the sparse vector on DP queries, the threshold search, the unknown-threshold selection, and `bounds`); this
 //! one only registers them.
 
 use pyo3::prelude::*;
 
 mod candidates;
 mod convert;
+mod evaluate;
 mod mechanisms;
 mod model;
 mod partition;
@@ -24,7 +25,6 @@ mod recommend;
 mod select;
 mod sparse;
 mod statistic;
-mod utility;
 
 /// The module `recsel._native`.
 #[pymodule]
@@ -54,10 +54,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(sparse::select_unknown_threshold, m)?)?;
     m.add_function(wrap_pyfunction!(sparse::bounds_options, m)?)?;
     m.add_function(wrap_pyfunction!(sparse::bounds, m)?)?;
-    m.add_function(wrap_pyfunction!(utility::tune_options, m)?)?;
-    m.add_function(wrap_pyfunction!(utility::evaluate_options, m)?)?;
-    m.add_function(wrap_pyfunction!(utility::tune, m)?)?;
-    m.add_function(wrap_pyfunction!(utility::evaluate, m)?)?;
+    m.add_function(wrap_pyfunction!(evaluate::tune_options, m)?)?;
+    m.add_function(wrap_pyfunction!(evaluate::evaluate_options, m)?)?;
+    m.add_function(wrap_pyfunction!(evaluate::tune, m)?)?;
+    m.add_function(wrap_pyfunction!(evaluate::evaluate, m)?)?;
     m.add_class::<model::UserRows>()?;
     m.add_class::<model::PyModel>()?;
     m.add_class::<partition::PySens>()?;

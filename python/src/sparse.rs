@@ -17,8 +17,8 @@ use recsel::mechanisms::private_candidates::sparse_vector::{
     Answer, SparseVector, SvtParams, SvtStream, UnknownThreshold,
 };
 use recsel::mechanisms::private_candidates::Statement;
+use recsel::numerics::bounds::{utility_bounds, BoundsOptions, GemBoundReading};
 use recsel::rng::{child_seed, name_id, Rng, Streams};
-use recsel::stats::bounds::{utility_bounds, BoundsOptions, GemBoundReading};
 
 use crate::convert::{err, fill, invalid, option_dicts, R};
 

@@ -5,7 +5,7 @@ use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
-use recsel::statistic::{PrivateStatistic, StatisticOptions};
+use recsel::column_statistic::{PrivateStatistic, StatisticOptions};
 
 use crate::convert::{err, fill, invalid, option_dicts, slice, R};
 
@@ -51,7 +51,7 @@ pub fn duff_law<'py>(
     let mut opts = StatisticOptions::default();
     fill(&mut opts, "statistic option", options)?;
     let mut params = opts.params().map_err(err)?;
-    params.method = recsel::statistic::Method::Duff;
+    params.method = recsel::column_statistic::Method::Duff;
     let PrivateStatistic::Duff(duff) = PrivateStatistic::new(&params).map_err(err)? else {
         return Err(invalid("not a Duff mechanism".into()));
     };

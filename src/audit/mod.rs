@@ -30,8 +30,8 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::mechanisms::{Guarantee, Mechanism, Problem, Selector};
+use crate::numerics::hypothesis::{clopper_pearson_lower, clopper_pearson_upper};
 use crate::rng::{name_id, Draws, NoiseMode, Streams};
-use crate::stats::hypothesis::{clopper_pearson_lower, clopper_pearson_upper};
 
 pub use options::{AuditOptions, AuditSampling, EndToEndOptions};
 pub use pairs::{builtin_pairs, read_pairs, NeighbourPair};

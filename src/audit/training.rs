@@ -27,9 +27,9 @@ use statrs::distribution::{ContinuousCDF, Normal};
 use crate::data::Csr;
 use crate::error::{Error, Result};
 use crate::model::dp::{clean_gram, GramMechanism, GramNoise};
+use crate::numerics::hypothesis::{chi_square_gof, clopper_pearson_lower, clopper_pearson_upper};
 use crate::privacy::NoiseSource;
 use crate::rng::mix64;
-use crate::stats::hypothesis::{chi_square_gof, clopper_pearson_lower, clopper_pearson_upper};
 
 /// p-value below which the statistic's law is declared different from the claimed one.
 pub const LAW_P_MIN: f64 = 1e-6;

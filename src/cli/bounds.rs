@@ -5,7 +5,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use recsel::stats::bounds::{utility_bounds, BoundsOptions, GemBoundReading};
+use recsel::numerics::bounds::{utility_bounds, BoundsOptions, GemBoundReading};
 
 use super::common::Flags;
 

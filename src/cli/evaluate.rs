@@ -7,9 +7,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use recsel::evaluate::utility_options::EvaluateOptions;
+use recsel::evaluate::options::EvaluateOptions;
 use recsel::mechanisms::Registry;
-use recsel::report::utility::{choices, markdown, served, summary, write_utility};
+use recsel::report::evaluate::{choices, markdown, served, summary, write_utility};
 
 use super::common::Flags;
 

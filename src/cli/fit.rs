@@ -70,6 +70,20 @@ fn metrics_json(m: &Metrics) -> serde_json::Value {
     })
 }
 
+/// The training users' privacy entry for people: the one text of `recsel fit`'s table and of its
+/// progress line on stderr.
+fn privacy_text(p: &recsel::privacy::PopulationPrivacy) -> String {
+    format!(
+        "{}, {}: ε = {:.4}, δ = {:e}; {}; {}",
+        p.population,
+        p.unit,
+        p.epsilon.unwrap_or(f64::NAN),
+        p.delta,
+        p.mechanism,
+        p.note
+    )
+}
+
 fn print_metrics(out: &mut impl Write, label: &str, m: &Metrics) -> std::io::Result<()> {
     writeln!(out, "{label} ({} test users)", m.users)?;
     for (name, e) in [
@@ -150,15 +164,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         );
     }
     if let Some(p) = training_privacy {
-        eprintln!(
-            "[fit] training privacy: {} {}: ε={:.4}, δ={:e}, {}; {}",
-            p.population,
-            p.unit,
-            p.epsilon.unwrap_or(f64::NAN),
-            p.delta,
-            p.mechanism,
-            p.note
-        );
+        eprintln!("[fit] training privacy: {}", privacy_text(p));
     }
     let fit_s = report.total_seconds();
     eprintln!("[fit] fitted in {fit_s:.2} s");
@@ -251,16 +257,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             data.n_items()
         )?;
         match training_privacy {
-            Some(p) => writeln!(
-                out,
-                "training privacy: {}, {}: ε = {:.4}, δ = {:e}; {}; {}",
-                p.population,
-                p.unit,
-                p.epsilon.unwrap_or(f64::NAN),
-                p.delta,
-                p.mechanism,
-                p.note
-            )?,
+            Some(p) => writeln!(out, "training privacy: {}", privacy_text(p))?,
             None => writeln!(
                 out,
                 "training privacy: none (training data treated as public)"

@@ -7,12 +7,12 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
+use recsel::column_statistic::compare::{compare_medians, CompareConfig};
+use recsel::column_statistic::options::interactions_per_user;
+use recsel::column_statistic::StatisticOptions;
 use recsel::data::load::load_dataset_with;
 use recsel::data::options::DataOptions;
-use recsel::report::statistic::{markdown, write_compare};
-use recsel::statistic::compare::{compare_medians, CompareConfig};
-use recsel::statistic::options::interactions_per_user;
-use recsel::statistic::StatisticOptions;
+use recsel::report::column_statistic::{markdown, write_compare};
 
 use super::common::Flags;
 

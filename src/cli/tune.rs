@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::Context;
-use recsel::evaluate::utility_options::TuneOptions;
+use recsel::evaluate::options::TuneOptions;
 use recsel::scoring::Prior;
 
 use super::common::Flags;

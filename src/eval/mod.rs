@@ -26,7 +26,7 @@ impl Estimate {
         if values.is_empty() {
             return Estimate::default();
         }
-        let (mean, se) = crate::stats::mean_se(values);
+        let (mean, se) = crate::numerics::mean_se(values);
         Estimate { mean, se }
     }
 }
@@ -78,9 +78,9 @@ fn user_metrics(ranked: &[u32], targets: &[u32]) -> [f64; 6] {
 }
 
 /// The `k` best-scored items of `scores`, best first, excluding `seen` (sorted ascending); ties by
-/// item index ([`crate::stats::best_k`]).
+/// item index ([`crate::numerics::best_k`]).
 pub fn top_k(scores: &[f64], seen: &[u32], k: usize) -> Vec<u32> {
-    crate::stats::best_k(scores, seen, k)
+    crate::numerics::best_k(scores, seen, k)
 }
 
 /// Evaluates a model on the test users of a dataset.

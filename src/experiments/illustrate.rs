@@ -7,8 +7,8 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::numerics::distributions::laplace1;
 use crate::rng::{name_id, Streams};
-use crate::stats::distributions::laplace1;
 
 /// Configuration of an `[illustrate]` pipeline table.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

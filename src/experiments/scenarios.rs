@@ -21,8 +21,8 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::numerics::percentile_linear;
 use crate::rng::{name_id, Rng, Streams};
-use crate::stats::percentile_linear;
 
 /// Floor of a sensitivity whose percentile range is empty (docs/experiments.md).
 pub const MIN_SENSITIVITY: f64 = 1e-6;

@@ -11,8 +11,8 @@ use serde::Serialize;
 use crate::error::Result;
 use crate::experiments::scenarios::Dataset;
 use crate::mechanisms::{self, MechParams, Mechanism, Prepared, Problem};
+use crate::numerics::{pearson, spearman, weighted_correlation};
 use crate::rng::{name_id, Streams};
-use crate::stats::{pearson, spearman, weighted_correlation};
 
 /// Trials per parallel work item.
 const CHUNK: usize = 256;

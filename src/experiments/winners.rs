@@ -4,7 +4,7 @@
 //!
 //! * Spearman rule (the paper's, and `cgem`'s default bit): mGEM when `spearman(q, Δ) ≥ 0`.
 //! * Bound rule (`cgem --chooser bound`): mGEM when its utility bound at ε is at least GEM's
-//!   (`crate::stats::bounds`).
+//!   (`crate::numerics::bounds`).
 //!
 //! Scores vary between trials in most scenarios, so each rule decides per trial and the cell's pick
 //! is the majority; the shares are reported too. Also the three-way pick of the bound rule
@@ -15,8 +15,8 @@ use serde::Serialize;
 
 use crate::experiments::scenarios::Dataset;
 use crate::experiments::synthetic::MseRow;
-use crate::stats::bounds::{utility_bounds_unchecked, GemBoundReading};
-use crate::stats::spearman;
+use crate::numerics::bounds::{utility_bounds_unchecked, GemBoundReading};
+use crate::numerics::spearman;
 
 /// One (scenario, ε) cell of the evaluation.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -8,7 +8,7 @@
 //! selection.
 //!
 //! The `bound` chooser is an extension: the bit is [mGEM's utility bound ≥ GEM's] at `ε_g`
-//! (`crate::stats::bounds`); it reads the data just like a correlation, so it pays the same
+//! (`crate::numerics::bounds`); it reads the data just like a correlation, so it pays the same
 //! randomised-response share `c·ε`.
 //!
 //! Secure path (`docs/secure.md`): the budget is split in integers on the 2^−32 grid, `E = ⌊ε·2^32⌋`,
@@ -25,8 +25,8 @@ use crate::mechanisms::secure::{randomized_response, SecurePrepared};
 use crate::mechanisms::{
     check_epsilon, check_open_unit, Bound, Mechanism, ParamSpec, Prepared, Problem, SecureEpsilon,
 };
+use crate::numerics::Chooser;
 use crate::rng::{Rng, SecureRng};
-use crate::stats::Chooser;
 
 /// Share c of ε that `cgem` spends on the bit that chooses between gem and mgem.
 pub const C: ParamSpec = ParamSpec::real_in(

@@ -40,8 +40,8 @@ use crate::mechanisms::{
     check_epsilon, check_open_unit, Bound, Grid, Mechanism, ParamSpec, Prepared, Problem,
     SecureEpsilon,
 };
+use crate::numerics::exact::bernoulli_exp_neg;
 use crate::rng::SecureRng;
-use crate::stats::exact::bernoulli_exp_neg;
 
 /// Failure probability β of `gem`, `mgem` and `cgem`: the threshold is t = ±2 ln(k/β)/ε.
 pub const BETA: ParamSpec = ParamSpec::real_in(

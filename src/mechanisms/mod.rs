@@ -77,7 +77,7 @@ impl<'a> Problem<'a> {
     /// Validates the inputs: at least one candidate, equal lengths, finite scores, finite positive
     /// sensitivities. Errors name the first bad value.
     pub fn new(scores: &'a [f64], sens: &'a [f64]) -> Result<Self> {
-        let (max_sens, max_score) = crate::stats::check_problem(scores, sens)?;
+        let (max_sens, max_score) = crate::numerics::check_problem(scores, sens)?;
         Ok(Problem {
             scores,
             sens,

@@ -329,8 +329,8 @@ impl From<&str> for ParamValue {
     }
 }
 
-impl From<crate::stats::Chooser> for ParamValue {
-    fn from(c: crate::stats::Chooser) -> Self {
+impl From<crate::numerics::Chooser> for ParamValue {
+    fn from(c: crate::numerics::Chooser) -> Self {
         ParamValue::Word(c.name().to_string())
     }
 }

@@ -12,8 +12,8 @@ use super::{
     C, CHOOSER, DRAWS, ETA, GAMMA,
 };
 use crate::error::{Error, Result};
+use crate::numerics::Chooser;
 use crate::options::{Kind, OptionSpec, OptionTable};
-use crate::stats::Chooser;
 
 /// One registry entry: how to list, document and build a mechanism. Code outside the crate
 /// writes one as a struct literal (a `static` or a value) and adds it to a [`Registry`].

@@ -27,9 +27,9 @@ use crate::mechanisms::{
     argmax_random_ties, check_epsilon, no_secure_path, Grid, Guarantee, Mechanism, Prepared,
     Problem, SecureEpsilon,
 };
+use crate::numerics::distributions::{exp1, laplace1};
+use crate::numerics::exact::FRACTION_BITS;
 use crate::rng::Rng;
-use crate::stats::distributions::{exp1, laplace1};
-use crate::stats::exact::FRACTION_BITS;
 
 /// The noise family of a noisy-max mechanism.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -331,7 +331,7 @@ impl Prepared for SortedNoisyMax {
             }
             if bound < 1.0 {
                 // Skip a Geometric(bound) number of failures.
-                let u = crate::stats::distributions::uniform_open0(rng);
+                let u = crate::numerics::distributions::uniform_open0(rng);
                 // The ratio is ≥ 0 (or −0): `as usize` truncates it to its floor, and it reaches
                 // the integer k − i exactly when its floor does (no call to `floor`).
                 let skip = u.ln() / (-bound).ln_1p();

@@ -39,10 +39,10 @@ use crate::mechanisms::{
     check_epsilon, no_secure_path, Bound, Grid, Guarantee, Mechanism, ParamSpec, Prepared, Problem,
     SecureEpsilon,
 };
+use crate::numerics::distributions::{exp1, index_and_sign};
+use crate::numerics::exact::{ExactStopping, FRACTION_BITS};
 use crate::rng::Rng;
 use crate::rng::SecureRng;
-use crate::stats::distributions::{exp1, index_and_sign};
-use crate::stats::exact::{ExactStopping, FRACTION_BITS};
 
 /// Stopping probability γ of `rs`, `rs-tnb`, `rs-exp` (and `rs-exp-m1`): the number of draws
 /// is Geometric(γ) (truncated negative binomial for `rs-tnb`), E K ≈ 1/γ.

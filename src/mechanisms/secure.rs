@@ -14,14 +14,14 @@
 //!   and ε' is the guarantee: the effective ε is stated exactly and never exceeds the requested ε.
 //!
 //! Every acceptance probability is then `exp(−x)` with rational x, sampled exactly
-//! ([`crate::stats::exact`]).
+//! ([`crate::numerics::exact`]).
 
 use crate::error::{Error, Result};
 use crate::mechanisms::{Problem, RunningMax};
-use crate::rng::SecureRng;
-use crate::stats::exact::{
+use crate::numerics::exact::{
     bernoulli_exp_neg, discrete_geometric, discrete_laplace, ExactStopping, FRACTION_BITS,
 };
+use crate::rng::SecureRng;
 
 /// Binary digits of resolution below the smallest sensitivity.
 pub const GRID_BITS: i32 = 20;

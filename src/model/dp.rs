@@ -35,12 +35,12 @@ use super::gram::{gram_dense, gram_dense_weighted, DenseGramEdit, ItemUsers};
 use super::{ease, sansa, DenseScalar, FitReport, Method, Model, ModelParams, UmrConfig};
 use crate::data::Csr;
 use crate::error::{Error, Result};
+use crate::numerics::exact::discrete_gaussian;
 use crate::privacy::{
     contribution_weight, max_zcdp_rho, variance_on_grid, zcdp_epsilon, Gaussian, NoiseSource,
     Population, PopulationPrivacy, SIGMA2_DEN,
 };
 use crate::rng::{mix64, name_id, SecureRng, Streams};
-use crate::stats::exact::discrete_gaussian;
 
 /// The per-user weights are multiples of 1/S, S = 2^`WEIGHT_BITS`: the weighted Gram matrix
 /// times S is an integer matrix (the secure path's noise is added to it), its sums exact in f64

@@ -38,9 +38,9 @@ use super::dp::cap_rows;
 use super::dp_items::{count_sensitivity, weighted_counts, COUNT_SCALE};
 use crate::data::Csr;
 use crate::error::{Error, Result};
+use crate::numerics::exact::discrete_gaussian;
 use crate::privacy::NoiseSource;
 use crate::rng::{mix64, name_id, SecureRng, Streams};
-use crate::stats::exact::discrete_gaussian;
 
 /// Items counted per training user at most (L): the public bound on how many items one user can
 /// bring into the universe.

@@ -10,8 +10,8 @@
 //! recomputed from the rounded value.
 
 use crate::error::Result;
+use crate::numerics::exact::discrete_gaussian;
 use crate::rng::SecureRng;
-use crate::stats::exact::discrete_gaussian;
 
 /// The secure path's variance parameter σ² is a rational `num / SIGMA2_DEN`, rounded up.
 pub const SIGMA2_DEN: u128 = 1 << 10;

@@ -22,9 +22,9 @@ use crate::ledger::{
     Timestamp, Units,
 };
 use crate::mechanisms::{MechParams, ParamValue};
+use crate::numerics::Chooser;
 use crate::rng::{Draws, SecureRng};
 use crate::scoring::CandidateList;
-use crate::stats::Chooser;
 
 use super::input::UserRequest;
 use super::{user_key, RecScratch, Recommender, ScoredBlock};

@@ -36,10 +36,10 @@ use serde::{Deserialize, Serialize};
 use crate::data::Csr;
 use crate::error::{Error, Result};
 use crate::model::{Model, Scratch, SCORE_LANES};
+use crate::numerics::exact::discrete_laplace;
 use crate::privacy::{Population, PopulationPrivacy};
 use crate::rng::SecureRng;
 use crate::scoring::Sensitivities;
-use crate::stats::exact::discrete_laplace;
 
 /// The default cap on the history length the clip ranges are derived for.
 pub const DEFAULT_HISTORY_CAP: usize = 10;

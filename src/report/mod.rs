@@ -3,14 +3,14 @@
 //! then renamed — so an interrupted run never leaves a half-written table behind.
 
 pub mod bandit;
+pub mod column_statistic;
+pub mod evaluate;
 pub mod illustrations;
 pub mod ledger;
 pub mod plot;
 pub mod recommend;
 pub mod select;
-pub mod statistic;
 pub mod table;
-pub mod utility;
 
 use std::path::{Path, PathBuf};
 

@@ -451,13 +451,13 @@ impl Candidates {
 /// item index. Fewer when fewer items are left.
 pub fn top_candidates(scores: &[f64], excluded: &[u32], top: usize) -> Vec<u32> {
     let top = if top == 0 { scores.len() } else { top };
-    crate::stats::best_k(scores, excluded, top)
+    crate::numerics::best_k(scores, excluded, top)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::percentile_linear;
+    use crate::numerics::percentile_linear;
 
     struct Table {
         scores: Vec<Vec<f64>>,

@@ -269,10 +269,10 @@ impl CandidateList {
     pub fn items(&self, scores: &[f64], history: &[u32]) -> Vec<u32> {
         match self {
             CandidateList::HistoryTop(n) => super::top_candidates(scores, history, *n),
-            CandidateList::All => crate::stats::best_k(scores, &[], scores.len()),
+            CandidateList::All => crate::numerics::best_k(scores, &[], scores.len()),
             CandidateList::Fixed(list) => {
                 let sub: Vec<f64> = list.iter().map(|&j| scores[j as usize]).collect();
-                crate::stats::best_k(&sub, &[], sub.len())
+                crate::numerics::best_k(&sub, &[], sub.len())
                     .into_iter()
                     .map(|i| list[i as usize])
                     .collect()

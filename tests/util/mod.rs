@@ -10,8 +10,8 @@ pub mod http;
 
 use rayon::prelude::*;
 use recsel::mechanisms::{Mechanism, Problem};
+use recsel::numerics::hypothesis::{chi_square_gof, chi_square_homogeneity};
 use recsel::rng::Streams;
-use recsel::stats::hypothesis::{chi_square_gof, chi_square_homogeneity};
 
 /// Rejection threshold of every statistical test.
 pub const ALPHA: f64 = 1e-6;

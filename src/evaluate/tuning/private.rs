@@ -51,8 +51,8 @@ use crate::privacy::{Population, PopulationPrivacy};
 use crate::rng::{Rng, SecureRng};
 use crate::scoring::{CandidatePolicy, Prior};
 
+use crate::numerics::distributions::laplace1;
 use crate::recommend::tuned::{PrivateRow, PrivateRule, PrivateTuneParams, TunedRow};
-use crate::stats::distributions::laplace1;
 
 enum Selector {
     Stopping(PrivateSelection),
@@ -310,7 +310,7 @@ impl PrivateTuner {
         users: usize,
         rng: &mut SecureRng,
     ) -> Result<PrivateChoice> {
-        use crate::stats::exact::discrete_laplace;
+        use crate::numerics::exact::discrete_laplace;
         let Selector::Stopping(s) = &self.selector else {
             return Err(Error::Invalid(
                 "the secure path of private tuning runs random stopping only".into(),
@@ -371,7 +371,7 @@ pub fn noisy_sum(sum: f64, epsilon: f64, rng: &mut TuneRng) -> Result<f64> {
     match rng {
         TuneRng::Fast(r) => Ok(sum + laplace1(r) / epsilon),
         TuneRng::Secure(r) => {
-            use crate::stats::exact::discrete_laplace;
+            use crate::numerics::exact::discrete_laplace;
             const UNIT_BITS: i32 = 20;
             let unit = 2f64.powi(UNIT_BITS);
             let q = (sum * unit).floor() as i128;

@@ -19,8 +19,8 @@
 
 use crate::error::Result;
 use crate::mechanisms::check_epsilon;
+use crate::numerics::distributions::laplace1;
 use crate::rng::Rng;
-use crate::stats::distributions::laplace1;
 
 /// A running private counter: push items in [0, Δ] (or any items whose replacement moves the sum
 /// by at most Δ), read the released noisy prefix sum.

@@ -1,13 +1,13 @@
 //! The bandit's private quantiles (docs/bandit.md, "Private sensitivities"): which method a
 //! private learner releases its window quantiles with — the standard exponential-mechanism
-//! quantile or Duff over a grid of the reward range (both in [`crate::statistic`],
+//! quantile or Duff over a grid of the reward range (both in [`crate::column_statistic`],
 //! docs/statistics.md) — and the table comparing the two on the bandit's reward laws.
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::column_statistic::{DuffQuantile, EmQuantile};
 use crate::error::{Error, Result};
 use crate::rng::{Rng, Streams};
-pub use crate::statistic::{DuffQuantile, EmQuantile};
 
 /// Grid points of the bandit's Duff quantile on the reward range: steps of 0.001.
 pub const DUFF_POINTS: usize = 1001;

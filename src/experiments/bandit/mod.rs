@@ -6,11 +6,11 @@
 //! learner ([`PolicyKind`]) picks one arm per step for `horizon` steps; every (policy, run) draws
 //! from its own random stream, so results do not depend on the number of threads. Private learners
 //! keep per-arm private reward sums ([`counter::HybridCounter`]), private per-arm sensitivities
-//! from private quantiles over disjoint windows ([`crate::statistic::EmQuantile`], or Duff's utility,
-//! [`crate::statistic::DuffQuantile`]), and select
+//! from private quantiles over disjoint windows ([`crate::column_statistic::EmQuantile`], or Duff's utility,
+//! [`crate::column_statistic::DuffQuantile`]), and select
 //! with a mechanism of the registry (docs/mechanisms.md).
 //!
-//! This module depends only on `mechanisms`, `stats`, `rng` and `error` (the experiment layer);
+//! This module depends only on `mechanisms`, `numerics`, `rng` and `error` (the experiment layer);
 //! tables and plots are assembled in `report::bandit`.
 
 pub mod counter;

@@ -13,8 +13,8 @@ use super::{
 };
 use crate::error::Result;
 use crate::mechanisms::{argmax_random_ties, Problem};
+use crate::numerics::{mean_se, percentile_linear};
 use crate::rng::{name_id, Rng, Streams};
-use crate::stats::{mean_se, percentile_linear};
 
 /// Total steps of `cfg` over all policies and runs, for a progress bar.
 pub fn work_units(cfg: &BanditConfig) -> Result<u64> {

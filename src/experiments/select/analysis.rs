@@ -6,8 +6,8 @@ use serde::Serialize;
 
 use super::{candidate_pass, random_sample, CandidateSample, ItemCounts, SelectConfig, UserRow};
 use crate::mechanisms::{self, MechParams};
+use crate::numerics::mean_se;
 use crate::scoring::{Sensitivities, UserScorer};
-use crate::stats::mean_se;
 
 /// Users of the fig 13 d–f scatter sample and of the diagnostics' quantiles (seed 001 fig 13
 /// shows 10,000 random test users).
@@ -318,7 +318,7 @@ pub fn spearman_summary(rows: &[UserRow]) -> SpearmanSummary {
         median: if n == 0 {
             f64::NAN
         } else {
-            crate::stats::percentile_linear(&v, 50.0)
+            crate::numerics::percentile_linear(&v, 50.0)
         },
         share_positive: v.iter().filter(|&&x| x > 0.0).count() as f64 / n.max(1) as f64,
     }
@@ -367,7 +367,7 @@ fn quantiles(mut v: Vec<f64>) -> Vec<f64> {
     v.sort_by(f64::total_cmp);
     DIAGNOSTIC_LEVELS
         .iter()
-        .map(|&p| crate::stats::percentile_linear(&v, p))
+        .map(|&p| crate::numerics::percentile_linear(&v, p))
         .collect()
 }
 

@@ -6,9 +6,9 @@ use rayon::prelude::*;
 use super::{SelectConfig, UserProblem, UserRow, CHUNK_USERS};
 use crate::error::Result;
 use crate::mechanisms::{Mechanism, Problem, Selector, BETA};
+use crate::numerics::{pearson, spearman, weighted_correlation};
 use crate::rng::{name_id, Draws, SecureRng, Streams};
 use crate::scoring::{CandidateCache, Candidates, Sensitivities, UserScorer};
-use crate::stats::{pearson, spearman, weighted_correlation};
 
 /// The problem [`run_user`] runs the mechanisms on for `user`; `None` if the user has no
 /// candidate (or no valid problem).
@@ -138,7 +138,8 @@ fn bound_mask(q: &[f64], d: &[f64], cfg: &SelectConfig) -> u64 {
     let mut mask = 0u64;
     if !q.is_empty() {
         for (e, &eps) in cfg.epsilons.iter().enumerate().take(64) {
-            if crate::stats::bounds::mgem_bound_at_least_gem(q, d, eps, cfg.params.number(&BETA)) {
+            if crate::numerics::bounds::mgem_bound_at_least_gem(q, d, eps, cfg.params.number(&BETA))
+            {
                 mask |= 1 << e;
             }
         }

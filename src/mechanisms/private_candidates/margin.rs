@@ -31,8 +31,8 @@ use crate::mechanisms::{
     boxed, check_epsilon, Bound, Guarantee, MechParams, Mechanism, MechanismSpec, ParamSpec,
     Prepared, Problem, GAMMA,
 };
+use crate::numerics::distributions::index_and_sign;
 use crate::rng::Rng;
-use crate::stats::distributions::index_and_sign;
 
 /// The δ₀ of one run of `rs-margin` (its truncated Laplace noise is (ε₀, δ₀)-DP).
 pub const DELTA0: ParamSpec = ParamSpec::real_in(

@@ -15,7 +15,7 @@
 //! let out = selection.run(
 //!     |rng| {
 //!         let lr = [0.01, 0.1, 1.0][rng.random_range(0..3)];
-//!         let score = -(lr - 0.1f64).abs() + recsel::stats::distributions::laplace1(rng) / 0.5;
+//!         let score = -(lr - 0.1f64).abs() + recsel::numerics::distributions::laplace1(rng) / 0.5;
 //!         (lr, score)
 //!     },
 //!     &mut rng,
@@ -41,9 +41,9 @@ use rand_distr::Distribution;
 use statrs::function::gamma::ln_gamma;
 
 use crate::error::{Error, Result};
+use crate::numerics::distributions::{Geometric1, TruncatedNegBinomial};
+use crate::numerics::exact::{ExactStopping, FRACTION_BITS};
 use crate::rng::{Rng, SecureRng};
-use crate::stats::distributions::{Geometric1, TruncatedNegBinomial};
-use crate::stats::exact::{ExactStopping, FRACTION_BITS};
 
 mod accounting;
 mod coupling;

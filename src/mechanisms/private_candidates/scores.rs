@@ -37,9 +37,9 @@ use crate::mechanisms::{
     boxed, check_epsilon, Bound, Guarantee, MechParams, Mechanism, MechanismSpec, ParamSpec,
     Prepared, Problem, GAMMA,
 };
+use crate::numerics::distributions::{exp1, index_and_sign};
+use crate::numerics::exact::discrete_laplace;
 use crate::rng::{Rng, SecureRng};
-use crate::stats::distributions::{exp1, index_and_sign};
-use crate::stats::exact::discrete_laplace;
 
 /// The known threshold τ of `rs-threshold` (a public value on the scores' scale).
 pub const THRESHOLD: ParamSpec = ParamSpec::real_in(

@@ -24,8 +24,8 @@ use std::borrow::Cow;
 use super::coupling::{binomial_pmf, coupling_failure, smoothed_log_odds};
 use super::{Outcome, PrivateSelection, SelectionParams, Statement, Stopping};
 use crate::error::{Error, Result};
+use crate::numerics::distributions::laplace1;
 use crate::rng::Rng;
-use crate::stats::distributions::laplace1;
 
 /// How the percentile of a query is known.
 #[derive(Debug, Clone, Copy, PartialEq)]

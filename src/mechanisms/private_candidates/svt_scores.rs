@@ -16,8 +16,8 @@ use crate::error::Result;
 use crate::mechanisms::{
     boxed, check_epsilon, Bound, Guarantee, Mechanism, MechanismSpec, ParamSpec, Prepared, Problem,
 };
+use crate::numerics::distributions::laplace1;
 use crate::rng::Rng;
-use crate::stats::distributions::laplace1;
 use rand::Rng as _;
 
 /// The target percentile t of `svt`.

@@ -360,7 +360,7 @@ mod tests {
     /// failure rate of 1e-6 per run), and the same test rejects the law of σ² 30% larger.
     #[test]
     fn discrete_gaussian_matches_its_exact_law() {
-        use crate::stats::hypothesis::chi_square_gof;
+        use crate::numerics::hypothesis::chi_square_gof;
         for (seed, num, den) in [(11u64, 9u128, 4u128), (12, 50 * 1024 + 1, 1024)] {
             let s2 = num as f64 / den as f64;
             let half = (8.0 * s2.sqrt()).ceil() as i64;

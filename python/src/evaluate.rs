@@ -7,9 +7,9 @@ use std::path::PathBuf;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
-use recsel::evaluate::utility_options::{EvaluateOptions, TuneOptions};
+use recsel::evaluate::options::{EvaluateOptions, TuneOptions};
 use recsel::mechanisms::Registry;
-use recsel::report::utility::write_utility;
+use recsel::report::evaluate::write_utility;
 
 use crate::convert::{err, fill, invalid, option_dicts, R};
 

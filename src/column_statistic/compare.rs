@@ -14,8 +14,8 @@ use serde::Serialize;
 
 use super::{rank, Method, Neighbours, PrivateStatistic, Statistic, StatisticParams};
 use crate::error::Result;
+use crate::numerics::mean_se;
 use crate::rng::Streams;
-use crate::stats::mean_se;
 
 /// What the comparison runs.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -24,8 +24,8 @@ use crate::error::{Error, Result};
 use crate::mechanisms::private_candidates::{
     Outcome, PrivateSelection, SelectionParams, Statement, Stopping,
 };
+use crate::numerics::distributions::{cauchy1, laplace1};
 use crate::rng::Rng;
-use crate::stats::distributions::{cauchy1, laplace1};
 
 /// The smooth-sensitivity exponential mechanism over the columns of a table, with validated
 /// parameters.

@@ -34,8 +34,8 @@
 use super::{check_range, rank};
 use crate::error::{Error, Result};
 use crate::mechanisms::{check_epsilon, Guarantee};
+use crate::numerics::distributions::{cauchy1, laplace1};
 use crate::rng::Rng;
-use crate::stats::distributions::{cauchy1, laplace1};
 
 /// The sorted data padded with `lo` (index 0) and `hi` (index n + 1).
 fn padded(sorted: &[f64], lo: f64, hi: f64) -> impl Fn(usize) -> f64 + '_ {

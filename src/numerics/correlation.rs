@@ -18,7 +18,7 @@ pub enum Chooser {
     /// The weighted correlation of docs/mechanisms.md, "Correlations".
     Weighted,
     /// Not a correlation: mGEM when its utility bound at the GEM budget is at least GEM's
-    /// ([`crate::stats::bounds`], seed 001 appendix J). An extension; the paper gives no numbers.
+    /// ([`crate::numerics::bounds`], seed 001 appendix J). An extension; the paper gives no numbers.
     Bound,
 }
 

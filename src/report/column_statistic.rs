@@ -8,13 +8,13 @@ use std::path::{Path, PathBuf};
 
 use plotters::prelude::*;
 
+use crate::column_statistic::compare::{CompareConfig, CompareRow};
+use crate::column_statistic::Method;
 use crate::error::Result;
 use crate::io::{ensure_dir, write_atomic};
 use crate::report::plot::{err, render, Area, FONT};
 use crate::report::table::{Table, Values};
 use crate::report::Resolved;
-use crate::statistic::compare::{CompareConfig, CompareRow};
-use crate::statistic::Method;
 
 /// A fixed colour per method.
 fn color(method: &str) -> RGBColor {

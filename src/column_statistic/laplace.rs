@@ -6,8 +6,8 @@
 
 use crate::error::{Error, Result};
 use crate::mechanisms::check_epsilon;
+use crate::numerics::distributions::laplace1;
 use crate::rng::Rng;
-use crate::stats::distributions::laplace1;
 
 /// The Laplace mechanism with validated ε and sensitivity.
 #[derive(Debug, Clone, Copy)]
