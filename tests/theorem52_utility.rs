@@ -10,11 +10,11 @@
 //! --test tests -- theorem52_utility --nocapture` prints the failure frequencies.
 
 use rayon::prelude::*;
+use recsel::column_statistic::{SmoothNoise, SmoothSelection};
 use recsel::mechanisms::private_candidates::gem_stopping::{gamma_for, UtilityStatement};
 use recsel::mechanisms::private_candidates::Stopping;
 use recsel::mechanisms::{self, MechParams};
 use recsel::rng::Streams;
-use recsel::column_statistic::{SmoothNoise, SmoothSelection};
 use statrs::distribution::{Binomial, DiscreteCDF};
 
 use crate::util::counts;

@@ -365,7 +365,10 @@ mod tests {
         assert!(s.iter().all(|u| !e.contains(u)));
         // Both parts are about half.
         assert!((150..250).contains(&s.len()), "{}", s.len());
-        assert_eq!(split(&cal, true).unwrap().selection_users, Some(s.len() as u64));
+        assert_eq!(
+            split(&cal, true).unwrap().selection_users,
+            Some(s.len() as u64)
+        );
         assert_eq!(split(&cal, false).unwrap().selection_users, None);
         let keyed = |c: &HeldOutRows| selection_mask(c).unwrap();
         let by_position = |c: &HeldOutRows| (0..c.rows()).map(|u| u % 2 == 0).collect::<Vec<_>>();

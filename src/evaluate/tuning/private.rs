@@ -7,14 +7,14 @@
 //! `S_c = Σ_u hit_u(c)`. Each term lies in [0, 1], so replacing one calibration user (all of their
 //! history and held-out items) moves every `S_c` by at most 1. One run of Q draws a configuration
 //! uniformly at random (independently of the data) and releases it with `S_c + Lap(1/ε₀)`: the
-//! Laplace mechanism at sensitivity 1, so each run is ε₀-DP for that unit — also when the
-//! replaced user moves into or out of the selection part, which changes each sum by at most 1.
-//! The number of users n is not released: the keyed split makes it depend on the data (a user
-//! who moves changes it), so the released score is the noisy sum, never the sum over n. Random
-//! stopping compares the noisy sums; the threshold rule compares the noisy mean with its
-//! threshold, dividing by the exact n inside the selection (its stated guarantee assumes n fixed
-//! by the neighbouring relation, which a user moving between the parts breaks: the default rule
-//! is random stopping).
+//! Laplace mechanism at sensitivity 1, so each run is ε₀-DP for that unit (and for one user
+//! added or removed, who changes each sum by at most 1 as well). The number of users n is not
+//! released: the keyed split makes it depend on the data (one user added or removed changes it),
+//! so the released score is the noisy sum, never the sum over n. Random stopping compares the
+//! noisy sums; the threshold rule compares the noisy mean with its threshold, dividing by the
+//! exact n inside the selection: its stated guarantee holds for the replacement unit, under which
+//! n is fixed (a replaced user keeps their id, hence their part), not for one user added or
+//! removed — the default rule is random stopping.
 //!
 //! Q is then handed to one of the library's selections, which also states the guarantee:
 //!

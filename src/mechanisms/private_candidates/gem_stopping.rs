@@ -31,8 +31,8 @@ use crate::mechanisms::{
     boxed, check_epsilon, Guarantee, MechParams, Mechanism, MechanismSpec, Prepared, Problem, BETA,
     GAMMA,
 };
-use crate::rng::Rng;
 use crate::numerics::distributions::laplace1;
+use crate::rng::Rng;
 
 /// The registry entry of `rs-gem`.
 pub const RS_GEM: MechanismSpec = MechanismSpec {
