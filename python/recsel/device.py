@@ -18,8 +18,8 @@ def device_filter(released: Sequence[str], owned: Iterable[str], k: int) -> List
     mine = set(owned)
     out: List[str] = []
     for item in released:
+        if len(out) == k:
+            break
         if item not in mine:
             out.append(item)
-            if len(out) == k:
-                break
     return out

@@ -332,6 +332,7 @@ impl LedgerOptions {
                 ("period", self.period.is_some()),
                 ("fallback", self.fallback.is_some()),
                 ("create-ledger", self.create_ledger()),
+                ("charge-repeats", self.charge_repeats()),
             ];
             if let Some((name, _)) = given.iter().find(|(_, g)| *g) {
                 return Err(Error::Invalid(format!(

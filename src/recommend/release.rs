@@ -19,7 +19,7 @@
 //!
 //! From version 4 the manifest records how the statistics were made ([`Statistics`]): by default
 //! no exact user statistic is in the release (clip ranges derived from the model alone, counts
-//! with discrete Laplace noise; [`super::statistics`]); exact percentiles and counts only with
+//! with discrete Laplace noise; [`super::release_statistics`]); exact percentiles and counts only with
 //! `--release-statistics exact-leaky`, which every report and statement calls leaky. A release
 //! without the field (versions 1–3) holds exact statistics and is reported so.
 //!
@@ -156,7 +156,7 @@ pub fn calibration_rows(data: &Dataset, max_users: usize) -> (Csr, &'static str)
 }
 
 /// Computes the release statistics of `model`. With [`Statistics::Private`] (the
-/// [`super::statistics`] module): clip ranges from the model alone and DP counts, noise from the
+/// [`super::release_statistics`] module): clip ranges from the model alone and DP counts, noise from the
 /// operating system's entropy; the recorded ε is the one the sampler used. With
 /// [`Statistics::ExactLeaky`]: the per-item percentiles of the calibration users of `data` (never
 /// its test users, who stand for the served ones) and exact counts. `progress` receives users

@@ -156,7 +156,7 @@ fn noisy_gain(h: Estimate, f: Estimate, n: f64) -> Estimate {
 /// noise larger than the free options' differences, the best by noisy mean would be a coin
 /// flip between them, and the first (the most popular training item) is never a chosen-by-noise
 /// item. The chosen configuration's gain over that option is released with its standard error
-/// ([`noisy_gain`]).
+/// (`noisy_gain`).
 pub fn private_estimate(
     sums: &[f64],
     chosen: usize,

@@ -3,7 +3,7 @@
 //! users fitted on — or the single most popular item (0-DP) when no pool beats it on the
 //! calibration users by a margin. `recsel tune` writes it as `tuning.json` beside the release;
 //! `recommend`, `serve` and the Python `Recommender` use it when no mechanism is named
-//! (mechanism [`TUNED`]).
+//! (mechanism [`TUNED`](crate::recommend::tuned::TUNED)).
 //!
 //! The tuner reads only the calibration users ([`HeldOutRows`]: users held out of the fit and
 //! never served): [`tune`] has no argument through which a served user could enter. Its
