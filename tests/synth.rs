@@ -344,6 +344,7 @@ fn every_pipeline_file_parses_and_validates() {
                 "fig13_amazon_book_kgat",
                 "fig13_gowalla",
                 "fig13_ml1m_implicit",
+                "fig13_movielens_small",
                 "fig19_20",
             ]
             .map(String::from),
@@ -529,4 +530,64 @@ fn twocand_and_run_commands_write_their_outputs() {
     let o = recsel(&["run", bad.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("unknown key `epsilon`"));
+}
+
+/// `--percentiles 5,95` (seed 000's figure 2: Δ_a = p95_a − p5_a, scores clipped to [p5_a, p95_a])
+/// changes the percentiles that set Δ and the clipping of scenarios 4–6; the default stays p10/p90.
+/// On the same draws every Δ grows, by the normal ratio (z₀.₉₅ − z₀.₀₅)/(z₀.₉ − z₀.₁) = 1.2835 up
+/// to sampling error, and exactly 5% of each column sits at each clip point instead of 10%.
+#[test]
+fn the_percentiles_option_changes_the_sensitivity_percentiles() {
+    let (trials, seed) = (2_000u64, 4);
+    let cfg = |p: Option<Vec<f64>>| SynthConfig {
+        scenarios: vec![ScenarioSet::One(4)],
+        mechanisms: "rnm".into(),
+        epsilons: vec![1.0],
+        trials,
+        seed,
+        percentiles: p.unwrap_or_else(|| SynthOptions::default().config(|| 0).percentiles),
+        ..SynthOptions::default().config(|| 0)
+    };
+    assert_eq!(
+        cfg(None).percentiles,
+        vec![10.0, 90.0],
+        "the default is p10/p90"
+    );
+    let default = run_synth(&cfg(None), &|_| {}).unwrap();
+    let wide = run_synth(&cfg(Some(vec![5.0, 95.0])), &|_| {}).unwrap();
+    let (d10, d5) = (&default.datasets[0], &wide.datasets[0]);
+    let ratios: Vec<f64> = d5.sens.iter().zip(&d10.sens).map(|(a, b)| a / b).collect();
+    let mean = ratios.iter().sum::<f64>() / ratios.len() as f64;
+    eprintln!(
+        "scenario 4, {trials} trials: mean Δ(p5,p95)/Δ(p10,p90) = {mean:.4} (normal: 1.2835), \
+         range {:.3}..{:.3}",
+        ratios.iter().copied().fold(f64::INFINITY, f64::min),
+        ratios.iter().copied().fold(0.0, f64::max)
+    );
+    assert!(ratios.iter().all(|&r| r > 1.0), "every Δ grows");
+    assert!((mean - 1.2835).abs() < 0.02, "mean ratio {mean}");
+    // The clip points are p5 and p95: the numpy-linear percentile cuts off
+    // floor(0.05·(n−1)) + 1 = 100 values at the bottom and as many at the top.
+    let n = trials as usize;
+    for (d, cut) in [(d5, 100usize), (d10, 200)] {
+        for a in [0, 50, 99] {
+            let col: Vec<f64> = (0..n).map(|i| d.row(i)[a]).collect();
+            let min = col.iter().copied().fold(f64::INFINITY, f64::min);
+            let max = col.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            assert!(((max - min) - d.sens[a]).abs() < 1e-9);
+            let at = |x: f64| col.iter().filter(|&&v| v == x).count();
+            assert_eq!((at(min), at(max)), (cut, cut), "candidate {a}");
+        }
+    }
+    // The MSE moves with the data (same selection streams).
+    assert_ne!(default.rows[0].mse, wide.rows[0].mse);
+    // Bad pairs are refused.
+    for bad in [
+        vec![95.0, 5.0],
+        vec![5.0],
+        vec![-1.0, 50.0],
+        vec![10.0, 101.0],
+    ] {
+        assert!(cfg(Some(bad.clone())).validate().is_err(), "{bad:?}");
+    }
 }

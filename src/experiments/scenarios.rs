@@ -1,8 +1,9 @@
 //! Synthetic selection problems of seed 001 §VI (docs/experiments.md).
 //!
 //! A scenario gives every candidate a score distribution `P_a`. We draw `N` scores per candidate (one
-//! per trial), set `Δ_a = p90_a − p10_a` of those draws (numpy's linear percentiles), clip every draw
-//! to `[p10_a, p90_a]` and floor a zero width at `1e-6`. Trial `i` is the problem `(q^i, Δ)`.
+//! per trial), set `Δ_a = p90_a − p10_a` of those draws (numpy's linear percentiles; other
+//! percentiles with [`generate_with`]), clip every draw to `[p10_a, p90_a]` and floor a zero width
+//! at `1e-6`. Trial `i` is the problem `(q^i, Δ)`.
 //! Scenarios 7 and 8 use the 5th/95th percentiles over all users of both groups (seed 001 appendix F).
 //! Scenarios 1–3 (and the share sweep of fig 18) are fixed: their scores do not vary between trials
 //! and their sensitivities are given, not estimated (seed 001 §VI: "there is no variability in the
@@ -26,6 +27,22 @@ use crate::rng::{name_id, Rng, Streams};
 
 /// Floor of a sensitivity whose percentile range is empty (docs/experiments.md).
 pub const MIN_SENSITIVITY: f64 = 1e-6;
+
+/// The percentiles that set Δ and the clipping of scenarios 4–6 and the correlation sweep by
+/// default (seed 001 §VI; seed 000's text uses 5 and 95, `--percentiles 5,95`).
+pub const DEFAULT_PERCENTILES: [f64; 2] = [10.0, 90.0];
+
+/// Checks a `[lower, upper]` percentile pair: two values with `0 ≤ lower < upper ≤ 100`.
+pub fn check_percentiles(p: &[f64]) -> Result<()> {
+    match p {
+        [lo, hi] if lo.is_finite() && hi.is_finite() && 0.0 <= *lo && lo < hi && *hi <= 100.0 => {
+            Ok(())
+        }
+        _ => Err(Error::Invalid(format!(
+            "percentiles must be two values LO,HI with 0 <= LO < HI <= 100, got {p:?}"
+        ))),
+    }
+}
 
 /// The t values of the correlation sweep (seed 001 fig 10).
 pub const CORR_T: [f64; 7] = [-5.0, -0.8, -0.3, 0.0, 0.3, 0.8, 5.0];
@@ -384,6 +401,20 @@ pub fn exceptional(n: u8) -> (Vec<f64>, Vec<f64>) {
 
 /// Draws the dataset of `scenario` with `k` candidates and `trials` trials.
 pub fn generate(scenario: Scenario, k: usize, trials: usize, data: &Streams) -> Result<Dataset> {
+    let [lo, hi] = DEFAULT_PERCENTILES;
+    generate_with(scenario, k, trials, data, (lo, hi))
+}
+
+/// [`generate`] with the `(lower, upper)` percentiles of scenarios 4–6 and the correlation
+/// sweep (the fixed scenarios have given sensitivities; scenarios 7 and 8 keep appendix F's 5/95).
+pub fn generate_with(
+    scenario: Scenario,
+    k: usize,
+    trials: usize,
+    data: &Streams,
+    percentiles: (f64, f64),
+) -> Result<Dataset> {
+    check_percentiles(&[percentiles.0, percentiles.1])?;
     scenario.validate()?;
     if k < 2 {
         return Err(Error::Invalid(format!(
@@ -485,7 +516,7 @@ pub fn generate(scenario: Scenario, k: usize, trials: usize, data: &Streams) -> 
         .map(|(a, &(mean, sd))| {
             let mut rng = data.stream(id, 1, a as u64, 0);
             let mut col: Vec<f64> = (0..trials).map(|_| normal(&mut rng, mean, sd)).collect();
-            let d = clip_to_percentiles(&mut col, 10.0, 90.0);
+            let d = clip_to_percentiles(&mut col, percentiles.0, percentiles.1);
             (col, d)
         })
         .collect();
