@@ -143,3 +143,124 @@ fn conditioning_on_the_threshold_costs_twice_eps0() {
     }
     assert!(worst > 1.95 * eps0 && worst <= 2.0 * eps0, "{worst}");
 }
+
+/// The smallest δ with which the law `p` is (ε, δ)-close to `p2` in both directions: the hockey-
+/// stick divergence `max(Σ (p − e^ε p2)₊, Σ (p2 − e^ε p)₊)` over a finite outcome set.
+fn hockey_stick(p: &[f64], p2: &[f64], eps: f64) -> f64 {
+    let one = |a: &[f64], b: &[f64]| -> f64 {
+        a.iter()
+            .zip(b)
+            .map(|(x, y)| (x - eps.exp() * y).max(0.0))
+            .sum()
+    };
+    one(p, p2).max(one(p2, p))
+}
+
+/// Whether `p` and `p2` satisfy (ε, δ)-DP for this pair, exactly (a claim checker: it flags every
+/// pair below the exact curve).
+fn is_eps_delta_close(p: &[f64], p2: &[f64], eps: f64, delta: f64) -> bool {
+    hockey_stick(p, p2, eps) <= delta * (1.0 + 1e-12)
+}
+
+/// The smallest ε ≥ 0 with which `p`, `p2` are (ε, δ)-close (bisection on the decreasing
+/// hockey-stick curve).
+fn exact_epsilon(p: &[f64], p2: &[f64], delta: f64) -> f64 {
+    if is_eps_delta_close(p, p2, 0.0, delta) {
+        return 0.0;
+    }
+    let (mut lo, mut hi) = (0.0, 60.0);
+    for _ in 0..200 {
+        let mid = 0.5 * (lo + hi);
+        if is_eps_delta_close(p, p2, mid, delta) {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    hi
+}
+
+/// Appendix B.1's (ε, δ) half: approximate DP does not rescue the best of one run per candidate.
+/// Candidate 0 always scores 1/2; candidates 1..m score 1 with probability 1/2 on D and
+/// 1 − e^{−ε₀}/2 on D′, else 0 (each ε₀-DP: 1 − x′ = e^{−ε₀}(1 − x), x′ ≤ e^{ε₀}x). The
+/// release is the winning candidate; candidate 0 wins iff all others score 0, with probability
+/// 2^{−m} on D and e^{−mε₀}2^{−m} on D′; the other outcomes share the rest. So the exact privacy
+/// curve is δ(ε′) = 2^{−m}(1 − e^{ε′−mε₀})₊, and at δ = 2^{−(m+1)} the best ε′ is exactly
+/// mε₀ − ln 2 = ε₀(log₂(1/δ) − 1) − ln 2: it grows with log(1/δ) (and with the number of
+/// candidates, up to log₂(1/δ) − 1 of them), where random stopping on the same candidates is
+/// 3ε₀-DP with δ = 0. Power: the exact checker flags the claims (ε′ − 0.01, δ) and (ε′, 0.99δ).
+#[test]
+fn the_best_of_one_run_per_candidate_is_no_better_with_delta() {
+    let eps0: f64 = 0.5;
+    let gamma: f64 = 0.05;
+    for m in [1usize, 2, 4, 8, 16] {
+        let k = m + 1;
+        let x = 0.5;
+        let x2 = 1.0 - (-eps0).exp() * (1.0 - x);
+        assert!(x2 <= eps0.exp() * x + 1e-15 && (1.0 - x2) <= eps0.exp() * (1.0 - x));
+        // Outcome 0: candidate 0 wins; outcome j ≥ 1: candidate j wins (ties among the 1s split
+        // evenly — any rule gives the same law of outcome 0).
+        let law = |x: f64| {
+            let p0 = (1.0 - x).powi(m as i32);
+            let mut p = vec![p0];
+            p.extend(std::iter::repeat_n((1.0 - p0) / m as f64, m));
+            p
+        };
+        let (p, p2) = (law(x), law(x2));
+        // The exact curve against its closed form on a grid of ε′.
+        for i in 0..=40 {
+            let e = i as f64 * m as f64 * eps0 / 40.0;
+            let want = 0.5f64.powi(m as i32) * (1.0 - (e - m as f64 * eps0).exp()).max(0.0);
+            let got = hockey_stick(&p, &p2, e);
+            assert!(
+                (got - want).abs() < 1e-14,
+                "m {m} eps' {e}: {got} vs {want}"
+            );
+        }
+        let delta = 0.5f64.powi(m as i32 + 1);
+        let claim = m as f64 * eps0 - 2f64.ln();
+        let naive = exact_epsilon(&p, &p2, delta);
+        // Random stopping (geometric γ, one uniform candidate per run) on the same candidates:
+        // candidate 0 is released with probability φ(F + 1/k) − φ(F), F = P(a run scores 0).
+        let phi = |z: f64| gamma * z / (1.0 - (1.0 - gamma) * z);
+        let rs_law = |x: f64| {
+            let f = m as f64 / k as f64 * (1.0 - x);
+            let p0 = phi(f + 1.0 / k as f64) - phi(f);
+            let mut p = vec![p0];
+            p.extend(std::iter::repeat_n((1.0 - p0) / m as f64, m));
+            p
+        };
+        let rs = exact_epsilon(&rs_law(x), &rs_law(x2), delta);
+        let rs_pure = exact_epsilon(&rs_law(x), &rs_law(x2), 0.0);
+        // Advanced composition (Dwork, Rothblum & Vadhan) bounds the naive release from above.
+        let advanced = eps0 * (2.0 * m as f64 * (1.0 / delta).ln()).sqrt()
+            + m as f64 * eps0 * (eps0.exp() - 1.0);
+        eprintln!(
+            "m = {m:>2} (delta = 2^-{}): best of one run each is ({naive:.4}, delta)-DP, the \
+             statement's m*eps0 - ln 2 = {claim:.4}; basic composition {:.2}, advanced {advanced:.2}; \
+             random stopping ({rs:.4}, delta), pure {rs_pure:.4} <= 3 eps0",
+            m + 1,
+            m as f64 * eps0
+        );
+        if claim > 0.0 {
+            assert!((naive - claim).abs() < 1e-9, "m {m}: {naive} vs {claim}");
+            assert!(is_eps_delta_close(&p, &p2, claim, delta));
+            assert!(
+                !is_eps_delta_close(&p, &p2, claim - 0.01, delta),
+                "a smaller eps'"
+            );
+            assert!(
+                !is_eps_delta_close(&p, &p2, claim, 0.99 * delta),
+                "a smaller delta"
+            );
+        }
+        assert!(naive <= m as f64 * eps0 + 1e-12 && naive <= advanced);
+        assert!(rs_pure <= 3.0 * eps0 + 1e-12 && rs <= rs_pure + 1e-12);
+        if m >= 8 {
+            assert!(
+                naive > 3.0 * eps0,
+                "with delta the naive release still loses {naive}"
+            );
+        }
+    }
+}
