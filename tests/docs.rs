@@ -1020,3 +1020,94 @@ fn the_exact_law_table_check_catches_a_missing_row() {
     let p = exact_law_table_problems(&sources, &units, "| `laws::a_law`, `laws::gone` |");
     assert_eq!(p.len(), 1, "{p:?}");
 }
+
+/// What is wrong with docs/seeds.md's coverage tables: a `module::name` that is no `fn name` of
+/// `tests/module.rs` (`tests` maps each module to its text), and a row that names neither a
+/// test nor a documented deviation.
+fn seed_table_problems(doc: &str, tests: &HashMap<String, String>) -> Vec<String> {
+    let mut problems = Vec::new();
+    let mut rows = 0;
+    for line in doc.lines() {
+        let cells: Vec<&str> = line.split(" | ").collect();
+        if !line.starts_with("| ") || cells.len() < 2 || line.starts_with("|---") {
+            continue;
+        }
+        let backing = cells[cells.len() - 1];
+        if backing.trim_end_matches(" |").trim() == "backed by" {
+            continue;
+        }
+        rows += 1;
+        let mut named = 0;
+        for token in backing.split('`').skip(1).step_by(2) {
+            let parts: Vec<&str> = token.split("::").collect();
+            if parts.len() != 2 {
+                continue;
+            }
+            named += 1;
+            let exists = tests.get(parts[0]).is_some_and(|text| {
+                text.contains(&format!("fn {}(", parts[1]))
+                    || text.contains(&format!("fn {}<", parts[1]))
+            });
+            if !exists {
+                problems.push(format!(
+                    "names {token}, which is no test in tests/{}.rs",
+                    parts[0]
+                ));
+            }
+        }
+        if named == 0 && !backing.contains("documented deviation") {
+            problems.push(format!(
+                "a row with neither a test nor a documented deviation: {line}"
+            ));
+        }
+    }
+    if rows < 50 {
+        problems.push(format!("only {rows} rows"));
+    }
+    problems
+}
+
+fn test_sources() -> HashMap<String, String> {
+    files_in(&Path::new(ROOT).join("tests"), false, &|p| {
+        has_ext(p, &["rs"])
+    })
+    .into_iter()
+    .map(|p| {
+        let module = p.file_stem().unwrap().to_string_lossy().into_owned();
+        (module, std::fs::read_to_string(&p).unwrap())
+    })
+    .collect()
+}
+
+/// docs/seeds.md: every test its coverage tables name exists, and every row is backed.
+#[test]
+fn every_test_the_seed_table_names_exists() {
+    let doc = std::fs::read_to_string(Path::new(ROOT).join("docs/seeds.md")).unwrap();
+    let problems = seed_table_problems(&doc, &test_sources());
+    assert!(
+        problems.is_empty(),
+        "docs/seeds.md:\n{}",
+        problems.join("\n")
+    );
+}
+
+/// Power: a planted wrong test name and an unbacked row are reported.
+#[test]
+fn the_seed_table_check_catches_a_planted_name() {
+    let doc = std::fs::read_to_string(Path::new(ROOT).join("docs/seeds.md")).unwrap();
+    let tests = test_sources();
+    let planted = doc.replacen(
+        "`naive_selection::the_best_of_one_run_per_candidate_loses_k_minus_one_eps0`",
+        "`naive_selection::the_best_of_one_run_per_candidate_loses_k_eps0`",
+        1,
+    );
+    assert_ne!(planted, doc, "the planted name must replace a row's test");
+    let problems = seed_table_problems(&planted, &tests);
+    eprintln!("planted wrong name: {problems:?}");
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(problems[0].contains("the_best_of_one_run_per_candidate_loses_k_eps0"));
+    let unbacked = format!("{doc}\n| Theorem 9.9 (planted) | nothing yet |\n");
+    let problems = seed_table_problems(&unbacked, &tests);
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(problems[0].contains("Theorem 9.9"));
+}
