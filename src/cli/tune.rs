@@ -202,8 +202,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     match p.epsilon {
         Some(e) => writeln!(
             out,
-            "privacy of the {}: ({e}, {})-DP for {}; {} ({})",
-            p.population, p.delta, p.unit, p.mechanism, p.note
+            "privacy of the {}: {} for {}; {} ({})",
+            p.population,
+            recsel::privacy::report::guarantee(Some(e), p.delta),
+            p.unit,
+            p.mechanism,
+            p.note
         )?,
         None => writeln!(
             out,

@@ -288,12 +288,27 @@ fn total(population: Population, parts: &[&Part]) -> Total {
     }
 }
 
-/// The guarantee in words; ε rounded up to 4 decimals (the JSON keeps every digit).
-fn guarantee(epsilon: Option<f64>, delta: f64) -> String {
+/// ε as the texts print it: rounded up to 4 decimals, never down, except that a value within
+/// floating-point error (1e-9 relative) of a 4-decimal value is that value — a sum of parts such as
+/// 3 × 0.2 is 0.6000000000000001 in binary floating point and is shown as 0.6, not 0.6001. The
+/// JSON keeps every digit.
+pub fn epsilon_text(e: f64) -> String {
+    let scaled = e * 1e4;
+    let nearest = scaled.round();
+    let shown = if (scaled - nearest).abs() <= 1e-9 * nearest.abs().max(1.0) {
+        nearest
+    } else {
+        scaled.ceil()
+    };
+    format!("{}", shown / 1e4)
+}
+
+/// The guarantee in words, ε as [`epsilon_text`] prints it.
+pub fn guarantee(epsilon: Option<f64>, delta: f64) -> String {
     match epsilon {
         None => "NOT DP".into(),
         Some(e) => {
-            let e = (e * 1e4).ceil() / 1e4;
+            let e = epsilon_text(e);
             if delta > 0.0 {
                 format!("({e}, {delta:e})-DP")
             } else {
@@ -412,6 +427,11 @@ mod tests {
         assert!(shown.to_string().contains("(8, 1e-6)-DP"), "{shown}");
         let shown = PrivacyReport::new(vec![]).with("m", dp(Population::Training, 1.000_01, 0.0));
         assert!(shown.to_string().contains("1.0001-DP"), "{shown}");
+        // A sum of parts off by floating-point error only is the value it sums to.
+        let shown = PrivacyReport::new(vec![]).with("m", dp(Population::Training, 0.1 * 6.0, 0.0));
+        assert!(shown.to_string().contains(" 0.6-DP"), "{shown}");
+        assert_eq!(epsilon_text(0.300_000_000_000_000_04), "0.3");
+        assert_eq!(epsilon_text(0.300_000_1), "0.3001");
         assert_eq!(r.total(Population::Calibration).unwrap().epsilon, None);
         assert_eq!(r.total(Population::Training).unwrap().epsilon, Some(3.0));
         assert_eq!(r.not_private.len(), 1);

@@ -258,12 +258,13 @@ impl PrivateTuner {
                 }
             ),
             note: format!(
-                "per selection ({}, {}) by {}; the release is the choice and its noisy score (no \
+                "per selection {} by {}; the release is the choice and its noisy score (no \
                  run count); covers what `recsel tune` reads, given the release. The release's \
                  own parts are reported separately: with private statistics its clip ranges \
                  come from the model alone and its counts from the training users; with exact \
                  statistics the clip ranges are these users' exact percentiles (not DP)",
-                s.epsilon, s.delta, s.source
+                crate::privacy::report::guarantee(Some(s.epsilon), s.delta),
+                s.source
             ),
         }
     }
