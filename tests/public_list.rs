@@ -69,6 +69,19 @@ fn the_service_states_its_lists_and_serves_the_public_list_at_no_charge() {
         .map(|&j| ids[j as usize].as_str())
         .collect();
     assert_eq!(v["items"], json!(expected));
+    // Most popular first (a pool in column order would fail this).
+    let pop = recsel::recommend::Release::read(model_dir())
+        .unwrap()
+        .popularity
+        .unwrap();
+    let counts: Vec<u64> = rec
+        .public_ranking(20)
+        .unwrap()
+        .iter()
+        .map(|&j| pop[j as usize])
+        .collect();
+    assert!(counts.windows(2).all(|w| w[0] >= w[1]), "{counts:?}");
+    assert!(counts.windows(2).any(|w| w[0] > w[1]), "{counts:?}");
     assert_eq!(
         (v["charged"].as_f64(), v["served_epsilon"].as_f64()),
         (Some(0.0), Some(0.0))

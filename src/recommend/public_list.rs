@@ -47,7 +47,10 @@ impl Recommender {
             )
         })?;
         let n = self.n_items();
-        crate::scoring::policy::most_popular(pop, m.min(n), n)
+        let mut top = crate::scoring::policy::most_popular(pop, m.min(n), n)?;
+        // A pool comes back in column order; a ranking is most popular first.
+        top.sort_by(|&a, &b| pop[b as usize].cmp(&pop[a as usize]).then(a.cmp(&b)));
+        Ok(top)
     }
 
     /// The entries of the release's privacy report the public ranking learned from: the
@@ -84,7 +87,7 @@ impl Recommender {
                     None => "NOT DP".to_string(),
                 };
                 format!(
-                    "{} ({} users, {g}: {})",
+                    "{} ({}, {g}: {})",
                     p.part, p.privacy.population, p.privacy.mechanism
                 )
             })
