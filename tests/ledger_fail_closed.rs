@@ -495,7 +495,7 @@ fn a_version_1_export_still_imports() {
             None => l.to_string(),
         })
         .collect();
-    lines[0] = lines[0].replace("\"version\":3", "\"version\":1");
+    lines[0] = lines[0].replace("\"version\":4", "\"version\":1");
     let t = lines.len() - 1;
     let cut = lines[t].find(",\"sha256\"").unwrap();
     lines[t] = format!("{}}}", &lines[t][..cut]);
@@ -503,10 +503,10 @@ fn a_version_1_export_still_imports() {
     let v = ledger::export::read(&mut v1.as_bytes(), "v1").unwrap();
     assert_eq!(v.events.len(), 6);
     let e = ledger::export::read(
-        &mut v1.replace("\"version\":1", "\"version\":4").as_bytes(),
-        "v4",
+        &mut v1.replace("\"version\":1", "\"version\":5").as_bytes(),
+        "v5",
     )
     .unwrap_err()
     .to_string();
-    assert!(e.contains("versions 1 to 3"), "{e}");
+    assert!(e.contains("versions 1 to 4"), "{e}");
 }

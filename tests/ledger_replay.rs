@@ -281,10 +281,10 @@ fn a_version_1_sqlite_ledger_is_refused_until_migrated_and_keeps_every_event() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
     assert!(
-        err.contains("from schema version 1 to 3: 1 events kept"),
+        err.contains("from schema version 1 to 4: 1 events kept"),
         "{err}"
     );
-    assert_eq!(sqlite_version(&path), "3");
+    assert_eq!(sqlite_version(&path), "4");
     let o = recsel(&["ledger", "migrate", "--ledger", p]);
     assert!(o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("nothing changed"));
@@ -358,7 +358,7 @@ fn the_export_round_trips_request_hashes_and_an_edited_hash_fails_import() {
     let mut buf = Vec::new();
     export::export(&l, &mut buf).unwrap();
     let text = String::from_utf8(buf).unwrap();
-    assert!(text.starts_with("{\"format\":\"recsel-ledger-export\",\"version\":3,"));
+    assert!(text.starts_with("{\"format\":\"recsel-ledger-export\",\"version\":4,"));
     for r in &reqs {
         assert!(
             text.contains(&format!("\"request_hash\":\"{}\"", r.request_hash.hex())),
@@ -404,7 +404,7 @@ fn the_export_round_trips_request_hashes_and_an_edited_hash_fails_import() {
         .lines()
         .map(|l| match l.find(",\"request_hash\"") {
             Some(at) => format!("{}}}", &l[..at]),
-            None => l.replace("\"version\":3", "\"version\":2"),
+            None => l.replace("\"version\":4", "\"version\":2"),
         })
         .collect();
     let t = lines.len() - 1;
@@ -482,11 +482,11 @@ fn a_version_1_postgres_ledger_is_refused_until_migrated() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
     assert!(
-        err.contains("from schema version 1 to 3: 1 events kept"),
+        err.contains("from schema version 1 to 4: 1 events kept"),
         "{err}"
     );
     let m = ledger::migrate(&url).unwrap();
-    assert_eq!((m.from, m.to, m.events), (3, 3, 1));
+    assert_eq!((m.from, m.to, m.events), (4, 4, 1));
     let l = PostgresLedger::open_existing(&url).unwrap();
     assert_eq!(l.settings(), settings());
     l.verify().unwrap();

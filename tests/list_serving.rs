@@ -175,8 +175,9 @@ fn the_same_history_twice_in_a_period_is_charged_once_on_postgres() {
 }
 
 /// A ledger of schema version 2 (no lists, no index of releases) is refused until `recsel ledger
-/// migrate` migrates it, keeping every event with its request hash; then it stores lists and
-/// finds a history's release.
+/// migrate` migrates it, keeping every event and erasing its unkeyed request hash (docs/ledger.md,
+/// "The history key"); then it stores lists and finds a history's release — not the old event's,
+/// whose history is charged again.
 #[test]
 fn a_version_2_ledger_is_migrated_to_store_lists() {
     let tmp = tempfile::tempdir().unwrap();
@@ -211,24 +212,32 @@ fn a_version_2_ledger_is_migrated_to_store_lists() {
     let e = SqliteLedger::open_existing(&path).unwrap_err().to_string();
     assert!(e.contains("recsel ledger migrate --ledger"), "{e}");
     let m = recsel::ledger::migrate(path.to_str().unwrap()).unwrap();
-    assert_eq!((m.from, m.to, m.events), (2, 3, 1));
+    assert_eq!((m.from, m.to, m.events), (2, 4, 1));
     let l = SqliteLedger::open_existing(&path).unwrap();
     let e = l.log().event("alice", "p1").unwrap().unwrap();
-    assert_eq!(e.request_hash, Some(RequestHash::of(&[b"h1"])));
-    // The old item is this history's release in its window.
+    assert_eq!(e.request_hash, None, "the unkeyed hash is erased");
+    // The old event's history is charged again: its hash cannot be compared any more.
     let o = l
         .charge(&[list("alice", "p2", b"h1", &["b"], true, 25)])
         .unwrap();
     assert!(
-        matches!(&o[0], Outcome::Replayed { event } if event.answer == Answer::Item("a".into())),
+        matches!(&o[0], Outcome::Charged { answer, .. } if *answer == Answer::List(vec!["b".into()])),
         "{o:?}"
     );
+    // A list stored now is its history's release in the window.
     let o = l
-        .charge(&[list("alice", "p3", b"h2", &["b", "c"], true, 25)])
+        .charge(&[list("alice", "p3", b"h1", &["c"], true, 25)])
         .unwrap();
     assert!(
-        matches!(&o[0], Outcome::Charged { answer, .. }
-        if *answer == Answer::List(vec!["b".into(), "c".into()])),
+        matches!(&o[0], Outcome::Replayed { event } if event.answer == Answer::List(vec!["b".into()])),
+        "{o:?}"
+    );
+    // The old request id replays its stored answer (an event without a hash replays).
+    let o = l
+        .charge(&[list("alice", "p1", b"anything", &["d"], true, 25)])
+        .unwrap();
+    assert!(
+        matches!(&o[0], Outcome::Replayed { event } if event.answer == Answer::Item("a".into())),
         "{o:?}"
     );
 }

@@ -386,6 +386,8 @@ fn postgres_ledger_decides_like_the_embedded_one_and_replicas_cannot_overspend()
             .args([
                 "--ledger",
                 &url,
+                "--history-key-file",
+                crate::util::http::history_key_file().to_str().unwrap(),
                 "--create-ledger",
                 "--budget",
                 "2",

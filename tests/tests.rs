@@ -36,6 +36,7 @@ mod exact_statements;
 mod fail_closed;
 mod figures;
 mod gem_property;
+mod history_key;
 mod laws;
 mod ledger;
 mod ledger_cli;
@@ -60,6 +61,8 @@ mod private_candidates;
 mod private_tuning;
 mod problems;
 mod protocol;
+#[cfg(feature = "serve")]
+mod public_list;
 #[cfg(feature = "serve")]
 mod readme_serving;
 mod recommend;

@@ -2,7 +2,7 @@
 for the documented API)."""
 
 from os import PathLike
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Literal, Optional, Sequence, Tuple, Union, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -238,8 +238,18 @@ class Recommender:
     def worth_below_free(self) -> bool: ...
     @property
     def mechanism(self) -> str: ...
+    @overload
     def recommend(self, users: Sequence[Tuple[str, Sequence[str]]], *,
+                  k: Optional[Literal[1]] = None,
                   seed: Optional[int] = None) -> List[Optional[str]]: ...
+    @overload
+    def recommend(self, users: Sequence[Tuple[str, Sequence[str]]], *, k: int,
+                  seed: Optional[int] = None) -> Dict[str, Any]:
+        """With ``k`` > 1: ``{"k", "lists", "epsilon", "guarantee", "claim", "privacy"}`` — one
+        ordered list of ``k`` distinct item ids per user, each list one release at the
+        Recommender's eps, with the library's claim for it (``claim`` is the line ``recsel
+        recommend --k K`` prints; ``privacy`` the report entry as JSON text)."""
+        ...
     def recommend_lists(self, users: Sequence[Tuple[str, Sequence[str]]], *, k: int,
                         seed: Optional[int] = None) -> List[List[str]]: ...
     def list_statement(self, k: int) -> str: ...

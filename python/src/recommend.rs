@@ -153,9 +153,58 @@ impl PyRecommender {
     /// One private item id per `(user_id, [item ids of the history])`, in order (`None` when a
     /// history covers every item). Seeded streams are keyed by the user id, so the result equals
     /// `recsel recommend --seed SEED` for the same users; without a seed (this call's, else the
-    /// constructor's) or in secure mode the randomness comes from the OS.
-    #[pyo3(signature = (users, *, seed=None))]
-    fn recommend(
+    /// constructor's) or in secure mode the randomness comes from the OS. With `k` > 1, a list
+    /// of `k` distinct items per user, each list one release at the Recommender's eps, returned
+    /// with its claim (`recommend_list_release`); `k` = None or 1 is the single item.
+    #[pyo3(signature = (users, *, k=None, seed=None))]
+    fn recommend<'py>(
+        &self,
+        py: Python<'py>,
+        users: Vec<(String, Vec<String>)>,
+        k: Option<usize>,
+        seed: Option<u64>,
+    ) -> R<Bound<'py, PyAny>> {
+        match k {
+            Some(k) if k != 1 => Ok(self.list_release(py, users, k, seed)?.into_any()),
+            _ => Ok(self.single(py, users, seed)?.into_pyobject(py)?.into_any()),
+        }
+    }
+
+    /// An ordered list of `k` distinct private item ids per `(user_id, [item ids of the
+    /// history])`, in order, each list one release at the Recommender's eps (the mechanism's
+    /// list guarantee; k = 1 is `recommend`'s item). Seeded streams as `recommend`.
+    #[pyo3(signature = (users, *, k, seed=None))]
+    fn recommend_lists(
+        &self,
+        py: Python<'_>,
+        users: Vec<(String, Vec<String>)>,
+        k: usize,
+        seed: Option<u64>,
+    ) -> R<Vec<Vec<String>>> {
+        self.lists(py, &users, k, seed)
+    }
+
+    /// The privacy statement of a list of `k` (the line `recsel recommend --k K` prints).
+    fn list_statement(&self, k: usize) -> R<String> {
+        self.rec.list_statement(k).map_err(err)
+    }
+}
+
+impl PyRecommender {
+    /// The seed of a call: its own, else the constructor's, else the OS's (refused on the secure
+    /// path, which takes none).
+    fn call_seed(&self, seed: Option<u64>) -> R<u64> {
+        let noise = recsel::mechanisms::NoiseOptions {
+            seed: seed.or(self.noise.seed),
+            ..self.noise.clone()
+        };
+        noise
+            .seed_or(|| Streams::from_entropy().seed())
+            .map_err(err)
+    }
+
+    /// One item per user (`recommend` with k = None or 1).
+    fn single(
         &self,
         py: Python<'_>,
         users: Vec<(String, Vec<String>)>,
@@ -171,13 +220,7 @@ impl PyRecommender {
                 Ok((id, items))
             })
             .collect::<R<Vec<(String, Vec<u32>)>>>()?;
-        let noise = recsel::mechanisms::NoiseOptions {
-            seed: seed.or(self.noise.seed),
-            ..self.noise.clone()
-        };
-        let seed = noise
-            .seed_or(|| Streams::from_entropy().seed())
-            .map_err(err)?;
+        let seed = self.call_seed(seed)?;
         let picks = py
             .detach(|| self.rec.recommend_all(&rows, seed, &|_| {}))
             .map_err(err)?;
@@ -187,24 +230,15 @@ impl PyRecommender {
             .collect())
     }
 
-    /// An ordered list of `k` distinct private item ids per `(user_id, [item ids of the
-    /// history])`, in order, each list one release at the Recommender's eps (the mechanism's
-    /// list guarantee; k = 1 is `recommend`'s item). Seeded streams as `recommend`.
-    #[pyo3(signature = (users, *, k, seed=None))]
-    fn recommend_lists(
+    /// The lists of `k` items, one per user, drawn by the library's `recommend_list`.
+    fn lists(
         &self,
         py: Python<'_>,
-        users: Vec<(String, Vec<String>)>,
+        users: &[(String, Vec<String>)],
         k: usize,
         seed: Option<u64>,
     ) -> R<Vec<Vec<String>>> {
-        let noise = recsel::mechanisms::NoiseOptions {
-            seed: seed.or(self.noise.seed),
-            ..self.noise.clone()
-        };
-        let seed = noise
-            .seed_or(|| Streams::from_entropy().seed())
-            .map_err(err)?;
+        let seed = self.call_seed(seed)?;
         let rec = &self.rec;
         py.detach(|| {
             let mut draws = rec.draws_seeded(seed)?;
@@ -222,8 +256,31 @@ impl PyRecommender {
         .map_err(err)
     }
 
-    /// The privacy statement of a list of `k` (the line `recsel recommend --k K` prints).
-    fn list_statement(&self, k: usize) -> R<String> {
-        self.rec.list_statement(k).map_err(err)
+    /// `recommend` with k > 1: the lists and their claim, as the library states it — `k`,
+    /// `lists`, `epsilon` (the list's, `Recommender::list_epsilon`), `guarantee` (its few
+    /// words), `claim` (the line `recsel recommend --k K` prints) and `privacy` (the report
+    /// entry of a list, `Recommender::list_privacy`, as JSON text).
+    fn list_release<'py>(
+        &self,
+        py: Python<'py>,
+        users: Vec<(String, Vec<String>)>,
+        k: usize,
+        seed: Option<u64>,
+    ) -> R<Bound<'py, PyDict>> {
+        let claim = self.rec.list_statement(k).map_err(err)?;
+        let epsilon = self.rec.list_epsilon(k).map_err(err)?;
+        let privacy = self.rec.list_privacy(k).map_err(err)?;
+        let lists = self.lists(py, &users, k, seed)?;
+        let d = PyDict::new(py);
+        d.set_item("k", k)?;
+        d.set_item("lists", lists)?;
+        d.set_item("epsilon", epsilon)?;
+        d.set_item("guarantee", self.rec.list_guarantee_words(k))?;
+        d.set_item("claim", claim)?;
+        d.set_item(
+            "privacy",
+            serde_json::to_string(&privacy).map_err(|e| invalid(e.to_string()))?,
+        )?;
+        Ok(d)
     }
 }

@@ -224,3 +224,42 @@ def test_privacy_report_is_the_one_recsel_recommend_writes(release, run_cli, tmp
     # Power: another epsilon gives another report.
     other = recsel.Recommender(str(release), "mgem", 2.0, secure=True)
     assert json.loads(other.privacy_report_json) != report
+
+
+def test_recommend_with_k_returns_lists_with_the_librarys_claim(release, run_cli, tmp_path):
+    """recommend(users, k=10) is the library's list: the lists `recsel recommend --k 10` writes
+    for the same seed, each of 10 distinct items, with the claim the command line prints and
+    the list's eps from the library; k=None and k=1 keep the single item's return type."""
+    users = _users(release, n=12)
+    path = tmp_path / "users.csv"
+    _users_csv(users, path)
+    out = tmp_path / "lists.csv"
+    run_cli("recommend", "--model", release, "--mech", "mgem", "--eps", "1", "--k", "10",
+            "--users", path, "--out", out, "--seed", "9")
+    with open(out) as f:
+        rows = list(csv.reader(f))[1:]
+    cli = {}
+    for u, i in rows:
+        cli.setdefault(u, []).append(i)
+
+    rec = recsel.Recommender(str(release), "mgem", 1.0)
+    got = rec.recommend(users, k=10, seed=9)
+    assert set(got) == {"k", "lists", "epsilon", "guarantee", "claim", "privacy"}
+    assert got["k"] == 10 and got["epsilon"] == 1.0
+    assert got["lists"] == [cli[u] for u, _ in users]
+    assert all(len(l) == 10 == len(set(l)) for l in got["lists"])
+    assert got["lists"] == rec.recommend_lists(users, k=10, seed=9)
+    assert got["claim"] == rec.list_statement(10)
+    assert "user-level 1-DP per list of 10 distinct items" in got["claim"], got["claim"]
+    assert got["guarantee"] == "user-level eps-DP per list of 10 distinct items (one release)"
+    privacy = json.loads(got["privacy"])
+    assert privacy["epsilon"] == 1.0 and "per list of 10" in privacy["unit"]
+    # Power: another seed draws other lists; a list of 10 is not the single item's answer.
+    assert rec.recommend(users, k=10, seed=10)["lists"] != got["lists"]
+    single = rec.recommend(users, seed=9)
+    assert single == rec.recommend(users, k=1, seed=9) == rec.recommend(users, k=None, seed=9)
+    assert all(p is None or isinstance(p, str) for p in single)
+    with pytest.raises(recsel.RecselError, match="1 to 1000"):
+        rec.recommend(users, k=1001, seed=9)
+    with pytest.raises(recsel.RecselError, match="1 to 1000"):
+        rec.recommend(users, k=0, seed=9)

@@ -106,6 +106,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             let budget = Units::budget(&budget).with_context(|| format!("budget '{budget}'"))?;
             let l = ledger::create(&ledger, budget, period)?;
             eprintln!("[ledger] created {}: {}", l.location(), l.settings());
+            history_key_beside(&ledger)?;
         }
         Sub::Show {
             ledger,
@@ -229,13 +230,34 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             } else {
                 eprintln!(
                     "[ledger] migrated {} from schema version {} to {}: {} events kept (those \
-                     stored before have no request hash; their replays are not checked)",
+                     stored before have no request hash: the unkeyed hashes are erased, their \
+                     replays are not checked, and a list for one of their histories is charged \
+                     again; docs/ledger.md, \"The history key\")",
                     m.location, m.from, m.to, m.events
                 );
             }
+            history_key_beside(&ledger)?;
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// For a ledger file, its history key beside it (`LEDGER.history-key`), made now (mode 0600)
+/// if it is not there; a PostgreSQL ledger's key is the operator's file (`--history-key-file`).
+fn history_key_beside(spec: &str) -> anyhow::Result<()> {
+    if let ledger::Location::Sqlite(p) = ledger::Location::parse(spec) {
+        let beside = ledger::HistoryKey::beside(&p);
+        if !beside.exists() {
+            let k = ledger::HistoryKey::create(&beside)?;
+            eprintln!(
+                "[ledger] made the history key {} (id {}, mode 0600): the secret of the \
+                 ledger's request hashes; keep it with the ledger, never inside it",
+                beside.display(),
+                k.id()
+            );
+        }
+    }
+    Ok(())
 }
 
 /// The operator's HMAC key ([`export::read_key_file`]).

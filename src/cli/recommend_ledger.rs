@@ -59,8 +59,15 @@ pub fn run(rec: Recommender, options: &RecommendOptions, input: Inputs<'_>) -> a
     let group = options.group_size()?;
     let rec = Arc::new(rec);
     let committer = Arc::new(GroupCommitter::new(Arc::clone(&ledger), group));
-    let lr = LedgeredRecommender::new(Arc::clone(&rec), committer, fallback)?
+    let spec = args.ledger.as_deref().expect("--ledger given");
+    let (key, key_source) =
+        ledger::history_key::resolve(&*ledger, spec, args.history_key_file.as_deref())?;
+    let lr = LedgeredRecommender::new(Arc::clone(&rec), committer, fallback, &key)?
         .with_charge_repeats(args.charge_repeats());
+    eprintln!(
+        "[ledger] request hashes: HMAC-SHA256 under history key {} from {key_source}",
+        key.id()
+    );
     let what = match k {
         1 => "each recommendation".to_string(),
         _ => format!("each list of {k} (one release)"),
@@ -82,7 +89,8 @@ pub fn run(rec: Recommender, options: &RecommendOptions, input: Inputs<'_>) -> a
                 format!(
                     "one release per history: the same user with the same history (and these \
                      options) gets the same list again in this {} at no charge; the ledger \
-                     keeps a SHA-256 of the history and configuration, never the history",
+                     keeps a keyed hash (HMAC-SHA256) of the history and configuration, never \
+                     the history",
                     settings.period
                 )
             }

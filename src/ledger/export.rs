@@ -2,7 +2,7 @@
 //!
 //! JSON lines, one object per line, in three parts:
 //!
-//! 1. a header: `{"format": "recsel-ledger-export", "version": 3, "budget": "1",
+//! 1. a header: `{"format": "recsel-ledger-export", "version": 4, "budget": "1",
 //!    "budget_units": 1000000000, "period": "day", "exported": "…Z", "recsel_version": "…"}`;
 //! 2. one line per event, in commit order: `{"seq": 1, "user": "u1", "request_id": "r1",
 //!    "mechanism": "mgem", "units": 100000000, "epsilon": "0.1", "time": "2026-11-25T09:07:46.123Z",
@@ -22,8 +22,11 @@
 //! increase, (user, request id) pairs are unique, request hashes are well formed, user and request ids hold no control characters, each
 //! event's window is its period's window of its time, a fallback costs 0, no (user, window) total
 //! exceeds the budget, the trailer's counts match, then the checksum (and the HMAC, when a key is
-//! given). Version 2 exports (no request hashes) import as events without a hash; version 1
-//! exports (no checksum either) still import without a key, unchecked by content.
+//! given). Version 3 exports (unkeyed request hashes, written before the history key) import as
+//! events without a hash — an unkeyed hash cannot be compared with a keyed one, so those
+//! requests are charged again (docs/ledger.md, "The history key"); version 2 exports (no
+//! request hashes) import as events without a hash; version 1 exports (no checksum either)
+//! still import without a key, unchecked by content.
 
 use std::io::{BufRead, Write};
 
@@ -38,8 +41,8 @@ use super::{
 /// The header's `format` value.
 pub const EXPORT_FORMAT: &str = "recsel-ledger-export";
 /// The export layout version (2: the trailer carries a checksum; 3: events carry their request
-/// hash).
-pub const EXPORT_VERSION: u32 = 3;
+/// hash; 4: the request hashes are keyed, HMAC-SHA256 under the history key).
+pub const EXPORT_VERSION: u32 = 4;
 
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -371,7 +374,9 @@ pub fn read_sealed(input: &mut dyn BufRead, source: &str, seal: Seal<'_>) -> Res
                             format!("request_hash '{h}' is not 64 lowercase hex digits"),
                         )
                     })?,
-            ),
+            )
+            // An unkeyed hash (before version 4) is dropped: it matches no keyed one.
+            .filter(|_| header.version >= 4),
         };
         let checks = [
             (l.seq > last_seq, format!("seq {} after {last_seq}", l.seq)),

@@ -26,9 +26,12 @@
 pub mod composition;
 pub mod export;
 mod group;
+pub mod history_key;
 mod policy;
 #[cfg(feature = "postgres")]
 mod postgres;
+#[cfg(feature = "postgres")]
+mod postgres_migrate;
 mod sqlite;
 mod sqlite_migrate;
 pub mod store;
@@ -42,6 +45,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 pub use group::{CommitStats, GroupCommitter};
+pub use history_key::{HistoryKey, RequestHasher};
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresLedger;
 pub use sqlite::SqliteLedger;
@@ -235,43 +239,6 @@ impl<'de> Deserialize<'de> for RequestHash {
         RequestHash::from_hex(&text).ok_or_else(|| {
             serde::de::Error::custom(format!("'{text}' is not a request hash (64 hex digits)"))
         })
-    }
-}
-
-/// A [`RequestHash`] built part by part (each part length-prefixed, as [`RequestHash::of`]).
-#[derive(Clone)]
-pub struct RequestHasher(sha2::Sha256);
-
-impl RequestHasher {
-    /// An empty hasher.
-    pub fn new() -> Self {
-        use sha2::Digest;
-        RequestHasher(sha2::Sha256::new())
-    }
-
-    /// Adds one part.
-    pub fn part(&mut self, bytes: &[u8]) {
-        use sha2::Digest;
-        self.0.update((bytes.len() as u64).to_le_bytes());
-        self.0.update(bytes);
-    }
-
-    /// The hash of the parts added.
-    pub fn finish(self) -> RequestHash {
-        use sha2::Digest;
-        RequestHash(self.0.finalize().into())
-    }
-}
-
-impl Default for RequestHasher {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl fmt::Debug for RequestHasher {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("RequestHasher")
     }
 }
 
@@ -775,7 +742,7 @@ pub fn migrate(spec: &str) -> Result<Migrated> {
     match Location::parse(spec) {
         Location::Sqlite(p) => sqlite_migrate::migrate(&p),
         #[cfg(feature = "postgres")]
-        Location::Postgres(u) => PostgresLedger::migrate(&u),
+        Location::Postgres(u) => postgres_migrate::migrate(&u),
         #[cfg(not(feature = "postgres"))]
         Location::Postgres(_) => Err(no_postgres()),
     }

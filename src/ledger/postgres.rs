@@ -23,20 +23,16 @@ use postgres::error::SqlState;
 use postgres::{Client, NoTls, Row, Transaction};
 
 use super::store::{
-    event_columns, event_table, hash_column, meta_rows, release_index, settings_from_meta, to_i64,
-    units, version_error, version_from_meta, Dialect, EventRow, Store, StoreTx, TxError, TxResult,
-    WindowTotal, FORMAT_VERSION,
+    event_columns, event_table, meta_rows, release_index, settings_from_meta, to_i64, units,
+    Dialect, EventRow, Store, StoreTx, TxError, TxResult, WindowTotal,
 };
-use super::{
-    Event, Ledger, LedgerError, LedgerLog, Migrated, RequestHash, Result, Settings, Timestamp,
-    Units,
-};
+use super::{Event, LedgerError, LedgerLog, RequestHash, Result, Settings, Timestamp, Units};
 
 /// Key of the advisory lock held while a ledger is created or migrated.
-const SETUP_LOCK: i64 = 0x7265_6373_656c_0001;
+pub(super) const SETUP_LOCK: i64 = 0x7265_6373_656c_0001;
 
 /// The events table's dialect (`user` is reserved in PostgreSQL).
-const DIALECT: Dialect = Dialect {
+pub(super) const DIALECT: Dialect = Dialect {
     user: "user_id",
     int: "BIGINT",
     bytes: "BYTEA",
@@ -188,136 +184,6 @@ impl PostgresLedger {
             broken: std::sync::OnceLock::new(),
         })
     }
-
-    /// Migrates the ledger in the database of `url` to [`FORMAT_VERSION`] in one transaction
-    /// (`recsel ledger migrate`), under the advisory lock of the set-up: from version 1, the
-    /// events table gets a request-hash column (empty for the events already stored) and its
-    /// unique request id becomes unique per (user, request id); from versions 1 and 2, the
-    /// answer kind `list` and the index of one release per history; then the version is written.
-    /// PostgreSQL's DDL is transactional: anything that fails rolls all of it back. A ledger
-    /// already at the current version is left alone.
-    pub fn migrate(url: &str) -> Result<Migrated> {
-        let location = redact(url);
-        let e = |x: postgres::Error| store_err(&location, x);
-        let mut c = connect(url, &location)?;
-        let mut tx = c.transaction().map_err(e)?;
-        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&SETUP_LOCK])
-            .map_err(e)?;
-        let exists: bool = tx
-            .query_one("SELECT to_regclass('recsel_meta') IS NOT NULL", &[])
-            .map_err(e)?
-            .get(0);
-        if !exists {
-            return Err(LedgerError::Missing { location });
-        }
-        let version = version_from_meta(&mut |key| {
-            Ok(tx
-                .query_opt("SELECT value FROM recsel_meta WHERE key = $1", &[&key])?
-                .map(|r| r.get(0)))
-        })
-        .map_err(|x| store_err(&location, x.message))?;
-        let events: i64 = tx
-            .query_one("SELECT count(*) FROM recsel_events", &[])
-            .map_err(e)?
-            .get(0);
-        let done = Migrated {
-            location: location.clone(),
-            from: version,
-            to: FORMAT_VERSION,
-            events: events as u64,
-        };
-        match version {
-            v if v == FORMAT_VERSION => return Ok(done),
-            1 | 2 => {}
-            v => return Err(store_err(&location, version_error(v, "").message)),
-        }
-        if version == 1 {
-            migrate_v1(&mut tx, &location)?;
-        }
-        // The check of the answer's kind, whatever its name.
-        let check: Vec<String> = tx
-            .query(
-                "SELECT c.conname FROM pg_constraint c \
-                 JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = ANY (c.conkey) \
-                 WHERE c.conrelid = 'recsel_events'::regclass AND c.contype = 'c' \
-                 AND array_length(c.conkey, 1) = 1 AND a.attname = 'answer_kind'",
-                &[],
-            )
-            .map_err(e)?
-            .iter()
-            .map(|r| r.get(0))
-            .collect();
-        if check.len() != 1 {
-            return Err(store_err(
-                &location,
-                format!(
-                    "expected one check constraint on recsel_events.answer_kind, found {}; \
-                     nothing was changed",
-                    check.len()
-                ),
-            ));
-        }
-        tx.batch_execute(&format!(
-            "LOCK TABLE recsel_events IN ACCESS EXCLUSIVE MODE;
-             ALTER TABLE recsel_events DROP CONSTRAINT \"{old}\";
-             ALTER TABLE recsel_events ADD CHECK \
-                 (answer_kind IN ('item', 'list', 'none', 'fallback'));
-             {release};",
-            old = check[0],
-            release = release_index(DIALECT, "recsel_events_by_release", "recsel_events"),
-        ))
-        .map_err(e)?;
-        tx.execute(
-            "UPDATE recsel_meta SET value = $1 WHERE key = 'format_version'",
-            &[&FORMAT_VERSION.to_string()],
-        )
-        .map_err(e)?;
-        tx.commit().map_err(e)?;
-        drop(c);
-        Ledger::verify(&Self::open_existing(url)?)?;
-        Ok(done)
-    }
-}
-
-/// The steps from schema version 1 to 2 inside [`PostgresLedger::migrate`]'s transaction: the
-/// request-hash column, and request ids unique per user.
-fn migrate_v1(tx: &mut Transaction<'_>, location: &str) -> Result<()> {
-    let e = |x: postgres::Error| store_err(location, x);
-    {
-        // The unique constraint on the request id alone, whatever its name.
-        let unique: Vec<String> = tx
-            .query(
-                "SELECT c.conname FROM pg_constraint c \
-                 JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = ANY (c.conkey) \
-                 WHERE c.conrelid = 'recsel_events'::regclass AND c.contype = 'u' \
-                 AND array_length(c.conkey, 1) = 1 AND a.attname = 'request_id'",
-                &[],
-            )
-            .map_err(e)?
-            .iter()
-            .map(|r| r.get(0))
-            .collect();
-        if unique.len() != 1 {
-            return Err(store_err(
-                location,
-                format!(
-                    "expected one unique constraint on recsel_events.request_id, found {}; \
-                     nothing was changed",
-                    unique.len()
-                ),
-            ));
-        }
-        tx.batch_execute(&format!(
-            "LOCK TABLE recsel_events IN ACCESS EXCLUSIVE MODE;
-             ALTER TABLE recsel_events ADD COLUMN {hash};
-             ALTER TABLE recsel_events DROP CONSTRAINT \"{old}\";
-             ALTER TABLE recsel_events ADD UNIQUE (user_id, request_id);",
-            hash = hash_column(DIALECT),
-            old = unique[0]
-        ))
-        .map_err(e)?;
-    }
-    Ok(())
 }
 
 impl PostgresLedger {
@@ -494,14 +360,14 @@ impl StoreTx for Tx<'_> {
     }
 }
 
-fn store_err(location: &str, e: impl std::fmt::Display) -> LedgerError {
+pub(super) fn store_err(location: &str, e: impl std::fmt::Display) -> LedgerError {
     LedgerError::Store {
         path: location.to_string(),
         message: e.to_string(),
     }
 }
 
-fn connect(url: &str, location: &str) -> Result<Client> {
+pub(super) fn connect(url: &str, location: &str) -> Result<Client> {
     let mut c = Client::connect(url, NoTls).map_err(|e| store_err(location, e))?;
     c.batch_execute(
         "SET synchronous_commit = on; SET default_transaction_isolation = 'read committed'",

@@ -12,8 +12,12 @@ use super::{Ledger, LedgerError, Migrated, Result};
 
 /// Migrates the ledger file at `path` to [`FORMAT_VERSION`] in one transaction (`recsel
 /// ledger migrate`): the events table is rebuilt with (user, request id) unique, a
-/// request-hash column (from version 1: empty for the events already stored), the answer
-/// kind `list` and the index of one release per history, and the version is written. Every event is kept with its sequence number; the event count and every
+/// request-hash column, the answer kind `list` and the index of one release per history, and
+/// the version is written. The stored request hashes are erased: before version 4 they were
+/// unkeyed (a dictionary attack on small histories), and a keyed hash cannot be computed from
+/// them, so an event stored before the migration matches no request again (one release per
+/// history charges those histories again; a replayed request id is answered as an event
+/// without a hash). Every event is kept with its sequence number; the event count and every
 /// window's total are checked inside the transaction, and anything unexpected rolls it back.
 /// A ledger already at the current version is left alone.
 pub fn migrate(path: &Path) -> Result<Migrated> {
@@ -49,7 +53,7 @@ pub fn migrate(path: &Path) -> Result<Migrated> {
     };
     match version {
         v if v == FORMAT_VERSION => return Ok(done),
-        1 | 2 => {}
+        1..=3 => {}
         v => return Err(SqliteLedger::store_err(path, version_error(v, "").message)),
     }
     tx.execute_batch(&format!(
@@ -57,13 +61,12 @@ pub fn migrate(path: &Path) -> Result<Migrated> {
          INSERT INTO events_new (seq, request_id, user, mechanism, units, time_ms, \
              window_start, answer_kind, answer_item, request_hash) \
          SELECT seq, request_id, user, mechanism, units, time_ms, window_start, \
-             answer_kind, answer_item, {hash} FROM events ORDER BY seq;
+             answer_kind, answer_item, NULL FROM events ORDER BY seq;
          DROP TABLE events;
          ALTER TABLE events_new RENAME TO events;
          CREATE INDEX events_by_user ON events (user, seq);
          {index};",
         table = event_table(DIALECT),
-        hash = if version == 1 { "NULL" } else { "request_hash" },
         index = release_index(DIALECT, "events_by_release", "events"),
     ))
     .map_err(e)?;

@@ -11,11 +11,13 @@ use super::{Answer, Event, LedgerLog, Period, RequestHash, Result, Settings, Tim
 
 /// The `format` value in a ledger's `meta` table.
 pub const FORMAT: &str = "recsel-ledger";
-/// The schema version in a ledger's `meta` table: 3 stores lists (answer kind `list`) and finds
-/// a user's release of one request hash in a window by an index (one release per history); 2
-/// keeps each event's request hash and makes request ids unique per user; 1 (ids unique across
-/// users, no hashes) and 2 are migrated by `recsel ledger migrate` and refused otherwise.
-pub const FORMAT_VERSION: u32 = 3;
+/// The schema version in a ledger's `meta` table: 4 keeps request hashes keyed (HMAC-SHA256
+/// under the history key, never stored in the ledger); 3 stores lists (answer kind `list`) and
+/// finds a user's release of one request hash in a window by an index (one release per
+/// history); 2 keeps each event's request hash and makes request ids unique per user; 1 (ids
+/// unique across users, no hashes), 2 and 3 are migrated by `recsel ledger migrate` (which
+/// erases the unkeyed hashes) and refused otherwise.
+pub const FORMAT_VERSION: u32 = 4;
 
 /// Why a transaction failed: what the store said, and whether running the same transaction
 /// again may succeed (a deadlock or a serialisation failure between replicas).
@@ -239,7 +241,8 @@ pub fn version_error(version: u32, location: &str) -> TxError {
     if version < FORMAT_VERSION {
         TxError::fatal(format!(
             "ledger schema version {version}; this recsel uses version {FORMAT_VERSION} (request \
-             ids scoped per user, each event's request hash kept). Nothing was changed. Back the \
+             ids scoped per user, each event's request hash kept, keyed with the history key). \
+             Nothing was changed. Back the \
              ledger up, then migrate it in one transaction with `recsel ledger migrate --ledger \
              {location}` (docs/ledger.md, \"Schema versions\"); a recsel that reads version \
              {version} cannot open it afterwards"

@@ -18,8 +18,8 @@ use rayon::prelude::*;
 use crate::data::Fnv64;
 use crate::error::{Error, Result};
 use crate::ledger::{
-    Answer, ChargeRequest, CommitStats, GroupCommitter, Outcome, RequestHash, RequestHasher, Run,
-    Timestamp, Units,
+    Answer, ChargeRequest, CommitStats, GroupCommitter, HistoryKey, Outcome, RequestHash,
+    RequestHasher, Run, Timestamp, Units,
 };
 use crate::mechanisms::{MechParams, ParamValue};
 use crate::numerics::Chooser;
@@ -45,7 +45,7 @@ pub struct LedgeredRecommender {
 }
 
 /// The domain of a request hash (a new layout of the hashed parts takes a new tag).
-const REQUEST_HASH_TAG: &[u8] = b"recsel-request-hash v1";
+const REQUEST_HASH_TAG: &[u8] = b"recsel-request-hash v2 (keyed)";
 
 /// Picks that are computed but not released ([`LedgeredRecommender::prepare`]): their answers
 /// cannot be read, only charged ([`LedgeredRecommender::submit`]).
@@ -108,11 +108,13 @@ impl Recommender {
 
 impl LedgeredRecommender {
     /// Answers of `rec`, charged through `committer`; `fallback` is a public item column to
-    /// release at 0 ε when a user's budget is exhausted (`None`: refuse).
+    /// release at 0 ε when a user's budget is exhausted (`None`: refuse). Every request hash is
+    /// keyed with `key` (HMAC-SHA256; docs/ledger.md, "The history key").
     pub fn new(
         rec: Arc<Recommender>,
         committer: Arc<GroupCommitter>,
         fallback: Option<u32>,
+        key: &HistoryKey,
     ) -> Result<Self> {
         let charge = rec.charge_units()?;
         if let Some(j) = fallback {
@@ -125,7 +127,7 @@ impl LedgeredRecommender {
         Ok(LedgeredRecommender {
             mechanism: rec.mech.name().to_string(),
             fallback: fallback.map(|j| rec.item_id(j).to_string()),
-            config_hash: config_hasher(&rec, charge),
+            config_hash: config_hasher(&rec, charge, key),
             rec,
             committer,
             charge,
@@ -161,7 +163,8 @@ impl LedgeredRecommender {
         Ok(Units::charge_f64(eps)?)
     }
 
-    /// The [`RequestHash`] of a request for `history` (item columns): SHA-256 of the serving
+    /// The [`RequestHash`] of a request for `history` (item columns): HMAC-SHA256 under the
+    /// history key (docs/ledger.md, "The history key") of the serving
     /// configuration — mechanism, ε charged (ledger units), candidate policy and a fixed list's
     /// item ids, the prior — and of the history as the service canonicalises it: the set of the
     /// model's item ids it holds (order, repeats and ids the model does not know change nothing,
@@ -170,10 +173,21 @@ impl LedgeredRecommender {
     /// ids are scoped per user already. A list (k > 1) adds its length and form, so a list
     /// and a single item, or two lengths, are different requests.
     pub fn request_hash(&self, history: &[u32], k: usize) -> RequestHash {
+        self.hash_with(self.config_hash.clone(), history, k)
+    }
+
+    /// What [`LedgeredRecommender::request_hash`] would be without the key: plain SHA-256 of the
+    /// same parts — what anyone holding the ledger could compute for a guessed history. Never
+    /// stored; it exists so that tests can show the stored hash is not it.
+    pub fn unkeyed_request_hash(&self, history: &[u32], k: usize) -> RequestHash {
+        let h = config_hasher_from(RequestHasher::new(), &self.rec, self.charge);
+        self.hash_with(h, history, k)
+    }
+
+    fn hash_with(&self, mut h: RequestHasher, history: &[u32], k: usize) -> RequestHash {
         let mut ids: Vec<&str> = history.iter().map(|&j| self.rec.item_id(j)).collect();
         ids.sort_unstable();
         ids.dedup();
-        let mut h = self.config_hash.clone();
         if k != 1 {
             h.part(b"list");
             h.part(&(k as u64).to_le_bytes());
@@ -420,8 +434,12 @@ impl LedgeredRecommender {
 /// The serving configuration's part of a request hash ([`LedgeredRecommender::request_hash`]):
 /// the tag, the mechanism's name, the charge in ledger units, the candidate policy as written and
 /// a fixed list's item ids, and the prior as written (empty without one).
-fn config_hasher(rec: &Recommender, charge: Units) -> RequestHasher {
-    let mut h = RequestHasher::new();
+fn config_hasher(rec: &Recommender, charge: Units, key: &HistoryKey) -> RequestHasher {
+    config_hasher_from(RequestHasher::keyed(key), rec, charge)
+}
+
+/// [`config_hasher`]'s parts added to `h`.
+fn config_hasher_from(mut h: RequestHasher, rec: &Recommender, charge: Units) -> RequestHasher {
     h.part(REQUEST_HASH_TAG);
     h.part(rec.mech.name().as_bytes());
     h.part(charge.get().to_string().as_bytes());

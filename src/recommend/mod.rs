@@ -45,6 +45,7 @@ pub mod input;
 pub mod ledgered;
 mod list;
 pub mod options;
+pub mod public_list;
 pub mod publish;
 pub mod release;
 pub mod release_statistics;

@@ -110,10 +110,16 @@ option_table! {
         /// Charge a list again when the same user asks for the same history with the same
         /// request parameters within a ledger period. Default: a list is released once per
         /// history and period — the same request gets the same list again at no charge (a
-        /// release repeated is post-processing; the ledger keeps the SHA-256 of the history and
+        /// release repeated is post-processing; the ledger keeps a keyed hash of the history and
         /// configuration, never the history; docs/ledger.md, "One release per history").
         #[option(group = "Ledger")]
         pub charge_repeats: bool = false,
+        /// The secret key of the ledger's request hashes (HMAC-SHA256), a file readable by its
+        /// owner only; the same file on every replica. Default for a ledger file: LEDGER.history-key
+        /// beside it, made (mode 0600) while the ledger holds no event. Without a readable key
+        /// nothing is charged (docs/ledger.md, "The history key").
+        #[option(value_name = "FILE", group = "Ledger")]
+        pub history_key_file: PathBuf,
     }
 }
 
@@ -333,6 +339,7 @@ impl LedgerOptions {
                 ("fallback", self.fallback.is_some()),
                 ("create-ledger", self.create_ledger()),
                 ("charge-repeats", self.charge_repeats()),
+                ("history-key-file", self.history_key_file.is_some()),
             ];
             if let Some((name, _)) = given.iter().find(|(_, g)| *g) {
                 return Err(Error::Invalid(format!(

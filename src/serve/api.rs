@@ -424,6 +424,41 @@ pub fn batch_requests(
         .collect())
 }
 
+/// The default length of `GET /v1/public-list` without `m`: room for device-side filtering.
+pub const PUBLIC_LIST_DEFAULT: usize = 100;
+
+/// The `m` of `GET /v1/public-list?m=M` (1 to [`crate::recommend::MAX_LIST`]; without it
+/// [`PUBLIC_LIST_DEFAULT`]); any other query parameter is an error that names it.
+pub fn public_list_m(query: Option<&str>) -> Result<usize, ApiError> {
+    let mut m = PUBLIC_LIST_DEFAULT;
+    for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+        match pair.split_once('=') {
+            Some(("m", v)) => {
+                m = v
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|m| (1..=crate::recommend::MAX_LIST).contains(m))
+                    .ok_or_else(|| {
+                        ApiError::field(
+                            "m",
+                            format!(
+                                "m = '{v}': a public list has 1 to {} items",
+                                crate::recommend::MAX_LIST
+                            ),
+                        )
+                    })?
+            }
+            _ => {
+                return Err(ApiError::field(
+                    "m",
+                    format!("unknown query parameter '{pair}': the only one is m"),
+                ))
+            }
+        }
+    }
+    Ok(m)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

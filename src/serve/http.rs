@@ -105,6 +105,7 @@ fn route_of(path: &str) -> &'static str {
         "/v1/recommend" => "/v1/recommend",
         "/v1/recommend/batch" => "/v1/recommend/batch",
         "/v1/model" => "/v1/model",
+        "/v1/public-list" => "/v1/public-list",
         "/metrics" => "/metrics",
         "/healthz" => "/healthz",
         "/readyz" => "/readyz",
@@ -149,6 +150,18 @@ async fn metrics(State(st): Shared) -> Response {
 async fn model(State(st): Shared) -> Response {
     match st.ready() {
         Ok(s) => json_response(200, &s.describe()),
+        Err(e) => error_response(&e),
+    }
+}
+
+async fn public_list(State(st): Shared, req: Request) -> Response {
+    let list = st.ready().and_then(|s| {
+        let m = api::public_list_m(req.uri().query())?;
+        s.public_list(m)
+            .map_err(|e| ApiError::field("m", e.to_string()))
+    });
+    match list {
+        Ok(v) => json_response(200, &v),
         Err(e) => error_response(&e),
     }
 }
@@ -521,7 +534,8 @@ async fn not_found(req: Request) -> Response {
         None,
         format!(
             "no route {} {}; the routes are POST /v1/recommend, POST /v1/recommend/batch, GET \
-             /v1/users/{{user}}/budget, GET /v1/model, GET /metrics, GET /healthz, GET /readyz",
+             /v1/users/{{user}}/budget, GET /v1/model, GET /v1/public-list, GET /metrics, GET \
+             /healthz, GET /readyz",
             req.method(),
             req.uri().path()
         ),
@@ -543,6 +557,7 @@ fn router(st: Arc<AppState>) -> Router {
         .route("/v1/recommend/batch", post(recommend_batch))
         .route("/v1/users/{user}/budget", get(budget))
         .route("/v1/model", get(model))
+        .route("/v1/public-list", get(public_list))
         .route("/metrics", get(metrics))
         .route_layer(middleware::from_fn_with_state(
             Arc::clone(&st.api_key),
@@ -684,24 +699,8 @@ pub fn run(opts: ServeOptions) -> Result<Served, ServeError> {
                 let t = Instant::now();
                 match Service::load(&st.opts, &config, Arc::clone(&st.metrics)) {
                     Ok(svc) => {
-                        eprintln!("{}", svc.recommender().privacy_statement());
-                        eprintln!("{}", svc.privacy_report());
-                        eprintln!("recsel serve: {}", svc.recommender().release().signature);
-                        eprintln!("recsel serve: {}", svc.recommender().worth().text());
-                        eprintln!(
-                            "recsel serve: ledger {}: {}; each recommendation charges {} eps; \
-                             fallback: {}; guarantee: {}",
-                            svc.ledger().location(),
-                            svc.ledger().settings(),
-                            svc.charge(),
-                            svc.fallback().unwrap_or("none (429)"),
-                            svc.guarantee()
-                        );
-                        if !svc.user_level() {
-                            eprintln!(
-                                "recsel serve: WARNING: {} (every response says so)",
-                                svc.guarantee()
-                            );
+                        for line in svc.startup_lines() {
+                            eprintln!("{line}");
                         }
                         let _ = st.service.set(Arc::new(svc));
                         eprintln!("recsel serve: ready in {:.2} s", t.elapsed().as_secs_f64());

@@ -54,6 +54,8 @@ pub struct Service {
     metrics: Arc<Metrics>,
     /// Items per answer when a request names no `k`.
     default_k: usize,
+    /// The history key in use: its public id and where it came from.
+    history_key: (String, String),
 }
 
 impl std::fmt::Debug for Service {
@@ -79,17 +81,28 @@ impl Service {
         let fallback = opts.ledger.fallback().column(&rec)?;
         let spec = config.ledger.as_str();
         let existed = ledger::Location::parse(spec).exists()?;
+        // A key made beside a ledger made now goes with it if the start is refused.
+        let new_key = match ledger::Location::parse(spec) {
+            ledger::Location::Sqlite(p) => Some(ledger::HistoryKey::beside(&p)),
+            ledger::Location::Postgres(_) => None,
+        }
+        .filter(|k| !k.exists());
         let ledger = ledger::open_for_charging(
             spec,
             config.budget,
             config.period,
             opts.ledger.create_ledger(),
         )?;
-        let started = Self::start(opts, rec, fallback, Arc::clone(&ledger), metrics);
+        let started = Self::start(opts, spec, rec, fallback, Arc::clone(&ledger), metrics);
         if started.is_err() && !existed {
             // A refused start leaves no ledger behind that it created (nothing was charged).
-            if let Err(e) = ledger::discard_new(ledger) {
-                eprintln!("recsel serve: {e}");
+            match ledger::discard_new(ledger) {
+                Ok(()) => {
+                    if let Some(k) = new_key {
+                        let _ = std::fs::remove_file(k);
+                    }
+                }
+                Err(e) => eprintln!("recsel serve: {e}"),
             }
         }
         started
@@ -98,6 +111,7 @@ impl Service {
     /// The rest of [`Service::load`] once the ledger is open.
     fn start(
         opts: &ServeOptions,
+        spec: &str,
         rec: Recommender,
         fallback: Option<u32>,
         ledger: Arc<dyn Ledger>,
@@ -107,7 +121,9 @@ impl Service {
             Arc::clone(&ledger),
             opts.limits.max_group(),
         ));
-        let lr = LedgeredRecommender::new(Arc::new(rec), committer, fallback)?
+        let (key, key_source) =
+            ledger::history_key::resolve(&*ledger, spec, opts.ledger.history_key_file.as_deref())?;
+        let lr = LedgeredRecommender::new(Arc::new(rec), committer, fallback, &key)?
             .with_charge_repeats(opts.ledger.charge_repeats());
         let default_k = opts.serving.list_len()?;
         let list_charge = lr.charge_for(default_k)?;
@@ -148,7 +164,13 @@ impl Service {
             test_seed: opts.insecure_test_seed,
             metrics,
             default_k,
+            history_key: (key.id(), key_source.to_string()),
         })
+    }
+
+    /// The history key in use: its public id ([`ledger::HistoryKey::id`]) and where it came from.
+    pub fn history_key(&self) -> (&str, &str) {
+        (&self.history_key.0, &self.history_key.1)
     }
 
     /// The recommender.
@@ -173,7 +195,7 @@ impl Service {
         if k > 1 && !self.lr.charges_repeats() {
             format!(
                 "{words}; the same history again in this ledger period gets this list again at \
-                 no charge (the ledger keeps a SHA-256 of the history, never the history)"
+                 no charge (the ledger keeps a keyed hash of the history, never the history)"
             )
         } else {
             words
@@ -436,6 +458,101 @@ impl Service {
             .privacy_report_with_ledger(&self.ledger.settings())
     }
 
+    /// What the service serves for lists (`GET /v1/model`'s `lists`): the forms, the largest k,
+    /// whether one release per history is on (and the history key's public id), and the claim
+    /// of a list of the default k (10 when the default is one item) as the library states it.
+    pub fn lists(&self) -> Value {
+        let rec = self.recommender();
+        let k = if self.default_k > 1 {
+            self.default_k
+        } else {
+            10
+        };
+        let refused = |e: crate::error::Error| Value::String(format!("refused: {e}"));
+        json!({
+            "default_k": self.default_k,
+            "max_k": crate::recommend::MAX_LIST,
+            "form": rec.list_form().to_string(),
+            "mechanism_forms": rec.mechanism().list_forms(),
+            "one_release_per_history": !self.lr.charges_repeats(),
+            "history_key_id": self.history_key.0,
+            "claim_k": k,
+            "claim": rec.list_statement(k).map_or_else(refused, Value::String),
+            "guarantee": self.guarantee_for(k),
+            "epsilon": rec.list_epsilon(k).map_or_else(refused, |e| json!(e)),
+            "privacy": rec.list_privacy(k).map_or_else(refused, |p| json!(p)),
+        })
+    }
+
+    /// The release's public list of `m` items (`GET /v1/public-list`): no history, no charge.
+    pub fn public_list(&self, m: usize) -> crate::error::Result<Value> {
+        let p = self.recommender().public_list(m)?;
+        Ok(json!({
+            "m": m,
+            "items": p.items,
+            "charged": 0.0,
+            "guarantee": "0-DP with respect to served users: a public list, no history read",
+            "claim": p.claim,
+            "served_epsilon": p.served_epsilon,
+            "learned_from": p.learned_from,
+        }))
+    }
+
+    /// The lines `recsel serve` prints once the service is loaded: the privacy statement and
+    /// report, the release's signature and worth, the ledger and its charge, lists and the
+    /// public list — each as the library states it.
+    pub fn startup_lines(&self) -> Vec<String> {
+        let rec = self.recommender();
+        let l = self.lists();
+        let mut out = vec![
+            rec.privacy_statement(),
+            self.privacy_report().to_string(),
+            format!("recsel serve: {}", rec.release().signature),
+            format!("recsel serve: {}", rec.worth().text()),
+            format!(
+                "recsel serve: ledger {}: {}; each recommendation charges {} eps; fallback: {}; \
+                 guarantee: {}",
+                self.ledger.location(),
+                self.ledger.settings(),
+                self.charge(),
+                self.fallback().unwrap_or("none (429)"),
+                self.guarantee()
+            ),
+            format!(
+                "recsel serve: lists: \"k\" 1 to {} per request (default {}), form {} (this \
+                 mechanism's forms: {}); one release per history: {}; request hashes keyed with \
+                 history key {} from {}",
+                l["max_k"],
+                self.default_k,
+                rec.list_form(),
+                rec.mechanism().list_forms().join(", "),
+                if self.lr.charges_repeats() {
+                    "off (--charge-repeats: every list is charged)"
+                } else {
+                    "on"
+                },
+                self.history_key.0,
+                self.history_key.1
+            ),
+            format!(
+                "recsel serve: list claim (k = {}): {}",
+                l["claim_k"],
+                l["claim"].as_str().unwrap_or_default()
+            ),
+            format!(
+                "recsel serve: GET /v1/public-list?m=M: {}",
+                rec.public_list_claim()
+            ),
+        ];
+        if !self.user_level() {
+            out.push(format!(
+                "recsel serve: WARNING: {} (every response says so)",
+                self.guarantee()
+            ));
+        }
+        out
+    }
+
     /// What `GET /v1/model` shows: the release manifest and how it is served.
     pub fn describe(&self) -> Value {
         let rec = self.recommender();
@@ -457,7 +574,14 @@ impl Service {
                 "fallback": self.fallback(),
                 "ledger": self.ledger.kind(),
                 "noise": self.noise(),
-            }
+            },
+            "lists": self.lists(),
+            "public_list": {
+                "path": "/v1/public-list?m=M",
+                "max_m": crate::recommend::MAX_LIST,
+                "claim": rec.public_list_claim(),
+                "learned_from": rec.public_list_sources(),
+            },
         })
     }
 }

@@ -272,7 +272,22 @@ pub fn signal(child: &Child, sig: i32) {
     }
 }
 
-/// The common arguments: the example model, `ledger`, budget, mgem at ε = 1.
+/// A history key file (mode 0600) for ledgers that have no file to sit beside (PostgreSQL),
+/// written once per test process: every replica of a test passes the same one.
+pub fn history_key_file() -> &'static Path {
+    static FILE: OnceLock<PathBuf> = OnceLock::new();
+    FILE.get_or_init(|| {
+        let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+            .unwrap()
+            .keep();
+        let p = dir.join("history-key");
+        recsel::ledger::HistoryKey::create(&p).unwrap();
+        p
+    })
+}
+
+/// The common arguments: the example model, `ledger`, budget, mgem at ε = 1 (and for a
+/// PostgreSQL ledger the test process's history key file).
 pub fn args(ledger: &str, budget: &str, extra: &[&str]) -> Vec<String> {
     let mut a: Vec<String> = [
         "--model",
@@ -292,6 +307,10 @@ pub fn args(ledger: &str, budget: &str, extra: &[&str]) -> Vec<String> {
     .iter()
     .map(|s| s.to_string())
     .collect();
+    if ledger.starts_with("postgres") {
+        a.push("--history-key-file".into());
+        a.push(history_key_file().to_str().unwrap().into());
+    }
     a.extend(extra.iter().map(|s| s.to_string()));
     a
 }
