@@ -333,7 +333,8 @@ impl PyModel {
             (None, None, None) => None,
             _ => {
                 return Err(invalid(
-                    "calibration_indptr, calibration_indices and calibration_rows go together",
+                    "calibration_indptr, calibration_indices and calibration_rows go together"
+                        .into(),
                 ))
             }
         };
