@@ -3,7 +3,7 @@
 # shift"; docs/results.md, "DP training"): on ml-1m-implicit (dense EASE, λ = 200) and the
 # Netflix shape (`--dataset synthetic --shape netflix`, SANSA exact, λ = 1200, density 0.005),
 # RUNS fits at ε_T = 1 in total — the DP fit at EPS_FIT with the shift chosen from GRID by the
-# exponential mechanism at EPS_SEL on the calibration users — and RUNS fits of today's default
+# exponential mechanism at EPS_SEL on the calibration users — and RUNS fits of the default
 # (`--dp-epsilon 1`, K = 3). Every run draws fresh noise from the OS. One JSON line per fit in
 # $OUT/<data>-<kind>-<run>.json; `python3 benches/dp_shift_report.py $OUT` prints the table.
 #

@@ -1,4 +1,4 @@
-"""The table of benches/dp_shift.sh: per data set, the non-DP fit, today's default (K = 3 at
+"""The table of benches/dp_shift.sh: per data set, the non-DP fit, the default (K = 3 at
 ε_T = 1) and the private choice (ε_fit + ε_sel = 1), each run's chosen K, the chosen model's
 Recall@20 against the non-DP fit's and against the best K of the same noisy matrix chosen
 non-privately on the test users, with means and standard errors over the runs.
@@ -47,7 +47,7 @@ for ds in ("ml-1m-implicit", "ml-1m-implicit-catalogue", "netflix"):
               f"{b[0]:.4f} ± {b[1]:.4f} | {c[0] / b[0]:.3f} | {k3[0]:.4f} ± {k3[1]:.4f} | |")
     if dflt:
         d = mean_se([j["recall20"] for j in dflt])
-        print(f"\ntoday's default (--dp-epsilon 1, K = 3), {len(dflt)} runs: Recall@20 "
+        print(f"\nthe default (--dp-epsilon 1, K = 3), {len(dflt)} runs: Recall@20 "
               + ", ".join(f"{j['recall20']:.4f}" for j in dflt)
               + f"; mean {d[0]:.4f} ± {d[1]:.4f} (ratio {d[0] / p:.3f})")
     print()
