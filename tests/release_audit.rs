@@ -407,3 +407,74 @@ fn a_catalogue_is_the_release_universe() {
         assert!(flagged.is_empty(), "{extra:?}: {flagged:#?}");
     }
 }
+
+/// A DP fit whose shift is chosen privately on the calibration users (`--dp-shift-grid`): on
+/// every neighbour — among them users of the calibration split, whose Recall@20 enters the
+/// choice — the release differs only in declared DP outputs (the weights, the chosen shift);
+/// the release records the grid and the chosen shift, never the per-shift scores, and its
+/// report's ε_T is the fit's plus the choice's. Power: the exact per-shift calibration scores
+/// planted into `model.json` (a publication the choice must not make) are flagged.
+#[test]
+fn a_private_shift_choice_differs_between_neighbours_only_in_dp_outputs() {
+    let extra = [
+        "--dp-epsilon",
+        "8",
+        "--dp-shift-grid",
+        "1,3,10",
+        "--dp-select-epsilon",
+        "1",
+    ];
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, ns) = releases(tmp.path(), &extra, false);
+    let meta: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(a.join("model.json")).unwrap()).unwrap();
+    let choice = &meta["shift_choice"];
+    assert_eq!(
+        choice["grid"],
+        serde_json::json!([1.0, 3.0, 10.0]),
+        "{meta:#}"
+    );
+    assert!([1.0, 3.0, 10.0].contains(&choice["chosen"].as_f64().unwrap()));
+    let keys: Vec<&String> = choice.as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["chosen", "grid", "privacy"], "{choice:#}");
+    for (name, b) in &ns {
+        let diffs = compare_releases(&a, b).unwrap();
+        let flagged: Vec<String> = undeclared(&diffs).iter().map(|d| d.to_string()).collect();
+        assert!(flagged.is_empty(), "{name}: {flagged:#?}");
+    }
+    // Other noise (the Gram matrix's and the choice's): only declared outputs move.
+    let d = tmp.path().join("d").join("data.csv");
+    let mut chosen = std::collections::BTreeSet::new();
+    for seed in ["12", "13", "14", "15"] {
+        let c = tmp.path().join(format!("rel-d-{seed}"));
+        release_seeded(&d, &c, &extra, false, seed, "5");
+        let diffs = compare_releases(&a, &c).unwrap();
+        let flagged: Vec<String> = undeclared(&diffs).iter().map(|d| d.to_string()).collect();
+        assert!(flagged.is_empty(), "seed {seed}: {flagged:#?}");
+        let m: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(c.join("model.json")).unwrap()).unwrap();
+        chosen.insert(m["shift_choice"]["chosen"].to_string());
+    }
+    println!("chosen shifts over the noise seeds: {chosen:?}");
+    let report: recsel::privacy::report::PrivacyReport =
+        serde_json::from_slice(&std::fs::read(a.join("privacy.json")).unwrap()).unwrap();
+    let (e, _) = report.fit_total().unwrap();
+    assert!((e - 9.0).abs() < 1e-6, "{e}");
+    // Power: the exact scores of each shift on each release's calibration users, published.
+    let (x, y) = (&a, &ns[4].1);
+    for (dir, scores) in [(x, [31.25, 40.5, 38.0]), (y, [31.0, 40.5, 38.5])] {
+        let p = dir.join("model.json");
+        let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
+        v["shift_choice"]["scores"] = serde_json::json!(scores);
+        std::fs::write(&p, serde_json::to_vec_pretty(&v).unwrap()).unwrap();
+    }
+    let flagged: Vec<String> = undeclared(&compare_releases(x, y).unwrap())
+        .iter()
+        .map(|d| d.to_string())
+        .collect();
+    assert_eq!(
+        flagged,
+        vec!["UNDECLARED model.json: shift_choice.scores: [31.25,40.5,38.0] ≠ [31.0,40.5,38.5]"],
+        "{flagged:#?}"
+    );
+}

@@ -27,6 +27,7 @@ mod bounds;
 mod cli;
 mod data;
 mod docs;
+mod dp_shift;
 mod dp_training;
 mod duff;
 mod em_bound;

@@ -302,6 +302,7 @@ class Model:
         density: float = 0.01,
         item_ids: Optional[Sequence[str]] = None,
         cap_seed: Optional[int] = None,
+        calibration: Any = None,
         **training_privacy: Any,
     ) -> "Model":
         """Fits on training rows (users x items, scipy.sparse or dense 0/1).
@@ -318,6 +319,11 @@ class Model:
         :attr:`training_privacy`, and :meth:`save` writes it into ``model.json`` as
         ``recsel fit --dp-epsilon`` does (docs/training-privacy.md).
 
+        ``dp_shift_grid`` (with ``dp_select_epsilon``) fits every shift of the grid from the one
+        noisy Gram matrix and keeps the one the exponential mechanism chooses by the Recall@20
+        of ``calibration`` (full rows of users neither trained on nor served, same columns; each
+        split into history and held-out items by ``cap_seed``): :attr:`shift_choice` records it.
+
         Example::
 
             >>> m = recsel.Model.fit(X, method="ease", l2=10.0, dp_epsilon=2.0)
@@ -327,6 +333,10 @@ class Model:
         rows = user_rows(train)
         indptr, indices, (r, c) = rows.arrays()
         ids = None if item_ids is None else [str(i) for i in item_ids]
+        cal: Dict[str, Any] = {}
+        if calibration is not None:
+            cp, ci, (cr, _) = user_rows(calibration).arrays()
+            cal = {"calibration_indptr": cp, "calibration_indices": ci, "calibration_rows": cr}
         return cls(
             _native.Model.fit(
                 indptr,
@@ -338,6 +348,7 @@ class Model:
                 float(density),
                 ids,
                 cap_seed,
+                **cal,
                 **training_privacy,
             )
         )
@@ -402,6 +413,14 @@ class Model:
         (``population``, ``unit``, ``epsilon``, ``delta``, ``mechanism``, ``note``), or ``None``
         for a model fitted without DP (its training data are treated as public)."""
         text = self._native.training_privacy_json
+        return None if text is None else _json.loads(text)
+
+    @property
+    def shift_choice(self) -> Optional[Dict[str, Any]]:
+        """The private choice of a DP fit's shift (``dp_shift_grid``): ``grid``, ``chosen`` and
+        the calibration users' ``privacy`` entry, as ``model.json`` records it; ``None``
+        otherwise."""
+        text = self._native.shift_choice_json
         return None if text is None else _json.loads(text)
 
     def __repr__(self) -> str:

@@ -31,6 +31,27 @@ pub fn release_options(py: Python<'_>) -> R<Bound<'_, PyList>> {
     option_dicts::<ReleaseOptions>(py)
 }
 
+/// Full calibration rows split into (history, held-out items), each row by
+/// `data::heldout::calibration_row_split` keyed by `seed` and the row itself: the split `recsel
+/// fit` makes of its validation users.
+fn calibration_split(full: &Csr, seed: u64) -> (Csr, Csr) {
+    let (mut hp, mut hi, mut tp, mut ti) = (vec![0usize], Vec::new(), vec![0usize], Vec::new());
+    for u in 0..full.rows() {
+        let (h, t) =
+            recsel::data::heldout::calibration_row_split(recsel::data::row_items(full, u), seed);
+        hi.extend_from_slice(&h);
+        ti.extend_from_slice(&t);
+        hp.push(hi.len());
+        tp.push(ti.len());
+    }
+    let shape = (full.rows(), full.cols());
+    let (hn, tn) = (hi.len(), ti.len());
+    (
+        Csr::new(shape, hp, hi, vec![1.0; hn]),
+        Csr::new(shape, tp, ti, vec![1.0; tn]),
+    )
+}
+
 /// User rows (users × items, the items each user has) as a CSR matrix, from scipy's arrays.
 pub(crate) fn csr_from(indptr: &[i64], indices: &[i64], rows: usize, cols: usize) -> R<Csr> {
     if indptr.len() != rows + 1 {
@@ -211,6 +232,8 @@ pub(crate) struct PyModel {
     /// A DP fit on an item set: every item's noisy count its first stage released, which a
     /// release publishes as its popularity (not kept by `save`/`load`).
     pub(crate) item_counts: Option<Vec<f64>>,
+    /// The private choice of a DP fit's shift (`dp_shift_grid`), as `model.json` records it.
+    pub(crate) shift_choice: Option<recsel::model::options::ShiftChoice>,
 }
 
 impl PyModel {
@@ -222,7 +245,11 @@ impl PyModel {
             &self.dataset,
             &self.item_ids,
             self.training_privacy.clone(),
-        )
+        )?;
+        match &self.shift_choice {
+            Some(c) => model::io::record_shift_choice(dir, c.clone()),
+            None => Ok(()),
+        }
     }
 
     fn load_from(dir: &Path) -> recsel::Result<Self> {
@@ -234,6 +261,7 @@ impl PyModel {
             item_ids: meta.item_ids,
             training_privacy: meta.training_privacy,
             item_counts: None,
+            shift_choice: meta.shift_choice,
         })
     }
 }
@@ -245,9 +273,14 @@ impl PyModel {
     /// fitted through `TrainingPrivacyOptions::fit`, the function `recsel fit` calls. A DP fit
     /// keeps at most the cap's number of each user's interactions, chosen by `cap_seed` and the
     /// user's own items (default: the split seed `recsel fit` keys them by when not given).
+    /// With `dp_shift_grid`, the shift is chosen privately on the calibration users' rows
+    /// (`calibration_indptr`, `calibration_indices`, `calibration_rows`: full rows on the same
+    /// columns, each split into history and held-out items as `recsel fit` splits its
+    /// validation users, by `cap_seed`) through `evaluate::shift::fit_rows`.
     #[staticmethod]
     #[pyo3(signature = (indptr, indices, rows, cols, method, l2, density, item_ids=None,
-                        cap_seed=None, **options))]
+                        cap_seed=None, calibration_indptr=None, calibration_indices=None,
+                        calibration_rows=None, **options))]
     #[allow(clippy::too_many_arguments)]
     fn fit(
         py: Python<'_>,
@@ -260,6 +293,9 @@ impl PyModel {
         density: f64,
         item_ids: Option<Vec<String>>,
         cap_seed: Option<u64>,
+        calibration_indptr: Option<PyReadonlyArray1<'_, i64>>,
+        calibration_indices: Option<PyReadonlyArray1<'_, i64>>,
+        calibration_rows: Option<usize>,
         options: Option<&Bound<'_, PyDict>>,
     ) -> R<Self> {
         let mut dp = TrainingPrivacyOptions::default();
@@ -284,8 +320,35 @@ impl PyModel {
         // else's rows): a public seed, by default the one `recsel fit` uses.
         let cap_seed =
             cap_seed.unwrap_or_else(|| recsel::data::DataOptions::default().split_seed());
+        let calibration = match (calibration_indptr, calibration_indices, calibration_rows) {
+            (Some(p), Some(i), Some(r)) => {
+                let full = csr_from(
+                    slice(&p, "calibration_indptr")?,
+                    slice(&i, "calibration_indices")?,
+                    r,
+                    cols,
+                )?;
+                Some(calibration_split(&full, cap_seed))
+            }
+            (None, None, None) => None,
+            _ => {
+                return Err(invalid(
+                    "calibration_indptr, calibration_indices and calibration_rows go together"
+                        .into(),
+                ))
+            }
+        };
         let fitted = py
-            .detach(|| dp.fit(&train, &params, cap_seed, &|_| {}))
+            .detach(|| {
+                recsel::evaluate::shift::fit_rows(
+                    &dp,
+                    &train,
+                    &params,
+                    cap_seed,
+                    calibration,
+                    &|_| {},
+                )
+            })
             .map_err(err)?;
         Ok(PyModel {
             model: Arc::new(fitted.model),
@@ -294,6 +357,7 @@ impl PyModel {
             item_ids,
             training_privacy: fitted.training_privacy,
             item_counts: fitted.selection.map(|s| s.noisy_counts),
+            shift_choice: fitted.shift_choice,
         })
     }
 
@@ -337,6 +401,7 @@ impl PyModel {
                     training_privacy: self.training_privacy.as_ref(),
                     item_counts: self.item_counts.as_deref(),
                     item_universe: None,
+                    shift_choice: self.shift_choice.as_ref(),
                 };
                 write_release(&dir, fitted, &data, &plan, &|_| {})
             })
@@ -408,6 +473,16 @@ impl PyModel {
         self.training_privacy
             .as_ref()
             .map(|p| serde_json::to_string(p).map_err(|e| invalid(e.to_string())))
+            .transpose()
+    }
+
+    /// The private shift choice of a DP fit with `dp_shift_grid` as JSON text (the grid, the
+    /// chosen shift and the calibration users' entry; never the scores), or `None`.
+    #[getter]
+    fn shift_choice_json(&self) -> R<Option<String>> {
+        self.shift_choice
+            .as_ref()
+            .map(|c| serde_json::to_string(c).map_err(|e| invalid(e.to_string())))
             .transpose()
     }
 

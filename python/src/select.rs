@@ -72,6 +72,7 @@ impl SelectJob {
             item_ids: data.item_ids.clone(),
             training_privacy: meta.training_privacy,
             item_counts: None,
+            shift_choice: meta.shift_choice,
         };
         let users = UserRows {
             csr: Arc::new(data.test_input.clone()),

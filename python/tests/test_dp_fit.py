@@ -199,3 +199,35 @@ def test_recommender_of_a_dp_model_reports_the_training_entry(tmp_path, run_cli)
     assert weights["delta"] == entry["delta"] and weights["unit"] == entry["unit"]
     assert "training data treated as public" not in rec.privacy_report
     assert entry["mechanism"] in rec.privacy_report
+
+
+def test_a_shift_grid_is_chosen_privately_on_calibration_rows(tmp_path):
+    """``dp_shift_grid`` fits every shift from one noisy Gram matrix and keeps the one the
+    exponential mechanism chooses on the calibration rows: the model records the grid and the
+    chosen shift (never the scores), its release's report has the calibration users' part and
+    the fit's total is training + selection; a grid without calibration rows is refused."""
+    train, _ = _rows()
+    cal, _ = _rows(users=120, seed=1)
+    X, C = _matrix(train), _matrix(cal)
+    grid = [1.0, 3.0, 10.0]
+    m = recsel.Model.fit(X, method="ease", l2=10.0, dp_epsilon=3.5, dp_shift_grid=grid,
+                         dp_select_epsilon=0.5, calibration=C)
+    c = m.shift_choice
+    assert set(c) == {"grid", "chosen", "privacy"}
+    assert c["grid"] == grid and c["chosen"] in grid
+    assert c["privacy"]["population"] == "calibration users"
+    assert c["privacy"]["epsilon"] == 0.5
+    assert c["privacy"]["unit"].startswith("one calibration user replaced")
+    report = m.save_release(tmp_path / "r", X)
+    parts = {(p["part"], p["population"]): p for p in report["parts"]}
+    assert parts[("dp shift choice", "calibration users")]["epsilon"] == 0.5
+    assert parts[("model weights", "training users")]["epsilon"] == pytest.approx(3.5)
+    meta = json.loads((tmp_path / "r" / "model.json").read_text())
+    assert meta["shift_choice"] == c
+    assert recsel.Model.load(str(tmp_path / "r")).shift_choice == c
+    with pytest.raises(Exception, match="calibration"):
+        recsel.Model.fit(X, method="ease", l2=10.0, dp_epsilon=3.5, dp_shift_grid=grid)
+    with pytest.raises(Exception, match="exclude each other"):
+        recsel.Model.fit(X, method="ease", l2=10.0, dp_epsilon=3.5, dp_shift_grid=grid,
+                         dp_shift=3.0, calibration=C)
+    assert recsel.Model.fit(X, method="ease", l2=10.0, dp_epsilon=3.5).shift_choice is None

@@ -121,6 +121,12 @@ pub const NOISY_OUTPUTS: &[NoisyOutput] = &[
         why: "the λ used, computed from the number of released items",
     },
     NoisyOutput {
+        file: "model.json",
+        field: "shift_choice.chosen",
+        part: crate::privacy::report::SHIFT_CHOICE,
+        why: "the shift the exponential mechanism chose on the calibration users",
+    },
+    NoisyOutput {
         file: "w.npz",
         field: "",
         part: "model weights",

@@ -106,11 +106,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let src = args.data.0.source()?;
     let mut load_opts = args.data.0.load_options()?;
     let plan = args.release.0.plan()?;
-    if args.out.is_some() && hold_out_calibration_users(&src, &mut load_opts)? {
+    let grid = args.dp.0.dp_shift_grid.is_some();
+    if (args.out.is_some() || grid) && hold_out_calibration_users(&src, &mut load_opts)? {
         eprintln!(
-            "[fit] --out on LightGCN files: validation and test users held out of the fit \
-             (--validation-users auto), so the release calibrates on users it neither fits nor \
-             serves (docs/utility.md, \"Protocols\")"
+            "[fit] {} on LightGCN files: validation and test users held out of the fit \
+             (--validation-users auto), so the {} calibrates on users it neither fits nor \
+             serves (docs/utility.md, \"Protocols\")",
+            if grid { "--dp-shift-grid" } else { "--out" },
+            if grid { "shift choice" } else { "release" }
         );
     }
     let quiet = args.json;
@@ -149,11 +152,40 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         data.test_input.rows()
     );
 
-    let (trained, universe) = args
-        .dp
-        .0
-        .fit_dataset(&data, &params, split_seed, catalogue, &progress)
-        .context("fitting the model")?;
+    let (trained, universe) = recsel::evaluate::shift::fit_dataset(
+        &args.dp.0, &data, &params, split_seed, catalogue, &progress,
+    )
+    .context("fitting the model")?;
+    if let Some(c) = &trained.shift_choice {
+        eprintln!(
+            "[fit] shift chosen privately: K = {} of the grid {:?} (λ used {:.1}); {} ε = {}",
+            c.chosen,
+            c.grid,
+            trained.l2_used,
+            c.privacy.population,
+            c.privacy.epsilon.unwrap_or(f64::NAN)
+        );
+    }
+    // The fit's ε_T with its choice, as the privacy report sums it.
+    let fit_total = match (&trained.training_privacy, &trained.shift_choice) {
+        (Some(t), Some(c)) => recsel::privacy::report::PrivacyReport::new(Vec::new())
+            .with(recsel::privacy::report::MODEL_WEIGHTS, t.clone())
+            .with(recsel::privacy::report::SHIFT_CHOICE, c.privacy.clone())
+            .fit_total(),
+        _ => None,
+    };
+    // Evaluation only (test users, never part of the release): each shift of the grid.
+    let grid_test: Vec<(f64, f64, Metrics)> = trained
+        .shift_candidates
+        .iter()
+        .map(|c| -> anyhow::Result<_> {
+            let m = match &universe {
+                Some(u) => model::dp_items::embed(c.model.clone(), u, data.n_items())?,
+                None => c.model.clone(),
+            };
+            Ok((c.shift, c.l2_used, evaluate(&m, &data)))
+        })
+        .collect::<anyhow::Result<_>>()?;
     let (model, report, training_privacy) =
         (&trained.model, &trained.report, &trained.training_privacy);
     if let Some(u) = &trained.item_universe {
@@ -218,6 +250,33 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             "training_privacy".into(),
             serde_json::to_value(training_privacy)?,
         );
+        if let Some(c) = &trained.shift_choice {
+            map.insert("dp_shift_grid".into(), c.grid.clone().into());
+            map.insert("dp_shift_chosen".into(), c.chosen.into());
+            map.insert(
+                "shift_choice_privacy".into(),
+                serde_json::to_value(&c.privacy)?,
+            );
+        }
+        if let Some((e, d)) = fit_total {
+            map.insert("fit_total_epsilon".into(), e.into());
+            map.insert("fit_total_delta".into(), d.into());
+        }
+        if !grid_test.is_empty() {
+            map.insert(
+                "grid_test_evaluation".into(),
+                grid_test
+                    .iter()
+                    .map(|(k, l2, m)| {
+                        serde_json::json!({"shift": k, "l2_used": l2,
+                            "recall20": m.recall20.mean, "recall20_se": m.recall20.se,
+                            "recall20_lightgcn": m.recall20_lightgcn.mean,
+                            "ndcg20": m.ndcg20.mean})
+                    })
+                    .collect::<Vec<_>>()
+                    .into(),
+            );
+        }
         map.insert("density".into(), params.density.into());
         map.insert("split_seed".into(), split_seed.into());
         map.insert("items".into(), data.n_items().into());
@@ -263,7 +322,32 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 "training privacy: none (training data treated as public)"
             )?,
         }
+        if let Some(c) = &trained.shift_choice {
+            writeln!(
+                out,
+                "shift choice: K = {} of {:?}, chosen privately on the calibration users; {}: \
+                 ε = {}",
+                c.chosen,
+                c.grid,
+                c.privacy.population,
+                c.privacy.epsilon.unwrap_or(f64::NAN)
+            )?;
+        }
+        if let Some((e, d)) = fit_total {
+            writeln!(
+                out,
+                "eps_T of the fit with its shift choice (training + calibration users): {e} \
+                 (delta {d:e})"
+            )?;
+        }
         print_metrics(&mut out, "model", &metrics)?;
+        for (k, l2, m) in &grid_test {
+            writeln!(
+                out,
+                "  evaluation only (test users): K = {k} (λ {l2:.1}) Recall@20 {:.4} ± {:.4}",
+                m.recall20.mean, m.recall20.se
+            )?;
+        }
         if let Some(b) = &baseline {
             print_metrics(&mut out, "most-popular baseline", b)?;
         }

@@ -83,6 +83,43 @@ pub fn top_k(scores: &[f64], seen: &[u32], k: usize) -> Vec<u32> {
     crate::numerics::best_k(scores, seen, k)
 }
 
+/// Each row's Recall@20 in the SANSA convention (hits in the top 20 / min(20, |T|)), in [0, 1]:
+/// `model` scores the row of `input` (its items excluded from the ranking) and `target` holds
+/// the items counted as hits. A row without targets scores 0.
+pub fn recall20_per_row(
+    model: &Model,
+    input: &crate::data::Csr,
+    target: &crate::data::Csr,
+) -> Vec<f64> {
+    let n = model.n_items();
+    let rows: Vec<usize> = (0..input.rows()).collect();
+    rows.par_chunks(SCORE_LANES)
+        .map_init(
+            || (Vec::new(), Scratch::new(n)),
+            |(scores, scratch), group| {
+                let inputs: Vec<&[u32]> = group.iter().map(|&u| row_items(input, u)).collect();
+                scores.resize(group.len() * n, 0.0);
+                model.score_block(&inputs, scores, scratch);
+                group
+                    .iter()
+                    .zip(scores.chunks_mut(n.max(1)))
+                    .zip(&inputs)
+                    .map(|((&u, s), input)| {
+                        let t = row_items(target, u);
+                        if t.is_empty() {
+                            return 0.0;
+                        }
+                        let ranked = top_k(s, input, 20);
+                        let hits = ranked.iter().filter(|i| t.binary_search(i).is_ok()).count();
+                        hits as f64 / t.len().min(20) as f64
+                    })
+                    .collect::<Vec<_>>()
+            },
+        )
+        .flatten_iter()
+        .collect()
+}
+
 /// Evaluates a model on the test users of a dataset.
 pub fn evaluate(model: &Model, data: &Dataset) -> Metrics {
     let n = model.n_items();

@@ -8,5 +8,6 @@
 
 pub mod lists;
 pub mod options;
+pub mod shift;
 pub mod tuning;
 pub mod utility;

@@ -160,6 +160,17 @@ pub fn cap_rows(x: &Csr, cap: usize, seed: u64) -> Csr {
     Csr::new((x.rows(), x.cols()), indptr, indices, data)
 }
 
+/// Shifts a grid may hold at most.
+pub const MAX_SHIFTS: usize = 8;
+
+/// The shifts of `--dp-shift-grid` (docs/training-privacy.md, "A private choice of the shift"):
+/// public inputs, at most [`MAX_SHIFTS`], kept inline so the mechanism stays `Copy`.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct ShiftGrid {
+    values: [f64; MAX_SHIFTS],
+    len: usize,
+}
+
 /// The Gaussian mechanism on the Gram matrix: its calibration and its noise.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct GramMechanism {
@@ -178,6 +189,9 @@ pub struct GramMechanism {
     pub secure: bool,
     /// λ is at least this multiple (≥ 1) of [`pd_floor`].
     pub shift: f64,
+    /// A grid of shifts, every one fitted from the one noisy matrix ([`ShiftGrid`]; empty: the
+    /// one `shift`).
+    pub grid: ShiftGrid,
     /// The secure path's σ² · 2^10 (rounded up).
     sigma2_num: u128,
     /// Where the randomness comes from.
@@ -241,6 +255,7 @@ impl GramMechanism {
             sigma2_num,
             source,
             shift: 1.0,
+            grid: ShiftGrid::default(),
         })
     }
 
@@ -253,7 +268,50 @@ impl GramMechanism {
                 value: shift,
             });
         }
-        Ok(GramMechanism { shift, ..self })
+        Ok(GramMechanism {
+            shift,
+            grid: ShiftGrid::default(),
+            ..self
+        })
+    }
+
+    /// The same mechanism fitting every shift of `grid` (2 to [`MAX_SHIFTS`] distinct values,
+    /// each ≥ 1) from the one noisy matrix — post-processing of one release, no extra ε — the
+    /// first being the fit's own [`GramMechanism::shift`] until a choice replaces it.
+    pub fn with_shift_grid(self, grid: &[f64]) -> Result<Self> {
+        if !(2..=MAX_SHIFTS).contains(&grid.len()) {
+            return Err(Error::Invalid(format!(
+                "dp-shift-grid takes 2 to {MAX_SHIFTS} shifts, got {}",
+                grid.len()
+            )));
+        }
+        let mut values = [0.0; MAX_SHIFTS];
+        for (k, &s) in grid.iter().enumerate() {
+            self.with_shift(s)?;
+            if grid[..k].contains(&s) {
+                return Err(Error::Invalid(format!(
+                    "dp-shift-grid lists the shift {s} twice"
+                )));
+            }
+            values[k] = s;
+        }
+        Ok(GramMechanism {
+            shift: grid[0],
+            grid: ShiftGrid {
+                values,
+                len: grid.len(),
+            },
+            ..self
+        })
+    }
+
+    /// The shifts a fit under this mechanism fits: the grid, or the one shift.
+    pub fn shifts(&self) -> Vec<f64> {
+        if self.grid.len == 0 {
+            vec![self.shift]
+        } else {
+            self.grid.values[..self.grid.len].to_vec()
+        }
     }
 
     /// The same mechanism with the contribution bound `bound` (same sensitivity, same noise).
@@ -292,6 +350,32 @@ impl GramMechanism {
 
     /// The training users' entry of the release's privacy report.
     pub fn privacy(&self, l2_used: f64) -> PopulationPrivacy {
+        self.privacy_of(format!(
+            "λ used {:.2} (at least {} × the positive-definite floor)",
+            l2_used, self.shift
+        ))
+    }
+
+    /// The training users' entry of a fit of every shift of the grid (λ `l2s`, in the grid's
+    /// order): the same guarantee — every fit is post-processing of the one noisy matrix — whichever
+    /// of them is kept.
+    pub fn privacy_of_grid(&self, l2s: &[f64]) -> PopulationPrivacy {
+        let shifts = self.shifts();
+        let each: Vec<String> = shifts
+            .iter()
+            .zip(l2s)
+            .map(|(k, l)| format!("{l:.2} at K={k}"))
+            .collect();
+        self.privacy_of(format!(
+            "λ used one of {} (λ at least K × the positive-definite floor; every K of the grid \
+             fitted from this one noisy matrix, post-processing), the one kept chosen privately \
+             on the calibration users (part `{}`)",
+            each.join(", "),
+            crate::privacy::report::SHIFT_CHOICE
+        ))
+    }
+
+    fn privacy_of(&self, lambda: String) -> PopulationPrivacy {
         let noise = if self.secure {
             "exact discrete Gaussian"
         } else {
@@ -326,13 +410,10 @@ impl GramMechanism {
             ),
             note: format!(
                 "{bound}; σ={:.4} per entry of the upper triangle incl. diagonal, L2 sensitivity \
-                 √(C(C+1)/2)={:.4} for C={}; λ used {:.2} (at least {} × the positive-definite \
-                 floor)",
+                 √(C(C+1)/2)={:.4} for C={}; {lambda}",
                 self.sigma,
                 gram_sensitivity(self.cap),
                 self.cap,
-                l2_used,
-                self.shift
             ),
         }
     }
@@ -527,6 +608,42 @@ pub fn noisy_gram(x: &Csr, mech: &GramMechanism, cap_seed: u64) -> Mat<f64> {
     g
 }
 
+/// One fit of a shift grid: the shift, its λ and the model.
+#[derive(Debug, Clone)]
+pub struct ShiftFit {
+    /// The shift K (λ at least K × [`pd_floor`]).
+    pub shift: f64,
+    /// λ used.
+    pub l2_used: f64,
+    /// The model (post-processing of the one noisy Gram matrix).
+    pub model: Model,
+}
+
+/// The noisy Gram matrix kept once and copied into every fit of a shift grid: each fit is
+/// post-processing of the same release.
+struct Replay<'a>(&'a Mat<f64>);
+
+impl DenseGramEdit for Replay<'_> {
+    fn apply<T: DenseScalar>(&self, _m: faer::MatMut<'_, T>) {}
+
+    fn gram<T: DenseScalar>(&self, _x: &Csr, users: ItemUsers, mut m: faer::MatMut<'_, T>) {
+        drop(users);
+        let g = self.0;
+        m.as_mut()
+            .par_col_iter_mut()
+            .enumerate()
+            .for_each(|(j, col)| {
+                let col = col
+                    .try_as_col_major_mut()
+                    .expect("contiguous column")
+                    .as_slice_mut();
+                for (i, v) in col.iter_mut().enumerate().skip(j) {
+                    *v = T::from_f64(g[(i, j)]);
+                }
+            });
+    }
+}
+
 /// A DP fit: the model, what it cost, the training users' privacy and the λ used.
 #[derive(Debug)]
 pub struct PrivateFit {
@@ -538,6 +655,9 @@ pub struct PrivateFit {
     pub privacy: PopulationPrivacy,
     /// λ used: the requested one, raised to `shift` × [`pd_floor`] when smaller.
     pub l2_used: f64,
+    /// With a shift grid ([`GramMechanism::with_shift_grid`]), every fit of the grid in its
+    /// order, the first being `model` (empty without a grid).
+    pub by_shift: Vec<ShiftFit>,
 }
 
 /// Fits EASE or SANSA (`exact`, dense path) on the noisy Gram matrix of the capped or
@@ -553,7 +673,12 @@ pub fn fit_private(
     progress: &dyn Fn(&str),
 ) -> Result<PrivateFit> {
     let n = train.cols();
-    let l2_used = mech.l2_used(params.l2, n);
+    let shifts = mech.shifts();
+    let l2s: Vec<f64> = shifts
+        .iter()
+        .map(|&k| params.l2.max(k * pd_floor(mech.sigma, n)))
+        .collect();
+    let l2_used = l2s[0];
     let mut report = FitReport::default();
     report.start_cpu_clock();
     let t = std::time::Instant::now();
@@ -564,27 +689,35 @@ pub fn fit_private(
     let capped = release_rows(train, mech, cap_seed);
     let noise = GramRelease::new(&capped, mech);
     report.stage("cap", t);
-    let model = match params.method {
-        Method::Ease => {
-            ease::check_fits(n)?;
-            progress("noisy Gram matrix XᵀX + N");
-            let t = std::time::Instant::now();
-            let mut g = Mat::<f64>::zeros(n, n);
-            noise.gram(&capped, noise.item_users(&capped), g.as_mut());
-            report.stage("gram", t);
-            progress("dense EASE inverse");
-            let t = std::time::Instant::now();
-            let m = ease::fit_ease_dense(g, l2_used)?;
-            report.stage("inverse", t);
-            Model::Ease(m)
-        }
-        Method::Exact => {
-            let umr = UmrConfig {
-                scans: params.umr_scans,
-                finetune_steps: params.umr_finetune_steps,
-                ..UmrConfig::default()
-            };
-            Model::Sansa(sansa::fit_sansa_dense_edited(
+    if let m @ (Method::Icf | Method::Popular) = params.method {
+        return Err(Error::Invalid(format!(
+            "a DP fit takes --method ease or exact, not {}: the noisy Gram matrix is dense",
+            m.name()
+        )));
+    }
+    if params.method == Method::Ease {
+        ease::check_fits(n)?;
+    }
+    let umr = UmrConfig {
+        scans: params.umr_scans,
+        finetune_steps: params.umr_finetune_steps,
+        ..UmrConfig::default()
+    };
+    if shifts.len() == 1 {
+        let model = match params.method {
+            Method::Ease => {
+                progress("noisy Gram matrix XᵀX + N");
+                let t = std::time::Instant::now();
+                let mut g = Mat::<f64>::zeros(n, n);
+                noise.gram(&capped, noise.item_users(&capped), g.as_mut());
+                report.stage("gram", t);
+                progress("dense EASE inverse");
+                let t = std::time::Instant::now();
+                let m = ease::fit_ease_dense(g, l2_used)?;
+                report.stage("inverse", t);
+                Model::Ease(m)
+            }
+            _ => Model::Sansa(sansa::fit_sansa_dense_edited(
                 &capped,
                 l2_used,
                 params.density,
@@ -593,20 +726,55 @@ pub fn fit_private(
                 &noise,
                 &mut report,
                 progress,
-            )?)
-        }
-        m @ (Method::Icf | Method::Popular) => {
-            return Err(Error::Invalid(format!(
-                "a DP fit takes --method ease or exact, not {}: the noisy Gram matrix is dense",
-                m.name()
-            )))
-        }
-    };
+            )?),
+        };
+        return Ok(PrivateFit {
+            model,
+            report,
+            privacy: mech.privacy(l2_used),
+            l2_used,
+            by_shift: Vec::new(),
+        });
+    }
+    // A grid: the noisy matrix is released once, and every shift fitted from a copy of it.
+    progress("noisy Gram matrix XᵀX + N (once for every shift of the grid)");
+    let t = std::time::Instant::now();
+    let mut g = Mat::<f64>::zeros(n, n);
+    noise.gram(&capped, noise.item_users(&capped), g.as_mut());
+    report.stage("gram", t);
+    let mut by_shift = Vec::with_capacity(shifts.len());
+    for (&shift, &l2) in shifts.iter().zip(&l2s) {
+        progress(&format!("fit at shift {shift} (λ = {l2:.1})"));
+        let model = match params.method {
+            Method::Ease => {
+                let t = std::time::Instant::now();
+                let m = ease::fit_ease_dense(g.clone(), l2)?;
+                report.stage("inverse", t);
+                Model::Ease(m)
+            }
+            _ => Model::Sansa(sansa::fit_sansa_dense_edited(
+                &capped,
+                l2,
+                params.density,
+                umr,
+                params.precision,
+                &Replay(&g),
+                &mut report,
+                progress,
+            )?),
+        };
+        by_shift.push(ShiftFit {
+            shift,
+            l2_used: l2,
+            model,
+        });
+    }
     Ok(PrivateFit {
-        model,
+        model: by_shift[0].model.clone(),
         report,
-        privacy: mech.privacy(l2_used),
+        privacy: mech.privacy_of_grid(&l2s),
         l2_used,
+        by_shift,
     })
 }
 

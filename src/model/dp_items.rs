@@ -358,6 +358,7 @@ pub fn fit_private_with_items(
     f.report.stages.insert(0, ("item set".into(), counts_s));
     let t = std::time::Instant::now();
     f.model = embed(f.model, &chosen, n)?;
+    f.by_shift = embed_each(f.by_shift, &chosen, n)?;
     f.report.stage("embed", t);
     f.privacy = set.privacy(f.privacy, n);
     Ok((
@@ -367,6 +368,22 @@ pub fn fit_private_with_items(
             noisy_counts,
         }),
     ))
+}
+
+/// [`embed`] of every fit of a shift grid.
+pub fn embed_each(
+    fits: Vec<super::dp::ShiftFit>,
+    items: &[u32],
+    n: usize,
+) -> Result<Vec<super::dp::ShiftFit>> {
+    fits.into_iter()
+        .map(|f| {
+            Ok(super::dp::ShiftFit {
+                model: embed(f.model, items, n)?,
+                ..f
+            })
+        })
+        .collect()
 }
 
 impl ItemSetMechanism {

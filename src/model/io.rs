@@ -66,6 +66,10 @@ pub struct ModelMeta {
     /// release's privacy report; absent in a model saved without one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub item_universe: Option<crate::privacy::PopulationPrivacy>,
+    /// The private choice of a DP fit's shift among a grid (the grid, the chosen shift and the
+    /// calibration users' entry); absent without `--dp-shift-grid`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shift_choice: Option<super::options::ShiftChoice>,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -378,6 +382,7 @@ pub fn save_with_training_privacy(
         files: entries,
         training_privacy,
         item_universe: None,
+        shift_choice: None,
     };
     let json = serde_json::to_vec_pretty(&meta)
         .map_err(|e| Error::Invalid(format!("serialising model.json: {e}")))?;
@@ -392,6 +397,19 @@ pub fn record_item_universe(dir: &Path, entry: crate::privacy::PopulationPrivacy
     let mut meta: ModelMeta = serde_json::from_slice(&text)
         .map_err(|e| Error::Invalid(format!("{}: {e}", path.display())))?;
     meta.item_universe = Some(entry);
+    let json = serde_json::to_vec_pretty(&meta)
+        .map_err(|e| Error::Invalid(format!("serialising model.json: {e}")))?;
+    write_atomic(&path, &json)
+}
+
+/// Records the private shift choice in the `model.json` of `dir` (written by [`save`] just
+/// before; the release written after it records the file's checksum).
+pub fn record_shift_choice(dir: &Path, choice: super::options::ShiftChoice) -> Result<()> {
+    let path = dir.join("model.json");
+    let text = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
+    let mut meta: ModelMeta = serde_json::from_slice(&text)
+        .map_err(|e| Error::Invalid(format!("{}: {e}", path.display())))?;
+    meta.shift_choice = Some(choice);
     let json = serde_json::to_vec_pretty(&meta)
         .map_err(|e| Error::Invalid(format!("serialising model.json: {e}")))?;
     write_atomic(&path, &json)

@@ -119,6 +119,17 @@ option_table! {
         /// the noisy matrix invertible, a larger λ also damps the noise.
         #[option(value_name = "K", group = "Training privacy")]
         pub dp_shift: f64 = 3.0,
+        /// Fit every shift K of this grid (2 to 8 values ≥ 1, e.g. 1,2,3,5,10) from the one noisy
+        /// Gram matrix (post-processing) and keep the one the exponential mechanism chooses by
+        /// the calibration users' Recall@20 at dp-select-epsilon (docs/training-privacy.md, "A
+        /// private choice of the shift"); instead of dp-shift. Needs calibration users.
+        #[option(value_name = "K,K,...", group = "Training privacy")]
+        pub dp_shift_grid: Vec<f64>,
+        /// ε of the calibration users spent on choosing the shift of dp-shift-grid (the
+        /// exponential mechanism on the sum of their Recall@20, sensitivity 1 per calibration
+        /// user replaced).
+        #[option(value_name = "ε", group = "Training privacy")]
+        pub dp_select_epsilon: f64 = 0.1,
         /// Exact discrete Gaussian noise on the integer Gram matrix (Canonne–Kamath–Steinke
         /// sampler, OS-seeded ChaCha20) instead of floating-point Gaussian noise. Use it for a
         /// release.
@@ -153,6 +164,13 @@ impl TrainingPrivacyOptions {
                         .into(),
                 ));
             }
+            if self.dp_shift_grid.is_some() || self.dp_select_epsilon.is_some() {
+                return Err(crate::error::Error::Invalid(
+                    "dp-shift-grid and dp-select-epsilon choose a DP fit's shift: give \
+                     dp-epsilon too"
+                        .into(),
+                ));
+            }
             return Ok(None);
         };
         super::dp::GramMechanism::new(
@@ -162,10 +180,52 @@ impl TrainingPrivacyOptions {
             self.dp_secure(),
             noise_source(),
         )
-        .and_then(|m| m.with_shift(self.dp_shift()))
+        .and_then(|m| self.shifted(m))
         .and_then(|m| Ok(m.with_bound(super::dp::ContributionBound::parse(&self.dp_bound())?)))
         .map(Some)
     }
+
+    /// `mech` with the shift these options ask for: `dp-shift`, or the grid of `dp-shift-grid`
+    /// (the two exclude each other; `dp-select-epsilon` needs the grid).
+    fn shifted(&self, mech: super::dp::GramMechanism) -> Result<super::dp::GramMechanism> {
+        match &self.dp_shift_grid {
+            Some(_) if self.dp_shift.is_some() => Err(crate::error::Error::Invalid(
+                "dp-shift and dp-shift-grid exclude each other: the grid's shift is chosen \
+                 privately"
+                    .into(),
+            )),
+            Some(grid) => {
+                let e = self.dp_select_epsilon();
+                if !(e.is_finite() && e > 0.0) {
+                    return Err(crate::error::Error::InvalidParameter {
+                        name: "dp-select-epsilon",
+                        requirement: "finite and > 0",
+                        value: e,
+                    });
+                }
+                mech.with_shift_grid(grid)
+            }
+            None if self.dp_select_epsilon.is_some() => Err(crate::error::Error::Invalid(
+                "dp-select-epsilon is the ε of choosing among dp-shift-grid: give dp-shift-grid \
+                 too"
+                .into(),
+            )),
+            None => mech.with_shift(self.dp_shift()),
+        }
+    }
+}
+
+/// What a release records of the private choice of its DP fit's shift (`model.json`'s
+/// `shift_choice`): the grid (a public input), the chosen shift (the exponential mechanism's
+/// output) and the calibration users' entry of the privacy report. Never the per-shift scores.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ShiftChoice {
+    /// The shifts fitted, in the order given.
+    pub grid: Vec<f64>,
+    /// The shift kept (a DP output).
+    pub chosen: f64,
+    /// The calibration users' entry (part [`crate::privacy::report::SHIFT_CHOICE`]).
+    pub privacy: PopulationPrivacy,
 }
 
 impl TrainingPrivacyOptions {
@@ -206,6 +266,11 @@ pub struct TrainedModel {
     /// What the item universe is, for the privacy report (`None`: the caller's columns, as
     /// [`TrainingPrivacyOptions::fit`] takes them).
     pub item_universe: Option<PopulationPrivacy>,
+    /// With `dp-shift-grid`: every fit of the grid (in the model's columns), from which a
+    /// choice on calibration users keeps one (`evaluate::shift`); empty otherwise.
+    pub shift_candidates: Vec<super::dp::ShiftFit>,
+    /// The private choice of the shift, once made (`evaluate::shift::choose`).
+    pub shift_choice: Option<ShiftChoice>,
 }
 
 /// The DP fit's noise: from the OS, unless the whole-release audit seeded it
@@ -303,6 +368,8 @@ impl TrainingPrivacyOptions {
                     l2_used: params.l2,
                     selection: None,
                     item_universe: None,
+                    shift_candidates: Vec::new(),
+                    shift_choice: None,
                 })
             }
             Some(mech) => {
@@ -319,6 +386,8 @@ impl TrainingPrivacyOptions {
                     l2_used: f.l2_used,
                     selection,
                     item_universe: None,
+                    shift_candidates: f.by_shift,
+                    shift_choice: None,
                 })
             }
         }
@@ -363,9 +432,10 @@ impl TrainingPrivacyOptions {
                     self.dp_cap(),
                     self.dp_secure(),
                     noise_source(),
-                )?
-                .with_shift(self.dp_shift())?
-                .with_bound(super::dp::ContributionBound::parse(&self.dp_bound())?);
+                )?;
+                let total = self
+                    .shifted(total)?
+                    .with_bound(super::dp::ContributionBound::parse(&self.dp_bound())?);
                 let u = super::universe::fit_private_on_universe(
                     &data.train,
                     &data.item_ids,
@@ -388,6 +458,8 @@ impl TrainingPrivacyOptions {
                         l2_used: u.fit.l2_used,
                         selection: u.selection,
                         item_universe: Some(universe_partition(&u.partition, kept)),
+                        shift_candidates: u.fit.by_shift,
+                        shift_choice: None,
                     },
                     Some(u.universe.items),
                 ))

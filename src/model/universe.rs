@@ -318,6 +318,7 @@ pub fn fit_private_on_universe(
             drop(on_universe);
             let mut f = super::dp::fit_private(&restricted, params, &gram, cap_seed, progress)?;
             f.model = embed(f.model, &chosen, n)?;
+            f.by_shift = super::dp_items::embed_each(f.by_shift, &chosen, n)?;
             (f, Some(chosen))
         }
         None => {

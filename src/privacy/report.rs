@@ -28,6 +28,12 @@ pub const PRIVACY: &str = "privacy.json";
 pub const FORMAT: &str = "recsel-privacy";
 /// The report's layout version.
 pub const VERSION: u32 = 1;
+/// The part of a DP fit's private choice of its λ shift among a grid fitted from one noisy
+/// Gram matrix (docs/training-privacy.md, "A private choice of the shift"): its population is
+/// the calibration users.
+pub const SHIFT_CHOICE: &str = "dp shift choice";
+/// The part of a release's model weights.
+pub const MODEL_WEIGHTS: &str = "model weights";
 
 /// One part of a release and the privacy of the population it touches.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -192,6 +198,24 @@ impl PrivacyReport {
     /// The total of `population`, if it has parts.
     pub fn total(&self, population: Population) -> Option<&Total> {
         self.totals.iter().find(|t| t.population == population)
+    }
+
+    /// The ε_T and δ of a DP fit with a private choice of its shift: the model weights' part
+    /// (training users) plus the shift choice's part (calibration users), basic composition of
+    /// the two; `None` without a DP shift choice. The keyed split puts each user in one of the
+    /// two populations, so one user's data move only one of the parts (parallel composition:
+    /// they pay their own part's ε); the sum bounds the release's model for anyone, a person in
+    /// both populations included, in the report's own units.
+    pub fn fit_total(&self) -> Option<(f64, f64)> {
+        let part = |name: &str, pop: Population| {
+            self.parts
+                .iter()
+                .find(|p| p.part == name && p.privacy.population == pop)
+                .and_then(|p| p.privacy.epsilon.map(|e| (e, p.privacy.delta)))
+        };
+        let (et, dt) = part(MODEL_WEIGHTS, Population::Training)?;
+        let (ec, dc) = part(SHIFT_CHOICE, Population::Calibration)?;
+        Some((et + ec, dt + dc))
     }
 
     /// Reads `privacy.json` of `dir` (callers check its checksum through
@@ -379,6 +403,19 @@ impl fmt::Display for PrivacyReport {
                  (training delta x (1 + e^eps))",
                 "training + calibration",
                 guarantee(Some(2.0 * et + ec), (1.0 + et.exp()) * dt + dc)
+            )?;
+        }
+        if let Some((e, d)) = self.fit_total() {
+            writeln!(
+                f,
+                "    {:<22} {:<16} the DP fit's eps_T: {} ({}) + {} ({}); the keyed split puts \
+                 each user in one of the two, so a user's data move one part only",
+                "fit with shift choice",
+                guarantee(Some(e), d),
+                MODEL_WEIGHTS,
+                Population::Training,
+                SHIFT_CHOICE,
+                Population::Calibration
             )?;
         }
         if self.not_private.is_empty() {

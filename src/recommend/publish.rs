@@ -141,6 +141,8 @@ pub struct Fitted<'a> {
     /// What the item universe is (a declared catalogue, a DP output, or data-derived), recorded
     /// in `model.json` for the privacy report (`None`: the caller's columns).
     pub item_universe: Option<&'a PopulationPrivacy>,
+    /// The private choice of the DP fit's shift, recorded in `model.json` (`None`: no grid).
+    pub shift_choice: Option<&'a crate::model::options::ShiftChoice>,
 }
 
 impl<'a> Fitted<'a> {
@@ -153,6 +155,7 @@ impl<'a> Fitted<'a> {
             training_privacy: trained.training_privacy.as_ref(),
             item_counts: trained.selection.as_ref().map(|s| &s.noisy_counts[..]),
             item_universe: trained.item_universe.as_ref(),
+            shift_choice: trained.shift_choice.as_ref(),
         }
     }
 }
@@ -189,6 +192,9 @@ pub fn write_release(
     )?;
     if let Some(u) = fitted.item_universe {
         model::io::record_item_universe(dir, u.clone())?;
+    }
+    if let Some(c) = fitted.shift_choice {
+        model::io::record_shift_choice(dir, c.clone())?;
     }
     progress("calibrating the release artifact");
     let mut release = calibrate(

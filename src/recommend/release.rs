@@ -378,7 +378,7 @@ impl Release {
     /// `None`: treated as public) and the entries of the statistics.
     pub fn report_of(&self, training: Option<&crate::privacy::PopulationPrivacy>) -> PrivacyReport {
         let mut parts = vec![Part {
-            part: "model weights".into(),
+            part: crate::privacy::report::MODEL_WEIGHTS.into(),
             privacy: training.cloned().unwrap_or_else(training_public),
         }];
         let legacy = self.manifest.statistics.is_none();
@@ -404,7 +404,20 @@ impl Release {
     /// [`Release::report_of`] the model's `model.json`: its training entry and, when it has
     /// one, its item universe entry (a public catalogue, a DP output, or data-derived).
     pub fn report_of_meta(&self, meta: &crate::model::io::ModelMeta) -> PrivacyReport {
-        let r = self.report_of(meta.training_privacy.as_ref());
+        let mut r = self.report_of(meta.training_privacy.as_ref());
+        if let Some(c) = &meta.shift_choice {
+            r = r.with(crate::privacy::report::SHIFT_CHOICE, c.privacy.clone());
+            r.public_inputs.push(format!(
+                "the grid of the DP fit's shifts K ({}), fitted from one noisy Gram matrix; which \
+                 one the model is, is a DP output of the calibration users (part `{}`)",
+                c.grid
+                    .iter()
+                    .map(|k| k.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                crate::privacy::report::SHIFT_CHOICE
+            ));
+        }
         match &meta.item_universe {
             Some(u) => {
                 let mut r = r.with(crate::model::options::ITEM_UNIVERSE, u.clone());

@@ -62,6 +62,12 @@ enum Selector {
     },
 }
 
+/// The unit of a choice made on the calibration users (the private tuner's, the DP fit's shift
+/// choice's): one calibration user replaced.
+pub const CALIBRATION_UNIT: &str = "one calibration user replaced (their whole history and \
+                                     held-out items); the number of calibration users is not \
+                                     published";
+
 /// The validated private tuner: one selection per tuned ε.
 pub struct PrivateTuner {
     params: PrivateTuneParams,
@@ -241,9 +247,7 @@ impl PrivateTuner {
         };
         PopulationPrivacy {
             population: Population::Calibration,
-            unit: "one calibration user replaced (their whole history and held-out items); \
-                   the number of calibration users is not published"
-                .into(),
+            unit: CALIBRATION_UNIT.into(),
             epsilon: Some(epsilon),
             delta,
             mechanism: format!(
