@@ -359,6 +359,11 @@ async fn answer(
             "list_form".into(),
             json!(svc.recommender().list_form().to_string()),
         );
+        let released = svc.recommender().released_len(m.req.k).map_err(internal)?;
+        if released > m.req.k {
+            // A tuned list of m > k items: the device shows the first k it does not own.
+            o.insert("device_filter".into(), json!(m.req.k));
+        }
         o.insert(
             "epsilon".into(),
             json!(eps(svc.charge_for(m.req.k).map_err(internal)?)),
@@ -687,7 +692,10 @@ pub fn run(opts: ServeOptions) -> Result<Served, ServeError> {
                         eprintln!("{}", svc.recommender().privacy_statement());
                         eprintln!("{}", svc.privacy_report());
                         eprintln!("recsel serve: {}", svc.recommender().release().signature);
-                        eprintln!("recsel serve: {}", svc.recommender().worth().text());
+                        eprintln!(
+                            "recsel serve: {}",
+                            svc.recommender().worth_for(svc.default_k()).text()
+                        );
                         eprintln!(
                             "recsel serve: ledger {}: {}; each recommendation charges {} eps; \
                              fallback: {}; guarantee: {}",
