@@ -87,6 +87,7 @@ mod statistic_cli;
 mod synth;
 mod theorem52;
 mod theorem52_utility;
+mod tuned_lists;
 mod utility;
 mod worked_examples;
 mod worth;

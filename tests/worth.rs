@@ -72,7 +72,10 @@ fn evaluate_text(r: &recsel::recommend::tuned::MechRow) -> String {
 fn recommend_serves_the_row_evaluate_measures_as_tuned() {
     let dir = model();
     let tuning = Tuning::read(dir).unwrap();
-    assert_eq!(tuning.format_version, 5);
+    assert_eq!(
+        tuning.format_version,
+        recsel::recommend::tuned::TUNING_VERSION
+    );
     assert!(!tuning.privacy.is_private());
     let eps = &tuning.config.epsilons;
     for m in ["em", "mgem"] {

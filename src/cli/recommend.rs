@@ -90,7 +90,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let k = options.serving.list_len()?;
     eprintln!("{}", rec.list_statement(k)?);
     eprintln!("{}", rec.release().signature);
-    eprintln!("{}", rec.worth().text());
+    eprintln!("{}", rec.worth_for(k).text());
     if !options.charges_a_ledger() {
         let report = rec.with_list_privacy(rec.privacy_report(), k)?;
         show_report(&report, args.privacy_json.as_deref())?;
@@ -195,6 +195,19 @@ fn write_lists(
         bar.inc(1);
     }
     bar.finish_and_clear();
+    let released = rec.released_len(k)?;
+    if released > k {
+        // The tuned list releases more than k: what the device does with it, here where the
+        // history is (post-processing of the released list, no eps).
+        for (list, (_, history)) in lists.iter_mut().zip(users) {
+            list.retain(|j| !history.contains(j));
+            list.truncate(k);
+        }
+        eprintln!(
+            "[recommend] each list released {released} items (one release); shown: the first \
+             {k} not in the history (device-side filtering, post-processing)"
+        );
+    }
     if args.history.is_some() && args.out.is_none() {
         let ids: Vec<&str> = lists[0].iter().map(|&j| rec.item_id(j)).collect();
         writeln!(std::io::stdout(), "{}", ids.join(","))?;

@@ -198,6 +198,36 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             tuning.config.margin
         )?;
     }
+    if !tuning.lists.is_empty() {
+        writeln!(
+            out,
+            "lists: per eps the best private list and the best free list chosen on the selection \
+             users by Recall@k, estimated on the others; the private list is served only when its \
+             gain clears the margin ({} s.e.)",
+            tuning.config.margin
+        )?;
+        writeln!(
+            out,
+            "{:>4} {:>6}  {:<17} {:<17} {:<17} {:<17}  serves",
+            "k", "eps", "served Recall@k", "free Recall@k", "best private", "gain over free"
+        )?;
+        for r in &tuning.lists {
+            writeln!(
+                out,
+                "{:>4} {:>6}  {:<17} {:<17} {:<17} {:<17}  {}",
+                r.k,
+                r.epsilon,
+                r.recall.to_string(),
+                r.free_recall.to_string(),
+                r.best_recall.to_string(),
+                r.gain.to_string(),
+                r.serves.describe(r.k)
+            )?;
+        }
+        for r in &tuning.lists {
+            writeln!(out, "k {} eps {}: {}", r.k, r.epsilon, r.reason)?;
+        }
+    }
     let p = &tuning.privacy;
     match p.epsilon {
         Some(e) => writeln!(

@@ -15,14 +15,17 @@
 use serde::Serialize;
 
 use super::tuning::grid::pool_problem;
-use super::tuning::{map_scored, ranking};
+use super::tuning::lists::{filtered, metrics, ListDraw};
+use super::tuning::{map_scored, popularity_log_mass, ranking};
 use crate::data::{row_items, HeldOutRows};
 use crate::error::{Error, Result};
 use crate::mechanisms::{self, ListForm, MechParams, Problem, TopK};
 use crate::model::Model;
 use crate::recommend::release::Release;
-use crate::recommend::tuned::mean_se;
+use crate::recommend::tuned::{mean_se, Estimate, TunedChoice, Tuning};
 use crate::rng::{name_id, Streams};
+use crate::scoring::prior::offset_scale;
+use crate::scoring::{CandidatePolicy, Prior};
 
 /// What [`measure_lists`] measures.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -52,6 +55,8 @@ pub struct ListCell {
     pub ndcg: f64,
     /// Mean hit@k (at least one held-out item in the list).
     pub hit: f64,
+    /// Its standard error.
+    pub hit_se: f64,
     /// The configuration (a tuned pool), empty for the others.
     pub config: String,
 }
@@ -61,7 +66,7 @@ pub struct ListCell {
 pub struct ListRow {
     /// What it is.
     pub label: String,
-    /// `free` (0-DP), `not private` or `private`.
+    /// `free` (0-DP), `not private`, `private` or `tuned` (the tuned list: private or free).
     pub kind: &'static str,
     /// One cell per ε (the same at every ε for a free row).
     pub cells: Vec<ListCell>,
@@ -85,37 +90,9 @@ pub struct ListTable {
     pub best_fixed: [f64; 3],
     /// min(1, e^ε × best_fixed) per ε, for Recall@k, nDCG@k and hit@k.
     pub limit: Vec<[f64; 3]>,
-}
-
-/// hit@k, Recall@k and nDCG@k of `list` against the sorted `targets`.
-fn metrics(list: &[u32], targets: &[u32], k: usize) -> [f64; 3] {
-    let m = k.min(targets.len());
-    if m == 0 {
-        return [0.0; 3];
-    }
-    let (mut hits, mut dcg) = (0usize, 0.0);
-    for (p, j) in list.iter().take(k).enumerate() {
-        if targets.binary_search(j).is_ok() {
-            hits += 1;
-            dcg += 1.0 / ((p + 2) as f64).log2();
-        }
-    }
-    let idcg: f64 = (0..m).map(|p| 1.0 / ((p + 2) as f64).log2()).sum();
-    [
-        f64::from(u8::from(hits > 0)),
-        hits as f64 / m as f64,
-        dcg / idcg,
-    ]
-}
-
-/// The first `k` of `ranked` that are not in the sorted `owned`: device-side filtering.
-fn filtered(ranked: &[u32], owned: &[u32], k: usize) -> Vec<u32> {
-    ranked
-        .iter()
-        .copied()
-        .filter(|j| owned.binary_search(j).is_err())
-        .take(k)
-        .collect()
+    /// Per ε, hit@k of the tuned list over hit@k of k top-1 calls at ε/k each, on the same
+    /// users (ratio of means, delta-method s.e.; `None` without both rows).
+    pub shelf_ratio: Vec<Option<Estimate>>,
 }
 
 /// The best fixed list for Recall@k (and for nDCG@k, whose weights differ) on `rows`, and the
@@ -194,11 +171,142 @@ fn best_fixed_hit_bound(rows: &HeldOutRows, n: usize, k: usize) -> f64 {
     sum.min(greedy).min(1.0)
 }
 
+/// krr's law at `epsilon` over items with values `v` (clipped scores plus a prior's offsets):
+/// each item of the argmax set (ties uniform) with `(e^ε − 1)/|A|` extra weight over the others,
+/// `P(j) = (1 + (e^ε − 1)·1[j ∈ A]/|A|) / (e^ε + n − 1)`; ε = 0 is the uniform law (`random`).
+pub fn krr_law(v: &[f64], epsilon: f64) -> Vec<f64> {
+    let n = v.len();
+    let best = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let tied = v.iter().filter(|&&x| x == best).count().max(1) as f64;
+    let z = (-epsilon).exp();
+    let denom = 1.0 + (n as f64 - 1.0) * z;
+    v.iter()
+        .map(|&x| {
+            if x == best {
+                (z + (1.0 - z) / tied) / denom
+            } else {
+                z / denom
+            }
+        })
+        .collect()
+}
+
+/// Exact hit@K and Recall@K of what a user sees after `calls` independent top-1 releases with
+/// the law `p` on the user's held-out items (`target_p`: P(one call shows held-out item j), one
+/// per held-out item in the pool) for a user with `n_targets` held-out items: the distinct items
+/// shown, `hit = 1 − (1 − Σ_j p_j)^K`, `Recall = Σ_j (1 − (1 − p_j)^K) / min(K, n_targets)`.
+pub fn calls_exact(target_p: &[f64], n_targets: usize, calls: usize) -> [f64; 2] {
+    let m = calls.min(n_targets);
+    if m == 0 {
+        return [0.0; 2];
+    }
+    let k = calls as i32;
+    let one: f64 = target_p.iter().sum();
+    let seen: f64 = target_p.iter().map(|p| 1.0 - (1.0 - p).powi(k)).sum();
+    [1.0 - (1.0 - one.min(1.0)).powi(k), seen / m as f64]
+}
+
+/// K top-1 calls of a tuned top-1 row: its pool (ranking order) and law.
+struct Calls {
+    items: Vec<u32>,
+    epsilon: f64,
+    scale: f64,
+}
+
+impl Calls {
+    /// The tuned choice `c`: krr over its pool with its prior, or the free item (`random` over
+    /// one item).
+    fn new(c: &TunedChoice, release: &Release) -> Result<Self> {
+        let (counts, n) = match c.candidates {
+            CandidatePolicy::Popular(n) => (release.popularity.as_deref(), n),
+            CandidatePolicy::Heldout(n) => (release.heldout.as_deref(), n),
+            ref p => {
+                return Err(Error::Invalid(format!(
+                    "a tuned top-1 row over '{p}' (popular:N or heldout:N expected)"
+                )))
+            }
+        };
+        let counts = counts.ok_or_else(|| {
+            Error::Invalid(format!("the release has no counts for '{}'", c.candidates))
+        })?;
+        let items = ranking(counts, n.min(counts.len()));
+        let krr = c.mechanism == "krr";
+        let epsilon = if krr { c.epsilon } else { 0.0 };
+        let scale = match (&c.prior, krr) {
+            (Prior::Popularity(w), true) => {
+                let dmax = items
+                    .iter()
+                    .map(|&j| release.sens.delta[j as usize])
+                    .fold(0.0, f64::max);
+                offset_scale(*w, dmax, epsilon)
+            }
+            _ => 0.0,
+        };
+        Ok(Calls {
+            items,
+            epsilon,
+            scale,
+        })
+    }
+
+    /// hit@K, Recall@K (exact) and nDCG@K (one simulated sequence of `calls` picks, the
+    /// distinct items in the order they first appear) for a user with scores `s`.
+    fn metrics(
+        &self,
+        s: &[f64],
+        release: &Release,
+        log_mass: &[f64],
+        targets: &[u32],
+        calls: usize,
+        rng: &mut crate::rng::Rng,
+    ) -> [f64; 3] {
+        use rand::Rng as _;
+        let v: Vec<f64> = self
+            .items
+            .iter()
+            .map(|&j| {
+                release.sens.clip(j as usize, s[j as usize])
+                    + self.scale * log_mass.get(j as usize).copied().unwrap_or(0.0)
+            })
+            .collect();
+        let p = krr_law(&v, self.epsilon);
+        let target_p: Vec<f64> = self
+            .items
+            .iter()
+            .zip(&p)
+            .filter(|(j, _)| targets.binary_search(j).is_ok())
+            .map(|(_, &q)| q)
+            .collect();
+        let [hit, recall] = calls_exact(&target_p, targets.len(), calls);
+        let mut seen: Vec<u32> = Vec::with_capacity(calls);
+        for _ in 0..calls {
+            let mut u = rng.random::<f64>();
+            let mut pick = self.items.len() - 1;
+            for (i, &q) in p.iter().enumerate() {
+                if u < q {
+                    pick = i;
+                    break;
+                }
+                u -= q;
+            }
+            let j = self.items[pick];
+            if !seen.contains(&j) {
+                seen.push(j);
+            }
+        }
+        [hit, recall, metrics(&seen, targets, calls)[2]]
+    }
+}
+
 /// Measures lists of `cfg.k` for `model` with its `release` on the evaluated users `eval`,
-/// everything tuned on the calibration users `cal` (disjoint from `eval`).
+/// everything tuned on the calibration users `cal` (disjoint from `eval`); with a `tuning`
+/// (`tuning.json`), also its tuned list of `cfg.k` (when it has one) and `cfg.k` calls of its
+/// tuned top-1 row at ε/k each.
+#[allow(clippy::too_many_arguments)]
 pub fn measure_lists(
     model: &Model,
     release: &Release,
+    tuning: Option<&Tuning>,
     cal: &HeldOutRows,
     eval: &HeldOutRows,
     cfg: &ListConfig,
@@ -315,6 +423,42 @@ pub fn measure_lists(
     };
     let nf = free.len();
     let per_me = 3;
+    // The tuned list of k per ε, and k calls of the tuned top-1 row for ε/k.
+    let tuned_lists: Vec<(ListDraw, String)> = match tuning {
+        Some(t) if t.lists.iter().any(|r| r.k == k) => cfg
+            .epsilons
+            .iter()
+            .map(|&e| {
+                let r = t.list_choice(k, e)?;
+                let what = if r.serves.is_public() {
+                    format!("free: {} of {}", r.serves.candidates, r.serves.released)
+                } else {
+                    format!(
+                        "{} {} of {}",
+                        r.serves.mechanism, r.serves.candidates, r.serves.released
+                    )
+                };
+                Ok((ListDraw::new(r.serves, release, r.epsilon)?, what))
+            })
+            .collect::<Result<_>>()?,
+        _ => Vec::new(),
+    };
+    let calls: Vec<(Calls, String)> = match tuning {
+        Some(t) => cfg
+            .epsilons
+            .iter()
+            .map(|&e| {
+                let c = t.choice(e / k as f64)?;
+                let what = match c.mechanism.as_str() {
+                    "krr" => format!("krr {} at {}, prior {}", c.candidates, c.epsilon, c.prior),
+                    _ => format!("free: {}", c.candidates),
+                };
+                Ok((Calls::new(&c, release)?, what))
+            })
+            .collect::<Result<_>>()?,
+        None => Vec::new(),
+    };
+    let log_mass = popularity_log_mass(n, pop)?;
     let hits: Vec<Vec<[f64; 3]>> = map_scored(
         model,
         &eval.history,
@@ -344,6 +488,15 @@ pub fn measure_lists(
                     out.push(metrics(&filtered(&l2, owned, k), t, k));
                 }
             }
+            let user = u as u64 | 3 << 40;
+            for (e, (d, _)) in tuned_lists.iter().enumerate() {
+                let l = d.shown(s, &release.sens, owned, k, &streams, e as u32, user);
+                out.push(metrics(&l, t, k));
+            }
+            for (e, (c, _)) in calls.iter().enumerate() {
+                let mut rng = streams.stream(0xca11, e as u32, user, 0);
+                out.push(c.metrics(s, release, &log_mass, t, k, &mut rng));
+            }
             out
         },
         progress,
@@ -356,6 +509,7 @@ pub fn measure_lists(
             recall_se,
             ndcg: mean_se(&col(2)).0,
             hit: mean_se(&col(0)).0,
+            hit_se: mean_se(&col(0)).1,
             config,
         }
     };
@@ -396,6 +550,43 @@ pub fn measure_lists(
             cells: (0..ne).map(|e| cell(at(e, 0), "all".into())).collect(),
         });
     }
+    let at = nf + 1 + nm * ne * per_me;
+    if !tuned_lists.is_empty() {
+        rows.push(ListRow {
+            label: format!(
+                "tuned list of {k} (tuning.json, `recsel tune --k {k}`: the best private list if \
+                 it beat the best free list on the calibration users, else that free list)"
+            ),
+            kind: "tuned",
+            cells: (0..ne)
+                .map(|e| cell(at + e, tuned_lists[e].1.clone()))
+                .collect(),
+        });
+    }
+    let at_calls = at + tuned_lists.len();
+    if !calls.is_empty() {
+        rows.push(ListRow {
+            label: format!(
+                "{k} top-1 calls at eps/{k} each (the tuned top-1 row for eps/{k}; the user sees \
+                 the distinct items; hit and Recall exact, nDCG one simulated sequence)"
+            ),
+            kind: "private",
+            cells: (0..ne)
+                .map(|e| cell(at_calls + e, calls[e].1.clone()))
+                .collect(),
+        });
+    }
+    // hit@k of the tuned list over the k calls', paired on the evaluated users.
+    let shelf_ratio = (0..ne)
+        .map(|e| {
+            if tuned_lists.is_empty() || calls.is_empty() {
+                return None;
+            }
+            let a: Vec<f64> = hits.iter().map(|h| h[at + e][0]).collect();
+            let b: Vec<f64> = hits.iter().map(|h| h[at_calls + e][0]).collect();
+            Some(ratio_of_means(&a, &b))
+        })
+        .collect();
     let best = [
         best_fixed(eval, n, k, false).1,
         best_fixed(eval, n, k, true).1,
@@ -414,7 +605,20 @@ pub fn measure_lists(
         rows,
         best_fixed: best,
         limit,
+        shelf_ratio,
     })
+}
+
+/// mean(a)/mean(b) over the same users with its delta-method standard error,
+/// sd(a − r·b)/(√n · mean(b)).
+pub fn ratio_of_means(a: &[f64], b: &[f64]) -> Estimate {
+    let (ma, mb) = (mean_se(a).0, mean_se(b).0);
+    let r = ma / mb;
+    let d: Vec<f64> = a.iter().zip(b).map(|(x, y)| x - r * y).collect();
+    Estimate {
+        mean: r,
+        se: mean_se(&d).1 / mb,
+    }
 }
 
 /// The table as markdown: Recall@k per row and ε (nDCG@k and hit@k beside it), the limit last.
@@ -453,6 +657,19 @@ pub fn list_markdown(t: &ListTable) -> String {
         s.push_str(&format!(" {:.4} / {:.4} / {:.3} |", l[0], l[1], l[2]));
     }
     s.push('\n');
+    if t.shelf_ratio.iter().any(Option::is_some) {
+        s.push_str(&format!(
+            "| hit@{k} of the tuned list / hit@{k} of {k} top-1 calls at eps/{k} (same users, \
+             ± delta-method s.e.) |"
+        ));
+        for r in &t.shelf_ratio {
+            match r {
+                Some(r) => s.push_str(&format!(" {:.2} ± {:.2} |", r.mean, r.se)),
+                None => s.push_str(" - |"),
+            }
+        }
+        s.push('\n');
+    }
     s
 }
 
@@ -460,15 +677,58 @@ pub fn list_markdown(t: &ListTable) -> String {
 mod tests {
     use super::*;
 
+    /// The k-calls row on a problem whose answer is known exactly: krr's law at ε = ln 3 over
+    /// three items (the argmax held out, one other held out), against every sequence of K calls
+    /// enumerated; the free item (ε = 0 over one item) is seen with certainty.
     #[test]
-    fn metrics_count_recall_ndcg_and_hit() {
-        // Targets {2, 5}; the list hits 5 at position 1 (0-based).
-        let m = metrics(&[1, 5, 7], &[2, 5], 3);
-        assert_eq!(m[0], 1.0);
-        assert_eq!(m[1], 0.5);
-        let idcg = 1.0 + 1.0 / 3f64.log2();
-        assert!((m[2] - (1.0 / 3f64.log2()) / idcg).abs() < 1e-12);
-        assert_eq!(metrics(&[1, 7], &[2, 5], 2), [0.0; 3]);
-        assert_eq!(filtered(&[4, 1, 3, 2], &[1, 2], 2), vec![4, 3]);
+    fn k_calls_are_exact_on_a_tiny_problem() {
+        let eps = 3f64.ln();
+        // Values: item 0 is the argmax; items 0 and 2 held out.
+        let p = krr_law(&[0.9, 0.1, 0.5], eps);
+        // (1 + 2·1[argmax]) / (3 + 2): 3/5, 1/5, 1/5.
+        for (a, b) in p.iter().zip([0.6, 0.2, 0.2]) {
+            assert!((a - b).abs() < 1e-12, "{p:?}");
+        }
+        let targets = [0usize, 2];
+        for calls in 1..=4usize {
+            // Every sequence of `calls` picks, with its probability.
+            let (mut hit, mut recall) = (0.0, 0.0);
+            for code in 0..3usize.pow(calls as u32) {
+                let (mut c, mut prob, mut seen) = (code, 1.0, [false; 3]);
+                for _ in 0..calls {
+                    prob *= p[c % 3];
+                    seen[c % 3] = true;
+                    c /= 3;
+                }
+                let h = targets.iter().filter(|&&t| seen[t]).count();
+                hit += prob * f64::from(u8::from(h > 0));
+                recall += prob * h as f64 / calls.min(2) as f64;
+            }
+            let got = calls_exact(&[p[0], p[2]], 2, calls);
+            assert!((got[0] - hit).abs() < 1e-12, "{calls}: {got:?} vs {hit}");
+            assert!(
+                (got[1] - recall).abs() < 1e-12,
+                "{calls}: {got:?} vs {recall}"
+            );
+        }
+        // By hand, K = 2: hit = 1 − (1 − 0.8)² = 0.96; Recall = (0.84 + 0.36) / 2 = 0.6.
+        let got = calls_exact(&[0.6, 0.2], 2, 2);
+        assert!((got[0] - 0.96).abs() < 1e-12 && (got[1] - 0.6).abs() < 1e-12);
+        // Power: the same calls counted as a list of K independent items would give more.
+        assert!(got[1] < (0.6 + 0.2) * 2.0 / 2.0);
+        // The free item: ε = 0 over one item is that item with certainty, whatever K.
+        assert_eq!(krr_law(&[0.3], 0.0), vec![1.0]);
+        assert_eq!(calls_exact(&[1.0], 3, 10), [1.0, 1.0 / 3.0]);
+        assert_eq!(calls_exact(&[], 3, 10), [0.0, 0.0]);
+    }
+
+    #[test]
+    fn the_ratio_of_means_has_the_delta_method_error() {
+        let a = [1.0, 0.0, 1.0, 1.0];
+        let b = [1.0, 0.0, 0.0, 1.0];
+        let r = ratio_of_means(&a, &b);
+        assert!((r.mean - 1.5).abs() < 1e-12);
+        // a − 1.5 b = (−0.5, 0, 1, −0.5): s.d. √0.5, s.e. √0.5/2 over mean(b) 0.5.
+        assert!((r.se - 0.5f64.sqrt() / 2.0 / 0.5).abs() < 1e-12, "{r:?}");
     }
 }

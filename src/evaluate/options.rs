@@ -61,6 +61,16 @@ option_table! {
         /// --mech M`: all (every ε-DP one), none, or a comma-separated list.
         #[option(flag = "mech", value_name = "LIST", group = "Tuning")]
         pub mechanisms: String = "all".to_string(),
+        /// List length: with K > 1, also choose per eps the list of K served by `recommend
+        /// --k K` — a private list (each of --list-mech over a popular:N pool, K to 3K items
+        /// released, more than K filtered on the device) or the best free list (a public
+        /// ranking, shown or filtered on the device) — by Recall@K on half of the calibration
+        /// users, estimated on the other half (docs/utility.md, "Tuning lists").
+        #[option(value_name = "K", group = "Tuning")]
+        pub k: usize = 1,
+        /// Registry mechanisms whose lists are tried with --k, comma separated.
+        #[option(value_name = "LIST", group = "Tuning")]
+        pub list_mech: String = tuned::lists::DEFAULT_LIST_MECHANISMS.join(","),
         /// Choose privately, protecting the calibration users: each configuration's
         /// calibration hit@1 is released with Laplace noise (eps0 each) and the choice is a
         /// selection from private candidates; the total eps for the calibration users is
@@ -111,6 +121,16 @@ fn tuned_mechanisms(text: &str) -> Result<Vec<String>> {
             .map(|s| registry.get(s.trim()).map(|spec| spec.name.to_string()))
             .collect(),
     }
+}
+
+/// The registry mechanisms of `recsel tune --list-mech`; an error names an unknown one.
+fn list_mechanisms(text: &str) -> Result<Vec<String>> {
+    let registry = Registry::builtin();
+    text.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| registry.get(s).map(|spec| spec.name.to_string()))
+        .collect()
 }
 
 /// A comma-separated list of counts; the error names the option.
@@ -181,6 +201,19 @@ impl TuneOptions {
             },
             grid: Default::default(),
             private,
+            lists: tuned::lists::ListGrid {
+                k: match self.k() {
+                    0 => {
+                        return Err(Error::Invalid(
+                            "k (--k) is a list length >= 1 (1: no lists)".into(),
+                        ))
+                    }
+                    1 => Vec::new(),
+                    k => vec![k],
+                },
+                mechanisms: list_mechanisms(&self.list_mech())?,
+                ..Default::default()
+            },
         };
         cfg.validate()?;
         Ok(cfg)
@@ -282,7 +315,26 @@ impl EvaluateOptions {
             cal.rows(),
             eval.rows()
         ));
-        let t = super::lists::measure_lists(&model, &release, &cal, &eval, &lc, progress)?;
+        let tuning = if dir.join(TUNING).exists() {
+            Some(Tuning::read(dir)?)
+        } else {
+            log(&format!(
+                "no {TUNING} in {}: no tuned list and no top-1 calls measured (`recsel tune --k \
+                 {}` first)",
+                dir.display(),
+                lc.k
+            ));
+            None
+        };
+        let t = super::lists::measure_lists(
+            &model,
+            &release,
+            tuning.as_ref(),
+            &cal,
+            &eval,
+            &lc,
+            progress,
+        )?;
         Ok((name, t))
     }
 

@@ -32,6 +32,7 @@ impl Recommender {
                 "k = {k}: a list has 1 to {MAX_LIST} items"
             )));
         }
+        let m = self.released_len(k)?;
         if let Some(t) = self.lists.read().unwrap_or_else(|e| e.into_inner()).get(&k) {
             return Ok(Arc::clone(t));
         }
@@ -43,7 +44,7 @@ impl Recommender {
             )));
         }
         let spec = mechanisms::spec(self.mech.name())?;
-        let t = Arc::new(TopK::new(spec, &self.params, k, self.list_form)?);
+        let t = Arc::new(TopK::new(spec, &self.params, m, self.list_form)?);
         let mut lists = self.lists.write().unwrap_or_else(|e| e.into_inner());
         Ok(Arc::clone(lists.entry(k).or_insert(t)))
     }
@@ -51,6 +52,74 @@ impl Recommender {
     /// The form lists are drawn in.
     pub fn list_form(&self) -> ListForm {
         self.list_form
+    }
+
+    /// How many items an answer of `k` releases: `k`, or for a tuned list of `k` its released
+    /// length m (the device shows the first `k` the user does not own when m > k). An error for
+    /// another length when the recommender serves a tuned list: its row is for its own k.
+    pub fn released_len(&self, k: usize) -> Result<usize> {
+        match &self.tuned_list {
+            Some((r, _)) if r.k == k => Ok(r.serves.released),
+            Some((r, _)) => Err(Error::Invalid(format!(
+                "this recommender serves the tuned list of {} items (tuning.json); a request \
+                 for {k} needs its own tuned row: serve with --k {k}",
+                r.k
+            ))),
+            None => Ok(k),
+        }
+    }
+
+    /// The tuned list row served, if the recommender was loaded for a tuned list.
+    pub fn tuned_list(&self) -> Option<&crate::recommend::tuned::lists::ListRow> {
+        self.tuned_list.as_ref().map(|(r, _)| r)
+    }
+
+    /// The released items of a public tuned list of `k` (the ranking's first m, whatever the
+    /// history), `None` for any other answer; an error for a length it does not serve.
+    fn public_list(&self, k: usize) -> Result<Option<Vec<u32>>> {
+        self.released_len(k)?;
+        Ok(self
+            .tuned_list
+            .as_ref()
+            .filter(|(r, _)| r.serves.is_public())
+            .map(|(_, items)| items.clone()))
+    }
+
+    /// The released items of `row` when it serves a public ranking (its first m columns in the
+    /// ranking's order, from the release's public counts), else none.
+    pub(super) fn public_items(
+        &self,
+        row: &crate::recommend::tuned::lists::ListRow,
+    ) -> Result<Vec<u32>> {
+        if !row.serves.is_public() {
+            return Ok(Vec::new());
+        }
+        let r = self.release();
+        let (counts, m) = match row.serves.candidates {
+            crate::scoring::CandidatePolicy::Popular(m) => (r.popularity.as_deref(), m),
+            crate::scoring::CandidatePolicy::Heldout(m) => (r.heldout.as_deref(), m),
+            ref c => {
+                return Err(Error::Invalid(format!(
+                    "a public tuned list ranks popular:N or heldout:N, got '{c}'"
+                )))
+            }
+        };
+        let counts = counts.ok_or_else(|| {
+            Error::Invalid(format!(
+                "the release has no counts for the tuned list '{}'",
+                row.serves.candidates
+            ))
+        })?;
+        Ok(crate::scoring::policy::public_ranking(counts, m))
+    }
+
+    /// What an answer of `k` items is worth ([`Recommender::worth`] for k = 1 and for the tuned
+    /// list it serves; otherwise not measured, naming the tuned list of `k` when there is one).
+    pub fn worth_for(&self, k: usize) -> super::Worth {
+        if k == 1 || self.tuned_list.as_ref().is_some_and(|(r, _)| r.k == k) {
+            return self.worth().clone();
+        }
+        super::worth::untuned_list_worth(self.worth(), &self.list_rows, k, self.params.epsilon)
     }
 
     /// The guarantee of a list of `k` on this recommender's candidates, as the mechanism states
@@ -84,6 +153,9 @@ impl Recommender {
         draws: &mut Draws,
         scratch: &mut RecScratch,
     ) -> Result<Vec<u32>> {
+        if let Some(items) = self.public_list(k)? {
+            return Ok(items);
+        }
         if k == 1 {
             return Ok(self
                 .recommend(history, user, draws, scratch)?
@@ -109,6 +181,9 @@ impl Recommender {
         draws: &mut Draws,
         scratch: &mut RecScratch,
     ) -> Result<Vec<u32>> {
+        if let Some(items) = self.public_list(k)? {
+            return Ok(items);
+        }
         if k == 1 {
             return Ok(self
                 .recommend_scored(block, i, user, draws, scratch)?
@@ -159,20 +234,39 @@ impl Recommender {
         if k == 1 {
             return Ok(single);
         }
+        if let Some((r, _)) = self
+            .tuned_list
+            .as_ref()
+            .filter(|(r, _)| r.serves.is_public())
+        {
+            return Ok(format!(
+                "privacy: 0-DP: the tuned list of {k} is {} (tuning.json, {}); the same items for \
+                 every user, computed from the release's public counts without the history{}",
+                r.serves.describe(k),
+                r.reason,
+                if r.serves.released > k {
+                    "; the device drops the items the user owns and shows the first k \
+                     (post-processing, no eps)"
+                } else {
+                    ""
+                }
+            ));
+        }
         let topk = self.top_k(k)?;
         let g = self.list_guarantee(k)?;
+        let m = self.released_len(k)?;
         let how = match topk.form() {
             ListForm::Peeling => format!(
-                "peeling: {k} rounds of {} at eps {} each over the items not yet chosen, basic \
+                "peeling: {m} rounds of {} at eps {} each over the items not yet chosen, basic \
                  composition",
                 self.mech.name(),
                 topk.round().epsilon()
             ),
             ListForm::Gumbel => format!(
-                "one-shot Gumbel top-{k}, the law of peeling em at eps {} per round",
+                "one-shot Gumbel top-{m}, the law of peeling em at eps {} per round",
                 topk.round().epsilon()
             ),
-            ListForm::Laplace { .. } => format!("one-shot Laplace top-{k} (Qiao, Su & Zhang)"),
+            ListForm::Laplace { .. } => format!("one-shot Laplace top-{m} (Qiao, Su & Zhang)"),
         };
         let tighter = match g.tighter_epsilon(1e-9) {
             Some(e) => format!("; also ({e:.4}, 1e-9)-DP by zCDP (reported, not charged)"),
@@ -188,8 +282,16 @@ impl Recommender {
                 self.list_guarantee_words(k)
             ),
         };
+        let device = match &self.tuned_list {
+            Some((r, _)) if r.serves.released > k => format!(
+                "the tuned list of {k} (tuning.json) releases {} items; the device drops the \
+                 items the user owns and shows the first {k} (post-processing, no eps); ",
+                r.serves.released
+            ),
+            _ => String::new(),
+        };
         Ok(format!(
-            "privacy: {scope}; {}",
+            "privacy: {device}{scope}; {}",
             single
                 .split_once("; ")
                 .map_or("", |(_, rest)| rest)
@@ -220,13 +322,20 @@ impl Recommender {
         if p.epsilon.is_some() {
             p.epsilon = self.list_epsilon(k)?;
             p.unit = format!("user's whole history, per list of {k} items (one release)");
-            p.mechanism = format!(
-                "{} list ({}) of {k} over candidates '{}', scores clipped to the release's \
-                 ranges",
-                self.mech.name(),
-                self.list_form,
-                self.policy
-            );
+            p.mechanism = match &self.tuned_list {
+                Some((r, _)) if r.serves.is_public() => format!(
+                    "the tuned list of {k}: {}, the same for every user",
+                    r.serves.describe(k)
+                ),
+                _ => format!(
+                    "{} list ({}) of {} over candidates '{}', scores clipped to the release's \
+                     ranges",
+                    self.mech.name(),
+                    self.list_form,
+                    self.released_len(k)?,
+                    self.policy
+                ),
+            };
         }
         debug_assert_eq!(p.population, Population::Served);
         Ok(p)

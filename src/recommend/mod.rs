@@ -106,6 +106,9 @@ pub struct RecommendConfig {
     pub tuned_row: bool,
     /// How a list of k > 1 items is drawn (docs/lists.md; default: peeling, k rounds at ε/k).
     pub list_form: ListForm,
+    /// The list length the tuned configuration ([`tuned::TUNED`]) is resolved for: 1, its top-1
+    /// row; k > 1, its tuned list of k (`recsel tune --k K`). Read by [`Recommender::load`].
+    pub list_k: usize,
 }
 
 impl RecommendConfig {
@@ -121,6 +124,7 @@ impl RecommendConfig {
             clip_range: None,
             tuned_row: false,
             list_form: ListForm::Peeling,
+            list_k: 1,
         }
     }
 
@@ -186,6 +190,11 @@ pub struct Recommender {
     tuned: Option<tuned::TunedChoice>,
     /// What the served configuration is worth on the calibration users.
     worth: Worth,
+    /// The tuned list served (a tuned configuration resolved for lists of its k) with, for a
+    /// public ranking, its released items in the ranking's order.
+    tuned_list: Option<(tuned::lists::ListRow, Vec<u32>)>,
+    /// The tuned list rows of the model directory's `tuning.json` (for what a list is worth).
+    list_rows: Vec<tuned::lists::ListRow>,
     /// The mechanism's parameters (ε the whole answer's) and the form of a list: a list of k
     /// is [`TopK`] of them, built once per k and kept in `lists`.
     params: MechParams,
@@ -227,7 +236,12 @@ impl Recommender {
                 dir.display()
             )));
         }
-        let (resolved, bounds, tuned, worth) = worth::resolve(dir, cfg, &release)?;
+        let (resolved, bounds, tuned, worth, list_row) = worth::resolve(dir, cfg, &release)?;
+        let list_rows = if dir.join(tuned::TUNING).exists() {
+            tuned::Tuning::read(dir)?.lists
+        } else {
+            Vec::new()
+        };
         let exact_clip = bounds.as_ref().map(|(c, _)| *c);
         if let Some((_, b)) = bounds {
             if b.lower.len() != release.manifest.n_items {
@@ -263,6 +277,13 @@ impl Recommender {
         rec.tuned = tuned;
         rec.worth = worth;
         rec.report = report;
+        rec.list_rows = list_rows;
+        rec.tuned_list = list_row
+            .map(|r| {
+                let items = rec.public_items(&r)?;
+                Ok::<_, Error>((r, items))
+            })
+            .transpose()?;
         Ok(rec)
     }
 
@@ -417,6 +438,8 @@ impl Recommender {
             tuned: None,
             exact_clip: None,
             worth: Worth::in_memory(cfg),
+            tuned_list: None,
+            list_rows: Vec::new(),
         })
     }
 

@@ -223,7 +223,7 @@ impl ServingOptions {
         cfg.tuned_row =
             self.candidates.is_none() && self.prior.is_none() && self.clip_range.is_none();
         cfg.list_form = ListForm::parse(&self.list_form())?;
-        self.list_len()?;
+        cfg.list_k = self.list_len()?;
         Ok(cfg)
     }
 

@@ -15,6 +15,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::release::Release;
+use super::tuned::lists::ListRow;
 use super::tuned::{
     self, beats, free_name, same_epsilon, Estimate, MechRow, TunedChoice, Tuning, TUNED, TUNING,
 };
@@ -80,6 +81,8 @@ pub struct Worth {
     pub better: Option<String>,
     /// Why it is not measured, when it is not.
     pub note: Option<String>,
+    /// What is measured: `hit@1`, or `Recall@k` of a list of k.
+    pub metric: String,
 }
 
 impl Worth {
@@ -94,28 +97,34 @@ impl Worth {
         let option = self.free_option.as_deref().unwrap_or("the free option");
         let margin = self.margin.unwrap_or(WORTH_MARGIN);
         let how = self.estimated.as_deref().unwrap_or("?");
+        let metric = &self.metric;
+        let rival = if metric == "hit@1" {
+            "no pool"
+        } else {
+            "no private list"
+        };
         match (self.hit, self.gain) {
             (Some(h), Some(g)) if self.below_free => format!(
                 "WARNING: {what} does not beat the best free option, {option}, by {margin} \
-                 paired s.e.: calibration hit@1 {} against {free} (paired difference {}; {how}); \
+                 paired s.e.: calibration {metric} {} against {free} (paired difference {}; {how}); \
                  better: {}",
                 Shown(h),
                 Shown(g),
                 self.better.as_deref().unwrap_or(option)
             ),
             (Some(h), Some(g)) if g.mean == 0.0 && g.se == 0.0 => format!(
-                "worth: {what}: calibration hit@1 {}: the best free option, which no pool beat by \
-                 {margin} paired s.e. ({how})",
+                "worth: {what}: calibration {metric} {}: the best free option, which {rival} beat \
+                 by {margin} paired s.e. ({how})",
                 Shown(h)
             ),
             (Some(h), Some(g)) => format!(
-                "worth: {what}: calibration hit@1 {} against {free} for the best free option, \
+                "worth: {what}: calibration {metric} {} against {free} for the best free option, \
                  {option} (paired difference {}, more than {margin} s.e.; {how})",
                 Shown(h),
                 Shown(g)
             ),
             _ => format!(
-                "worth: {what}: calibration hit@1 not measured ({})",
+                "worth: {what}: calibration {metric} not measured ({})",
                 self.note.as_deref().unwrap_or("no measurement")
             ),
         }
@@ -136,6 +145,7 @@ impl Worth {
             below_free: false,
             better: None,
             note: Some("built in memory, without a model directory's tuning.json".into()),
+            metric: "hit@1".into(),
         }
     }
 }
@@ -305,6 +315,7 @@ fn measured(
         below_free,
         better: below_free.then(|| better(t, epsilon, hit.mean)),
         note: None,
+        metric: "hit@1".into(),
     }
 }
 
@@ -317,20 +328,21 @@ fn free_pair(t: &Tuning) -> (String, Estimate) {
 /// per-item bounds from `tuning.npz`.
 pub(crate) type ClipBounds = ((f64, f64), Sensitivities);
 
-/// What a recommender loaded from `dir` with `cfg` serves, given the `release` there: the
-/// configuration (a named mechanism's tuned row when `cfg.tuned_row` and `tuning.json` has one
-/// at its ε; the tuned choice for [`TUNED`]), the clip bounds to use instead of the release's,
-/// (with the clip range they are the bounds of), the tuned choice, and what it is worth.
-pub(crate) fn resolve(
-    dir: &Path,
-    cfg: &RecommendConfig,
-    release: &Release,
-) -> Result<(
+/// What [`resolve`] returns: the configuration served, the clip bounds, the tuned choice, what it
+/// is worth and the tuned list row (a tuned list).
+pub(crate) type Resolved = (
     RecommendConfig,
     Option<ClipBounds>,
     Option<TunedChoice>,
     Worth,
-)> {
+    Option<ListRow>,
+);
+
+/// What a recommender loaded from `dir` with `cfg` serves, given the `release` there: the
+/// configuration (a named mechanism's tuned row when `cfg.tuned_row` and `tuning.json` has one
+/// at its ε; the tuned choice for [`TUNED`]), the clip bounds to use instead of the release's,
+/// (with the clip range they are the bounds of), the tuned choice, and what it is worth.
+pub(crate) fn resolve(dir: &Path, cfg: &RecommendConfig, release: &Release) -> Result<Resolved> {
     if cfg.mechanism == TUNED {
         if cfg.clip_range.is_some() {
             return Err(Error::Invalid(
@@ -338,6 +350,11 @@ pub(crate) fn resolve(
                  mechanism (--mech) to choose it yourself"
                     .into(),
             ));
+        }
+        if cfg.list_k > 1 {
+            let (c, row) = tuned::lists::resolve_list(dir, cfg)?;
+            let w = list_worth(&Tuning::read(dir)?, &row);
+            return Ok((c, None, None, w, Some(row)));
         }
         let (c, choice) = tuned::resolve(dir, cfg)?;
         let t = Tuning::read(dir)?;
@@ -353,7 +370,7 @@ pub(crate) fn resolve(
             (option, free),
             free_itself,
         );
-        return Ok((c, None, Some(choice), w));
+        return Ok((c, None, Some(choice), w, None));
     }
     let tuning = if dir.join(TUNING).exists() {
         Some(Tuning::read(dir)?)
@@ -383,7 +400,7 @@ pub(crate) fn resolve(
             configuration: describe(&cfg.mechanism, &cfg.candidates, None, &cfg.prior),
             ..Worth::in_memory(cfg)
         };
-        return Ok((out, None, None, w));
+        return Ok((out, None, None, w, None));
     };
     // The rows were tuned and measured with the mechanisms' default parameters: with others
     // (e.g. gem's beta) a row neither applies nor measures what is served.
@@ -411,7 +428,7 @@ pub(crate) fn resolve(
                 free_pair(&t),
                 false,
             );
-            return Ok((out, bounds, None, w));
+            return Ok((out, bounds, None, w, None));
         }
     }
     // What was given (or the default, with no row to serve).
@@ -482,7 +499,71 @@ pub(crate) fn resolve(
             }
         }
     };
-    Ok((out, bounds, None, w))
+    Ok((out, bounds, None, w, None))
+}
+
+/// What the tuned list `row` of `t` is worth: its Recall@k on the calibration users the choice
+/// did not read beside the best free list's (a served free list is that list itself, never
+/// flagged).
+pub(crate) fn list_worth(t: &Tuning, row: &ListRow) -> Worth {
+    let k = row.k;
+    let free_itself = row.serves.is_public();
+    let gain = if free_itself {
+        Estimate { mean: 0.0, se: 0.0 }
+    } else {
+        row.gain
+    };
+    let below_free = !free_itself && !beats(&gain, row.margin);
+    Worth {
+        configuration: format!("{} at eps {}", row.serves.describe(k), row.epsilon),
+        standing: Standing::Tuned,
+        hit: Some(row.recall),
+        free: Some(row.free_recall),
+        free_option: Some(row.free.describe(k)),
+        estimated: Some(t.estimated()),
+        margin: Some(row.margin),
+        gain: Some(gain),
+        calibration_users: t.calibration.users,
+        below_free,
+        better: below_free.then(|| row.free.describe(k)),
+        note: None,
+        metric: format!("Recall@{k}"),
+    }
+}
+
+/// What a list of `k` served with `served` (the worth of its top-1 configuration) is worth,
+/// when it is not a tuned list: not measured, with what the tuned list of `k` at `epsilon`
+/// (rows `rows` of `tuning.json`) is worth, or how to measure it.
+pub(crate) fn untuned_list_worth(
+    served: &Worth,
+    rows: &[ListRow],
+    k: usize,
+    epsilon: f64,
+) -> Worth {
+    let note = match tuned::lists::list_choice(rows, k, epsilon) {
+        Ok(r) => format!(
+            "lists of {k} of this configuration are not measured; the tuned list of {k} \
+             (`--k {k}` without --mech) serves {}: calibration Recall@{k} {} against {} for the \
+             best free list, {}",
+            r.serves.describe(k),
+            Shown(r.recall),
+            Shown(r.free_recall),
+            r.free.describe(k)
+        ),
+        Err(_) => format!(
+            "lists of {k} of this configuration are not measured; `recsel tune --k {k}` \
+             measures the tuned list of {k} against the best free list"
+        ),
+    };
+    Worth {
+        hit: None,
+        gain: None,
+        below_free: false,
+        better: None,
+        note: Some(note),
+        metric: format!("Recall@{k}"),
+        ..served.clone()
+    }
 }
 
 /// Whether `clip` is the release's own clip range.

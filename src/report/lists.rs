@@ -81,7 +81,7 @@ pub fn lists_png(path: &Path, title: &str, t: &ListTable) -> Result<()> {
                 .copied()
                 .zip(r.cells.iter().map(|c| c.recall))
                 .collect();
-            if r.kind == "private" {
+            if r.kind == "private" || r.kind == "tuned" {
                 chart
                     .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))
                     .map_err(err)?;

@@ -196,11 +196,18 @@ pub fn most_popular(counts: &[u64], n: usize, n_items: usize) -> Result<Vec<u32>
              (use 'all' for every item)"
         )));
     }
-    let mut order: Vec<u32> = (0..n_items as u32).collect();
-    order.sort_by(|&a, &b| counts[b as usize].cmp(&counts[a as usize]).then(a.cmp(&b)));
-    order.truncate(n);
+    let mut order = public_ranking(counts, n);
     order.sort_unstable();
     Ok(order)
+}
+
+/// The first `n` item columns of the public ranking by `counts`: descending count, ties by
+/// column ascending (the order `popular:N` and `heldout:N` take their top N in).
+pub fn public_ranking(counts: &[u64], n: usize) -> Vec<u32> {
+    let mut order: Vec<u32> = (0..counts.len() as u32).collect();
+    order.sort_by(|&a, &b| counts[b as usize].cmp(&counts[a as usize]).then(a.cmp(&b)));
+    order.truncate(n);
+    order
 }
 
 /// Reads a pool file: one item id per line (surrounding whitespace trimmed); blank lines and lines

@@ -372,6 +372,11 @@ async fn answer(
             "list_form".into(),
             json!(svc.recommender().list_form().to_string()),
         );
+        let released = svc.recommender().released_len(m.req.k).map_err(internal)?;
+        if released > m.req.k {
+            // A tuned list of m > k items: the device shows the first k it does not own.
+            o.insert("device_filter".into(), json!(m.req.k));
+        }
         o.insert(
             "epsilon".into(),
             json!(eps(svc.charge_for(m.req.k).map_err(internal)?)),

@@ -508,7 +508,7 @@ impl Service {
             rec.privacy_statement(),
             self.privacy_report().to_string(),
             format!("recsel serve: {}", rec.release().signature),
-            format!("recsel serve: {}", rec.worth().text()),
+            format!("recsel serve: {}", rec.worth_for(self.default_k).text()),
             format!(
                 "recsel serve: ledger {}: {}; each recommendation charges {} eps; fallback: {}; \
                  guarantee: {}",
@@ -567,8 +567,8 @@ impl Service {
                 "guarantee": self.guarantee(),
                 "privacy": rec.privacy_statement(),
                 "privacy_report": self.privacy_report(),
-                "worth": rec.worth(),
-                "worth_text": rec.worth().text(),
+                "worth": rec.worth_for(self.default_k),
+                "worth_text": rec.worth_for(self.default_k).text(),
                 "budget": s.budget.as_epsilon(),
                 "period": s.period.name(),
                 "fallback": self.fallback(),

@@ -53,13 +53,17 @@ pub fn prefix_stats(pool: &[(f64, f64, bool)], sizes: &[usize], out: &mut Vec<(f
 /// The share of held-out items in the argmax set of `q + scale·ℓ` over `pool` (`(q, ℓ, held
 /// out)` per item), ties uniform: krr's `a` with a prior whose offsets are `scale·ℓ`.
 pub fn argmax_share(pool: &[(f64, f64, bool)], scale: f64) -> f64 {
+    match argmax_counts(pool, scale) {
+        (0, _) => 0.0,
+        (tied, hits) => f64::from(hits) / f64::from(tied),
+    }
+}
+
+/// The size of the argmax set of `q + scale·ℓ` over `pool` and how many held-out items it holds.
+pub fn argmax_counts(pool: &[(f64, f64, bool)], scale: f64) -> (u32, u32) {
     let mut set = ArgmaxSet::new();
     for &(q, l, hit) in pool {
         set.push(q + scale * l, hit);
     }
-    if set.tied == 0 {
-        0.0
-    } else {
-        set.share()
-    }
+    (set.tied, set.tied_hits)
 }

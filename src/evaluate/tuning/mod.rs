@@ -35,6 +35,7 @@ use crate::recommend::release::{Release, MANIFEST};
 pub mod estimate;
 pub mod grid;
 pub mod krr;
+pub mod lists;
 pub mod private;
 
 use crate::recommend::tuned::{
@@ -77,6 +78,7 @@ impl Default for TuneConfig {
             mechanisms: Vec::new(),
             grid: MechGrid::default(),
             private: None,
+            lists: Default::default(),
         }
     }
 }
@@ -104,6 +106,7 @@ impl TuneConfig {
                 "the mechanisms' tuning needs at least 1 selection per user, got 0".into(),
             ));
         }
+        self.lists.validate()?;
         if !(self.margin.is_finite() && self.margin >= 0.0) {
             return Err(Error::Invalid(format!(
                 "the margin must be a finite number >= 0, got {}",
@@ -117,10 +120,7 @@ impl TuneConfig {
 /// A public ranking: the columns by descending count, ties by column (the order `popular:N`
 /// takes its top N in), the first `n` of them.
 pub fn ranking(counts: &[u64], n: usize) -> Vec<u32> {
-    let mut order: Vec<u32> = (0..counts.len() as u32).collect();
-    order.sort_by(|&a, &b| counts[b as usize].cmp(&counts[a as usize]).then(a.cmp(&b)));
-    order.truncate(n);
-    order
+    crate::scoring::policy::public_ranking(counts, n)
 }
 
 /// The weights of a popularity prior to try: no prior (0) first — it wins ties — then the
@@ -213,6 +213,13 @@ pub fn tune(
              ({}) are tuned without privacy: tune none of them (--mech none)",
             cfg.mechanisms.join(",")
         )));
+    }
+    if private.is_some() && !cfg.lists.k.is_empty() {
+        return Err(Error::Invalid(
+            "private tuning chooses the top-1 rows only; lists (k > 1) are tuned without \
+             privacy: tune them without --private"
+                .into(),
+        ));
     }
     if cal.rows() < 2 {
         return Err(Error::Invalid(format!(
@@ -479,6 +486,16 @@ pub fn tune(
     let mech_rows = tune_mechanisms(
         model, release, cal, cfg, &epsilons, free, &est, &krr_best, progress,
     )?;
+    let list_rows = lists::tune_lists(
+        model,
+        release,
+        cal,
+        &cfg.lists,
+        &epsilons,
+        cfg.margin,
+        cfg.grid.seed,
+        progress,
+    )?;
     let split = estimate::split(cal, private.is_none())?;
     let privacy = private.as_ref().map_or_else(public_privacy, |p| {
         estimate::private_privacy(p, epsilons.len())
@@ -506,6 +523,7 @@ pub fn tune(
             mechanisms: cfg.mechanisms.clone(),
             grid: cfg.grid.clone(),
             private: cfg.private.clone(),
+            lists: cfg.lists.clone(),
         },
         rows,
         free: private.is_none().then_some(free_est),
@@ -516,6 +534,7 @@ pub fn tune(
         bounds_file: None,
         bounds: mech_rows.bounds,
         privacy,
+        lists: list_rows,
     })
 }
 

@@ -91,6 +91,9 @@ pub struct TuneConfig {
     /// no registry mechanism is tuned then. `None`: the exact (non-private) rule.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub private: Option<PrivateTuneParams>,
+    /// The lists tuned (`recsel tune --k K`; none before version 6).
+    #[serde(default)]
+    pub lists: super::lists::ListGrid,
 }
 
 fn no_prior_weights() -> Vec<f64> {

@@ -24,6 +24,7 @@ use crate::recommend::release::{check_bounds, MANIFEST};
 use crate::recommend::RecommendConfig;
 
 mod config;
+pub mod lists;
 
 pub use config::{
     beats, free_name, mean_se, public_privacy, EstimationSplit, MechGrid, PoolSource, PrivateRule,
@@ -44,10 +45,11 @@ pub const BOUNDS: &str = "tuning.npz";
 /// Version of the tuning layout (2: a row may carry a prior; 3: each registry mechanism's tuned
 /// row, the free baseline's standard error and the clip bounds in `tuning.npz`; 4: the
 /// calibration users' privacy entry, and private rows without exact calibration statistics; 5:
-/// the best free option, and every estimate on calibration users the choice did not read).
+/// the best free option, and every estimate on calibration users the choice did not read; 6: the
+/// tuned lists of `recsel tune --k K`, [`lists::ListRow`]).
 /// Older files are read as they are: rows without a prior, no mechanism rows, not private,
 /// estimates on the users the choice was made on.
-pub const TUNING_VERSION: u32 = 5;
+pub const TUNING_VERSION: u32 = 6;
 
 /// A mean over calibration users and its standard error.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -269,6 +271,9 @@ pub struct Tuning {
     /// private, which they were not).
     #[serde(default = "public_privacy")]
     pub privacy: PopulationPrivacy,
+    /// The tuned lists per list length k and ε (from version 6; `recsel tune --k K`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lists: Vec<lists::ListRow>,
     /// The bounds of `clip_ranges` (in memory; written to and read from `tuning.npz`).
     #[serde(skip)]
     pub bounds: Vec<Sensitivities>,
@@ -628,6 +633,23 @@ impl Tuning {
         if !t.clip_ranges.is_empty() && t.bounds_file.is_none() {
             return Err(bad(format!("clip ranges without {BOUNDS}")));
         }
+        for r in &t.lists {
+            let m = &r.serves.mechanism;
+            if r.k < 2 || r.serves.released < r.k {
+                return Err(bad(format!(
+                    "list row k {} eps {}: released {} items (need k >= 2 and at least k)",
+                    r.k, r.epsilon, r.serves.released
+                )));
+            }
+            if m != lists::PUBLIC && crate::mechanisms::spec(m).is_err() {
+                return Err(bad(format!(
+                    "list row k {} eps {}: mechanism '{m}' ({} or a registry mechanism)",
+                    r.k,
+                    r.epsilon,
+                    lists::PUBLIC
+                )));
+            }
+        }
         for r in &t.rows {
             if !matches!(r.mechanism.as_str(), "krr" | "random") {
                 return Err(bad(format!(
@@ -665,6 +687,23 @@ fn release_entry(dir: &Path) -> Result<FileEntry> {
 /// of the tuned row for `cfg`'s ε. An error when `cfg` also names candidates (the tuning chooses
 /// them) or the directory has no valid `tuning.json`.
 pub fn resolve(dir: &Path, cfg: &RecommendConfig) -> Result<(RecommendConfig, TunedChoice)> {
+    refuse_given(cfg)?;
+    let tuning = Tuning::read(dir)?;
+    let choice = tuning.choice(cfg.params.epsilon)?;
+    let mut out = cfg.clone();
+    out.mechanism = choice.mechanism.clone();
+    out.params = MechParams {
+        epsilon: choice.epsilon,
+        ..cfg.params.clone()
+    };
+    out.candidates = choice.candidates.clone();
+    out.prior = choice.prior.clone();
+    Ok((out, choice))
+}
+
+/// The error for what the tuned configuration chooses itself but `cfg` gives: candidates or a
+/// prior.
+fn refuse_given(cfg: &RecommendConfig) -> Result<()> {
     if cfg.candidates != CandidatePolicy::All {
         return Err(Error::Invalid(format!(
             "candidates '{}' with the tuned configuration: the tuning chooses the candidates; \
@@ -679,17 +718,7 @@ pub fn resolve(dir: &Path, cfg: &RecommendConfig) -> Result<(RecommendConfig, Tu
             cfg.prior
         )));
     }
-    let tuning = Tuning::read(dir)?;
-    let choice = tuning.choice(cfg.params.epsilon)?;
-    let mut out = cfg.clone();
-    out.mechanism = choice.mechanism.clone();
-    out.params = MechParams {
-        epsilon: choice.epsilon,
-        ..cfg.params.clone()
-    };
-    out.candidates = choice.candidates.clone();
-    out.prior = choice.prior.clone();
-    Ok((out, choice))
+    Ok(())
 }
 
 /// A recommendation configuration that asks for the tuned choice at `epsilon`.
