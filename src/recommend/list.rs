@@ -76,7 +76,7 @@ impl Recommender {
 
     /// The released items of a public tuned list of `k` (the ranking's first m, whatever the
     /// history), `None` for any other answer; an error for a length it does not serve.
-    fn public_list(&self, k: usize) -> Result<Option<Vec<u32>>> {
+    fn tuned_public_items(&self, k: usize) -> Result<Option<Vec<u32>>> {
         self.released_len(k)?;
         Ok(self
             .tuned_list
@@ -153,7 +153,7 @@ impl Recommender {
         draws: &mut Draws,
         scratch: &mut RecScratch,
     ) -> Result<Vec<u32>> {
-        if let Some(items) = self.public_list(k)? {
+        if let Some(items) = self.tuned_public_items(k)? {
             return Ok(items);
         }
         if k == 1 {
@@ -181,7 +181,7 @@ impl Recommender {
         draws: &mut Draws,
         scratch: &mut RecScratch,
     ) -> Result<Vec<u32>> {
-        if let Some(items) = self.public_list(k)? {
+        if let Some(items) = self.tuned_public_items(k)? {
             return Ok(items);
         }
         if k == 1 {

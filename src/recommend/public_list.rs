@@ -47,10 +47,15 @@ impl Recommender {
             )
         })?;
         let n = self.n_items();
-        let mut top = crate::scoring::policy::most_popular(pop, m.min(n), n)?;
-        // A pool comes back in column order; a ranking is most popular first.
-        top.sort_by(|&a, &b| pop[b as usize].cmp(&pop[a as usize]).then(a.cmp(&b)));
-        Ok(top)
+        if pop.len() != n {
+            return Err(Error::Invalid(format!(
+                "{} popularity counts for {n} items",
+                pop.len()
+            )));
+        }
+        // The one public ranking (most popular first, ties by column), which `popular:N` and
+        // the tuned free lists take their items from.
+        Ok(crate::scoring::policy::public_ranking(pop, m.min(n)))
     }
 
     /// The entries of the release's privacy report the public ranking learned from: the
