@@ -370,7 +370,8 @@ fn tuning_json_records_the_calibration_users_privacy_for_both_tuners() {
         }
         assert!(
             out.contains(&format!(
-                "privacy of the calibration users: ({eps}, {delta})-DP"
+                "privacy of the calibration users: {} for",
+                recsel::privacy::report::guarantee(Some(eps), delta)
             )),
             "{out}"
         );
