@@ -75,82 +75,63 @@ pub fn migrate(url: &str) -> Result<Migrated> {
 /// The steps from schema version 2 to 3 inside [`migrate`]'s transaction: the
 /// answer kind `list` and the index of one release per history.
 pub(super) fn v2_to_v3(tx: &mut Transaction<'_>, location: &str) -> Result<()> {
-    let e = |x: postgres::Error| store_err(location, x);
-    {
-        // The check of the answer's kind, whatever its name.
-        let check: Vec<String> = tx
-            .query(
-                "SELECT c.conname FROM pg_constraint c \
-                 JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = ANY (c.conkey) \
-                 WHERE c.conrelid = 'recsel_events'::regclass AND c.contype = 'c' \
-                 AND array_length(c.conkey, 1) = 1 AND a.attname = 'answer_kind'",
-                &[],
-            )
-            .map_err(e)?
-            .iter()
-            .map(|r| r.get(0))
-            .collect();
-        if check.len() != 1 {
-            return Err(store_err(
-                location,
-                format!(
-                    "expected one check constraint on recsel_events.answer_kind, found {}; \
-                     nothing was changed",
-                    check.len()
-                ),
-            ));
-        }
-        tx.batch_execute(&format!(
-            "LOCK TABLE recsel_events IN ACCESS EXCLUSIVE MODE;
-             ALTER TABLE recsel_events DROP CONSTRAINT \"{old}\";
-             ALTER TABLE recsel_events ADD CHECK \
-                 (answer_kind IN ('item', 'list', 'none', 'fallback'));
-             {release};",
-            old = check[0],
-            release = release_index(DIALECT, "recsel_events_by_release", "recsel_events"),
-        ))
-        .map_err(e)?;
-    }
-    Ok(())
+    let old = single_constraint(tx, location, 'c', "answer_kind", "check")?;
+    tx.batch_execute(&format!(
+        "LOCK TABLE recsel_events IN ACCESS EXCLUSIVE MODE;
+         ALTER TABLE recsel_events DROP CONSTRAINT \"{old}\";
+         ALTER TABLE recsel_events ADD CHECK \
+             (answer_kind IN ('item', 'list', 'none', 'fallback'));
+         {release};",
+        release = release_index(DIALECT, "recsel_events_by_release", "recsel_events"),
+    ))
+    .map_err(|x| store_err(location, x))
 }
 
 /// The steps from schema version 1 to 2 inside [`migrate`]'s transaction: the
 /// request-hash column, and request ids unique per user.
 pub(super) fn v1_to_v2(tx: &mut Transaction<'_>, location: &str) -> Result<()> {
-    let e = |x: postgres::Error| store_err(location, x);
-    {
-        // The unique constraint on the request id alone, whatever its name.
-        let unique: Vec<String> = tx
-            .query(
-                "SELECT c.conname FROM pg_constraint c \
-                 JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = ANY (c.conkey) \
-                 WHERE c.conrelid = 'recsel_events'::regclass AND c.contype = 'u' \
-                 AND array_length(c.conkey, 1) = 1 AND a.attname = 'request_id'",
-                &[],
-            )
-            .map_err(e)?
-            .iter()
-            .map(|r| r.get(0))
-            .collect();
-        if unique.len() != 1 {
-            return Err(store_err(
-                location,
-                format!(
-                    "expected one unique constraint on recsel_events.request_id, found {}; \
-                     nothing was changed",
-                    unique.len()
-                ),
-            ));
-        }
-        tx.batch_execute(&format!(
-            "LOCK TABLE recsel_events IN ACCESS EXCLUSIVE MODE;
-             ALTER TABLE recsel_events ADD COLUMN {hash};
-             ALTER TABLE recsel_events DROP CONSTRAINT \"{old}\";
-             ALTER TABLE recsel_events ADD UNIQUE (user_id, request_id);",
-            hash = hash_column(DIALECT),
-            old = unique[0]
-        ))
-        .map_err(e)?;
+    let old = single_constraint(tx, location, 'u', "request_id", "unique")?;
+    tx.batch_execute(&format!(
+        "LOCK TABLE recsel_events IN ACCESS EXCLUSIVE MODE;
+         ALTER TABLE recsel_events ADD COLUMN {hash};
+         ALTER TABLE recsel_events DROP CONSTRAINT \"{old}\";
+         ALTER TABLE recsel_events ADD UNIQUE (user_id, request_id);",
+        hash = hash_column(DIALECT),
+    ))
+    .map_err(|x| store_err(location, x))
+}
+
+/// The name of the one constraint of type `contype` ('c' check, 'u' unique) on the single
+/// column `column` of `recsel_events`, whatever it was named; an error (nothing changed) unless
+/// there is exactly one.
+fn single_constraint(
+    tx: &mut Transaction<'_>,
+    location: &str,
+    contype: char,
+    column: &str,
+    what: &str,
+) -> Result<String> {
+    let names: Vec<String> = tx
+        .query(
+            "SELECT c.conname FROM pg_constraint c \
+             JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = ANY (c.conkey) \
+             WHERE c.conrelid = 'recsel_events'::regclass AND c.contype = $1::text::\"char\" \
+             AND array_length(c.conkey, 1) = 1 AND a.attname::text = $2::text",
+            &[&contype.to_string(), &column],
+        )
+        .map_err(|x| store_err(location, x))?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    match names.as_slice() {
+        [one] => Ok(one.clone()),
+        _ => Err(store_err(
+            location,
+            format!(
+                "expected one {what} constraint on recsel_events.{column}, found {}; nothing \
+                 was changed",
+                names.len()
+            ),
+        )),
     }
-    Ok(())
 }
