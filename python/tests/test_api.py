@@ -16,7 +16,7 @@ D = [1.0, 2.0, 0.5, 1.0]
 def test_registry_lists_the_mechanisms():
     mechs = recsel.mechanisms()
     names = [m["name"] for m in mechs]
-    assert {"rnm", "gem", "mgem", "rs", "cgem"} <= set(names)
+    assert {"rnm", "gem", "mgem", "rs", "cgem", "rs-gem"} <= set(names)
     gem = next(m for m in mechs if m["name"] == "gem")
     assert gem["private"] is True and "beta" in " ".join(gem["params"])
     assert any(m["audit_reference"] for m in mechs)
@@ -29,6 +29,7 @@ def test_registry_lists_the_mechanisms():
         ("rnm", [], {}),
         ("rs", ["--gamma", "0.2"], {"gamma": 0.2}),
         ("cgem", ["--chooser", "pearson"], {"chooser": "pearson"}),
+        ("rs-gem", ["--gamma", "0.2"], {"gamma": 0.2}),
     ],
 )
 def test_sample_counts_equal_the_cli(run_cli, mech, extra, params):
