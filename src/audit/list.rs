@@ -7,9 +7,7 @@ use crate::error::{Error, Result};
 use crate::mechanisms::{Guarantee, Problem, TopK};
 use crate::rng::{name_id, Draws, Streams};
 
-use super::{
-    direction_bound, exceeds, tally, AuditConfig, AuditReport, DirectionResult, NeighbourPair,
-};
+use super::{direction_bound, tally, AuditConfig, AuditReport, DirectionResult, NeighbourPair};
 
 /// How one list is drawn: `(problem, draws, family, index)` → the list, where draw `index` of
 /// the stream family `family` (one per pair, input and batch) must use its own stream.
@@ -121,23 +119,8 @@ pub fn audit_list_claim(
         }
     }
     let guarantee = guarantee.expect("at least one pair");
-    let max_eps_lb = results
-        .iter()
-        .map(|r| r.bound.eps_lb)
-        .fold(0.0f64, |a, b| if b > a { b } else { a });
-    // An (ε, δ) claim is refuted when P_lo > e^ε·P_hi + δ: the bound with δ taken off first.
-    let refutes = |r: &DirectionResult, eps: f64| {
-        if delta == 0.0 {
-            exceeds(r.bound.eps_lb, eps)
-        } else {
-            exceeds(((r.bound.p_lo - delta).max(0.0) / r.bound.p_hi).ln(), eps)
-        }
-    };
-    let violation = guarantee.is_private()
-        && results
-            .iter()
-            .any(|r| r.claimed.is_some_and(|c| refutes(r, c)));
-    let exceeds_nominal = results.iter().any(|r| exceeds(r.bound.eps_lb, epsilon));
+    let (max_eps_lb, violation, exceeds_nominal) =
+        super::verdict(&results, guarantee.is_private(), delta, epsilon);
     Ok(AuditReport {
         mechanism: name.to_string(),
         epsilon,

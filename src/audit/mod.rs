@@ -361,6 +361,35 @@ pub(crate) fn held_to(mech: &dyn Mechanism, noise: NoiseMode) -> Result<Guarante
     })
 }
 
+/// The verdict of an [`AuditReport`] over `results`: the largest ε_LB (0 without evidence),
+/// whether a claimed guarantee with this `delta` is refuted (only when the mechanism claims one,
+/// `private`), and whether some ε_LB exceeds the nominal `epsilon`. An (ε, δ) claim is refuted
+/// when P_lo > e^ε·P_hi + δ: the bound with δ taken off first.
+pub(crate) fn verdict(
+    results: &[DirectionResult],
+    private: bool,
+    delta: f64,
+    epsilon: f64,
+) -> (f64, bool, bool) {
+    let max_eps_lb = results
+        .iter()
+        .map(|r| r.bound.eps_lb)
+        .fold(0.0f64, |a, b| if b > a { b } else { a });
+    let refutes = |r: &DirectionResult, eps: f64| {
+        if delta == 0.0 {
+            exceeds(r.bound.eps_lb, eps)
+        } else {
+            exceeds(((r.bound.p_lo - delta).max(0.0) / r.bound.p_hi).ln(), eps)
+        }
+    };
+    let violation = private
+        && results
+            .iter()
+            .any(|r| r.claimed.is_some_and(|c| refutes(r, c)));
+    let exceeds_nominal = results.iter().any(|r| exceeds(r.bound.eps_lb, epsilon));
+    (max_eps_lb, violation, exceeds_nominal)
+}
+
 /// A small relative slack keeps rounding in the bounds from reading as a violation.
 pub(crate) fn exceeds(eps_lb: f64, eps: f64) -> bool {
     eps_lb > eps * (1.0 + 1e-9)
@@ -415,26 +444,12 @@ pub fn audit(
             });
         }
     }
-    let max_eps_lb = results
-        .iter()
-        .map(|r| r.bound.eps_lb)
-        .fold(0.0f64, |a, b| if b > a { b } else { a });
-    // An (ε, δ) claim is refuted when P_lo > e^ε·P_hi + δ: the bound with δ taken off first.
-    let delta = guarantee.delta();
-    let refutes = |r: &DirectionResult, eps: f64| {
-        if delta == 0.0 {
-            exceeds(r.bound.eps_lb, eps)
-        } else {
-            exceeds(((r.bound.p_lo - delta).max(0.0) / r.bound.p_hi).ln(), eps)
-        }
-    };
-    let violation = guarantee.is_private()
-        && results
-            .iter()
-            .any(|r| r.claimed.is_some_and(|c| refutes(r, c)));
-    let exceeds_nominal = results
-        .iter()
-        .any(|r| exceeds(r.bound.eps_lb, mech.epsilon()));
+    let (max_eps_lb, violation, exceeds_nominal) = verdict(
+        &results,
+        guarantee.is_private(),
+        guarantee.delta(),
+        mech.epsilon(),
+    );
     Ok(AuditReport {
         mechanism: mech.name().to_string(),
         epsilon: mech.epsilon(),
