@@ -91,8 +91,28 @@ pub fn recall20_per_row(
     input: &crate::data::Csr,
     target: &crate::data::Csr,
 ) -> Vec<f64> {
-    let n = model.n_items();
     let rows: Vec<usize> = (0..input.rows()).collect();
+    ranked_rows(model, input, &rows, 20, |u, ranked| {
+        let t = row_items(target, u);
+        if t.is_empty() {
+            return 0.0;
+        }
+        let hits = ranked.iter().filter(|i| t.binary_search(i).is_ok()).count();
+        hits as f64 / t.len().min(20) as f64
+    })
+}
+
+/// `per(row, ranked)` for each of `rows` (rows of `input`), `ranked` the model's `k` best items
+/// for that row with its own items excluded ([`top_k`]), in the order of `rows`. Rows are scored
+/// [`SCORE_LANES`] at a time: the model's weights are read once per group.
+fn ranked_rows<R: Send>(
+    model: &Model,
+    input: &crate::data::Csr,
+    rows: &[usize],
+    k: usize,
+    per: impl Fn(usize, &[u32]) -> R + Sync,
+) -> Vec<R> {
+    let n = model.n_items();
     rows.par_chunks(SCORE_LANES)
         .map_init(
             || (Vec::new(), Scratch::new(n)),
@@ -104,15 +124,7 @@ pub fn recall20_per_row(
                     .iter()
                     .zip(scores.chunks_mut(n.max(1)))
                     .zip(&inputs)
-                    .map(|((&u, s), input)| {
-                        let t = row_items(target, u);
-                        if t.is_empty() {
-                            return 0.0;
-                        }
-                        let ranked = top_k(s, input, 20);
-                        let hits = ranked.iter().filter(|i| t.binary_search(i).is_ok()).count();
-                        hits as f64 / t.len().min(20) as f64
-                    })
+                    .map(|((&u, s), input)| per(u, &top_k(s, input, k)))
                     .collect::<Vec<_>>()
             },
         )
@@ -122,35 +134,12 @@ pub fn recall20_per_row(
 
 /// Evaluates a model on the test users of a dataset.
 pub fn evaluate(model: &Model, data: &Dataset) -> Metrics {
-    let n = model.n_items();
     let users: Vec<usize> = (0..data.test_target.rows())
         .filter(|&u| data.test_target.outer_view(u).is_some_and(|r| r.nnz() > 0))
         .collect();
-    // Users are scored SCORE_LANES at a time: the model's weights are read once per group.
-    let per_user: Vec<[f64; 6]> = users
-        .par_chunks(SCORE_LANES)
-        .map_init(
-            || (Vec::new(), Scratch::new(n)),
-            |(scores, scratch), group| {
-                let inputs: Vec<&[u32]> = group
-                    .iter()
-                    .map(|&u| row_items(&data.test_input, u))
-                    .collect();
-                scores.resize(group.len() * n, 0.0);
-                model.score_block(&inputs, scores, scratch);
-                group
-                    .iter()
-                    .zip(scores.chunks_mut(n.max(1)))
-                    .zip(&inputs)
-                    .map(|((&u, s), input)| {
-                        let ranked = top_k(s, input, 100);
-                        user_metrics(&ranked, row_items(&data.test_target, u))
-                    })
-                    .collect::<Vec<_>>()
-            },
-        )
-        .flatten_iter()
-        .collect();
+    let per_user: Vec<[f64; 6]> = ranked_rows(model, &data.test_input, &users, 100, |u, ranked| {
+        user_metrics(ranked, row_items(&data.test_target, u))
+    });
     let column =
         |c: usize| -> Estimate { Estimate::of(&per_user.iter().map(|m| m[c]).collect::<Vec<_>>()) };
     Metrics {
