@@ -497,10 +497,7 @@ impl GramNoise {
                     .par_col_iter_mut()
                     .enumerate()
                     .for_each(|(j, col)| {
-                        let col = col
-                            .try_as_col_major_mut()
-                            .expect("contiguous column")
-                            .as_slice_mut();
+                        let col = super::col_slice_mut(col);
                         col[j..].iter_mut().for_each(|v| *v *= s);
                         self.weighted_column(j, &mut col[j..]);
                     });
@@ -514,10 +511,7 @@ impl DenseGramEdit for GramNoise {
     /// column.
     fn apply<T: DenseScalar>(&self, m: faer::MatMut<'_, T>) {
         m.par_col_iter_mut().enumerate().for_each(|(j, col)| {
-            let col = col
-                .try_as_col_major_mut()
-                .expect("contiguous column")
-                .as_slice_mut();
+            let col = super::col_slice_mut(col);
             self.each_noise(j, &mut col[j..], false, |v, z| *v += T::from_f64(z));
         });
     }
@@ -633,10 +627,7 @@ impl DenseGramEdit for Replay<'_> {
             .par_col_iter_mut()
             .enumerate()
             .for_each(|(j, col)| {
-                let col = col
-                    .try_as_col_major_mut()
-                    .expect("contiguous column")
-                    .as_slice_mut();
+                let col = super::col_slice_mut(col);
                 for (i, v) in col.iter_mut().enumerate().skip(j) {
                     *v = T::from_f64(g[(i, j)]);
                 }

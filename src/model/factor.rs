@@ -161,12 +161,7 @@ impl<T: DenseScalar> FactorColumns for DenseColumns<'_, T> {
     }
 
     fn column(&self, j: usize, mut f: impl FnMut(u32, f64)) {
-        let col = self
-            .0
-            .col(j)
-            .try_as_col_major()
-            .expect("contiguous column")
-            .as_slice();
+        let col = super::col_slice(self.0.col(j));
         for (i, &v) in col.iter().enumerate().skip(j) {
             let v = v.to_f64();
             if v != 0.0 || i == j {

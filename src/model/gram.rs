@@ -363,10 +363,7 @@ pub fn gram_dense<T: DenseScalar>(x: &Csr, t: &ItemUsers, m: faer::MatMut<'_, T>
     m.par_col_iter_mut().enumerate().for_each_init(
         || ColumnCounter::new(n),
         |c, (j, col)| {
-            let col = col
-                .try_as_col_major_mut()
-                .expect("contiguous column")
-                .as_slice_mut();
+            let col = super::col_slice_mut(col);
             c.column(t, j, |i, k| col[i as usize] = T::from_f64(k as f64));
         },
     );
@@ -403,10 +400,7 @@ pub fn gram_dense_weighted<T: DenseScalar>(
     m.par_col_iter_mut().enumerate().for_each_init(
         || vec![0.0f64; n],
         |acc, (j, col)| {
-            let col = col
-                .try_as_col_major_mut()
-                .expect("contiguous column")
-                .as_slice_mut();
+            let col = super::col_slice_mut(col);
             ColumnCounter::column_weighted(t, j, acc);
             finish(j, &mut acc[j..]);
             for (c, a) in col[j..].iter_mut().zip(acc[j..].iter_mut()) {

@@ -119,6 +119,21 @@ impl Precision {
     }
 }
 
+/// The entries of a column of a dense column-major matrix as a slice (every dense matrix of the
+/// fit is column-major with unit row stride; anything else is a bug).
+pub(crate) fn col_slice<T>(col: faer::ColRef<'_, T>) -> &[T] {
+    col.try_as_col_major()
+        .expect("contiguous column")
+        .as_slice()
+}
+
+/// [`col_slice`] for a mutable column.
+pub(crate) fn col_slice_mut<T>(col: faer::ColMut<'_, T>) -> &mut [T] {
+    col.try_as_col_major_mut()
+        .expect("contiguous column")
+        .as_slice_mut()
+}
+
 /// A scalar of the dense factorisation: `f32` or `f64` ([`Precision`]).
 pub trait DenseScalar: faer::traits::RealField + Copy + Send + Sync {
     /// Integers up to this are exact (2²⁴ or 2⁵³).

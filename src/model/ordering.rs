@@ -55,11 +55,7 @@ pub fn amd_ordering_dense<T: DenseScalar>(
 ) -> Result<(Vec<usize>, Vec<usize>)> {
     let n = m.nrows();
     amd_ordering_by_columns(n, |j| {
-        let col = m
-            .col(j)
-            .try_as_col_major()
-            .expect("contiguous column")
-            .as_slice();
+        let col = super::col_slice(m.col(j));
         (j..n)
             .filter(move |&i| col[i] != T::from_f64(0.0))
             .map(|i| i as u32)
@@ -159,10 +155,7 @@ pub fn permute_dense_symmetric<T: DenseScalar>(mut m: faer::MatMut<'_, T>, fwd: 
     m.rb_mut().par_col_iter_mut().for_each_init(
         || vec![T::from_f64(0.0); n],
         |tmp, col| {
-            let c = col
-                .try_as_col_major_mut()
-                .expect("contiguous column")
-                .as_slice_mut();
+            let c = super::col_slice_mut(col);
             for (a, t) in tmp.iter_mut().enumerate() {
                 *t = c[fwd[a]];
             }
@@ -203,11 +196,7 @@ pub fn permute_dense_symmetric<T: DenseScalar>(mut m: faer::MatMut<'_, T>, fwd: 
 }
 
 fn write_col<T: DenseScalar>(m: faer::MatMut<'_, T>, j: usize, v: &[T]) {
-    m.col_mut(j)
-        .try_as_col_major_mut()
-        .expect("contiguous column")
-        .as_slice_mut()
-        .copy_from_slice(v);
+    super::col_slice_mut(m.col_mut(j)).copy_from_slice(v);
 }
 
 /// Approximate minimum degree on the full given pattern (faer), the reference for
