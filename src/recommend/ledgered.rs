@@ -217,11 +217,6 @@ impl LedgeredRecommender {
         self.answers(k)?.charge_for(k)
     }
 
-    /// The mechanism of an answer of `k` items, as logged with its charge.
-    pub fn mechanism_for(&self, k: usize) -> Result<String> {
-        Ok(self.answers(k)?.mechanism.clone())
-    }
-
     /// The [`RequestHash`] of a request for `history` (item columns): HMAC-SHA256 under the
     /// history key (docs/ledger.md, "The history key") of the serving configuration of the
     /// answer of `k` ([`LedgeredRecommender::recommender_for`]) — mechanism, ε charged (ledger units), candidate policy and a fixed list's

@@ -379,10 +379,7 @@ async fn answer(
     // the charge.
     let k = m.req.k;
     let rec = svc.recommender_for(k).map_err(internal)?;
-    o.insert(
-        "mechanism".into(),
-        json!(svc.mechanism_for(k).map_err(internal)?),
-    );
+    o.insert("mechanism".into(), json!(rec.mechanism().name()));
     if k > 1 {
         o.insert("k".into(), json!(k));
         o.insert("list_form".into(), json!(rec.list_form().to_string()));
@@ -399,10 +396,8 @@ async fn answer(
         "candidates".into(),
         json!(rec.candidate_policy().to_string()),
     );
-    o.insert(
-        "guarantee".into(),
-        json!(svc.guarantee_for(k).map_err(internal)?),
-    );
+    let guarantee = svc.guarantee_for(k).map_err(internal)?;
+    o.insert("guarantee".into(), json!(guarantee));
     o.insert("budget".into(), json!(eps(settings.budget)));
     o.insert("period".into(), json!(settings.period.name()));
     o.insert("window_end".into(), json!(window_end));

@@ -195,11 +195,6 @@ impl Service {
         Ok(self.lr.charge_for(k)?)
     }
 
-    /// The mechanism of an answer of `k` items.
-    pub fn mechanism_for(&self, k: usize) -> Result<String, ServeError> {
-        Ok(self.lr.mechanism_for(k)?)
-    }
-
     /// The guarantee of an answer of `k` items in a few words, with one release per history
     /// when the ledger keeps lists once per history.
     pub fn guarantee_for(&self, k: usize) -> crate::error::Result<String> {
