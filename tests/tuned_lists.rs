@@ -3,7 +3,7 @@
 //! estimate a list row reports is made on calibration users its choice did not read.
 
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use crate::util::{fit_synthetic, ok, recsel};
 use recsel::data::{calibration_users, DataOptions, HeldOutRows};
@@ -137,6 +137,94 @@ fn tune_k_writes_list_rows_and_recommend_k_reads_them() {
     );
 }
 
+/// A recommender loaded for one item with the tuned configuration and asked for a list of 5
+/// answers the tuned list of 5 ([`Recommender::for_k`], resolved once): the same row, mechanism,
+/// pool, released length, ε, statement, worth and — for the same seed — items as one loaded with
+/// `--k 5`. The top-1 row is never peeled into a list (its own list of 5 is refused), a length
+/// without tuned rows is refused naming `recsel tune --k`, a named mechanism keeps answering its
+/// own lists, and the recommender loaded for 5 asked for one item answers the tuned top-1 row.
+#[test]
+fn a_top1_recommender_asked_for_k_answers_the_tuned_list_of_k() {
+    let dir = model();
+    let top1 = Arc::new(Recommender::load(dir, &tuned(8.0, 1)).unwrap());
+    let five = Arc::new(Recommender::load(dir, &tuned(8.0, 5)).unwrap());
+    assert!(top1.tuned_list().is_none() && five.tuned_list().is_some());
+    let got = top1.for_k(5).unwrap();
+    assert!(Arc::ptr_eq(&got, &top1.for_k(5).unwrap()), "resolved once");
+    assert!(Arc::ptr_eq(&top1.for_k(1).unwrap(), &top1));
+    assert_eq!(got.tuned_list(), five.tuned_list());
+    assert_eq!(got.mechanism().name(), five.mechanism().name());
+    assert_eq!(got.candidate_policy(), five.candidate_policy());
+    assert_eq!(got.released_len(5).unwrap(), five.released_len(5).unwrap());
+    assert_eq!(got.list_epsilon(5).unwrap(), five.list_epsilon(5).unwrap());
+    assert_eq!(
+        got.list_statement(5).unwrap(),
+        five.list_statement(5).unwrap()
+    );
+    assert_eq!(got.list_privacy(5).unwrap(), five.list_privacy(5).unwrap());
+    assert_eq!(got.list_guarantee_words(5), five.list_guarantee_words(5));
+    assert_eq!(got.worth_for(5), five.worth_for(5));
+    let ids = &five.release().manifest.item_ids;
+    let lists = |rec: &Recommender, seed: u64| {
+        let mut draws = rec.draws_seeded(seed).unwrap();
+        let mut scratch = rec.scratch();
+        (0..20u32)
+            .map(|u| {
+                let history = [u, u + 7, u + 40];
+                rec.recommend_list(&history, 5, u as u64, &mut draws, &mut scratch)
+                    .unwrap()
+            })
+            .collect::<Vec<_>>()
+    };
+    let answered = lists(&got, 3);
+    assert_eq!(answered, lists(&five, 3));
+    assert!(answered
+        .iter()
+        .all(|l| l.len() == five.released_len(5).unwrap()));
+    eprintln!(
+        "k = 5 of the top-1 recommender: {} — {}",
+        answered[0]
+            .iter()
+            .map(|&j| ids[j as usize].as_str())
+            .collect::<Vec<_>>()
+            .join(","),
+        got.list_statement(5).unwrap()
+    );
+    // The top-1 row itself draws no list of 5: what was tuned for 5 is the only answer.
+    let mut draws = top1.draws_seeded(3).unwrap();
+    let mut scratch = top1.scratch();
+    let e = top1
+        .recommend_list(&[0, 7, 40], 5, 0, &mut draws, &mut scratch)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("for_k(5)"), "{e}");
+    // A length without tuned rows is refused with the command that makes them, every time.
+    for _ in 0..2 {
+        let e = top1.for_k(3).unwrap_err().to_string();
+        assert!(
+            e.contains("no tuned lists of 3") && e.contains("recsel tune --k 3"),
+            "{e}"
+        );
+    }
+    // The recommender loaded for 5, asked for one item: the tuned top-1 row.
+    let one = five.for_k(1).unwrap();
+    assert_eq!(one.privacy_statement(), top1.privacy_statement());
+    assert_eq!(one.worth(), top1.worth());
+    // A named mechanism draws its own lists of any length.
+    let mut c = RecommendConfig::new(
+        "mgem",
+        MechParams {
+            epsilon: 8.0,
+            ..Default::default()
+        },
+        NoiseMode::Fast,
+    );
+    c.tuned_row = true;
+    let named = Arc::new(Recommender::load(dir, &c).unwrap());
+    assert!(Arc::ptr_eq(&named.for_k(3).unwrap(), &named));
+    assert_eq!(named.released_len(3).unwrap(), 3);
+}
+
 /// Every number a list row reports is the estimation users': replacing what they held out with
 /// an item no list shows leaves every choice (served, best private and best free list) as it was
 /// and sets the free list's estimate to 0; the selection and estimation users are disjoint.
@@ -181,4 +269,152 @@ fn the_tuned_list_is_estimated_on_users_the_choice_did_not_read() {
         assert!(a.free_recall.mean > 0.0, "{a:?}");
         assert_eq!(b.free_recall.mean, 0.0, "{b:?}");
     }
+}
+
+/// `POST /v1/recommend` with `"k": 5` on a tuned service loaded for one item answers the tuned
+/// list of 5 — the items, mechanism, pool, ε charged, guarantee and device filter of `recsel
+/// serve --k 5` for the same test seed and request id — in the batch endpoint too; a `"k"` the
+/// tuning has no list of is a 422 naming `recsel tune --k` (the request alone, in a batch), and
+/// nothing of it reaches the ledger.
+#[cfg(feature = "serve")]
+#[test]
+fn a_top1_service_serves_the_tuned_list_of_k_and_refuses_an_untuned_k() {
+    use crate::util::http::Server;
+    use recsel::ledger::{Ledger, SqliteLedger};
+    use serde_json::{json, Value};
+    use std::time::Duration;
+
+    let dir = model();
+    let tmp = tempfile::tempdir().unwrap();
+    let start = |name: &str, extra: &[&str]| {
+        let ledger = tmp.path().join(name);
+        let mut a: Vec<String> = [
+            "--model",
+            dir.to_str().unwrap(),
+            "--eps",
+            "8",
+            "--ledger",
+            ledger.to_str().unwrap(),
+            "--budget",
+            "100",
+            "--create-ledger",
+            "--threads",
+            "2",
+            "--insecure-test-seed",
+            "5",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        a.extend(extra.iter().map(|s| s.to_string()));
+        let s = Server::start(&a);
+        s.wait_ready(Duration::from_secs(60));
+        (s, ledger)
+    };
+    let (top1, ledger) = start("top1.db", &[]);
+    let (five, _) = start("five.db", &["--k", "5"]);
+    let ids = recsel::recommend::release::Release::read(dir)
+        .unwrap()
+        .manifest
+        .item_ids;
+    let body = |rid: &str, k: Option<usize>| {
+        let mut b =
+            json!({"user": "alice", "history": [ids[0], ids[1], ids[2]], "request_id": rid});
+        if let Some(k) = k {
+            b["k"] = json!(k);
+        }
+        b
+    };
+    let spent = |s: &Server| s.get("/v1/users/alice/budget", None).json()["spent"].clone();
+
+    let asked = body("r1", Some(5));
+    let a = top1.post("/v1/recommend", None, &asked);
+    eprintln!(
+        "top-1 service: POST /v1/recommend {asked}\n-> {} {}",
+        a.status, a.body
+    );
+    assert_eq!(a.status, 200, "{}", a.body);
+    let b = five.post("/v1/recommend", None, &body("r1", None));
+    eprintln!("--k 5 service: -> {} {}", b.status, b.body);
+    assert_eq!(b.status, 200, "{}", b.body);
+    let (a, b) = (a.json(), b.json());
+    let row = Recommender::load(dir, &tuned(8.0, 5))
+        .unwrap()
+        .tuned_list()
+        .unwrap()
+        .clone();
+    assert_eq!(a["items"].as_array().unwrap().len(), row.serves.released);
+    for f in [
+        "item",
+        "items",
+        "k",
+        "mechanism",
+        "candidates",
+        "epsilon",
+        "charged",
+        "guarantee",
+        "list_form",
+        "device_filter",
+    ] {
+        assert_eq!(a[f], b[f], "{f}: {a} against {b}");
+    }
+    assert_eq!(a["candidates"], json!(row.serves.candidates.to_string()));
+    assert_eq!(
+        a["device_filter"],
+        if row.serves.released > 5 {
+            json!(5)
+        } else {
+            Value::Null
+        }
+    );
+    let after_list = spent(&top1);
+
+    // The batch path: the list of 5 (the same history: the stored list, one release per
+    // history) beside a request for 3, refused on its own.
+    let batch = top1.post(
+        "/v1/recommend/batch",
+        None,
+        &json!({"requests": [body("r2", Some(5)), body("r3", Some(3))]}),
+    );
+    assert_eq!(batch.status, 200, "{}", batch.body);
+    let r = batch.json()["responses"].clone();
+    assert_eq!(
+        (r[0]["status"].clone(), r[0]["items"].clone()),
+        (json!(200), a["items"].clone())
+    );
+    assert_eq!(r[1]["status"], json!(422), "{r}");
+    assert_eq!(r[1]["error"]["field"], json!("requests[1].k"), "{r}");
+
+    // A k the tuning has no list of: 422, naming the command that makes one; nothing charged.
+    let refused = top1.post("/v1/recommend", None, &body("r4", Some(3)));
+    eprintln!(
+        "top-1 service, \"k\": 3: -> {} {}",
+        refused.status, refused.body
+    );
+    assert_eq!(refused.status, 422, "{}", refused.body);
+    let e = &refused.json()["error"];
+    assert_eq!(
+        (e["code"].clone(), e["field"].clone()),
+        (json!("no_tuned_list"), json!("k"))
+    );
+    let msg = e["message"].as_str().unwrap();
+    assert!(
+        msg.contains("recsel tune --k 3") && msg.contains("nothing was charged"),
+        "{msg}"
+    );
+    assert_eq!(spent(&top1), after_list);
+    // One item: the tuned top-1 row, as before.
+    let one = top1.post("/v1/recommend", None, &body("r5", None));
+    assert_eq!(one.status, 200, "{}", one.body);
+    assert!(one.json().get("items").is_none(), "{}", one.body);
+    assert_eq!(top1.terminate().code(), Some(0));
+    assert_eq!(five.terminate().code(), Some(0));
+    let l = SqliteLedger::open_existing(&ledger).unwrap();
+    for rid in ["r3", "r4"] {
+        assert!(
+            l.log().event("alice", rid).unwrap().is_none(),
+            "{rid} reached the ledger"
+        );
+    }
+    assert!(l.log().event("alice", "r1").unwrap().is_some());
 }

@@ -250,10 +250,13 @@ class Recommender:
     @overload
     def recommend(self, users: Sequence[Tuple[str, Sequence[str]]], *, k: int,
                   seed: Optional[int] = None) -> Dict[str, Any]:
-        """With ``k`` > 1: ``{"k", "lists", "epsilon", "guarantee", "claim", "privacy"}`` — one
-        ordered list of ``k`` distinct item ids per user, each list one release at the
-        Recommender's eps, with the library's claim for it (``claim`` is the line ``recsel
-        recommend --k K`` prints; ``privacy`` the report entry as JSON text)."""
+        """With ``k`` > 1: ``{"k", "lists", "epsilon", "guarantee", "claim", "privacy",
+        "device_filter"}`` — one ordered list of ``k`` distinct item ids per user, each list one
+        release at the Recommender's eps, with the library's claim for it (``claim`` is the line
+        ``recsel recommend --k K`` prints; ``privacy`` the report entry as JSON text;
+        ``device_filter`` is ``k`` when a tuned list releases more items for the device to
+        filter). With ``mech="tuned"`` it is the tuned list of ``k`` (``recsel tune --k K``).
+        ``k=None`` is the constructor's ``k``."""
         ...
     def recommend_lists(self, users: Sequence[Tuple[str, Sequence[str]]], *, k: int,
                         seed: Optional[int] = None) -> List[List[str]]: ...

@@ -23,7 +23,9 @@ pub fn recommend_options(py: Python<'_>) -> R<Bound<'_, PyList>> {
 /// same one `recsel recommend` runs.
 #[pyclass(module = "recsel._native", name = "Recommender", frozen)]
 pub(crate) struct PyRecommender {
-    rec: recsel::recommend::Recommender,
+    rec: std::sync::Arc<recsel::recommend::Recommender>,
+    /// Items per answer when a call names no `k` (the constructor's `k`, default 1).
+    k: usize,
     /// The random source given to the constructor: `secure`, and the seed a call without its
     /// own uses.
     noise: recsel::mechanisms::NoiseOptions,
@@ -66,7 +68,8 @@ impl PyRecommender {
             PyErr::warn(py, category.as_any(), &msg, 1)?;
         }
         Ok(PyRecommender {
-            rec,
+            rec: std::sync::Arc::new(rec),
+            k: opts.serving.list_len().map_err(err)?,
             noise: opts.noise.clone(),
         })
     }
@@ -155,7 +158,9 @@ impl PyRecommender {
     /// `recsel recommend --seed SEED` for the same users; without a seed (this call's, else the
     /// constructor's) or in secure mode the randomness comes from the OS. With `k` > 1, a list
     /// of `k` distinct items per user, each list one release at the Recommender's eps, returned
-    /// with its claim (`recommend_list_release`); `k` = None or 1 is the single item.
+    /// with its claim (`recommend_list_release`); `k` = 1 is the single item, and `k` = None the
+    /// constructor's `k`. The answer of `k` is the library's (`Recommender::for_k`): with the
+    /// tuned configuration, the tuned list of `k` (`recsel tune --k K`), refused without one.
     #[pyo3(signature = (users, *, k=None, seed=None))]
     fn recommend<'py>(
         &self,
@@ -164,9 +169,9 @@ impl PyRecommender {
         k: Option<usize>,
         seed: Option<u64>,
     ) -> R<Bound<'py, PyAny>> {
-        match k {
-            Some(k) if k != 1 => Ok(self.list_release(py, users, k, seed)?.into_any()),
-            _ => Ok(self.single(py, users, seed)?.into_pyobject(py)?.into_any()),
+        match k.unwrap_or(self.k) {
+            1 => Ok(self.single(py, users, seed)?.into_pyobject(py)?.into_any()),
+            k => Ok(self.list_release(py, users, k, seed)?.into_any()),
         }
     }
 
@@ -186,11 +191,16 @@ impl PyRecommender {
 
     /// The privacy statement of a list of `k` (the line `recsel recommend --k K` prints).
     fn list_statement(&self, k: usize) -> R<String> {
-        self.rec.list_statement(k).map_err(err)
+        self.of_k(k)?.list_statement(k).map_err(err)
     }
 }
 
 impl PyRecommender {
+    /// The recommender that answers `k` items (the library's `Recommender::for_k`).
+    fn of_k(&self, k: usize) -> R<std::sync::Arc<recsel::recommend::Recommender>> {
+        self.rec.for_k(k).map_err(err)
+    }
+
     /// The seed of a call: its own, else the constructor's, else the OS's (refused on the secure
     /// path, which takes none).
     fn call_seed(&self, seed: Option<u64>) -> R<u64> {
@@ -210,23 +220,21 @@ impl PyRecommender {
         users: Vec<(String, Vec<String>)>,
         seed: Option<u64>,
     ) -> R<Vec<Option<String>>> {
+        let rec = self.of_k(1)?;
         let rows = users
             .into_iter()
             .map(|(id, h)| {
-                let items = self
-                    .rec
-                    .history(h.iter().map(String::as_str))
-                    .map_err(err)?;
+                let items = rec.history(h.iter().map(String::as_str)).map_err(err)?;
                 Ok((id, items))
             })
             .collect::<R<Vec<(String, Vec<u32>)>>>()?;
         let seed = self.call_seed(seed)?;
         let picks = py
-            .detach(|| self.rec.recommend_all(&rows, seed, &|_| {}))
+            .detach(|| rec.recommend_all(&rows, seed, &|_| {}))
             .map_err(err)?;
         Ok(picks
             .into_iter()
-            .map(|p| p.map(|j| self.rec.item_id(j).to_string()))
+            .map(|p| p.map(|j| rec.item_id(j).to_string()))
             .collect())
     }
 
@@ -239,7 +247,7 @@ impl PyRecommender {
         seed: Option<u64>,
     ) -> R<Vec<Vec<String>>> {
         let seed = self.call_seed(seed)?;
-        let rec = &self.rec;
+        let rec = &self.of_k(k)?;
         py.detach(|| {
             let mut draws = rec.draws_seeded(seed)?;
             let mut scratch = rec.scratch();
@@ -267,15 +275,20 @@ impl PyRecommender {
         k: usize,
         seed: Option<u64>,
     ) -> R<Bound<'py, PyDict>> {
-        let claim = self.rec.list_statement(k).map_err(err)?;
-        let epsilon = self.rec.list_epsilon(k).map_err(err)?;
-        let privacy = self.rec.list_privacy(k).map_err(err)?;
+        let rec = self.of_k(k)?;
+        let claim = rec.list_statement(k).map_err(err)?;
+        let epsilon = rec.list_epsilon(k).map_err(err)?;
+        let privacy = rec.list_privacy(k).map_err(err)?;
+        let released = rec.released_len(k).map_err(err)?;
         let lists = self.lists(py, &users, k, seed)?;
         let d = PyDict::new(py);
         d.set_item("k", k)?;
         d.set_item("lists", lists)?;
         d.set_item("epsilon", epsilon)?;
-        d.set_item("guarantee", self.rec.list_guarantee_words(k))?;
+        d.set_item("guarantee", rec.list_guarantee_words(k))?;
+        // A tuned list of m > k items: the device shows the first k the user does not own
+        // (`recsel.device_filter`).
+        d.set_item("device_filter", (released > k).then_some(k))?;
         d.set_item("claim", claim)?;
         d.set_item(
             "privacy",

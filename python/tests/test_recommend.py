@@ -244,7 +244,8 @@ def test_recommend_with_k_returns_lists_with_the_librarys_claim(release, run_cli
 
     rec = recsel.Recommender(str(release), "mgem", 1.0)
     got = rec.recommend(users, k=10, seed=9)
-    assert set(got) == {"k", "lists", "epsilon", "guarantee", "claim", "privacy"}
+    assert set(got) == {"k", "lists", "epsilon", "guarantee", "claim", "privacy", "device_filter"}
+    assert got["device_filter"] is None
     assert got["k"] == 10 and got["epsilon"] == 1.0
     assert got["lists"] == [cli[u] for u, _ in users]
     assert all(len(l) == 10 == len(set(l)) for l in got["lists"])
@@ -263,3 +264,27 @@ def test_recommend_with_k_returns_lists_with_the_librarys_claim(release, run_cli
         rec.recommend(users, k=1001, seed=9)
     with pytest.raises(recsel.RecselError, match="1 to 1000"):
         rec.recommend(users, k=0, seed=9)
+
+
+def test_recommend_k_on_a_tuned_release_is_the_tuned_list_of_k(run_cli, tmp_path):
+    """On a release tuned with `recsel tune --k 10`, Recommender(model).recommend(users, k=10)
+    is Recommender(model, k=10).recommend(users) for the same seed: the tuned list of 10 (its
+    lists, eps, claim, privacy entry and device filter), not the top-1 row drawn ten times; a k
+    the tuning has no list of is refused naming `recsel tune --k`; and the Recommender loaded
+    for 10, asked for one item, answers the tuned top-1 row."""
+    model = tmp_path / "model"
+    data = ["--dataset", "synthetic", "--validation-users", "0.1"]
+    run_cli("fit", *data, "--out", model)
+    run_cli("tune", "--model", model, *data, "--mech", "none", "--eps", "1,8", "--k", "10")
+    users = _users(model, n=12)
+    top1 = recsel.Recommender(str(model), "tuned", 8.0)
+    ten = recsel.Recommender(str(model), "tuned", 8.0, k=10)
+    got = top1.recommend(users, k=10, seed=9)
+    assert got == ten.recommend(users, seed=9)
+    assert got["k"] == 10 and len(got["lists"]) == len(users)
+    assert got["claim"] == top1.list_statement(10) == ten.list_statement(10)
+    released = {len(l) for l in got["lists"]}
+    assert got["device_filter"] == (10 if released != {10} else None), (released, got)
+    with pytest.raises(recsel.RecselError, match="recsel tune --k 3"):
+        top1.recommend(users, k=3, seed=9)
+    assert ten.recommend(users, k=1, seed=9) == top1.recommend(users, seed=9)

@@ -10,6 +10,7 @@
 //! the serving configuration ([`LedgeredRecommender::request_hash`]), and the ledger rejects a
 //! stored id whose hash differs.
 
+use std::collections::HashMap;
 use std::sync::mpsc;
 use std::sync::Arc;
 
@@ -32,16 +33,56 @@ use super::{user_key, RecScratch, Recommender, ScoredBlock};
 /// A [`Recommender`] whose answers go through a ledger.
 #[derive(Debug, Clone)]
 pub struct LedgeredRecommender {
-    rec: Arc<Recommender>,
+    /// The answers of the recommender's own length (and of every length when a mechanism was
+    /// named).
+    base: Arc<Answers>,
+    /// The tuned answers of other lengths resolved so far ([`Recommender::for_k`]).
+    of_k: Arc<std::sync::RwLock<HashMap<usize, Arc<Answers>>>>,
+    /// The request hashes' keyed start ([`RequestHasher::keyed`]), before any part.
+    hasher: RequestHasher,
     committer: Arc<GroupCommitter>,
-    charge: Units,
-    mechanism: String,
     fallback: Option<String>,
-    /// The serving configuration's part of every request hash.
-    config_hash: RequestHasher,
     /// Whether a list (k > 1) repeated for the same history in a ledger period is charged again
     /// (default: no — one release per history, [`ChargeRequest::once_per_history`]).
     charge_repeats: bool,
+}
+
+/// What answers of one resolved recommender ([`Recommender::for_k`]) are charged and hashed
+/// with.
+#[derive(Debug)]
+struct Answers {
+    rec: Arc<Recommender>,
+    /// What one item of it is charged.
+    charge: Units,
+    mechanism: String,
+    /// Its serving configuration's part of every request hash.
+    config_hash: RequestHasher,
+}
+
+impl Answers {
+    fn new(rec: Arc<Recommender>, hasher: &RequestHasher) -> Result<Self> {
+        let charge = rec.charge_units()?;
+        Ok(Answers {
+            mechanism: rec.mech.name().to_string(),
+            config_hash: config_hasher_from(hasher.clone(), &rec, charge),
+            rec,
+            charge,
+        })
+    }
+
+    /// What an answer of `k` items of it is charged.
+    fn charge_for(&self, k: usize) -> Result<Units> {
+        if k == 1 {
+            return Ok(self.charge);
+        }
+        let eps = self.rec.list_epsilon(k)?.ok_or_else(|| {
+            Error::Invalid(format!(
+                "a list of mechanism '{}' is not differentially private; a ledger cannot charge it",
+                self.mechanism
+            ))
+        })?;
+        Ok(Units::charge_f64(eps)?)
+    }
 }
 
 /// The domain of a request hash (a new layout of the hashed parts takes a new tag).
@@ -116,7 +157,6 @@ impl LedgeredRecommender {
         fallback: Option<u32>,
         key: &HistoryKey,
     ) -> Result<Self> {
-        let charge = rec.charge_units()?;
         if let Some(j) = fallback {
             if j as usize >= rec.n_items() {
                 return Err(Error::Invalid(format!(
@@ -124,15 +164,37 @@ impl LedgeredRecommender {
                 )));
             }
         }
+        let hasher = RequestHasher::keyed(key);
         Ok(LedgeredRecommender {
-            mechanism: rec.mech.name().to_string(),
             fallback: fallback.map(|j| rec.item_id(j).to_string()),
-            config_hash: config_hasher(&rec, charge, key),
-            rec,
+            base: Arc::new(Answers::new(rec, &hasher)?),
+            of_k: Default::default(),
+            hasher,
             committer,
-            charge,
             charge_repeats: false,
         })
+    }
+
+    /// The answers of `k` items: the recommender's [`Recommender::for_k`], with what they are
+    /// charged and hashed with (resolved once per length). An error when the recommender has
+    /// no answer of `k` (a tuned recommender without a tuned list of `k`).
+    fn answers(&self, k: usize) -> Result<Arc<Answers>> {
+        let rec = self.base.rec.for_k(k)?;
+        if Arc::ptr_eq(&rec, &self.base.rec) {
+            return Ok(Arc::clone(&self.base));
+        }
+        if let Some(a) = self.of_k.read().unwrap_or_else(|e| e.into_inner()).get(&k) {
+            return Ok(Arc::clone(a));
+        }
+        let a = Arc::new(Answers::new(rec, &self.hasher)?);
+        let mut of_k = self.of_k.write().unwrap_or_else(|e| e.into_inner());
+        Ok(Arc::clone(of_k.entry(k).or_insert(a)))
+    }
+
+    /// The recommender that answers `k` items ([`Recommender::for_k`]): its mechanism, pool,
+    /// released length, claim and ε are what an answer of `k` says.
+    pub fn recommender_for(&self, k: usize) -> Result<Arc<Recommender>> {
+        Ok(Arc::clone(&self.answers(k)?.rec))
     }
 
     /// These answers with lists repeated for the same history in a period charged again
@@ -147,62 +209,40 @@ impl LedgeredRecommender {
         self.charge_repeats
     }
 
-    /// What an answer of `k` items is charged: [`LedgeredRecommender::charge`] for one item,
-    /// else the list's ε ([`Recommender::list_epsilon`]) rounded up to ledger units. An error
-    /// for a list the ledger cannot charge (not private, or only (ε, δ)-DP).
+    /// What an answer of `k` items is charged: one item of the recommender for `k`
+    /// ([`LedgeredRecommender::recommender_for`]), or its list's ε
+    /// ([`Recommender::list_epsilon`]) rounded up to ledger units. An error for a length it has
+    /// no answer of, or a list the ledger cannot charge (not private, or only (ε, δ)-DP).
     pub fn charge_for(&self, k: usize) -> Result<Units> {
-        if k == 1 {
-            return Ok(self.charge);
-        }
-        let eps = self.rec.list_epsilon(k)?.ok_or_else(|| {
-            Error::Invalid(format!(
-                "a list of mechanism '{}' is not differentially private; a ledger cannot charge it",
-                self.mechanism
-            ))
-        })?;
-        Ok(Units::charge_f64(eps)?)
+        self.answers(k)?.charge_for(k)
     }
 
     /// The [`RequestHash`] of a request for `history` (item columns): HMAC-SHA256 under the
-    /// history key (docs/ledger.md, "The history key") of the serving
-    /// configuration — mechanism, ε charged (ledger units), candidate policy and a fixed list's
+    /// history key (docs/ledger.md, "The history key") of the serving configuration of the
+    /// answer of `k` ([`LedgeredRecommender::recommender_for`]) — mechanism, ε charged (ledger units), candidate policy and a fixed list's
     /// item ids, the prior — and of the history as the service canonicalises it: the set of the
     /// model's item ids it holds (order, repeats and ids the model does not know change nothing,
     /// since they change no answer), in byte order of the ids. Item ids rather than columns, so
     /// the hash does not depend on the model's column order. The user is not hashed: request
     /// ids are scoped per user already. A list (k > 1) adds its length and form, so a list
     /// and a single item, or two lengths, are different requests.
-    pub fn request_hash(&self, history: &[u32], k: usize) -> RequestHash {
-        self.hash_with(self.config_hash.clone(), history, k)
+    pub fn request_hash(&self, history: &[u32], k: usize) -> Result<RequestHash> {
+        let a = self.answers(k)?;
+        Ok(hash_with(&a, a.config_hash.clone(), history, k))
     }
 
     /// What [`LedgeredRecommender::request_hash`] would be without the key: plain SHA-256 of the
     /// same parts — what anyone holding the ledger could compute for a guessed history. Never
     /// stored; it exists so that tests can show the stored hash is not it.
-    pub fn unkeyed_request_hash(&self, history: &[u32], k: usize) -> RequestHash {
-        let h = config_hasher_from(RequestHasher::new(), &self.rec, self.charge);
-        self.hash_with(h, history, k)
+    pub fn unkeyed_request_hash(&self, history: &[u32], k: usize) -> Result<RequestHash> {
+        let a = self.answers(k)?;
+        let h = config_hasher_from(RequestHasher::new(), &a.rec, a.charge);
+        Ok(hash_with(&a, h, history, k))
     }
 
-    fn hash_with(&self, mut h: RequestHasher, history: &[u32], k: usize) -> RequestHash {
-        let mut ids: Vec<&str> = history.iter().map(|&j| self.rec.item_id(j)).collect();
-        ids.sort_unstable();
-        ids.dedup();
-        if k != 1 {
-            h.part(b"list");
-            h.part(&(k as u64).to_le_bytes());
-            h.part(self.rec.list_form().to_string().as_bytes());
-        }
-        h.part(&(ids.len() as u64).to_le_bytes());
-        for id in ids {
-            h.part(id.as_bytes());
-        }
-        h.finish()
-    }
-
-    /// The recommender.
+    /// The recommender (of the length it was loaded for).
     pub fn recommender(&self) -> &Recommender {
-        &self.rec
+        &self.base.rec
     }
 
     /// The committer (its ledger, its statistics).
@@ -210,14 +250,14 @@ impl LedgeredRecommender {
         &self.committer
     }
 
-    /// What each recommendation is charged.
+    /// What each recommendation of the recommender's own is charged.
     pub fn charge(&self) -> Units {
-        self.charge
+        self.base.charge
     }
 
-    /// The mechanism's registry name, as logged with each charge.
+    /// The mechanism's registry name, as logged with each charge of the recommender's own.
     pub fn mechanism(&self) -> &str {
-        &self.mechanism
+        &self.base.mechanism
     }
 
     /// The fallback item id, if configured.
@@ -232,30 +272,32 @@ impl LedgeredRecommender {
         draws: &mut Draws,
         scratch: &mut RecScratch,
     ) -> Result<ChargeRequest> {
-        let picks = self
+        let a = self.answers(r.k)?;
+        let picks = a
             .rec
             .recommend_list(&r.history, r.k, user_key(&r.user), draws, scratch)?;
-        self.charge_request(r, time, picks)
+        self.charge_request(&a, r, time, picks)
     }
 
     fn charge_request(
         &self,
+        a: &Answers,
         r: &BatchRequest,
         time: Timestamp,
         picks: Vec<u32>,
     ) -> Result<ChargeRequest> {
-        let ids = || picks.iter().map(|&j| self.rec.item_id(j).to_string());
+        let ids = || picks.iter().map(|&j| a.rec.item_id(j).to_string());
         let answer = match (r.k, picks.first()) {
             (_, None) => Answer::NoCandidate,
-            (1, Some(&j)) => Answer::Item(self.rec.item_id(j).to_string()),
+            (1, Some(&j)) => Answer::Item(a.rec.item_id(j).to_string()),
             _ => Answer::List(ids().collect()),
         };
         Ok(ChargeRequest {
             user: r.user.clone(),
             request_id: r.request_id.clone(),
-            request_hash: self.request_hash(&r.history, r.k),
-            mechanism: self.mechanism.clone(),
-            epsilon: self.charge_for(r.k)?,
+            request_hash: hash_with(a, a.config_hash.clone(), &r.history, r.k),
+            mechanism: a.mechanism.clone(),
+            epsilon: a.charge_for(r.k)?,
             time,
             answer,
             fallback: self.fallback.clone(),
@@ -332,7 +374,8 @@ impl LedgeredRecommender {
             .iter()
             .enumerate()
             .map(|(j, r)| {
-                let picks = self.rec.recommend_list_scored(
+                let a = self.answers(r.k)?;
+                let picks = a.rec.recommend_list_scored(
                     block,
                     first + j,
                     r.k,
@@ -340,7 +383,7 @@ impl LedgeredRecommender {
                     draws,
                     scratch,
                 )?;
-                self.charge_request(r, time, picks)
+                self.charge_request(&a, r, time, picks)
             })
             .collect::<Result<_>>()
             .map(PendingCharges)
@@ -365,7 +408,7 @@ impl LedgeredRecommender {
         group: usize,
         done: &mut dyn FnMut(&[BatchRequest], &[Outcome]),
     ) -> Result<Vec<Outcome>> {
-        if self.rec.noise.is_secure() {
+        if self.base.rec.noise.is_secure() {
             SecureRng::from_os()?;
         }
         let group = group.max(1);
@@ -391,10 +434,11 @@ impl LedgeredRecommender {
                 .map_init(
                     || {
                         let d = self
+                            .base
                             .rec
                             .draws_seeded(seed)
                             .expect("OS entropy was available when the run started");
-                        (self.rec.scratch(), d)
+                        (self.base.rec.scratch(), d)
                     },
                     |(scratch, draws), r| self.request(r, time, draws, scratch),
                 )
@@ -431,14 +475,27 @@ impl LedgeredRecommender {
     }
 }
 
-/// The serving configuration's part of a request hash ([`LedgeredRecommender::request_hash`]):
-/// the tag, the mechanism's name, the charge in ledger units, the candidate policy as written and
-/// a fixed list's item ids, and the prior as written (empty without one).
-fn config_hasher(rec: &Recommender, charge: Units, key: &HistoryKey) -> RequestHasher {
-    config_hasher_from(RequestHasher::keyed(key), rec, charge)
+/// A request hash ([`LedgeredRecommender::request_hash`]): `h` (the configuration's part of
+/// `a`) with a list's length and form, then the history's item ids, sorted, once each.
+fn hash_with(a: &Answers, mut h: RequestHasher, history: &[u32], k: usize) -> RequestHash {
+    let mut ids: Vec<&str> = history.iter().map(|&j| a.rec.item_id(j)).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    if k != 1 {
+        h.part(b"list");
+        h.part(&(k as u64).to_le_bytes());
+        h.part(a.rec.list_form().to_string().as_bytes());
+    }
+    h.part(&(ids.len() as u64).to_le_bytes());
+    for id in ids {
+        h.part(id.as_bytes());
+    }
+    h.finish()
 }
 
-/// [`config_hasher`]'s parts added to `h`.
+/// The serving configuration's part of a request hash ([`LedgeredRecommender::request_hash`]),
+/// added to `h`: the tag, the mechanism's name, the charge in ledger units, the candidate policy
+/// as written and a fixed list's item ids, and the prior as written (empty without one).
 fn config_hasher_from(mut h: RequestHasher, rec: &Recommender, charge: Units) -> RequestHasher {
     h.part(REQUEST_HASH_TAG);
     h.part(rec.mech.name().as_bytes());

@@ -22,6 +22,55 @@ use crate::rng::Draws;
 pub const MAX_LIST: usize = 1000;
 
 impl Recommender {
+    /// The recommender that answers `k` items — the one place every front end (the ledgered
+    /// batch, the service's requests and batches, Python) resolves a length in: this one for
+    /// the length it was loaded for ([`super::RecommendConfig::list_k`]) and whenever a
+    /// mechanism was named (it draws its own mechanism's list of `k`); with the tuned
+    /// configuration ([`super::tuned::TUNED`], no mechanism named) the tuned answer of `k` from
+    /// the same release and model at the same ε — the tuned list of `k` (`recsel tune --k K`),
+    /// or the tuned top-1 row for `k` = 1 — as `--k K` loads it, resolved once per `k` and kept.
+    /// Its mechanism, pool, released length, claim, ε, worth and request hash are the answer's.
+    /// An error, naming `recsel tune --k K`, when the tuning has no list of `k`: a tuned
+    /// recommender does not peel its top-1 row into a list nobody tuned.
+    pub fn for_k(self: &Arc<Self>, k: usize) -> Result<Arc<Recommender>> {
+        if k == 0 || k > MAX_LIST {
+            return Err(Error::Invalid(format!(
+                "k = {k}: a list has 1 to {MAX_LIST} items"
+            )));
+        }
+        let Some((dir, cfg)) = self.origin.as_ref().filter(|(_, c)| c.list_k != k) else {
+            return Ok(Arc::clone(self));
+        };
+        if let Some(r) = self
+            .answers
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&k)
+        {
+            return r.clone().map_err(Error::Invalid);
+        }
+        let of_k = super::RecommendConfig {
+            list_k: k,
+            ..cfg.clone()
+        };
+        // The release and the report as loaded: a tuned configuration replaces neither.
+        let r = Self::load_parts(
+            dir,
+            &of_k,
+            Arc::clone(&self.model),
+            self.release.clone(),
+            self.report.clone(),
+        )
+        .map(Arc::new)
+        .map_err(|e| e.to_string());
+        let mut answers = self.answers.write().unwrap_or_else(|e| e.into_inner());
+        answers
+            .entry(k)
+            .or_insert(r)
+            .clone()
+            .map_err(Error::Invalid)
+    }
+
     /// The list mechanism of lists of `k` (built once per k and kept): the configured mechanism
     /// and parameters, ε for the whole list, in the configured form. Errors for k outside
     /// 1..=[`MAX_LIST`], a form the mechanism does not support, or a form without a secure path
@@ -61,9 +110,13 @@ impl Recommender {
         match &self.tuned_list {
             Some((r, _)) if r.k == k => Ok(r.serves.released),
             Some((r, _)) => Err(Error::Invalid(format!(
-                "this recommender serves the tuned list of {} items (tuning.json); a request \
-                 for {k} needs its own tuned row: serve with --k {k}",
+                "this recommender serves the tuned list of {} items (tuning.json); an answer \
+                 of {k} is the tuned answer of {k}: ask Recommender::for_k({k})",
                 r.k
+            ))),
+            None if k > 1 && self.origin.is_some() => Err(Error::Invalid(format!(
+                "this recommender serves the tuned top-1 row (tuning.json); a list of {k} is \
+                 the tuned list of {k}: ask Recommender::for_k({k})"
             ))),
             None => Ok(k),
         }

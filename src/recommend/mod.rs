@@ -44,6 +44,7 @@ mod claim;
 pub mod input;
 pub mod ledgered;
 mod list;
+mod load;
 pub mod options;
 pub mod public_list;
 pub mod publish;
@@ -54,7 +55,8 @@ pub mod tuned;
 pub mod worth;
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
 
 use rayon::prelude::*;
 
@@ -64,8 +66,7 @@ use crate::mechanisms::{
     self, Guarantee, ListForm, MechParams, Mechanism, Problem, Selector, TopK,
 };
 use crate::model::{self, Model, Scratch};
-use crate::privacy::report::{tuning_public, PrivacyReport};
-use crate::privacy::{Population, PopulationPrivacy};
+use crate::privacy::report::PrivacyReport;
 use crate::rng::{name_id, Draws, NoiseMode, SecureRng, Streams};
 use crate::scoring::{
     top_candidates, CandidateList, CandidatePolicy, Candidates, Prior, ResolvedPrior,
@@ -74,6 +75,7 @@ use crate::scoring::{
 pub use block::{ScoredBlock, MIN_BLOCK};
 pub use claim::Scope;
 pub use list::{device_filter, MAX_LIST};
+pub use load::release_privacy_report;
 pub use options::RecommendOptions;
 pub use release::{calibrate, Release, ReleaseManifest};
 pub use worth::{Standing, Worth};
@@ -166,7 +168,7 @@ impl RecScratch {
 /// A model, its release artifact and a validated mechanism: one private item per history.
 #[derive(Debug)]
 pub struct Recommender {
-    model: Model,
+    model: Arc<Model>,
     release: Release,
     index: HashMap<String, u32>,
     mech: Box<dyn Mechanism>,
@@ -199,7 +201,12 @@ pub struct Recommender {
     /// is [`TopK`] of them, built once per k and kept in `lists`.
     params: MechParams,
     list_form: ListForm,
-    lists: std::sync::RwLock<HashMap<usize, std::sync::Arc<TopK>>>,
+    lists: RwLock<HashMap<usize, Arc<TopK>>>,
+    /// A tuned recommender's model directory and configuration ([`tuned::TUNED`], no mechanism
+    /// named): where [`Recommender::for_k`] resolves the tuned answer of another length.
+    origin: Option<(PathBuf, RecommendConfig)>,
+    /// The answers of other lengths resolved so far ([`Recommender::for_k`]), or why not.
+    answers: RwLock<HashMap<usize, std::result::Result<Arc<Recommender>, String>>>,
     /// The release's privacy report (training, calibration and tuning entries).
     report: PrivacyReport,
     /// The tuned clip range served instead of the release's: exact percentiles of the calibration
@@ -216,79 +223,17 @@ pub fn user_key(user_id: &str) -> u64 {
 }
 
 impl Recommender {
-    /// Loads the model and the release artifact in `dir` and builds the mechanism of `cfg`. The
-    /// mechanism [`tuned::TUNED`] serves the tuned row of `dir/tuning.json` for `cfg`'s ε.
-    pub fn load(dir: &Path, cfg: &RecommendConfig) -> Result<Self> {
-        let mut release = Release::read(dir)?;
-        let (model, meta) = model::io::load(dir)?;
-        if meta.release_id != release.manifest.release_id {
-            return Err(Error::Invalid(format!(
-                "{}: release id '{}' is not the model's ('{}'): the release was written for \
-                 another model",
-                dir.join(release::MANIFEST).display(),
-                release.manifest.release_id,
-                meta.release_id
-            )));
-        }
-        if meta.item_ids != release.manifest.item_ids {
-            return Err(Error::Invalid(format!(
-                "{}: the release's item ids differ from the model's",
-                dir.display()
-            )));
-        }
-        let (resolved, bounds, tuned, worth, list_row) = worth::resolve(dir, cfg, &release)?;
-        let list_rows = if dir.join(tuned::TUNING).exists() {
-            tuned::Tuning::read(dir)?.lists
-        } else {
-            Vec::new()
-        };
-        let exact_clip = bounds.as_ref().map(|(c, _)| *c);
-        if let Some((_, b)) = bounds {
-            if b.lower.len() != release.manifest.n_items {
-                return Err(Error::Invalid(format!(
-                    "{}: the tuned clip bounds cover {} items, the model {}",
-                    dir.display(),
-                    b.lower.len(),
-                    release.manifest.n_items
-                )));
-            }
-            release.sens = b;
-        }
-        let report = match &release.privacy {
-            Some(r) => r.clone(),
-            None => release.report_of_meta(&meta),
-        };
-        let mut report = with_tuning_of(report, dir)?;
-        if let Some((lo, hi)) = exact_clip {
-            report = report.with(
-                "tuned clip range",
-                PopulationPrivacy::public(
-                    Population::Calibration,
-                    &format!(
-                        "the served clip range p{lo}/p{hi} is a pair of exact percentiles of the \
-                         calibration users' scores, chosen by `recsel tune` ({})",
-                        tuned::BOUNDS
-                    ),
-                ),
-            );
-        }
-        let mut rec = Self::new(model, release, &resolved)?;
-        rec.exact_clip = exact_clip;
-        rec.tuned = tuned;
-        rec.worth = worth;
-        rec.report = report;
-        rec.list_rows = list_rows;
-        rec.tuned_list = list_row
-            .map(|r| {
-                let items = rec.public_items(&r)?;
-                Ok::<_, Error>((r, items))
-            })
-            .transpose()?;
-        Ok(rec)
-    }
-
     /// A recommender from a model and its release, both in memory.
     pub fn new(model: Model, release: Release, cfg: &RecommendConfig) -> Result<Self> {
+        Self::with_model(Arc::new(model), release, cfg)
+    }
+
+    /// [`Recommender::new`] with a model shared with other recommenders.
+    pub(super) fn with_model(
+        model: Arc<Model>,
+        release: Release,
+        cfg: &RecommendConfig,
+    ) -> Result<Self> {
         if cfg.mechanism == tuned::TUNED {
             return Err(Error::Invalid(format!(
                 "the '{}' configuration is read from a model directory's {}: use                  Recommender::load",
@@ -440,6 +385,8 @@ impl Recommender {
             worth: Worth::in_memory(cfg),
             tuned_list: None,
             list_rows: Vec::new(),
+            origin: None,
+            answers: Default::default(),
         })
     }
 
@@ -733,44 +680,6 @@ pub fn example_data() -> Result<crate::data::Dataset> {
         },
         42,
     )
-}
-
-/// The privacy report of the release in the model directory `dir`, as `recsel privacy` prints
-/// it: the release is read and checked ([`Release::read`]: the checksums of `model.json`, the
-/// arrays and `privacy.json`), a release written before the report is reported from
-/// `model.json` and its manifest (exact statistics), and the tuning entry of `tuning.json` is
-/// added.
-pub fn release_privacy_report(dir: &Path) -> Result<PrivacyReport> {
-    let release = Release::read(dir)?;
-    let report = match &release.privacy {
-        Some(r) => r.clone(),
-        None => {
-            let path = dir.join("model.json");
-            let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
-            let meta: model::io::ModelMeta = serde_json::from_slice(&bytes)
-                .map_err(|e| Error::Invalid(format!("{}: {e}", path.display())))?;
-            release.report_of_meta(&meta)
-        }
-    };
-    with_tuning_of(report, dir)
-}
-
-/// `report` with the tuning entry of the model directory's `tuning.json` (its `privacy` field;
-/// a file without one was chosen non-privately), when the file exists.
-fn with_tuning_of(report: PrivacyReport, dir: &Path) -> Result<PrivacyReport> {
-    let path = dir.join(tuned::TUNING);
-    if !path.exists() {
-        return Ok(report);
-    }
-    let text = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
-    let v: serde_json::Value = serde_json::from_slice(&text)
-        .map_err(|e| Error::Invalid(format!("{}: {e}", path.display())))?;
-    let privacy = match v.get("privacy") {
-        Some(p) if !p.is_null() => serde_json::from_value(p.clone())
-            .map_err(|e| Error::Invalid(format!("{}: field privacy: {e}", path.display())))?,
-        _ => tuning_public(),
-    };
-    Ok(report.with("tuning", privacy))
 }
 
 /// Writes a small model directory with a release for the documentation's example: SANSA fitted

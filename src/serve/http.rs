@@ -213,13 +213,14 @@ struct Mapped {
     known: usize,
 }
 
-fn map_request(svc: &Service, r: RecommendRequest, field: &str) -> Result<Mapped, ApiError> {
+fn map_request(svc: &Service, r: RecommendRequest, prefix: &str) -> Result<Mapped, ApiError> {
+    let field = format!("{prefix}history");
     let (cols, unknown) = svc.item_columns(&r.history);
     if cols.is_empty() {
         return Err(ApiError::new(
             422,
             "no_known_items",
-            Some(field),
+            Some(&field),
             format!(
                 "none of the history's {} items is an item of the model (GET /v1/model lists \
                  them); nothing was charged",
@@ -227,6 +228,17 @@ fn map_request(svc: &Service, r: RecommendRequest, field: &str) -> Result<Mapped
             ),
         ));
     }
+    let k = r.k.unwrap_or_else(|| svc.default_k());
+    // The answer of k is resolved before anything is drawn or charged: a tuned service
+    // without a tuned list of k refuses the request.
+    svc.recommender_for(k).map_err(|e| {
+        ApiError::new(
+            422,
+            "no_tuned_list",
+            Some(&format!("{prefix}k")),
+            format!("{e}; nothing was charged"),
+        )
+    })?;
     let request_id = r
         .request_id
         .unwrap_or_else(|| format!("srv-{:032x}", rand::random::<u128>()));
@@ -237,7 +249,7 @@ fn map_request(svc: &Service, r: RecommendRequest, field: &str) -> Result<Mapped
             user: r.user,
             request_id,
             history: cols,
-            k: r.k.unwrap_or_else(|| svc.default_k()),
+            k,
         },
     })
 }
@@ -363,27 +375,29 @@ async fn answer(
             });
         }
     }
-    o.insert("mechanism".into(), json!(svc.mechanism()));
-    if m.req.k == 1 {
-        o.insert("epsilon".into(), json!(eps(svc.charge())));
-    } else {
-        o.insert("k".into(), json!(m.req.k));
-        o.insert(
-            "list_form".into(),
-            json!(svc.recommender().list_form().to_string()),
-        );
-        let released = svc.recommender().released_len(m.req.k).map_err(internal)?;
-        if released > m.req.k {
+    // Every field of the answer is the answer of k's (`Recommender::for_k`), resolved before
+    // the charge.
+    let k = m.req.k;
+    let rec = svc.recommender_for(k).map_err(internal)?;
+    o.insert("mechanism".into(), json!(rec.mechanism().name()));
+    if k > 1 {
+        o.insert("k".into(), json!(k));
+        o.insert("list_form".into(), json!(rec.list_form().to_string()));
+        if rec.released_len(k).map_err(internal)? > k {
             // A tuned list of m > k items: the device shows the first k it does not own.
-            o.insert("device_filter".into(), json!(m.req.k));
+            o.insert("device_filter".into(), json!(k));
         }
-        o.insert(
-            "epsilon".into(),
-            json!(eps(svc.charge_for(m.req.k).map_err(internal)?)),
-        );
     }
-    o.insert("candidates".into(), json!(svc.candidates().to_string()));
-    o.insert("guarantee".into(), json!(svc.guarantee_for(m.req.k)));
+    o.insert(
+        "epsilon".into(),
+        json!(eps(svc.charge_for(k).map_err(internal)?)),
+    );
+    o.insert(
+        "candidates".into(),
+        json!(rec.candidate_policy().to_string()),
+    );
+    let guarantee = svc.guarantee_for(k).map_err(internal)?;
+    o.insert("guarantee".into(), json!(guarantee));
     o.insert("budget".into(), json!(eps(settings.budget)));
     o.insert("period".into(), json!(settings.period.name()));
     o.insert("window_end".into(), json!(window_end));
@@ -449,7 +463,7 @@ async fn recommend(State(st): Shared, headers: HeaderMap, body: Body) -> Respons
         let svc = Arc::clone(st.ready()?);
         let v = read_json(&st, &headers, body).await?;
         let r = api::recommend_request(&v, "", &st.limits)?;
-        let m = map_request(&svc, r, "history")?;
+        let m = map_request(&svc, r, "")?;
         st.metrics
             .unknown_items
             .fetch_add(m.unknown as u64, Ordering::Relaxed);
@@ -483,7 +497,7 @@ async fn recommend_batch(State(st): Shared, headers: HeaderMap, body: Body) -> R
         let checked = api::batch_requests(&v, &st.limits)?;
         let mut slots: Vec<Result<Mapped, ApiError>> = Vec::with_capacity(checked.len());
         for (i, r) in checked.into_iter().enumerate() {
-            slots.push(r.and_then(|r| map_request(&svc, r, &format!("requests[{i}].history"))));
+            slots.push(r.and_then(|r| map_request(&svc, r, &format!("requests[{i}]."))));
         }
         let todo: Vec<BatchRequest> = slots
             .iter()

@@ -183,6 +183,13 @@ impl Service {
         self.default_k
     }
 
+    /// The recommender that answers `k` items ([`Recommender::for_k`]): what a request of
+    /// `"k": K` is answered, charged and described with. An error for a length the release has
+    /// no tuned answer of (the service is tuned and tuning.json has no list of `k`).
+    pub fn recommender_for(&self, k: usize) -> crate::error::Result<Arc<Recommender>> {
+        self.lr.recommender_for(k)
+    }
+
     /// What an answer of `k` items is charged (an error for a list the ledger cannot charge).
     pub fn charge_for(&self, k: usize) -> Result<Units, ServeError> {
         Ok(self.lr.charge_for(k)?)
@@ -190,16 +197,16 @@ impl Service {
 
     /// The guarantee of an answer of `k` items in a few words, with one release per history
     /// when the ledger keeps lists once per history.
-    pub fn guarantee_for(&self, k: usize) -> String {
-        let words = self.recommender().list_guarantee_words(k);
-        if k > 1 && !self.lr.charges_repeats() {
+    pub fn guarantee_for(&self, k: usize) -> crate::error::Result<String> {
+        let words = self.recommender_for(k)?.list_guarantee_words(k);
+        Ok(if k > 1 && !self.lr.charges_repeats() {
             format!(
                 "{words}; the same history again in this ledger period gets this list again at \
                  no charge (the ledger keeps a keyed hash of the history, never the history)"
             )
         } else {
             words
-        }
+        })
     }
 
     /// The ledger.
@@ -468,7 +475,14 @@ impl Service {
         } else {
             10
         };
-        let refused = |e: crate::error::Error| Value::String(format!("refused: {e}"));
+        let refused = |e: String| Value::String(format!("refused: {e}"));
+        let of_k = self.recommender_for(k).map_err(|e| e.to_string());
+        let ask = |f: &dyn Fn(&Recommender) -> crate::error::Result<Value>| {
+            of_k.as_ref()
+                .map_err(Clone::clone)
+                .and_then(|r| f(r).map_err(|e| e.to_string()))
+                .unwrap_or_else(refused)
+        };
         json!({
             "default_k": self.default_k,
             "max_k": crate::recommend::MAX_LIST,
@@ -477,10 +491,10 @@ impl Service {
             "one_release_per_history": !self.lr.charges_repeats(),
             "history_key_id": self.history_key.0,
             "claim_k": k,
-            "claim": rec.list_statement(k).map_or_else(refused, Value::String),
-            "guarantee": self.guarantee_for(k),
-            "epsilon": rec.list_epsilon(k).map_or_else(refused, |e| json!(e)),
-            "privacy": rec.list_privacy(k).map_or_else(refused, |p| json!(p)),
+            "claim": ask(&|r| r.list_statement(k).map(Value::String)),
+            "guarantee": ask(&|_| self.guarantee_for(k).map(Value::String)),
+            "epsilon": ask(&|r| r.list_epsilon(k).map(|e| json!(e))),
+            "privacy": ask(&|r| r.list_privacy(k).map(|p| json!(p))),
         })
     }
 
