@@ -418,3 +418,45 @@ fn a_top1_service_serves_the_tuned_list_of_k_and_refuses_an_untuned_k() {
     }
     assert!(l.log().event("alice", "r1").unwrap().is_some());
 }
+
+/// A tuned list spends what its row records: a public ranking (served as `random` over its
+/// items) is 0-DP, so its ε and the ledger's charge are 0 whatever ε the request was configured
+/// with; a private row spends its ε. Loaded for 5 or resolved from a top-1 recommender
+/// ([`Recommender::for_k`]), the same. Power: a list of `random` reported at the configured ε
+/// (k rounds of ε/k) would charge 8 for the public row.
+#[test]
+fn a_tuned_list_is_charged_what_its_row_spends() {
+    use recsel::ledger::{
+        GroupCommitter, HistoryKey, Ledger, Period, Settings, SqliteLedger, Units,
+    };
+    use recsel::recommend::ledgered::LedgeredRecommender;
+    let dir = model();
+    let t = Tuning::read(dir).unwrap();
+    assert!(
+        t.lists.iter().any(|r| r.serves.is_public()),
+        "the fixture has a public tuned list: {:?}",
+        t.lists
+    );
+    let tmp = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let settings = Settings {
+        budget: Units::charge("100").unwrap(),
+        period: Period::Day,
+    };
+    let ledger: Arc<dyn Ledger> =
+        Arc::new(SqliteLedger::open(&tmp.path().join("l.db"), settings).unwrap());
+    for r in &t.lists {
+        let five = Arc::new(Recommender::load(dir, &tuned(r.epsilon, 5)).unwrap());
+        let top1 = Arc::new(Recommender::load(dir, &tuned(r.epsilon, 1)).unwrap());
+        for rec in [Arc::clone(&five), top1.for_k(5).unwrap()] {
+            assert_eq!(rec.list_epsilon(5).unwrap(), Some(r.spends), "{r:?}");
+        }
+        let committer = Arc::new(GroupCommitter::new(Arc::clone(&ledger), 1));
+        let key = HistoryKey::from_bytes(&[7; 32]).unwrap();
+        let lr = LedgeredRecommender::new(five, committer, None, &key).unwrap();
+        assert_eq!(
+            lr.charge_for(5).unwrap(),
+            Units::charge_f64(r.spends).unwrap(),
+            "{r:?}"
+        );
+    }
+}

@@ -355,11 +355,12 @@ impl TopK {
             },
             ListForm::Peeling | ListForm::Gumbel => {
                 let mut g = self.round.list_guarantee(self.k, n);
-                // Report the requested ε, not k·(ε/k) with its rounding.
-                if let (Guarantee::Pure { epsilon }, Guarantee::Pure { .. }) =
+                // Report the requested ε, not k·(ε/k) with its rounding — unless a round spends
+                // nothing (a list of `random` is 0-DP whatever ε it was configured with).
+                if let (Guarantee::Pure { epsilon }, Guarantee::Pure { epsilon: round }) =
                     (&mut g.charged, self.round.guarantee())
                 {
-                    if self.k <= n {
+                    if self.k <= n && round > 0.0 {
                         *epsilon = self.epsilon;
                     }
                 }
