@@ -38,6 +38,7 @@ from ._native import (
 __all__ = [
     "RecselError",
     "device_filter",
+    "device_rank",
     "Model",
     "UserRows",
     "Sensitivities",
@@ -67,7 +68,7 @@ __all__ = [
 
 __version__ = _native.__version__
 
-from .device import device_filter  # noqa: E402
+from .device import device_filter, device_rank  # noqa: E402
 from .candidates import select_private_candidates  # noqa: E402  (needs _seed below at call time)
 from .sparse_vector import (  # noqa: E402  (needs _seed below at call time)
     SparseVector,
