@@ -638,7 +638,9 @@ fn pin_problem(n: usize, seed: u64, concave: bool) -> (Vec<f64>, Vec<f64>) {
         x ^= x << 17;
         (x >> 11) as f64 / (1u64 << 53) as f64
     };
-    let d: Vec<f64> = (0..n).map(|_| 0.25 + (next() * 8.0).floor() / 4.0).collect();
+    let d: Vec<f64> = (0..n)
+        .map(|_| 0.25 + (next() * 8.0).floor() / 4.0)
+        .collect();
     let q = d
         .iter()
         .map(|&di| {

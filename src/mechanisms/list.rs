@@ -180,14 +180,14 @@ pub fn compose_rounds(round: Guarantee, k: usize, n: usize) -> Guarantee {
 
 /// The candidates `remaining` of `problem` as a problem of their own (scores, sensitivities and,
 /// when the problem has one, the sensitivity order restricted to them).
-struct SubProblem {
+pub(crate) struct SubProblem {
     scores: Vec<f64>,
     sens: Vec<f64>,
     order: Option<Vec<u32>>,
 }
 
 impl SubProblem {
-    fn new(problem: &Problem<'_>, remaining: &[usize]) -> Self {
+    pub(crate) fn new(problem: &Problem<'_>, remaining: &[usize]) -> Self {
         let q = problem.scores();
         let d = problem.sensitivities();
         let order = problem.sens_order().map(|order| {
@@ -208,7 +208,7 @@ impl SubProblem {
         }
     }
 
-    fn problem(&self) -> Problem<'_> {
+    pub(crate) fn problem(&self) -> Problem<'_> {
         let p = Problem::new(&self.scores, &self.sens)
             .expect("candidates of a valid problem form a valid problem");
         match &self.order {
