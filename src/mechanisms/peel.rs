@@ -15,7 +15,8 @@
 //!   more than 2^−46 of the largest `|q_b| + |t|Δ_b` (far beyond twice that rounding and the
 //!   rounding of the test) lies strictly below the same chord at every t of the list and is never
 //!   a vertex. The hull of the other points is the hull of all, so every transformed score is the
-//!   one the round computes. When a round picks an end of a chord, the filter is built again.
+//!   one the round computes. When a round picks an end of a chord, the hull of the points between
+//!   its neighbouring vertices takes its place and only those points are certified again.
 //!   (2) A candidate's transformed score q'_a is computed only when its noisy value can reach the
 //!   running maximum: q'_a ≤ 0, so `q'_a + s·E_a ≤ s·E_a` in floating point too, and a noise
 //!   value `s·E_a` below the maximum can neither beat nor tie it. The noise is drawn for every
@@ -57,30 +58,67 @@ struct HullFilter {
     chords: Vec<Coord<f64>>,
     /// The candidates not certified below a chord, by ascending sensitivity.
     points: Vec<usize>,
+    /// How far below a chord a point is certified: 2^−46 of the largest `|q_b| + |t|Δ_b` of the
+    /// candidates left when the filter was built, for every |t| up to the bound it was built for
+    /// (both only shrink as the list goes on).
+    margin: f64,
 }
 
 impl HullFilter {
     fn new(q: &[f64], d: &[f64], remaining: &[usize], t_max: f64) -> Self {
-        let xs: Vec<f64> = remaining.iter().map(|&b| d[b]).collect();
-        let ys: Vec<f64> = remaining.iter().map(|&b| q[b]).collect();
-        let chords = upper_hull(&xs, &ys);
         let scale = remaining
             .iter()
             .map(|&b| q[b].abs() + t_max * d[b])
             .fold(0.0, f64::max);
         let margin = 64.0 * f64::EPSILON * scale;
+        let xs: Vec<f64> = remaining.iter().map(|&b| d[b]).collect();
+        let ys: Vec<f64> = remaining.iter().map(|&b| q[b]).collect();
+        let chords = upper_hull(&xs, &ys);
         let mut points: Vec<usize> = remaining
             .iter()
             .copied()
             .filter(|&b| !below_chord(&chords, d[b], q[b], margin))
             .collect();
         points.sort_unstable_by_key(|&b| d[b].to_bits());
-        HullFilter { chords, points }
+        HullFilter {
+            chords,
+            points,
+            margin,
+        }
     }
 
-    /// Whether `(x, y)` is an end of a chord (a vertex of the unshifted hull).
-    fn is_end(&self, x: f64, y: f64) -> bool {
-        self.chords.iter().any(|v| v.x == x && v.y == y)
+    /// Candidate `b` left. A point certified below a chord with `b` at an end is certified again
+    /// against the hull of the points between `b`'s neighbouring vertices, which replaces `b`
+    /// among the chords; the other chords and certificates are unchanged (removing a vertex
+    /// changes the upper hull only between its neighbours).
+    fn remove(&mut self, q: &[f64], d: &[f64], remaining: &[usize], b: usize) {
+        let Some(j) = self.chords.iter().position(|v| v.x == d[b] && v.y == q[b]) else {
+            self.points.retain(|&p| p != b);
+            return;
+        };
+        let lo = if j > 0 {
+            self.chords[j - 1].x
+        } else {
+            f64::NEG_INFINITY
+        };
+        let hi = self.chords.get(j + 1).map_or(f64::INFINITY, |v| v.x);
+        let inside = |p: usize| lo <= d[p] && d[p] <= hi;
+        let between = remaining.iter().copied().filter(|&p| inside(p));
+        let xs: Vec<f64> = between.clone().map(|p| d[p]).collect();
+        let ys: Vec<f64> = between.clone().map(|p| q[p]).collect();
+        let local = upper_hull(&xs, &ys);
+        // `local` runs from the vertex before `b` (or the leftmost point left) to the vertex
+        // after it (or the rightmost point left): it replaces chords[j - 1..=j + 1].
+        let from = j.saturating_sub(1);
+        let to = (j + 2).min(self.chords.len());
+        self.chords.splice(from..to, local);
+        let (chords, margin) = (&self.chords, self.margin);
+        let kept: Vec<usize> = between
+            .filter(|&p| !below_chord(chords, d[p], q[p], margin))
+            .collect();
+        self.points.retain(|&p| !inside(p));
+        self.points.extend(kept);
+        self.points.sort_unstable_by_key(|&p| d[p].to_bits());
     }
 }
 
@@ -123,13 +161,13 @@ pub(crate) fn gem_fast(
     let scale = 2.0 / epsilon;
     let mut remaining: Vec<usize> = (0..problem.len()).collect();
     let mut out = Vec::with_capacity(k);
-    let mut filter: Option<HullFilter> = None;
-    while out.len() < k {
+    if k == 0 {
+        return out;
+    }
+    let t_max = largest_shift(variant, epsilon, beta, remaining.len(), k);
+    let mut f = HullFilter::new(q, d, &remaining, t_max);
+    loop {
         let m = remaining.len();
-        let f = filter.get_or_insert_with(|| {
-            let t_max = largest_shift(variant, epsilon, beta, m, k - out.len());
-            HullFilter::new(q, d, &remaining, t_max)
-        });
         let t = shift(variant, epsilon, beta, m);
         let hull = upper_hull_chain(f.points.iter().map(|&b| coord(d[b], q[b] - t * d[b])));
         let score = |a: usize| {
@@ -160,13 +198,11 @@ pub(crate) fn gem_fast(
         }
         let b = remaining.remove(best_index);
         out.push(b);
-        if f.is_end(d[b], q[b]) {
-            filter = None;
-        } else {
-            f.points.retain(|&p| p != b);
+        if out.len() == k {
+            return out;
         }
+        f.remove(q, d, &remaining, b);
     }
-    out
 }
 
 /// A grid kept across the rounds of a secure list (module docs): the grid of the unit of the
@@ -483,6 +519,53 @@ mod tests {
             }
         }
         assert!(lists > 2000 && differs > 150, "{lists} {differs}");
+    }
+
+    /// The filter updated candidate by candidate — chord ends mostly, then any — has the chords
+    /// and kept points of a filter built afresh on the candidates left (with the same margin).
+    #[test]
+    fn filter_updates_equal_a_fresh_filter() {
+        let mut ends_removed = 0;
+        for (i, (q, d)) in problems().iter().enumerate() {
+            let n = q.len();
+            let mut remaining: Vec<usize> = (0..n).collect();
+            let mut f = HullFilter::new(q, d, &remaining, 30.0);
+            let mut x = i as u64 + 7;
+            while remaining.len() > 1 && remaining.len() + 60 > n {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let end = f.chords[(x >> 33) as usize % f.chords.len()];
+                let pos = if x % 3 != 0 {
+                    remaining
+                        .iter()
+                        .position(|&b| d[b] == end.x && q[b] == end.y)
+                        .unwrap()
+                } else {
+                    (x >> 20) as usize % remaining.len()
+                };
+                let b = remaining.remove(pos);
+                ends_removed += usize::from(f.chords.iter().any(|v| v.x == d[b] && v.y == q[b]));
+                f.remove(q, d, &remaining, b);
+                let fresh = HullFilter::new(q, d, &remaining, 30.0);
+                let mut want: Vec<usize> = remaining
+                    .iter()
+                    .copied()
+                    .filter(|&p| !below_chord(&fresh.chords, d[p], q[p], f.margin))
+                    .collect();
+                let mut got = f.points.clone();
+                got.sort_unstable();
+                want.sort_unstable();
+                assert_eq!(
+                    f.chords,
+                    fresh.chords,
+                    "problem {i} left {}",
+                    remaining.len()
+                );
+                assert_eq!(got, want, "problem {i} left {}", remaining.len());
+            }
+        }
+        assert!(ends_removed > 200, "{ends_removed}");
     }
 
     /// A point below a chord by more than the margin is certified, one within it is kept, and a
