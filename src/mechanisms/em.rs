@@ -14,7 +14,7 @@ use rand::Rng as _;
 use crate::error::Result;
 use crate::mechanisms::secure::{ExpWeights, SecureExponential, SecurePrepared};
 use crate::mechanisms::{check_epsilon, Grid, Mechanism, Prepared, Problem, SecureEpsilon};
-use crate::rng::{Rng, SecureRng};
+use crate::rng::Rng;
 
 /// The exponential mechanism.
 #[derive(Debug, Clone)]
@@ -86,17 +86,6 @@ impl Mechanism for ExponentialMechanism {
     /// Peeling, and one-shot Gumbel top-k (the same law; docs/lists.md).
     fn list_forms(&self) -> &'static [&'static str] {
         &["peeling", "gumbel"]
-    }
-
-    /// Peeling on the secure path (also the secure Gumbel form), each round's law and draws
-    /// unchanged, the grid kept across rounds (`mechanisms/peel.rs`).
-    fn select_list_secure(
-        &self,
-        problem: &Problem<'_>,
-        k: usize,
-        rng: &mut SecureRng,
-    ) -> Result<Vec<usize>> {
-        super::peel::em_secure(self.epsilon, problem, k, rng)
     }
 
     fn prepare_secure<'a>(&'a self, problem: &Problem<'a>) -> Result<Box<dyn SecurePrepared + 'a>> {

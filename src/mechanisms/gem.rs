@@ -41,7 +41,7 @@ use crate::mechanisms::{
     SecureEpsilon,
 };
 use crate::numerics::exact::bernoulli_exp_neg;
-use crate::rng::{Rng, SecureRng};
+use crate::rng::SecureRng;
 
 /// Failure probability β of `gem`, `mgem` and `cgem`: the threshold is t = ±2 ln(k/β)/ε.
 pub const BETA: ParamSpec = ParamSpec::real_in(
@@ -610,22 +610,6 @@ impl Mechanism for Gem {
 
     fn secure_epsilon(&self) -> Result<f64> {
         Ok(SecureEpsilon::new(self.epsilon)?.value())
-    }
-
-    /// Peeling, each round's law and draws unchanged, its repeated work done once per list
-    /// (`mechanisms/peel.rs`).
-    fn select_list(&self, problem: &Problem<'_>, k: usize, rng: &mut Rng) -> Vec<usize> {
-        super::peel::gem_fast(self.variant, self.epsilon, self.beta, problem, k, rng)
-    }
-
-    /// Peeling on the secure path, each round's law and draws unchanged (`mechanisms/peel.rs`).
-    fn select_list_secure(
-        &self,
-        problem: &Problem<'_>,
-        k: usize,
-        rng: &mut SecureRng,
-    ) -> Result<Vec<usize>> {
-        super::peel::gem_secure(self.variant, self.epsilon, self.beta, problem, k, rng)
     }
 
     fn prepare_secure<'a>(&'a self, problem: &Problem<'a>) -> Result<Box<dyn SecurePrepared + 'a>> {

@@ -43,13 +43,69 @@ use super::gem::{
     self, coord, exact_query_at, orient_small, shift, tangent_value, upper_hull, upper_hull_chain,
     GemVariant, SHIFT_BITS, SMALL, TRANSFORM_BITS,
 };
-use super::list::SubProblem;
 use super::secure::{permute_and_flip, ExpWeights, Grid, SecureEpsilon, SecurePrepared};
 use super::Problem;
 use crate::error::Result;
 use crate::numerics::distributions::exp1;
 use crate::numerics::exact::bernoulli_exp_neg;
 use crate::rng::{Rng, SecureRng};
+
+/// How a list's peeling runs its rounds.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Peeler {
+    /// The top-1 mechanism round by round ([`super::Mechanism::select_list`]).
+    Rounds,
+    /// GEM of this variant and β: [`gem_fast`] and [`gem_secure`].
+    Gem {
+        /// GEM or mGEM.
+        variant: GemVariant,
+        /// The failure probability β.
+        beta: f64,
+    },
+    /// The exponential mechanism: [`em_secure`] on the secure path, round by round on the fast
+    /// path.
+    Exponential,
+}
+
+/// The candidates `remaining` of `problem` as a problem of their own (scores, sensitivities and,
+/// when the problem has one, the sensitivity order restricted to them).
+pub(crate) struct SubProblem {
+    scores: Vec<f64>,
+    sens: Vec<f64>,
+    order: Option<Vec<u32>>,
+}
+
+impl SubProblem {
+    pub(crate) fn new(problem: &Problem<'_>, remaining: &[usize]) -> Self {
+        let q = problem.scores();
+        let d = problem.sensitivities();
+        let order = problem.sens_order().map(|order| {
+            let mut position = vec![u32::MAX; problem.len()];
+            for (i, &a) in remaining.iter().enumerate() {
+                position[a] = i as u32;
+            }
+            order
+                .iter()
+                .map(|&a| position[a as usize])
+                .filter(|&p| p != u32::MAX)
+                .collect()
+        });
+        SubProblem {
+            scores: remaining.iter().map(|&a| q[a]).collect(),
+            sens: remaining.iter().map(|&a| d[a]).collect(),
+            order,
+        }
+    }
+
+    pub(crate) fn problem(&self) -> Problem<'_> {
+        let p = Problem::new(&self.scores, &self.sens)
+            .expect("candidates of a valid problem form a valid problem");
+        match &self.order {
+            Some(order) => p.with_sens_order(order),
+            None => p,
+        }
+    }
+}
 
 /// The points that can be a vertex of the upper hull of `(Δ_b, q_b − tΔ_b)` at every shift t of
 /// magnitude up to a bound, over the candidates left (module docs, GEM fast path).
@@ -420,8 +476,7 @@ pub(crate) fn gem_secure(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mechanisms::list::{peel_fast, peel_secure};
-    use crate::mechanisms::{ExponentialMechanism, Gem};
+    use crate::mechanisms::{ExponentialMechanism, Gem, Mechanism};
     use crate::rng::Streams;
 
     /// Problems of every shape the samplers distinguish: random scores, scores concave in the
@@ -484,17 +539,17 @@ mod tests {
                         let other = Gem::new(variant, 1.7 * eps / k as f64, 0.05).unwrap();
                         for seed in 0..3u64 {
                             let stream = || Streams::new(seed).stream(i as u32, 0, 0, 0);
-                            let want = peel_fast(&gem, &problem, k, &mut stream());
+                            let want = gem.select_list(&problem, k, &mut stream());
                             let got =
                                 gem_fast(variant, eps / k as f64, 0.05, &problem, k, &mut stream());
                             assert_eq!(got, want, "fast {variant:?} problem {i} eps {eps} k {k}");
                             differs +=
-                                usize::from(peel_fast(&other, &problem, k, &mut stream()) != want);
+                                usize::from(other.select_list(&problem, k, &mut stream()) != want);
                             let (mut r1, mut r2) = (
                                 SecureRng::from_seed_insecure(seed),
                                 SecureRng::from_seed_insecure(seed),
                             );
-                            let want = peel_secure(&gem, &problem, k, &mut r1).unwrap();
+                            let want = gem.select_list_secure(&problem, k, &mut r1).unwrap();
                             let got =
                                 gem_secure(variant, eps / k as f64, 0.05, &problem, k, &mut r2)
                                     .unwrap();
@@ -509,7 +564,7 @@ mod tests {
                             SecureRng::from_seed_insecure(seed),
                             SecureRng::from_seed_insecure(seed),
                         );
-                        let want = peel_secure(&em, &problem, k, &mut r1).unwrap();
+                        let want = em.select_list_secure(&problem, k, &mut r1).unwrap();
                         let got = em_secure(eps / k as f64, &problem, k, &mut r2).unwrap();
                         assert_eq!(got, want, "secure em problem {i} eps {eps} k {k}");
                         assert_eq!(r1.next_u64(), r2.next_u64());
