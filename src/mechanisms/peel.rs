@@ -484,7 +484,7 @@ mod tests {
     /// (the filter's margin), tied sensitivities, sensitivities across many binary orders (the
     /// grid's unit changes as candidates leave), one candidate and a few.
     fn problems() -> Vec<(Vec<f64>, Vec<f64>)> {
-        let mut x = 0x5eed_0f_9ee1u64;
+        let mut x = 0x005e_ed0f_9ee1_u64;
         let mut next = move || {
             x ^= x << 13;
             x ^= x >> 7;
