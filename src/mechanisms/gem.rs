@@ -106,7 +106,7 @@ pub fn transformed_scores_naive(scores: &[f64], sens: &[f64], t: f64) -> Vec<f64
         .collect()
 }
 
-fn coord(x: f64, y: f64) -> Coord<f64> {
+pub(crate) fn coord(x: f64, y: f64) -> Coord<f64> {
     Coord { x, y }
 }
 
@@ -150,38 +150,44 @@ pub(crate) fn transformed_scores_ordered(
         None => upper_hull(sens, &s),
     };
     (0..s.len())
-        .map(|a| {
-            let p = coord(-sens[a], s[a]);
-            // First edge (v_i, v_{i+1}) along which the slope from P stops rising: a linear scan
-            // on small hulls (one mispredicted branch), a binary search on large ones.
-            let lo = if hull.len() <= 16 {
-                let mut i = 0;
-                while i + 1 < hull.len() && orient(p, hull[i], hull[i + 1]) > 0.0 {
-                    i += 1;
-                }
-                i
-            } else {
-                let (mut lo, mut hi) = (0usize, hull.len() - 1);
-                while lo < hi {
-                    let mid = (lo + hi) / 2;
-                    if orient(p, hull[mid], hull[mid + 1]) > 0.0 {
-                        lo = mid + 1;
-                    } else {
-                        hi = mid;
-                    }
-                }
-                lo
-            };
-            let v = hull[lo];
-            ((s[a] - v.y) / (sens[a] + v.x)).min(0.0)
-        })
+        .map(|a| tangent_value(&hull, sens[a], s[a]))
         .collect()
+}
+
+/// The transformed score `q'_a` of the candidate with sensitivity `sens_a` and shifted score
+/// `s_a`, from the upper hull of every candidate's point `(Δ_b, s_b)`: the slope from `(−Δ_a,
+/// s_a)` to its tangent vertex, at most 0.
+#[inline]
+pub(crate) fn tangent_value(hull: &[Coord<f64>], sens_a: f64, s_a: f64) -> f64 {
+    let p = coord(-sens_a, s_a);
+    // First edge (v_i, v_{i+1}) along which the slope from P stops rising: a linear scan on
+    // small hulls (one mispredicted branch), a binary search on large ones.
+    let lo = if hull.len() <= 16 {
+        let mut i = 0;
+        while i + 1 < hull.len() && orient(p, hull[i], hull[i + 1]) > 0.0 {
+            i += 1;
+        }
+        i
+    } else {
+        let (mut lo, mut hi) = (0usize, hull.len() - 1);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if orient(p, hull[mid], hull[mid + 1]) > 0.0 {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    };
+    let v = hull[lo];
+    ((s_a - v.y) / (sens_a + v.x)).min(0.0)
 }
 
 /// Upper convex hull of the points `(x_b, y_b)` (x > 0), left to right (Andrew's monotone chain).
 /// Collinear middle points are dropped: along a segment the slope from a point to the left is
 /// monotone, so the maximum is at an end.
-fn upper_hull(x: &[f64], y: &[f64]) -> Vec<Coord<f64>> {
+pub(crate) fn upper_hull(x: &[f64], y: &[f64]) -> Vec<Coord<f64>> {
     // Akl–Toussaint filter: the leftmost (highest among those), topmost and rightmost points are
     // hull vertices, and a point strictly below the chain through them is not; on typical inputs
     // this leaves a small fraction of the points to sort.
@@ -217,7 +223,7 @@ fn upper_hull(x: &[f64], y: &[f64]) -> Vec<Coord<f64>> {
 
 /// The upper hull of points given in ascending x (Andrew's monotone chain; equal abscissae in
 /// any order).
-fn upper_hull_chain(pts: impl Iterator<Item = Coord<f64>>) -> Vec<Coord<f64>> {
+pub(crate) fn upper_hull_chain(pts: impl Iterator<Item = Coord<f64>>) -> Vec<Coord<f64>> {
     let mut hull: Vec<Coord<f64>> = Vec::with_capacity(64);
     for p in pts {
         if let Some(last) = hull.last() {
@@ -246,7 +252,7 @@ pub const TRANSFORM_BITS: u32 = 20;
 /// e^−128 at every ε' on the grid; clamping never increases a difference).
 const TRANSFORM_FLOOR: i128 = -(1i128 << 60);
 
-fn overflow() -> Error {
+pub(crate) fn overflow() -> Error {
     Error::Invalid(
         "secure GEM: scores, sensitivities and the shift span too many binary orders of magnitude \
          for exact 128-bit arithmetic"
@@ -295,12 +301,12 @@ fn rounded_ratio(sa: i128, sb: i128, da: u64, db: u64) -> Result<i128> {
 
 /// Points whose coordinates are below 2^61 in magnitude: every difference of two coordinates
 /// fits in an `i64` and every orientation product in an `i128`, so [`orient_small`] is exact.
-const SMALL: i128 = 1 << 61;
+pub(crate) const SMALL: i128 = 1 << 61;
 
 /// [`orient_exact`] for points whose coordinates are below [`SMALL`] in magnitude: the same sign,
 /// from two 64×64-bit products that cannot overflow.
 #[inline(always)]
-fn orient_small(a: (i128, i128), b: (i128, i128), c: (i128, i128)) -> i32 {
+pub(crate) fn orient_small(a: (i128, i128), b: (i128, i128), c: (i128, i128)) -> i32 {
     let wide = |x: i128| i128::from(x as i64);
     let l = wide(b.0 - a.0) * wide(c.1 - a.1);
     let r = wide(b.1 - a.1) * wide(c.0 - a.0);
@@ -427,8 +433,19 @@ fn exact_query<const SMALL_PTS: bool>(
     hull: &[(i128, i128)],
     a: usize,
 ) -> Result<i64> {
+    exact_query_at::<SMALL_PTS>(s[a], d[a], hull)
+}
+
+/// `Q''` of the point `(D, S)` = (`da`, `sa`): the rounded slope from `(−D, S)` to its tangent
+/// vertex of `hull`.
+#[inline]
+pub(crate) fn exact_query_at<const SMALL_PTS: bool>(
+    sa: i128,
+    da: u64,
+    hull: &[(i128, i128)],
+) -> Result<i64> {
     let orient = orient_pts::<SMALL_PTS>;
-    let p = (-i128::from(d[a]), s[a]);
+    let p = (-i128::from(da), sa);
     // The first edge (v_i, v_{i+1}) along which the slope from P stops rising: the slopes rise
     // then fall along the hull, so a linear scan (one mispredicted branch) on small hulls and a
     // binary search on large ones find the same vertex.
@@ -451,7 +468,7 @@ fn exact_query<const SMALL_PTS: bool>(
         lo
     };
     let v = hull[lo];
-    let m = rounded_ratio(s[a], v.1, d[a], v.0 as u64)?;
+    let m = rounded_ratio(sa, v.1, da, v.0 as u64)?;
     Ok(m.min(0) as i64)
 }
 

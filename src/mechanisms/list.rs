@@ -28,7 +28,8 @@ use rand::Rng as _;
 use serde::Serialize;
 
 use super::params::MechParams;
-use super::registry::MechanismSpec;
+use super::peel::{self, Peeler, SubProblem};
+use super::registry::{self, MechanismSpec};
 use super::{Guarantee, Mechanism, Problem};
 use crate::error::{Error, Result};
 use crate::rng::{Draws, Rng, SecureRng};
@@ -178,46 +179,6 @@ pub fn compose_rounds(round: Guarantee, k: usize, n: usize) -> Guarantee {
     }
 }
 
-/// The candidates `remaining` of `problem` as a problem of their own (scores, sensitivities and,
-/// when the problem has one, the sensitivity order restricted to them).
-struct SubProblem {
-    scores: Vec<f64>,
-    sens: Vec<f64>,
-    order: Option<Vec<u32>>,
-}
-
-impl SubProblem {
-    fn new(problem: &Problem<'_>, remaining: &[usize]) -> Self {
-        let q = problem.scores();
-        let d = problem.sensitivities();
-        let order = problem.sens_order().map(|order| {
-            let mut position = vec![u32::MAX; problem.len()];
-            for (i, &a) in remaining.iter().enumerate() {
-                position[a] = i as u32;
-            }
-            order
-                .iter()
-                .map(|&a| position[a as usize])
-                .filter(|&p| p != u32::MAX)
-                .collect()
-        });
-        SubProblem {
-            scores: remaining.iter().map(|&a| q[a]).collect(),
-            sens: remaining.iter().map(|&a| d[a]).collect(),
-            order,
-        }
-    }
-
-    fn problem(&self) -> Problem<'_> {
-        let p = Problem::new(&self.scores, &self.sens)
-            .expect("candidates of a valid problem form a valid problem");
-        match &self.order {
-            Some(order) => p.with_sens_order(order),
-            None => p,
-        }
-    }
-}
-
 /// Peeling: `min(k, n)` rounds of `round`, each over the candidates not chosen yet; `pick` runs
 /// one round on a problem and returns the chosen index in it.
 fn peel(
@@ -266,6 +227,9 @@ pub(crate) fn peel_secure<M: Mechanism + ?Sized>(
 #[derive(Debug)]
 pub struct TopK {
     round: Box<dyn Mechanism>,
+    /// How peeling runs the rounds: the registry's `gem`, `mgem` and `em` with the work the
+    /// rounds repeat done once per list (`peel.rs`), every other mechanism round by round.
+    peeler: Peeler,
     k: usize,
     form: ListForm,
     epsilon: f64,
@@ -309,8 +273,26 @@ impl TopK {
                 )));
             }
         }
+        // The registry's own entries only: another registry's entry of the same name may be
+        // another mechanism.
+        let own = |name: &str| registry::spec(name).is_ok_and(|s| std::ptr::eq(s, spec));
+        let peeler = if own("gem") || own("mgem") {
+            Peeler::Gem {
+                variant: if own("gem") {
+                    super::GemVariant::Gem
+                } else {
+                    super::GemVariant::Modified
+                },
+                beta: params.get(&super::BETA)?,
+            }
+        } else if own("em") {
+            Peeler::Exponential
+        } else {
+            Peeler::Rounds
+        };
         Ok(TopK {
             round,
+            peeler,
             k,
             form,
             epsilon,
@@ -371,20 +353,31 @@ impl TopK {
 
     /// One list on `problem` (fast path): `min(k, n)` distinct candidates, best first.
     pub fn select(&self, problem: &Problem<'_>, rng: &mut Rng) -> Vec<usize> {
-        match self.form {
-            ListForm::Peeling => self.round.select_list(problem, self.k, rng),
-            ListForm::Gumbel => gumbel_top_k(problem, self.round.epsilon(), self.k, rng),
-            ListForm::Laplace { delta } => laplace_top_k(problem, self.epsilon, delta, self.k, rng),
+        let eps = self.round.epsilon();
+        match (self.form, self.peeler) {
+            (ListForm::Peeling, Peeler::Gem { variant, beta }) => {
+                peel::gem_fast(variant, eps, beta, problem, self.k, rng)
+            }
+            (ListForm::Peeling, _) => self.round.select_list(problem, self.k, rng),
+            (ListForm::Gumbel, _) => gumbel_top_k(problem, eps, self.k, rng),
+            (ListForm::Laplace { delta }, _) => {
+                laplace_top_k(problem, self.epsilon, delta, self.k, rng)
+            }
         }
     }
 
     /// One list on the secure path. Gumbel draws the same law as peeling `em`, so it peels `em`
     /// on the secure path; the one-shot Laplace form has no secure path (an error).
     pub fn select_secure(&self, problem: &Problem<'_>, rng: &mut SecureRng) -> Result<Vec<usize>> {
+        let eps = self.round.epsilon();
         match self.form {
-            ListForm::Peeling | ListForm::Gumbel => {
-                self.round.select_list_secure(problem, self.k, rng)
-            }
+            ListForm::Peeling | ListForm::Gumbel => match self.peeler {
+                Peeler::Gem { variant, beta } => {
+                    peel::gem_secure(variant, eps, beta, problem, self.k, rng)
+                }
+                Peeler::Exponential => peel::em_secure(eps, problem, self.k, rng),
+                Peeler::Rounds => self.round.select_list_secure(problem, self.k, rng),
+            },
             ListForm::Laplace { .. } => Err(Error::Invalid(
                 "list form 'laplace' has no secure path (--secure): use peeling".into(),
             )),

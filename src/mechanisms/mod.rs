@@ -38,6 +38,7 @@ pub mod list;
 mod maxdraw;
 mod options;
 mod params;
+mod peel;
 mod pf;
 pub mod private_candidates;
 mod random;

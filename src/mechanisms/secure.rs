@@ -165,6 +165,11 @@ impl Grid {
             lo = lo.min(d);
             hi = hi.max(d);
         }
+        Self::unit_log2_of_range(lo, hi)
+    }
+
+    /// The unit exponent for sensitivities whose smallest is `lo` and largest `hi`.
+    pub(crate) fn unit_log2_of_range(lo: f64, hi: f64) -> i32 {
         let e_min = lo.log2().floor() as i32 - GRID_BITS;
         let e_max = hi.log2().ceil() as i32 - MAX_SENS_BITS;
         e_min.max(e_max).clamp(-1100, 1100)
@@ -172,7 +177,12 @@ impl Grid {
 
     /// Maps a validated problem onto the grid.
     pub fn new(problem: &Problem<'_>) -> Self {
-        let e = Self::unit_log2_for(problem.sensitivities());
+        Self::with_unit(problem, Self::unit_log2_for(problem.sensitivities()))
+    }
+
+    /// Maps a validated problem onto the grid of unit 2^`e`: for the `e` of a subset of its
+    /// candidates, each candidate's values are those of the subset's own grid.
+    pub(crate) fn with_unit(problem: &Problem<'_>, e: i32) -> Self {
         let scale = Pow2Scale::new(-e);
         let q = problem
             .scores()
