@@ -449,6 +449,9 @@ fn a_tuned_list_is_charged_what_its_row_spends() {
         let top1 = Arc::new(Recommender::load(dir, &tuned(r.epsilon, 1)).unwrap());
         for rec in [Arc::clone(&five), top1.for_k(5).unwrap()] {
             assert_eq!(rec.list_epsilon(5).unwrap(), Some(r.spends), "{r:?}");
+            // The guarantee's words say what is charged.
+            let words = rec.list_guarantee_words(5);
+            assert_eq!(words.starts_with("0-DP"), r.serves.is_public(), "{words}");
         }
         let committer = Arc::new(GroupCommitter::new(Arc::clone(&ledger), 1));
         let key = HistoryKey::from_bytes(&[7; 32]).unwrap();

@@ -268,8 +268,24 @@ impl Recommender {
     }
 
     /// The guarantee of an answer of `k` items in a few words ([`Recommender::guarantee`] for
-    /// k = 1): "user-level eps-DP per list of K items (one release)", or why it is not.
+    /// k = 1): "user-level eps-DP per list of K items (one release)", "0-DP ..." for a tuned
+    /// public list, or why it is not.
     pub fn list_guarantee_words(&self, k: usize) -> String {
+        if let Some((r, _)) = self
+            .tuned_list
+            .as_ref()
+            .filter(|(r, _)| r.k == k && k > 1 && r.serves.is_public())
+        {
+            return format!(
+                "0-DP with respect to served users per list of {k}: a public ranking, the same \
+                 for every user, no history read{}",
+                if r.serves.released > k {
+                    "; the device drops the items the user owns and shows the first k"
+                } else {
+                    ""
+                }
+            );
+        }
         match (k, self.scope()) {
             (1, _) => self.guarantee(),
             (_, Scope::UserLevel) => {
