@@ -15,10 +15,11 @@
 //! on a shared machine the wall clock includes the time the thread waited for a core, the CPU
 //! time does not, so the CPU time is the cost of a call on one core of its own.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::Path;
 use std::time::Instant;
 
-use rand::{Rng, SeedableRng};
 use recsel::mechanisms::MechParams;
 use recsel::recommend::{user_key, RecommendConfig, Recommender};
 use recsel::rng::NoiseMode;
@@ -78,10 +79,7 @@ fn summary(mut t: Vec<f64>) -> String {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with('-'))
-        .collect();
+    let args = common::positional_args();
     let n_users: usize = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(2000);
     let mechs: Vec<String> = args
         .get(2)
@@ -96,14 +94,7 @@ fn main() {
         .map(|p| CandidatePolicy::parse(p).expect("a candidate policy"))
         .collect();
     let tmp = tempfile::tempdir().expect("a temporary directory");
-    let dir: PathBuf = match args.first() {
-        Some(d) => PathBuf::from(d),
-        None => {
-            let d = tmp.path().join("model");
-            recsel::recommend::example_release(&d).expect("the example release");
-            d
-        }
-    };
+    let dir = common::release_dir(args.first(), tmp.path());
     let params = MechParams {
         epsilon: 1.0,
         ..Default::default()
@@ -116,16 +107,8 @@ fn main() {
     };
     let probe = load("mgem", NoiseMode::Fast, CandidatePolicy::All);
     let n = probe.n_items() as u32;
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
     let warm = WARM_UP.min(n_users);
-    let users: Vec<Vec<u32>> = (0..n_users + warm)
-        .map(|_| {
-            let mut v: Vec<u32> = (0..123).map(|_| rng.random_range(0..n)).collect();
-            v.sort_unstable();
-            v.dedup();
-            v
-        })
-        .collect();
+    let users = common::random_histories(n, n_users + warm);
     println!(
         "one recommendation on one thread: {} items, {n_users} users of ~123 random items, eps = 1",
         n

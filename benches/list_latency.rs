@@ -16,10 +16,11 @@
 //! release (1,500 items) is fitted into a temporary directory. Histories are 123 random items
 //! each (the netflix shape's mean), 2,000 users by default, after 200 warm-up calls.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::Path;
 use std::time::Instant;
 
-use rand::{Rng, SeedableRng};
 use recsel::mechanisms::{ListForm, MechParams};
 use recsel::recommend::{user_key, RecommendConfig, Recommender};
 use recsel::rng::NoiseMode;
@@ -33,20 +34,10 @@ fn quantile(t: &[f64], p: f64) -> f64 {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with('-'))
-        .collect();
+    let args = common::positional_args();
     let n_users: usize = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(2000);
     let tmp = tempfile::tempdir().expect("a temporary directory");
-    let dir: PathBuf = match args.first() {
-        Some(d) => PathBuf::from(d),
-        None => {
-            let d = tmp.path().join("model");
-            recsel::recommend::example_release(&d).expect("the example release");
-            d
-        }
-    };
+    let dir = common::release_dir(args.first(), tmp.path());
     let params = MechParams {
         epsilon: 1.0,
         ..Default::default()
@@ -59,16 +50,8 @@ fn main() {
     };
     let probe = load("mgem", NoiseMode::Fast, ListForm::Peeling);
     let n = probe.n_items() as u32;
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
     let warm = WARM_UP.min(n_users);
-    let users: Vec<Vec<u32>> = (0..n_users + warm)
-        .map(|_| {
-            let mut v: Vec<u32> = (0..123).map(|_| rng.random_range(0..n)).collect();
-            v.sort_unstable();
-            v.dedup();
-            v
-        })
-        .collect();
+    let users = common::random_histories(n, n_users + warm);
     println!(
         "one request on one thread: {n} items, all candidates, {n_users} users of ~123 random \
          items, eps = 1 per answer; top-1 and a list of {K} alternate user by user"

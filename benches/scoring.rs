@@ -13,32 +13,22 @@
 //! data. Users are the test users' input rows of the model's data when it is the small data, else
 //! rows of 123 random items (the netflix shape's mean), 2,000 by default.
 
+mod common;
+
 use std::path::Path;
 use std::time::Instant;
 
-use rand::{Rng, SeedableRng};
 use recsel::model::{Model, Scratch, SCORE_LANES};
 
 fn main() {
-    let args: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with('-'))
-        .collect();
+    let args = common::positional_args();
     let n_users: usize = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(2000);
     let (model, users): (Model, Vec<Vec<u32>>) = match args.first() {
         Some(dir) => {
             let (model, _) = recsel::model::io::load(Path::new(dir))
                 .unwrap_or_else(|e| panic!("loading the model in {dir}: {e}"));
             let n = model.n_items() as u32;
-            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
-            let users = (0..n_users)
-                .map(|_| {
-                    let mut v: Vec<u32> = (0..123).map(|_| rng.random_range(0..n)).collect();
-                    v.sort_unstable();
-                    v.dedup();
-                    v
-                })
-                .collect();
+            let users = common::random_histories(n, n_users);
             (model, users)
         }
         None => {

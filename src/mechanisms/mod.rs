@@ -514,11 +514,24 @@ pub(crate) fn argmax_random_ties(
     rng: &mut Rng,
     mut value: impl FnMut(usize, &mut Rng) -> f64,
 ) -> usize {
-    let mut best = value(0, rng);
+    argmax_random_ties_seeing_best(k, rng, |a, r, _| value(a, r))
+}
+
+/// [`argmax_random_ties`] where `value(a, rng, best)` also sees the best value so far (−∞ for
+/// the first): a candidate that cannot reach `best` may return any value below it instead of
+/// its own — no comparison, tie draw or pick changes — so a caller can skip the work of one
+/// that cannot win (peeling GEM's lazy scores, `peel.rs`).
+#[inline]
+pub(crate) fn argmax_random_ties_seeing_best(
+    k: usize,
+    rng: &mut Rng,
+    mut value: impl FnMut(usize, &mut Rng, f64) -> f64,
+) -> usize {
+    let mut best = value(0, rng, f64::NEG_INFINITY);
     let mut best_index = 0;
     let mut ties = 1u32;
     for a in 1..k {
-        let v = value(a, rng);
+        let v = value(a, rng, best);
         if v > best {
             best = v;
             best_index = a;

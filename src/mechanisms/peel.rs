@@ -36,7 +36,6 @@
 //! The unit tests check every list and the secure generator's state after it against the
 //! round-by-round peeling, and `tests/lists.rs` pins lists for a seed.
 
-use rand::Rng as _;
 use robust::Coord;
 
 use super::gem::{
@@ -44,7 +43,7 @@ use super::gem::{
     GemVariant, SHIFT_BITS, SMALL, TRANSFORM_BITS,
 };
 use super::secure::{permute_and_flip, ExpWeights, Grid, SecureEpsilon, SecurePrepared};
-use super::Problem;
+use super::{argmax_random_ties_seeing_best, Problem};
 use crate::error::Result;
 use crate::numerics::distributions::exp1;
 use crate::numerics::exact::bernoulli_exp_neg;
@@ -231,27 +230,15 @@ pub(crate) fn gem_fast(
             tangent_value(&hull, d[b], q[b] - t * d[b])
         };
         // `argmax_random_ties` over `score(a) + scale·E_a`, each score computed only when its
-        // noisy value can reach the maximum (module docs).
-        let mut best = score(0) + scale * exp1(rng);
-        let mut best_index = 0;
-        let mut ties = 1u32;
-        for a in 1..m {
+        // noisy value can reach the maximum (scores are ≤ 0; module docs).
+        let best_index = argmax_random_ties_seeing_best(m, rng, |a, rng, best| {
             let noise = scale * exp1(rng);
             if noise < best {
-                continue;
+                noise
+            } else {
+                score(a) + noise
             }
-            let v = score(a) + noise;
-            if v > best {
-                best = v;
-                best_index = a;
-                ties = 1;
-            } else if v == best {
-                ties += 1;
-                if rng.random_range(0..ties) == 0 {
-                    best_index = a;
-                }
-            }
-        }
+        });
         let b = remaining.remove(best_index);
         out.push(b);
         if out.len() == k {
