@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use crate::util::{fit_synthetic, ok, recsel};
-use recsel::data::{calibration_users, DataOptions, HeldOutRows};
+use recsel::data::{calibration_users, DataOptions};
 use recsel::evaluate::options::release_data;
 use recsel::evaluate::tuning::estimate::parts;
 use recsel::evaluate::tuning::tune;
@@ -248,21 +248,12 @@ fn the_tuned_list_is_estimated_on_users_the_choice_did_not_read() {
         assert_eq!((&a.serves, &a.free, &a.best), (&b.serves, &b.free, &b.best));
         assert!((a.recall.mean - b.recall.mean).abs() < 1e-12);
     }
-    let pop = release.popularity.as_deref().unwrap();
-    let rare = (0..pop.len()).min_by_key(|&j| pop[j]).unwrap() as u32;
-    let rows: Vec<Vec<u32>> = (0..cal.rows())
-        .map(|u| {
-            if est.contains(&u) {
-                vec![rare]
-            } else {
-                recsel::data::row_items(&cal.heldout, u).to_vec()
-            }
-        })
-        .collect();
-    let changed = HeldOutRows {
-        heldout: recsel::data::csr_from_rows(&rows, model.n_items()),
-        ..cal.clone()
-    };
+    let changed = crate::util::estimation_users_hold_out_the_rarest_item(
+        &cal,
+        &est,
+        &release,
+        model.n_items(),
+    );
     let t2 = tune(&model, &release, &changed, &tuning.config, &|_| {}).unwrap();
     for (a, b) in t.lists.iter().zip(&t2.lists) {
         assert_eq!((&a.free, &a.best), (&b.free, &b.best), "eps {}", a.epsilon);

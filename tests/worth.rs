@@ -361,21 +361,12 @@ fn the_estimate_is_made_on_users_the_choice_did_not_read() {
     };
     assert_eq!(choices(&t), choices(&tuning), "the tuning is reproducible");
     // Every estimation user now holds out one item that no one shows (the least popular).
-    let pop = release.popularity.as_deref().unwrap();
-    let rare = (0..pop.len()).min_by_key(|&j| pop[j]).unwrap() as u32;
-    let rows: Vec<Vec<u32>> = (0..n)
-        .map(|u| {
-            if est.contains(&u) {
-                vec![rare]
-            } else {
-                recsel::data::row_items(&cal.heldout, u).to_vec()
-            }
-        })
-        .collect();
-    let changed = HeldOutRows {
-        heldout: recsel::data::csr_from_rows(&rows, model.n_items()),
-        ..cal.clone()
-    };
+    let changed = crate::util::estimation_users_hold_out_the_rarest_item(
+        &cal,
+        &est,
+        &release,
+        model.n_items(),
+    );
     let t2 = tune(&model, &release, &changed, &tuning.config, &|_| {}).unwrap();
     assert_eq!(t2.free_option, t.free_option);
     for (a, b) in t.rows.iter().zip(&t2.rows) {

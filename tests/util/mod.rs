@@ -381,3 +381,29 @@ pub fn npz_arrays(path: &std::path::Path) -> Vec<(String, recsel::model::io::Npy
         })
         .collect()
 }
+
+/// `cal` with every user of `est` holding out only the least popular item of the release (one no
+/// list or row shows): what the tuner's estimation users see changes while its selection users'
+/// rows stay as they were — the power check of "chosen on users the estimate did not read".
+pub fn estimation_users_hold_out_the_rarest_item(
+    cal: &recsel::data::HeldOutRows,
+    est: &[usize],
+    release: &recsel::recommend::release::Release,
+    n_items: usize,
+) -> recsel::data::HeldOutRows {
+    let pop = release.popularity.as_deref().expect("release popularity");
+    let rare = (0..pop.len()).min_by_key(|&j| pop[j]).expect("an item") as u32;
+    let rows: Vec<Vec<u32>> = (0..cal.rows())
+        .map(|u| {
+            if est.contains(&u) {
+                vec![rare]
+            } else {
+                recsel::data::row_items(&cal.heldout, u).to_vec()
+            }
+        })
+        .collect();
+    recsel::data::HeldOutRows {
+        heldout: recsel::data::csr_from_rows(&rows, n_items),
+        ..cal.clone()
+    }
+}
