@@ -454,3 +454,64 @@ fn a_tuned_list_is_charged_what_its_row_spends() {
         );
     }
 }
+
+/// A loaded recommender reads its model directory once: with `tuning.json` (and `tuning.npz`)
+/// removed while it serves, a tuned recommender loaded for one item still answers the tuned list
+/// of 5 — the same row, statement and items as before — and its privacy report keeps the tuning
+/// entry of the file it read, which is also what `recsel privacy` printed of the directory.
+/// Power: resolving another length from the directory again (what `for_k` did) fails here with
+/// "tuning.json not found".
+#[test]
+fn a_loaded_recommender_resolves_every_length_from_the_tuning_it_read() {
+    let t = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let dir = t.path().join("model");
+    std::fs::create_dir(&dir).unwrap();
+    for e in std::fs::read_dir(model()).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), dir.join(e.file_name())).unwrap();
+    }
+    let five = Recommender::load(&dir, &tuned(8.0, 5)).unwrap();
+    let printed = recsel::recommend::release_privacy_report(&dir).unwrap();
+    let read = Tuning::read(&dir).unwrap();
+    let top1 = Arc::new(Recommender::load(&dir, &tuned(8.0, 1)).unwrap());
+    let tuning_entry = |r: &recsel::privacy::report::PrivacyReport| {
+        r.parts
+            .iter()
+            .find(|p| p.part == "tuning")
+            .map(|p| p.privacy.clone())
+    };
+    assert_eq!(
+        tuning_entry(&top1.privacy_report()),
+        Some(read.privacy.clone())
+    );
+    assert_eq!(tuning_entry(&printed), Some(read.privacy.clone()));
+    for f in ["tuning.json", "tuning.npz"] {
+        if dir.join(f).exists() {
+            std::fs::remove_file(dir.join(f)).unwrap();
+        }
+    }
+    let got = top1.for_k(5).unwrap();
+    assert_eq!(got.tuned_list(), five.tuned_list());
+    assert_eq!(
+        got.list_statement(5).unwrap(),
+        five.list_statement(5).unwrap()
+    );
+    assert_eq!(got.worth_for(5), five.worth_for(5));
+    assert_eq!(tuning_entry(&got.privacy_report()), Some(read.privacy));
+    let lists = |rec: &Recommender| {
+        let mut draws = rec.draws_seeded(11).unwrap();
+        let mut scratch = rec.scratch();
+        (0..10u32)
+            .map(|u| {
+                rec.recommend_list(&[u, u + 3], 5, u as u64, &mut draws, &mut scratch)
+                    .unwrap()
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(lists(&got), lists(&five));
+    // The directory itself no longer has a tuned configuration: a new load is refused.
+    let e = Recommender::load(&dir, &tuned(8.0, 5))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("tuning.json not found"), "{e}");
+}

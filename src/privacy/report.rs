@@ -126,14 +126,6 @@ pub fn training_public() -> PopulationPrivacy {
     )
 }
 
-/// The tuning entry when `tuning.json` records none: chosen without DP.
-pub fn tuning_public() -> PopulationPrivacy {
-    PopulationPrivacy::public(
-        Population::Calibration,
-        "tuning chosen non-privately on calibration users",
-    )
-}
-
 impl PrivacyReport {
     /// A report of `parts`, totals filled in.
     pub fn new(parts: Vec<Part>) -> Self {
@@ -457,7 +449,10 @@ mod tests {
         assert_eq!(r.total(Population::Calibration).unwrap().epsilon, Some(0.5));
         assert!(r.not_private.is_empty());
         // A public part makes its population unprotected, and only that one.
-        let r = r.with("tuning", tuning_public());
+        let r = r.with(
+            "tuning",
+            PopulationPrivacy::public(Population::Calibration, "chosen non-privately"),
+        );
         // The text rounds ε up, never down.
         let shown =
             PrivacyReport::new(vec![]).with("m", dp(Population::Training, 7.999_979_6, 1e-6));

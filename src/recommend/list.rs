@@ -60,6 +60,7 @@ impl Recommender {
             Arc::clone(&self.model),
             self.release.clone(),
             self.report.clone(),
+            self.tuning.clone(),
         )
         .map(Arc::new)
         .map_err(|e| e.to_string());

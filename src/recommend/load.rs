@@ -1,7 +1,10 @@
 //! Loading a [`Recommender`] from a model directory (docs/deployment.md, "Serving"): the model
 //! and its release, checked against each other, the privacy report with the tuning entry, and
-//! the configuration the directory's `tuning.json` resolves a request to — once at start, and
-//! again for each other length a tuned recommender is asked for ([`Recommender::for_k`]).
+//! the configuration the directory's `tuning.json` resolves a request to. Every file is read
+//! once, at start: the answer of another length a tuned recommender is asked for
+//! ([`Recommender::for_k`]) is resolved from what was read then, so the configuration served and
+//! the privacy report always come from the same `tuning.json`, whatever happens to the directory
+//! while it serves.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -9,7 +12,7 @@ use std::sync::Arc;
 use super::{release, tuned, worth, RecommendConfig, Recommender, Release};
 use crate::error::{Error, Result};
 use crate::model::{self, Model};
-use crate::privacy::report::{tuning_public, PrivacyReport};
+use crate::privacy::report::PrivacyReport;
 use crate::privacy::{Population, PopulationPrivacy};
 
 impl Recommender {
@@ -37,25 +40,28 @@ impl Recommender {
             Some(r) => r.clone(),
             None => release.report_of_meta(&meta),
         };
-        let report = with_tuning_of(report, dir)?;
-        Self::load_parts(dir, cfg, Arc::new(model), release, report)
+        let tuning = tuned::Tuning::read_if_any(dir)?.map(Arc::new);
+        let report = match &tuning {
+            Some(t) => report.with("tuning", t.privacy.clone()),
+            None => report,
+        };
+        Self::load_parts(dir, cfg, Arc::new(model), release, report, tuning)
     }
 
-    /// [`Recommender::load`] once the model, the release (as read) and its privacy report (with
-    /// the tuning entry) are in memory: what [`Recommender::for_k`] resolves another length with.
+    /// [`Recommender::load`] once the model, the release (as read), its privacy report (with
+    /// the tuning entry) and `tuning.json` (as read) are in memory: what [`Recommender::for_k`]
+    /// resolves another length with.
     pub(super) fn load_parts(
         dir: &Path,
         cfg: &RecommendConfig,
         model: Arc<Model>,
         mut release: Release,
         mut report: PrivacyReport,
+        tuning: Option<Arc<tuned::Tuning>>,
     ) -> Result<Self> {
-        let (resolved, bounds, tuned, worth, list_row) = worth::resolve(dir, cfg, &release)?;
-        let list_rows = if dir.join(tuned::TUNING).exists() {
-            tuned::Tuning::read(dir)?.lists
-        } else {
-            Vec::new()
-        };
+        let (resolved, bounds, tuned, worth, list_row) =
+            worth::resolve(dir, cfg, &release, tuning.as_deref())?;
+        let list_rows = tuning.as_ref().map(|t| t.lists.clone()).unwrap_or_default();
         let exact_clip = bounds.as_ref().map(|(c, _)| *c);
         if let Some((_, b)) = bounds {
             if b.lower.len() != release.manifest.n_items {
@@ -88,6 +94,7 @@ impl Recommender {
         rec.report = report;
         rec.list_rows = list_rows;
         rec.origin = (cfg.mechanism == tuned::TUNED).then(|| (dir.to_path_buf(), cfg.clone()));
+        rec.tuning = tuning;
         rec.tuned_list = list_row
             .map(|r| {
                 let items = rec.public_items(&r)?;
@@ -119,8 +126,9 @@ pub fn release_privacy_report(dir: &Path) -> Result<PrivacyReport> {
 }
 
 /// `report` with the tuning entry of the model directory's `tuning.json` (its `privacy` field;
-/// a file without one was chosen non-privately), when the file exists.
-pub(super) fn with_tuning_of(report: PrivacyReport, dir: &Path) -> Result<PrivacyReport> {
+/// a file without one was chosen non-privately), when the file exists. What `recsel privacy`
+/// prints of a directory; a loaded recommender takes the entry from the `tuning.json` it read.
+fn with_tuning_of(report: PrivacyReport, dir: &Path) -> Result<PrivacyReport> {
     let path = dir.join(tuned::TUNING);
     if !path.exists() {
         return Ok(report);
@@ -131,7 +139,7 @@ pub(super) fn with_tuning_of(report: PrivacyReport, dir: &Path) -> Result<Privac
     let privacy = match v.get("privacy") {
         Some(p) if !p.is_null() => serde_json::from_value(p.clone())
             .map_err(|e| Error::Invalid(format!("{}: field privacy: {e}", path.display())))?,
-        _ => tuning_public(),
+        _ => tuned::public_privacy(),
     };
     Ok(report.with("tuning", privacy))
 }

@@ -205,6 +205,9 @@ pub struct Recommender {
     /// A tuned recommender's model directory and configuration ([`tuned::TUNED`], no mechanism
     /// named): where [`Recommender::for_k`] resolves the tuned answer of another length.
     origin: Option<(PathBuf, RecommendConfig)>,
+    /// The directory's `tuning.json` as read when the recommender was loaded: every other length
+    /// is resolved from it, never from the file again.
+    tuning: Option<Arc<tuned::Tuning>>,
     /// The answers of other lengths resolved so far ([`Recommender::for_k`]), or why not.
     answers: RwLock<HashMap<usize, std::result::Result<Arc<Recommender>, String>>>,
     /// The release's privacy report (training, calibration and tuning entries).
@@ -386,6 +389,7 @@ impl Recommender {
             tuned_list: None,
             list_rows: Vec::new(),
             origin: None,
+            tuning: None,
             answers: Default::default(),
         })
     }

@@ -342,7 +342,14 @@ pub(crate) type Resolved = (
 /// configuration (a named mechanism's tuned row when `cfg.tuned_row` and `tuning.json` has one
 /// at its ε; the tuned choice for [`TUNED`]), the clip bounds to use instead of the release's,
 /// (with the clip range they are the bounds of), the tuned choice, and what it is worth.
-pub(crate) fn resolve(dir: &Path, cfg: &RecommendConfig, release: &Release) -> Result<Resolved> {
+/// `tuning` is the directory's `tuning.json` as read once when the recommender was loaded
+/// (`None` without one): nothing here reads it again.
+pub(crate) fn resolve(
+    dir: &Path,
+    cfg: &RecommendConfig,
+    release: &Release,
+    tuning: Option<&Tuning>,
+) -> Result<Resolved> {
     if cfg.mechanism == TUNED {
         if cfg.clip_range.is_some() {
             return Err(Error::Invalid(
@@ -351,17 +358,17 @@ pub(crate) fn resolve(dir: &Path, cfg: &RecommendConfig, release: &Release) -> R
                     .into(),
             ));
         }
+        let t = tuning.ok_or_else(|| Tuning::not_found(dir))?;
         if cfg.list_k > 1 {
-            let (c, row) = tuned::lists::resolve_list(dir, cfg)?;
-            let w = list_worth(&Tuning::read(dir)?, &row);
+            let (c, row) = tuned::lists::resolve_list(t, cfg)?;
+            let w = list_worth(t, &row);
             return Ok((c, None, None, w, Some(row)));
         }
-        let (c, choice) = tuned::resolve(dir, cfg)?;
-        let t = Tuning::read(dir)?;
-        let (what, hit, gain, option, free) = tuned_worth(&t, &choice);
+        let (c, choice) = tuned::resolve(t, cfg)?;
+        let (what, hit, gain, option, free) = tuned_worth(t, &choice);
         let free_itself = choice.mechanism != "krr";
         let w = measured(
-            &t,
+            t,
             what,
             Standing::Tuned,
             cfg.params.epsilon,
@@ -372,11 +379,6 @@ pub(crate) fn resolve(dir: &Path, cfg: &RecommendConfig, release: &Release) -> R
         );
         return Ok((c, None, Some(choice), w, None));
     }
-    let tuning = if dir.join(TUNING).exists() {
-        Some(Tuning::read(dir)?)
-    } else {
-        None
-    };
     let mut out = cfg.clone();
     out.clip_range = None;
     let eps = cfg.params.epsilon;
@@ -419,13 +421,13 @@ pub(crate) fn resolve(dir: &Path, cfg: &RecommendConfig, release: &Release) -> R
                 .transpose()?;
             let what = describe(&r.mechanism, &r.candidates, r.clip, &r.prior);
             let w = measured(
-                &t,
+                t,
                 what,
                 Standing::Tuned,
                 eps,
                 r.hit,
                 r.gain,
-                free_pair(&t),
+                free_pair(t),
                 false,
             );
             return Ok((out, bounds, None, w, None));
@@ -441,23 +443,23 @@ pub(crate) fn resolve(dir: &Path, cfg: &RecommendConfig, release: &Release) -> R
         cfg.candidates == CandidatePolicy::All && clip.is_none() && cfg.prior.weight() == 0.0;
     let w = match &row {
         Some(r) if same(r) => measured(
-            &t,
+            t,
             what,
             Standing::Untuned,
             eps,
             r.hit,
             r.gain,
-            free_pair(&t),
+            free_pair(t),
             false,
         ),
         Some(r) if untuned_default => measured(
-            &t,
+            t,
             what,
             Standing::Untuned,
             eps,
             r.untuned_hit,
             r.untuned_gain,
-            free_pair(&t),
+            free_pair(t),
             false,
         ),
         _ => {
@@ -489,8 +491,8 @@ pub(crate) fn resolve(dir: &Path, cfg: &RecommendConfig, release: &Release) -> R
                     ),
                 }),
                 standing: Standing::Untuned,
-                free: Some(free_of(&t)),
-                free_option: Some(free_pair(&t).0),
+                free: Some(free_of(t)),
+                free_option: Some(free_pair(t).0),
                 estimated: Some(t.estimated()),
                 margin: Some(t.config.margin),
                 calibration_users: t.calibration.users,

@@ -7,8 +7,6 @@
 //! `recsel tune` (`crate::evaluate::tuning::lists`) fills the rows in; serving reads them
 //! ([`Tuning::list_choice`]) and never imports the tuner.
 
-use std::path::Path;
-
 use serde::{Deserialize, Serialize};
 
 use super::{refuse_given, same_epsilon, Estimate, Tuning, TUNING};
@@ -205,10 +203,10 @@ pub fn list_choice(rows: &[ListRow], k: usize, epsilon: f64) -> Result<ListRow> 
 /// The configuration a request for the tuned list of `cfg.list_k` items stands for, and its
 /// row: the row's mechanism (a public ranking is served as `random` over its items, 0-DP, in
 /// the ranking's order), ε and pool, peeling. An error when `cfg` also names candidates or a
-/// prior, or `dir/tuning.json` has no lists of that length.
-pub fn resolve_list(dir: &Path, cfg: &RecommendConfig) -> Result<(RecommendConfig, ListRow)> {
+/// prior, or `tuning` has no lists of that length.
+pub fn resolve_list(tuning: &Tuning, cfg: &RecommendConfig) -> Result<(RecommendConfig, ListRow)> {
     refuse_given(cfg)?;
-    let row = Tuning::read(dir)?.list_choice(cfg.list_k, cfg.params.epsilon)?;
+    let row = tuning.list_choice(cfg.list_k, cfg.params.epsilon)?;
     let public = row.serves.is_public();
     let mut out = cfg.clone();
     out.mechanism = if public {

@@ -575,18 +575,33 @@ impl Tuning {
         names
     }
 
+    /// The error for a tuned configuration asked of `dir`, which has no `tuning.json`.
+    pub fn not_found(dir: &Path) -> Error {
+        Error::Invalid(format!(
+            "{} not found: choose the serving configuration with `recsel tune --model {} ...`, \
+             or name a mechanism (--mech) and candidates",
+            dir.join(TUNING).display(),
+            dir.display()
+        ))
+    }
+
+    /// `dir`'s `tuning.json`, read and checked ([`Tuning::read`]), or `None` when there is none:
+    /// what a recommender reads once when it is loaded.
+    pub fn read_if_any(dir: &Path) -> Result<Option<Self>> {
+        if dir.join(TUNING).exists() {
+            Self::read(dir).map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+
     /// Reads `tuning.json` from `dir` and checks it belongs to the release there. Errors name
     /// the file and say what to do.
     pub fn read(dir: &Path) -> Result<Self> {
         let path = dir.join(TUNING);
         let bytes = std::fs::read(&path).map_err(|e| {
             if e.kind() == std::io::ErrorKind::NotFound {
-                Error::Invalid(format!(
-                    "{} not found: choose the serving configuration with `recsel tune --model \
-                     {} ...`, or name a mechanism (--mech) and candidates",
-                    path.display(),
-                    dir.display()
-                ))
+                Self::not_found(dir)
             } else {
                 Error::io(&path, e)
             }
@@ -684,11 +699,10 @@ fn release_entry(dir: &Path) -> Result<FileEntry> {
 }
 
 /// The configuration a [`TUNED`] request stands for: `cfg` with the mechanism, ε and candidates
-/// of the tuned row for `cfg`'s ε. An error when `cfg` also names candidates (the tuning chooses
-/// them) or the directory has no valid `tuning.json`.
-pub fn resolve(dir: &Path, cfg: &RecommendConfig) -> Result<(RecommendConfig, TunedChoice)> {
+/// of `tuning`'s row for `cfg`'s ε. An error when `cfg` also names candidates (the tuning
+/// chooses them) or `tuning` has no row for it.
+pub fn resolve(tuning: &Tuning, cfg: &RecommendConfig) -> Result<(RecommendConfig, TunedChoice)> {
     refuse_given(cfg)?;
-    let tuning = Tuning::read(dir)?;
     let choice = tuning.choice(cfg.params.epsilon)?;
     let mut out = cfg.clone();
     out.mechanism = choice.mechanism.clone();
