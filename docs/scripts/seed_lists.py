@@ -34,7 +34,7 @@ import recsel
 
 K = 10  # list length
 DEPTH = 150  # how far down a seed's list the device may have to go
-POOL = 300  # seeds: the most popular training items
+POOL = 300  # seeds: the most popular training items (all of them when there are fewer)
 EPSILONS = [1.0, 2.0, 8.0, 1000.0]
 LAMS = [0.0, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0]
 CHUNK = 500
@@ -65,6 +65,15 @@ def shown_recall(owned, held, order, norm):
     return (held & shown).sum(-1) / norm
 
 
+def seed_law(util, prior, eps):
+    """The seed's law for each user (a row of `util`, values in [0, 1]): the exponential
+    mechanism with a public prior, P(j) proportional to prior_j exp(eps u_j / 2). Any two rows of
+    utilities in [0, 1] give laws within a factor e^eps of each other: eps-DP in the history."""
+    logw = np.log(prior)[None, :] + eps * np.asarray(util) / 2.0
+    w = np.exp(logw - logw.max(1, keepdims=True))
+    return w / w.sum(1, keepdims=True)
+
+
 def main():
     if len(sys.argv) != 5:
         raise SystemExit(__doc__)
@@ -80,14 +89,15 @@ def main():
     pop = np.asarray(x.sum(0)).ravel()
     held_pop = np.asarray(matrix(fit_users, test, n).sum(0)).ravel()
     seeds = np.argsort(-pop, kind="stable")[:POOL]
-    rows = model.score(sp.csr_matrix((np.ones(POOL), (np.arange(POOL), seeds)), shape=(POOL, n)))
-    rows[np.arange(POOL), seeds] = 0.0
+    p = len(seeds)
+    rows = model.score(sp.csr_matrix((np.ones(p), (np.arange(p), seeds)), shape=(p, n)))
+    rows[np.arange(p), seeds] = 0.0
     scale = np.abs(rows).max(1, keepdims=True)
     rows = rows / np.where(scale > 0, scale, 1.0)
-    rows[np.arange(POOL), seeds] = np.inf  # the seed first
+    rows[np.arange(p), seeds] = np.inf  # the seed first
     free_counts = {"popular": pop, "held-out": held_pop}
     free_orders = {f: np.argsort(-c, kind="stable")[:DEPTH] for f, c in free_counts.items()}
-    priors = {"uniform": np.ones(POOL), "popularity": pop[seeds], "sqrt": np.sqrt(pop[seeds])}
+    priors = {"uniform": np.ones(p), "popularity": pop[seeds], "sqrt": np.sqrt(pop[seeds])}
 
     def measure(group, orders):
         """Per user: Recall@K of every seed's list per lam, of the free lists, the utilities."""
@@ -115,10 +125,8 @@ def main():
         return {"score": u, "top-1": (rank < 1) * 1.0, "top-5": (rank < 5) * 1.0}
 
     def value(recall, util, prior, eps):
-        """Exact expected Recall@K of each user under the exponential mechanism's law."""
-        logw = np.log(prior)[None, :] + eps * util / 2.0
-        w = np.exp(logw - logw.max(1, keepdims=True))
-        return (w / w.sum(1, keepdims=True) * recall).sum(1)
+        """Exact expected Recall@K of each user under the seed's law."""
+        return (seed_law(util, prior, eps) * recall).sum(1)
 
     free_cal = measure(cal_users, {})[1]
     free_name = max(free_orders, key=lambda f: free_cal[f].mean())
