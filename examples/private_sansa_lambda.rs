@@ -2,9 +2,10 @@
 //! docs/private-candidates.md, "Private tuning"): choose SANSA's L2 regularisation λ with the
 //! calibration users protected.
 //!
-//! Data: ml-1m-implicit under the held-out-users protocol (docs/utility.md, "Protocols"): a fifth
-//! of the users with a train and a test item (at most 3,000) are calibration (validation) users,
-//! as many are test users, and SANSA is fitted on everyone else. For each λ of a public grid the
+//! Data: ml-1m-implicit under the held-out-users protocol (docs/utility.md, "Protocols"): each
+//! user with a train and a test item is a calibration (validation) user with probability 0.1 and
+//! a test user with probability 0.1, by a keyed hash of their id (`--validation-users auto`), and
+//! SANSA is fitted on everyone else. For each λ of a public grid the
 //! model is fitted on the training users only, and scored on the n calibration users by
 //!
 //! `S_λ = Σ_u Recall@20_u(λ)`,

@@ -485,7 +485,7 @@ fn private_pca_rank_example_runs_and_chooses_well() {
 /// on ml-1m-implicit's calibration users by random stopping over noisy summed Recall@20. The
 /// guarantee is the library's 3ε₀; the exact best λ is interior to the grid; over 200 private
 /// choices, the mean test Recall@20 of the chosen λ is within 0.01 of the best λ's test Recall@20
-/// (about 1.6 standard errors of one λ's estimate on the 1,204 test users) and more than 0.03
+/// (about 1.2 standard errors of one λ's estimate on the 627 test users) and more than 0.03
 /// above the worst λ's.
 #[test]
 fn private_sansa_lambda_example_runs_and_chooses_well() {
