@@ -479,3 +479,59 @@ fn neighbouring_fits_publish_no_data_hash() {
         assert!(flagged.len() >= 3, "{f}: {flagged:?}");
     }
 }
+
+/// `--clip-range` names percentiles of the calibration users' scores, which only exact-leaky
+/// statistics read: with the default private statistics another range is refused before any data
+/// is read, naming the option and the way out (it used to be recorded in `release.json` and never
+/// used), and with `--release-statistics exact-leaky` it calibrates the release at those
+/// percentiles. The default range with private statistics is accepted as before.
+#[test]
+fn a_clip_range_is_refused_where_the_release_would_not_use_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("m");
+    let o = recsel(
+        &[
+            &[
+                "fit",
+                "--dataset",
+                "synthetic",
+                "--out",
+                dir.to_str().unwrap(),
+            ][..],
+            SYNTHETIC_MODEL,
+            &["--clip-range", "5,95"],
+        ]
+        .concat(),
+    );
+    let e = String::from_utf8_lossy(&o.stderr).to_string();
+    assert!(!o.status.success(), "{e}");
+    for w in [
+        "--clip-range",
+        "5,95",
+        "exact-leaky",
+        "derives its clip ranges from the model",
+    ] {
+        assert!(e.contains(w), "{w}: {e}");
+    }
+    assert!(!dir.join("release.json").exists());
+    fit(&dir, &["--clip-range", "1,99"]);
+    let leaky = tmp.path().join("leaky");
+    fit(
+        &leaky,
+        &[
+            "--release-statistics",
+            "exact-leaky",
+            "--clip-range",
+            "5,95",
+        ],
+    );
+    let r: Value =
+        serde_json::from_slice(&std::fs::read(leaky.join("release.json")).unwrap()).unwrap();
+    assert_eq!(
+        (
+            r["calibration"]["lower_percentile"].as_f64(),
+            r["calibration"]["upper_percentile"].as_f64()
+        ),
+        (Some(5.0), Some(95.0))
+    );
+}

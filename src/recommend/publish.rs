@@ -27,8 +27,10 @@ option_table! {
         /// training users when the split has none — never the test users.
         #[option(group = "Release")]
         pub calibration_users: usize = DEFAULT_CALIBRATION_USERS,
-        /// Percentiles of the release's clip range, LO,HI (the paper's p1/p99 by default). A
-        /// narrower range shrinks each Δ_j at the cost of clipping more scores (docs/utility.md).
+        /// Percentiles of the clip range of an exact-leaky release, LO,HI (the paper's p1/p99
+        /// by default). A narrower range shrinks each Δ_j at the cost of clipping more scores
+        /// (docs/utility.md). A private release derives its ranges from the model and refuses
+        /// another range.
         #[option(value_name = "LO,HI", group = "Release")]
         pub clip_range: Vec<f64> = vec![1.0, 99.0],
         /// How the release's statistics are made: private (no exact user statistic: clip
@@ -82,12 +84,29 @@ impl ReleaseOptions {
             .map_err(|e| Error::Invalid(format!("clip_range (--clip-range): {e}")))
     }
 
-    /// The options checked and resolved, before any data is read (errors name the option).
+    /// The options checked and resolved, before any data is read (errors name the option). A
+    /// clip range other than the default with private statistics is refused: the private ranges
+    /// come from the model, so the percentiles would be recorded in the release but never used.
     pub fn plan(&self) -> Result<ReleasePlan> {
+        let statistics = self.statistics()?;
+        let sensitivity = self.sensitivity()?;
+        let default = Self::default().sensitivity()?;
+        if matches!(statistics, Statistics::Private { .. })
+            && (sensitivity.lower, sensitivity.upper) != (default.lower, default.upper)
+        {
+            return Err(Error::Invalid(format!(
+                "clip_range (--clip-range) {},{}: percentiles of the calibration users' scores, \
+                 which only exact-leaky release statistics (--release-statistics exact-leaky, \
+                 NOT private for the calibration and training users) read; a private release \
+                 derives its clip ranges from the model for histories of at most history_cap \
+                 (--history-cap) items: drop the clip range",
+                sensitivity.lower, sensitivity.upper
+            )));
+        }
         Ok(ReleasePlan {
             calibration_users: self.calibration_users(),
-            sensitivity: self.sensitivity()?,
-            statistics: self.statistics()?,
+            sensitivity,
+            statistics,
         })
     }
 }
