@@ -237,11 +237,15 @@ pub fn frontier_png(path: &Path, title: &str, t: &UtilityTable) -> Result<()> {
             .draw_series(DashedLineSeries::new(limit, 3, 4, grey.stroke_width(2)))
             .map_err(err)?;
         entries.push(("limit min(1, e^eps x best fixed)".into(), grey, false));
+        // One colour per baseline, the non-private row navy: none of them the colour of a
+        // mechanism these plots draw (rnm is black, em brown, krr olive).
         let palette = [
             RGBColor(31, 119, 180),
             RGBColor(23, 190, 207),
             RGBColor(214, 39, 40),
-            RGBColor(0, 0, 0),
+            RGBColor(200, 0, 200),
+            RGBColor(0, 128, 128),
+            RGBColor(128, 0, 0),
         ];
         let mut b = 0;
         for r in &t.rows {
@@ -254,8 +258,12 @@ pub fn frontier_png(path: &Path, title: &str, t: &UtilityTable) -> Result<()> {
                 .collect();
             match r.kind {
                 RowKind::Baseline | RowKind::NotPrivate => {
-                    let c = palette[b.min(palette.len() - 1)];
-                    b += 1;
+                    let c = if r.kind == RowKind::NotPrivate {
+                        RGBColor(0, 0, 128)
+                    } else {
+                        b += 1;
+                        palette[(b - 1) % palette.len()]
+                    };
                     chart
                         .draw_series(DashedLineSeries::new(pts, 8, 5, c.stroke_width(2)))
                         .map_err(err)?;
