@@ -173,7 +173,8 @@ impl Recommender {
         if k == 1 || self.tuned_list.as_ref().is_some_and(|(r, _)| r.k == k) {
             return self.worth().clone();
         }
-        super::worth::untuned_list_worth(self.worth(), &self.list_rows, k, self.params.epsilon)
+        let rows = self.tuning.as_deref().map_or(&[][..], |t| &t.lists[..]);
+        super::worth::untuned_list_worth(self.worth(), rows, k, self.params.epsilon)
     }
 
     /// The guarantee of a list of `k` on this recommender's candidates, as the mechanism states

@@ -61,7 +61,6 @@ impl Recommender {
     ) -> Result<Self> {
         let (resolved, bounds, tuned, worth, list_row) =
             worth::resolve(dir, cfg, &release, tuning.as_deref())?;
-        let list_rows = tuning.as_ref().map(|t| t.lists.clone()).unwrap_or_default();
         let exact_clip = bounds.as_ref().map(|(c, _)| *c);
         if let Some((_, b)) = bounds {
             if b.lower.len() != release.manifest.n_items {
@@ -92,7 +91,6 @@ impl Recommender {
         rec.tuned = tuned;
         rec.worth = worth;
         rec.report = report;
-        rec.list_rows = list_rows;
         rec.origin = (cfg.mechanism == tuned::TUNED).then(|| (dir.to_path_buf(), cfg.clone()));
         rec.tuning = tuning;
         rec.tuned_list = list_row

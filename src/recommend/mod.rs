@@ -195,8 +195,6 @@ pub struct Recommender {
     /// The tuned list served (a tuned configuration resolved for lists of its k) with, for a
     /// public ranking, its released items in the ranking's order.
     tuned_list: Option<(tuned::lists::ListRow, Vec<u32>)>,
-    /// The tuned list rows of the model directory's `tuning.json` (for what a list is worth).
-    list_rows: Vec<tuned::lists::ListRow>,
     /// The mechanism's parameters (ε the whole answer's) and the form of a list: a list of k
     /// is [`TopK`] of them, built once per k and kept in `lists`.
     params: MechParams,
@@ -206,7 +204,8 @@ pub struct Recommender {
     /// named): where [`Recommender::for_k`] resolves the tuned answer of another length.
     origin: Option<(PathBuf, RecommendConfig)>,
     /// The directory's `tuning.json` as read when the recommender was loaded: every other length
-    /// is resolved from it, never from the file again.
+    /// is resolved from it, and its list rows say what an untuned list is worth — never the file
+    /// again.
     tuning: Option<Arc<tuned::Tuning>>,
     /// The answers of other lengths resolved so far ([`Recommender::for_k`]), or why not.
     answers: RwLock<HashMap<usize, std::result::Result<Arc<Recommender>, String>>>,
@@ -387,7 +386,6 @@ impl Recommender {
             exact_clip: None,
             worth: Worth::in_memory(cfg),
             tuned_list: None,
-            list_rows: Vec::new(),
             origin: None,
             tuning: None,
             answers: Default::default(),
