@@ -28,15 +28,7 @@ fn stderr(o: &Output) -> String {
 
 /// A copy of the tuned synthetic model of `worth` (fit, then `tune --mech em,mgem`).
 fn tuned_copy(to: &Path) -> PathBuf {
-    let from = crate::worth::model();
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        if e.file_type().unwrap().is_file() {
-            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
-        }
-    }
-    to.to_path_buf()
+    crate::util::copy_files(crate::worth::model(), to)
 }
 
 /// Rewrites array `name` of `dir/tuning.npz` with `edit` and records the new size and CRC-32 in

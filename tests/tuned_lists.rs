@@ -464,12 +464,7 @@ fn a_tuned_list_is_charged_what_its_row_spends() {
 #[test]
 fn a_loaded_recommender_resolves_every_length_from_the_tuning_it_read() {
     let t = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    let dir = t.path().join("model");
-    std::fs::create_dir(&dir).unwrap();
-    for e in std::fs::read_dir(model()).unwrap() {
-        let e = e.unwrap();
-        std::fs::copy(e.path(), dir.join(e.file_name())).unwrap();
-    }
+    let dir = crate::util::copy_files(model(), &t.path().join("model"));
     let five = Recommender::load(&dir, &tuned(8.0, 5)).unwrap();
     let printed = recsel::recommend::release_privacy_report(&dir).unwrap();
     let read = Tuning::read(&dir).unwrap();

@@ -1,23 +1,18 @@
 """recsel.select_private_candidates: the tuning example end to end, the reported guarantees, the
 stopping rules' parameters and errors (docs/private-candidates.md)."""
 
-import importlib.util
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 import recsel
+from script_module import load_script
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "tune_dp_hyperparameter.py"
 
 
 def _example():
-    spec = importlib.util.spec_from_file_location("tune_dp_hyperparameter", EXAMPLE)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("python/examples/tune_dp_hyperparameter.py")
 
 
 def test_the_tuning_example_selects_a_good_hyperparameter_privately():

@@ -2,27 +2,16 @@
 "Lists") against lists whose mean Recall@K is exact, a closed form on symmetric populations, the
 ends eps = 0 and eps -> inf, and the top-1 LP it generalises."""
 
-import importlib.util
 import itertools
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 from scipy.optimize import linprog
+from script_module import load_script
 
-SCRIPT = Path(__file__).resolve().parents[2] / "docs" / "scripts" / "lp_limit.py"
-
-
-def _script():
-    spec = importlib.util.spec_from_file_location("lp_limit", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-LP = _script()
+LP = load_script("docs/scripts/lp_limit.py")
 
 
 def _matrix(sets, n_items):

@@ -2,25 +2,16 @@
 [0, 1] give laws within e^eps), its two ends, and the script run end to end on a small LightGCN
 folder."""
 
-import importlib.util
 import math
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
+from script_module import load_script
 
-SCRIPT = Path(__file__).resolve().parents[2] / "docs" / "scripts" / "seed_lists.py"
-
-
-def _script():
-    spec = importlib.util.spec_from_file_location("seed_lists", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-SEED = _script()
+SEED = load_script("docs/scripts/seed_lists.py")
+SCRIPT = Path(SEED.__file__)
 
 
 def test_the_seed_law_is_eps_dp_for_every_pair_of_utilities():

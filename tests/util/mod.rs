@@ -407,3 +407,16 @@ pub fn estimation_users_hold_out_the_rarest_item(
         ..cal.clone()
     }
 }
+
+/// A copy of the files of the directory `from` (a model directory: model, release, tuning) in
+/// `to`, created if needed; returns `to`.
+pub fn copy_files(from: &std::path::Path, to: &std::path::Path) -> std::path::PathBuf {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_file() {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+    to.to_path_buf()
+}
