@@ -99,23 +99,34 @@ def main():
     free_orders = {f: np.argsort(-c, kind="stable")[:DEPTH] for f, c in free_counts.items()}
     priors = {"uniform": np.ones(p), "popularity": pop[seeds], "sqrt": np.sqrt(pop[seeds])}
 
-    def measure(group, orders):
-        """Per user: Recall@K of every seed's list per lam, of the free lists, the utilities."""
-        out = {"seed": {lam: [] for lam in orders}, "free": {f: [] for f in free_orders}, "u": []}
+    # A seed's list: its model scores blended with a free ranking's counts (the one chosen on the
+    # calibration users below), one order per free ranking and blend weight.
+    orders = {
+        (f, lam): np.argsort(-(rows + lam * c[None, :] / c.max()), axis=1, kind="stable")[
+            :, :DEPTH
+        ]
+        for f, c in free_counts.items()
+        for lam in LAMS
+    }
+
+    def measure(group):
+        """Per user: Recall@K of every seed's list per (free ranking, lam), of the free lists, and
+        the utilities — each group's users scored once."""
+        out = {"seed": {key: [] for key in orders}, "free": {f: [] for f in free_orders}, "u": []}
         for s in range(0, len(group), CHUNK):
             us = group[s : s + CHUNK]
             h, t = matrix(us, train, n), matrix(us, test, n)
             owned, held = h.toarray() > 0, t.toarray() > 0
             norm = np.minimum(K, held.sum(1)).astype(float)
-            for lam, o in orders.items():
-                out["seed"][lam].append(shown_recall(owned[:, o], held[:, o], o, norm[:, None]))
+            for key, o in orders.items():
+                out["seed"][key].append(shown_recall(owned[:, o], held[:, o], o, norm[:, None]))
             for f, o in free_orders.items():
                 out["free"][f].append(shown_recall(owned[:, o], held[:, o], o, norm))
             score = np.maximum(model.score(h)[:, seeds], 0.0)
             top = score.max(1, keepdims=True)
             out["u"].append(score / np.where(top > 0, top, 1.0))
         return (
-            {lam: np.vstack(v) for lam, v in out["seed"].items()},
+            {key: np.vstack(v) for key, v in out["seed"].items()},
             {f: np.concatenate(v) for f, v in out["free"].items()},
             np.vstack(out["u"]),
         )
@@ -128,15 +139,10 @@ def main():
         """Exact expected Recall@K of each user under the seed's law."""
         return (seed_law(util, prior, eps) * recall).sum(1)
 
-    free_cal = measure(cal_users, {})[1]
-    free_name = max(free_orders, key=lambda f: free_cal[f].mean())
-    # A seed's list: its model scores blended with the best free ranking's counts.
-    c = free_counts[free_name]
-    orders = {
-        lam: np.argsort(-(rows + lam * c[None, :] / c.max()), axis=1, kind="stable")[:, :DEPTH]
-        for lam in LAMS
-    }
-    cal, ev = measure(cal_users, orders), measure(eval_users, orders)
+    cal, ev = measure(cal_users), measure(eval_users)
+    free_name = max(free_orders, key=lambda f: cal[1][f].mean())
+    cal_seed = {lam: cal[0][(free_name, lam)] for lam in LAMS}
+    ev_seed = {lam: ev[0][(free_name, lam)] for lam in LAMS}
     free = ev[1][free_name]
     print(
         f"{folder}: {len(fit_users)} fitted, {len(cal_users)} calibration, {len(eval_users)} "
@@ -144,7 +150,7 @@ def main():
         f"device-filtered, Recall@{K} {free.mean():.4f}"
     )
     for lam in LAMS:
-        oracle = ev[0][lam].max(1)
+        oracle = ev_seed[lam].max(1)
         print(
             f"  oracle seed (reads the held-out items), lam {lam}: {oracle.mean() / free.mean():.2f}x"
         )
@@ -152,9 +158,9 @@ def main():
     for eps in EPSILONS:
         best = max(
             ((lam, un, pn) for lam in LAMS for un in cu for pn in priors),
-            key=lambda c: value(cal[0][c[0]], cu[c[1]], priors[c[2]], eps).mean(),
+            key=lambda c: value(cal_seed[c[0]], cu[c[1]], priors[c[2]], eps).mean(),
         )
-        v = value(ev[0][best[0]], eu[best[1]], priors[best[2]], eps)
+        v = value(ev_seed[best[0]], eu[best[1]], priors[best[2]], eps)
         r = v.mean() / free.mean()
         se = np.std(v - r * free, ddof=1) / np.sqrt(len(v)) / free.mean()
         what = "not private" if eps >= 1000 else f"{eps:g}-DP"
